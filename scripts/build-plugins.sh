@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Builds every plugin crate under plugins/ (first-party plugins and test fixtures) for
+# wasm32-wasip2 and copies the components to target/plugins/<name>.wasm.
+#
+# Two toolchain routes (DESIGN.md, "Building plugins on these machines"):
+#   1. rustup has the wasm32-wasip2 target installed -> plain `cargo build --target wasm32-wasip2`.
+#   2. otherwise Debian's rustc-web (same release line, ships rust-src) builds std itself
+#      (-Z build-std) against Debian's wasi-libc, linking with rustup's rust-lld and
+#      wasm-component-ld.
+# Usage: scripts/build-plugins.sh [crate-dir-name ...]   (default: all)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+OUT="$ROOT/target/plugins"
+# A separate target dir keeps the wasm build from contending for the host build's lock.
+export CARGO_TARGET_DIR="${TRELLIS_WASM_TARGET_DIR:-$ROOT/target/wasm}"
+TARGET=wasm32-wasip2
+
+# Every crate directory holding a Cargo.toml under plugins/ (nested one level for fixtures).
+mapfile -t DIRS < <(find plugins -mindepth 2 -maxdepth 3 -name Cargo.toml -printf '%h\n' | sort)
+if [ "$#" -gt 0 ]; then
+    mapfile -t DIRS < <(printf '%s\n' "${DIRS[@]}" | grep -E "/($(IFS='|'; echo "$*"))\$")
+fi
+[ "${#DIRS[@]}" -gt 0 ] || { echo "build-plugins: no plugin crates found" >&2; exit 1; }
+
+PKGS=()
+for dir in "${DIRS[@]}"; do
+    pkg="$(sed -n 's/^name *= *"\(.*\)"/\1/p' "$dir/Cargo.toml" | head -n1)"
+    PKGS+=("-p" "$pkg")
+done
+
+if command -v rustup >/dev/null 2>&1 && rustup target list --installed 2>/dev/null | grep -qx "$TARGET"; then
+    echo "build-plugins: rustup has $TARGET; using plain cargo" >&2
+    cargo build --release --target "$TARGET" "${PKGS[@]}"
+else
+    if [ ! -x /usr/bin/rustc ] || [ ! -d /usr/lib/wasm32-wasi ] || [ ! -d /usr/lib/rustlib/src/rust/library ]; then
+        if [ "$(id -u)" = 0 ]; then
+            echo "build-plugins: installing Debian rustc-web toolchain for $TARGET" >&2
+            apt-get install -y --no-install-recommends rustc-web cargo-web rust-web-src wasi-libc >&2
+        else
+            echo "build-plugins: no $TARGET toolchain. Either 'rustup target add $TARGET', or as root:" >&2
+            echo "  apt-get install -y --no-install-recommends rustc-web cargo-web rust-web-src wasi-libc" >&2
+            exit 1
+        fi
+    fi
+    # rustup's rustc ships rust-lld and wasm-component-ld; Debian's does not.
+    LLD_DIR="$(rustup run stable rustc --print sysroot 2>/dev/null || rustc --print sysroot)/lib/rustlib/x86_64-unknown-linux-gnu/bin"
+    echo "build-plugins: using Debian rustc ($(/usr/bin/rustc -V)) with -Z build-std" >&2
+    PATH="/usr/bin:$PATH:$LLD_DIR" RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
+    RUSTFLAGS="-L /usr/lib/wasm32-wasi" \
+        /usr/bin/cargo build --release --target "$TARGET" -Z build-std=std,panic_abort "${PKGS[@]}"
+fi
+
+mkdir -p "$OUT"
+for dir in "${DIRS[@]}"; do
+    pkg="$(sed -n 's/^name *= *"\(.*\)"/\1/p' "$dir/Cargo.toml" | head -n1)"
+    artifact="$CARGO_TARGET_DIR/$TARGET/release/${pkg//-/_}.wasm"
+    # Fixture names keep a "fixture-" prefix so they never collide with real plugins.
+    case "$dir" in
+        plugins/fixtures/*) name="fixture-$(basename "$dir")" ;;
+        *) name="$(basename "$dir")" ;;
+    esac
+    cp "$artifact" "$OUT/$name.wasm.tmp"
+    mv "$OUT/$name.wasm.tmp" "$OUT/$name.wasm"
+    printf 'build-plugins: %-28s %8d bytes\n' "target/plugins/$name.wasm" "$(stat -c %s "$OUT/$name.wasm")" >&2
+done

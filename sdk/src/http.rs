@@ -1,0 +1,307 @@
+//! A small blocking HTTP client over the standard `wasi:http/outgoing-handler`.
+//!
+//! The host decides what is reachable: the host of the record the plugin serves and hosts
+//! the operator granted. Everything else fails with [`HttpError::Denied`].
+
+use crate::bindings::imports::wasi::http::outgoing_handler;
+use crate::bindings::imports::wasi::http::types::{
+    self as wasi, ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest,
+    RequestOptions, Scheme,
+};
+use crate::bindings::imports::wasi::io::streams::StreamError;
+use crate::PluginError;
+
+/// Responses larger than this are refused by the SDK even if the host would allow more.
+const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 << 20;
+/// Bytes per write into the request body stream.
+const WRITE_CHUNK: usize = 4096;
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum HttpError {
+    /// The URL could not be parsed or uses an unsupported scheme.
+    InvalidUrl(String),
+    /// The host's outbound policy refused the request (host not allowed, private address, …).
+    Denied,
+    /// The connection or response timed out.
+    Timeout,
+    /// The response was larger than allowed.
+    ResponseTooLarge,
+    /// Anything else at the transport level (DNS, TLS, connection reset, protocol error).
+    Transport(String),
+}
+
+impl std::fmt::Display for HttpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HttpError::InvalidUrl(msg) => write!(f, "invalid URL: {msg}"),
+            HttpError::Denied => f.write_str("outbound request denied by host policy"),
+            HttpError::Timeout => f.write_str("request timed out"),
+            HttpError::ResponseTooLarge => f.write_str("response too large"),
+            HttpError::Transport(msg) => write!(f, "transport error: {msg}"),
+        }
+    }
+}
+
+impl std::error::Error for HttpError {}
+
+impl From<HttpError> for PluginError {
+    fn from(err: HttpError) -> PluginError {
+        let retryable = matches!(err, HttpError::Timeout | HttpError::Transport(_));
+        PluginError::upstream(None, err.to_string(), retryable)
+    }
+}
+
+impl From<ErrorCode> for HttpError {
+    fn from(code: ErrorCode) -> HttpError {
+        match code {
+            ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited => HttpError::Denied,
+            ErrorCode::ConnectionTimeout
+            | ErrorCode::ConnectionReadTimeout
+            | ErrorCode::ConnectionWriteTimeout
+            | ErrorCode::HttpResponseTimeout
+            | ErrorCode::DnsTimeout => HttpError::Timeout,
+            ErrorCode::HttpResponseBodySize(_) => HttpError::ResponseTooLarge,
+            other => HttpError::Transport(format!("{other:?}")),
+        }
+    }
+}
+
+/// An HTTP response with its whole body read.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Header name/value pairs, names in lowercase.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// True for 2xx statuses.
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The body as (lossy) UTF-8 text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// Parses the body as JSON.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, PluginError> {
+        serde_json::from_slice(&self.body).map_err(|err| {
+            PluginError::upstream(Some(self.status), format!("response is not the expected JSON: {err}"), false)
+        })
+    }
+
+    /// The first value of a header, as text.
+    pub fn header(&self, name: &str) -> Option<String> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| String::from_utf8_lossy(value).into_owned())
+    }
+}
+
+/// A request being built.
+#[derive(Debug, Clone)]
+pub struct Request {
+    method: Method,
+    url: String,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Vec<u8>,
+    timeout_ms: u64,
+    max_response_bytes: usize,
+}
+
+impl Request {
+    /// Starts a request with any method.
+    pub fn new(method: &str, url: &str) -> Request {
+        let method = match method.to_ascii_uppercase().as_str() {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            "PATCH" => Method::Patch,
+            "OPTIONS" => Method::Options,
+            other => Method::Other(other.to_owned()),
+        };
+        Request {
+            method,
+            url: url.to_owned(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            timeout_ms: 10_000,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+        }
+    }
+
+    /// Starts a GET request.
+    pub fn get(url: &str) -> Request {
+        Request::new("GET", url)
+    }
+
+    /// Starts a POST request.
+    pub fn post(url: &str) -> Request {
+        Request::new("POST", url)
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: &str, value: &str) -> Request {
+        self.headers.push((name.to_owned(), value.as_bytes().to_vec()));
+        self
+    }
+
+    /// Sets a raw body.
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Request {
+        self.body = body.into();
+        self
+    }
+
+    /// Sets a JSON body and the matching content type.
+    pub fn json<T: serde::Serialize>(self, value: &T) -> Result<Request, PluginError> {
+        let body = serde_json::to_vec(value)
+            .map_err(|err| PluginError::internal(format!("cannot serialize request body: {err}")))?;
+        Ok(self.header("content-type", "application/json").body(body))
+    }
+
+    /// Sets connect, first-byte and between-bytes timeouts (each). The host may enforce lower ones.
+    pub fn timeout_ms(mut self, timeout_ms: u64) -> Request {
+        self.timeout_ms = timeout_ms;
+        self
+    }
+
+    /// Caps the response body size accepted by the SDK.
+    pub fn max_response_bytes(mut self, max: usize) -> Request {
+        self.max_response_bytes = max;
+        self
+    }
+
+    /// Sends the request and reads the whole response.
+    pub fn send(self) -> Result<Response, HttpError> {
+        let target = Target::parse(&self.url)?;
+
+        let headers = Fields::new();
+        for (name, value) in &self.headers {
+            headers
+                .append(name, value)
+                .map_err(|err| HttpError::InvalidUrl(format!("header {name}: {err:?}")))?;
+        }
+        let request = OutgoingRequest::new(headers);
+        let invalid = |what: &str| HttpError::InvalidUrl(format!("{what} rejected by wasi:http"));
+        request.set_method(&self.method).map_err(|()| invalid("method"))?;
+        request.set_scheme(Some(&target.scheme)).map_err(|()| invalid("scheme"))?;
+        request.set_authority(Some(&target.authority)).map_err(|()| invalid("authority"))?;
+        request.set_path_with_query(Some(&target.path_and_query)).map_err(|()| invalid("path"))?;
+
+        let options = RequestOptions::new();
+        let nanos = self.timeout_ms.saturating_mul(1_000_000);
+        // Setting a timeout the host does not support is not fatal; the host's own limits apply.
+        let _ = options.set_connect_timeout(Some(nanos));
+        let _ = options.set_first_byte_timeout(Some(nanos));
+        let _ = options.set_between_bytes_timeout(Some(nanos));
+
+        let body = request.body().map_err(|()| HttpError::Transport("request body already taken".into()))?;
+        // `handle` must come before the body is written: the host buffers only a little of
+        // the body and drains it into the connection that `handle` opens.
+        let pending = outgoing_handler::handle(request, Some(options))?;
+        {
+            let stream = body
+                .write()
+                .map_err(|()| HttpError::Transport("request body stream unavailable".into()))?;
+            for chunk in self.body.chunks(WRITE_CHUNK) {
+                stream.blocking_write_and_flush(chunk).map_err(stream_error)?;
+            }
+        }
+        OutgoingBody::finish(body, None)?;
+
+        let incoming = loop {
+            match pending.get() {
+                Some(Ok(result)) => break result?,
+                Some(Err(())) => return Err(HttpError::Transport("response already taken".into())),
+                None => pending.subscribe().block(),
+            }
+        };
+
+        let status = incoming.status();
+        let headers = incoming
+            .headers()
+            .entries()
+            .into_iter()
+            .map(|(name, value)| (name.to_ascii_lowercase(), value))
+            .collect();
+        let body = incoming
+            .consume()
+            .map_err(|()| HttpError::Transport("response body already taken".into()))?;
+        let bytes = read_body(&body, self.max_response_bytes)?;
+        drop(IncomingBody::finish(body));
+        Ok(Response { status, headers, body: bytes })
+    }
+}
+
+fn read_body(body: &IncomingBody, max: usize) -> Result<Vec<u8>, HttpError> {
+    let stream = body
+        .stream()
+        .map_err(|()| HttpError::Transport("response body stream unavailable".into()))?;
+    let mut bytes = Vec::new();
+    loop {
+        match stream.blocking_read(64 * 1024) {
+            Ok(chunk) => {
+                if bytes.len() + chunk.len() > max {
+                    return Err(HttpError::ResponseTooLarge);
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            Err(StreamError::Closed) => return Ok(bytes),
+            Err(err) => return Err(stream_error(err)),
+        }
+    }
+}
+
+fn stream_error(err: StreamError) -> HttpError {
+    match err {
+        StreamError::Closed => HttpError::Transport("stream closed".into()),
+        StreamError::LastOperationFailed(err) => match wasi::http_error_code(&err) {
+            Some(code) => HttpError::from(code),
+            None => HttpError::Transport(err.to_debug_string()),
+        },
+    }
+}
+
+/// The parts of an absolute `http(s)://` URL that wasi:http wants separately.
+struct Target {
+    scheme: Scheme,
+    authority: String,
+    path_and_query: String,
+}
+
+impl Target {
+    fn parse(url: &str) -> Result<Target, HttpError> {
+        let (scheme, rest) = if let Some(rest) = url.strip_prefix("https://") {
+            (Scheme::Https, rest)
+        } else if let Some(rest) = url.strip_prefix("http://") {
+            (Scheme::Http, rest)
+        } else {
+            return Err(HttpError::InvalidUrl(format!("{url}: only http:// and https:// are supported")));
+        };
+        let split = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(split);
+        if authority.is_empty() || authority.contains('@') {
+            return Err(HttpError::InvalidUrl(format!("{url}: missing host or embedded credentials")));
+        }
+        let tail = tail.split('#').next().unwrap_or("");
+        let path_and_query = if tail.is_empty() {
+            "/".to_owned()
+        } else if tail.starts_with('?') {
+            format!("/{tail}")
+        } else {
+            tail.to_owned()
+        };
+        Ok(Target { scheme, authority: authority.to_owned(), path_and_query })
+    }
+}
