@@ -1,0 +1,149 @@
+//! Authentication and tenancy: users, workspaces, sessions, API keys, scopes.
+//!
+//! Every request resolves to a [`Caller`]: who acts, in which workspace, with which
+//! scopes. Domain services take the caller and scope every query to its workspace.
+
+mod rate_limit;
+pub mod scope;
+mod service;
+
+pub use self::rate_limit::LoginLimiter;
+pub use self::scope::{parse_scopes, Role, Scope};
+pub use self::service::*;
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone)]
+pub struct User {
+    pub id: String,
+    pub email: String,
+    pub first_name: String,
+    pub is_admin: bool,
+    pub current_workspace_id: Option<String>,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    pub id: String,
+    pub name: String,
+    /// The caller's role in it, when listed for a user.
+    pub role: Option<Role>,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    /// Server-to-server client key, `ck_…`.
+    Client,
+    /// Field agent key, `ak_…`.
+    Agent,
+}
+
+impl KeyKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyKind::Client => "client",
+            KeyKind::Agent => "agent",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<KeyKind> {
+        match text {
+            "client" => Some(KeyKind::Client),
+            "agent" => Some(KeyKind::Agent),
+            _ => None,
+        }
+    }
+
+    pub fn prefix(self) -> &'static str {
+        match self {
+            KeyKind::Client => "ck_",
+            KeyKind::Agent => "ak_",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ApiKey {
+    pub id: String,
+    pub workspace_id: String,
+    pub name: String,
+    pub kind: KeyKind,
+    /// The first characters of the key, enough to recognise it in a list.
+    pub prefix: String,
+    pub scopes: Vec<Scope>,
+    pub created_by: Option<String>,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+}
+
+/// Who is acting.
+#[derive(Debug, Clone)]
+pub enum Actor {
+    User {
+        id: String,
+        email: String,
+    },
+    ApiKey {
+        id: String,
+        kind: KeyKind,
+    },
+    /// The operator at the command line.
+    System,
+}
+
+impl Actor {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Actor::User { .. } => "user",
+            Actor::ApiKey { .. } => "api_key",
+            Actor::System => "system",
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        match self {
+            Actor::User { id, .. } | Actor::ApiKey { id, .. } => id,
+            Actor::System => "cli",
+        }
+    }
+}
+
+/// An authenticated principal bound to one workspace.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub actor: Actor,
+    pub workspace_id: String,
+    pub scopes: Vec<Scope>,
+    pub instance_admin: bool,
+    /// Correlates audit rows with logs and the `X-Request-Id` response header.
+    pub request_id: String,
+}
+
+impl Caller {
+    pub fn require(&self, scope: Scope) -> Result<()> {
+        if self.scopes.contains(&scope) {
+            Ok(())
+        } else {
+            Err(Error::MissingScope(scope.as_str()))
+        }
+    }
+
+    pub fn user_id(&self) -> Option<&str> {
+        match &self.actor {
+            Actor::User { id, .. } => Some(id),
+            _ => None,
+        }
+    }
+
+    pub fn require_instance_admin(&self) -> Result<()> {
+        if self.instance_admin {
+            Ok(())
+        } else {
+            Err(Error::Forbidden(
+                "Only instance administrators may do this".into(),
+            ))
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The `trellis` binary: `serve` and the operator's admin subcommands.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use trellis_host::auth::{self, KeyKind, NewApiKey, NewUser};
+use trellis_host::clock::{OsEntropy, SystemClock};
+use trellis_host::config::{Config, LogFormat};
+use trellis_host::context::{Context, SharedContext};
+use trellis_host::crypto::MasterKey;
+use trellis_host::store::Store;
+
+#[derive(Parser)]
+#[command(
+    name = "trellis",
+    version,
+    about = "Trellis certificate lifecycle management"
+)]
+struct Cli {
+    /// Optional TOML configuration file; TRELLIS_* environment variables override it.
+    #[arg(long, global = true, env = "TRELLIS_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP service.
+    Serve,
+    /// Manage users.
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+    /// Manage API keys.
+    ApiKey {
+        #[command(subcommand)]
+        command: ApiKeyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Create a user with a new workspace they own; prints {"userId", "workspaceId"}.
+    Create {
+        #[arg(long)]
+        email: String,
+        #[arg(long)]
+        password: String,
+        #[arg(long, default_value = "")]
+        first_name: String,
+        /// Name of the workspace created for the user.
+        #[arg(long, default_value = "default")]
+        workspace: String,
+        /// Make the user an instance administrator.
+        #[arg(long)]
+        admin: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ApiKeyCommand {
+    /// Create a key in a workspace; prints {"id", "key"}. The key is shown only now.
+    Create {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        name: String,
+        /// Comma-separated scopes, e.g. certificates:read,certificates:write.
+        #[arg(long, value_delimiter = ',')]
+        scopes: Vec<String>,
+        #[arg(long, default_value = "client", value_parser = ["client", "agent"])]
+        kind: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let config = Config::load(cli.config.as_deref()).context("invalid configuration")?;
+    init_tracing(config.log_format);
+    match cli.command {
+        Command::Serve => serve(config).await,
+        Command::User {
+            command:
+                UserCommand::Create {
+                    email,
+                    password,
+                    first_name,
+                    workspace,
+                    admin,
+                },
+        } => {
+            let ctx = open(config).await?;
+            let (user, workspace) = auth::create_user(
+                &ctx,
+                NewUser {
+                    email,
+                    password,
+                    first_name,
+                    workspace_name: workspace,
+                    admin,
+                },
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!(
+                "{}",
+                serde_json::json!({ "userId": user.id, "workspaceId": workspace.id })
+            );
+            ctx.store.close().await;
+            Ok(())
+        }
+        Command::ApiKey {
+            command:
+                ApiKeyCommand::Create {
+                    workspace,
+                    name,
+                    scopes,
+                    kind,
+                },
+        } => {
+            let ctx = open(config).await?;
+            let kind = KeyKind::parse(&kind).unwrap_or(KeyKind::Client);
+            let (key, secret) = auth::create_api_key_as_operator(
+                &ctx,
+                &workspace,
+                NewApiKey { name, scopes, kind },
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}", serde_json::json!({ "id": key.id, "key": secret }));
+            ctx.store.close().await;
+            Ok(())
+        }
+    }
+}
+
+/// Logs go to stderr so that subcommands can print JSON on stdout.
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .init(),
+        LogFormat::Pretty => builder.init(),
+    }
+}
+
+async fn open(config: Config) -> anyhow::Result<SharedContext> {
+    let entropy = Arc::new(OsEntropy);
+    let master_key = match &config.master_key {
+        Some(text) => MasterKey::parse(text).context("TRELLIS_MASTER_KEY")?,
+        None => MasterKey::load_or_create(&config.master_key_file, entropy.as_ref())?,
+    };
+    let store = Store::open(&config.database_url).await?;
+    Ok(Arc::new(Context::new(
+        config,
+        store,
+        Arc::new(SystemClock),
+        entropy,
+        master_key,
+    )))
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    tracing::info!(config = ?config, "starting trellis");
+    let listen = config.listen;
+    let ctx = open(config).await?;
+    if let Some(user) = auth::bootstrap_admin(&ctx)
+        .await
+        .map_err(|e| anyhow::anyhow!("creating the admin user: {e}"))?
+    {
+        tracing::info!(user_id = %user.id, email = %user.email, "created the instance administrator");
+    }
+    trellis_host::api::ops::install_metrics();
+    let app = trellis_host::api::router(ctx.clone());
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    tracing::info!(address = %listener.local_addr()?, "listening");
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown_signal())
+    .await?;
+    ctx.store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutdown signal received; finishing in-flight requests");
+}

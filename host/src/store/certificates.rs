@@ -1,0 +1,633 @@
+//! Certificates, usage records and machine identities.
+
+use serde_json::Value;
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row};
+
+use crate::certificates::{
+    Certificate, IssuanceSource, MachineIdentity, ParsedCertificate, Statistics, Status,
+    UsageRecord, EXPIRING_WINDOW_MS,
+};
+use crate::pagination::{Page, PageRequest};
+use crate::store::{bool_column, json_column, Dialect, Store, StoreError, StoreResult, Tx};
+
+pub struct NewCertificate<'a> {
+    pub workspace_id: &'a str,
+    pub parsed: &'a ParsedCertificate,
+    pub issuance_source: IssuanceSource,
+    pub auto_renewal: bool,
+    pub location: Option<&'a str>,
+    pub metadata: &'a Value,
+    pub created_at: i64,
+}
+
+/// Fields to change; `None` leaves a column alone.
+#[derive(Debug, Default)]
+pub struct CertificateUpdate<'a> {
+    pub auto_renewal: Option<bool>,
+    pub location: Option<Option<&'a str>>,
+    pub metadata: Option<&'a Value>,
+    pub issuance_source: Option<IssuanceSource>,
+    pub machine_identity_id: Option<i64>,
+    /// Revocation time and reason.
+    pub revoke: Option<(i64, &'a str)>,
+}
+
+#[derive(Debug, Default)]
+pub struct CertificateFilter {
+    pub status: Option<Status>,
+    pub search: Option<String>,
+    pub signature_algorithm: Option<String>,
+    pub key_algorithm: Option<String>,
+    pub usage_category: Option<String>,
+    pub issuance_source: Option<IssuanceSource>,
+    /// The instant status filters are evaluated at.
+    pub now: i64,
+}
+
+const CERTIFICATE_COLUMNS: &str = "id, workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
+    signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, subject_alt_names, \
+    is_ca, issuance_source, auto_renewal, location, metadata, ca_id, machine_identity_id, revoked, revoked_at, \
+    revocation_reason, certificate_pem, CAST(CASE WHEN private_key_sealed IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_private_key, \
+    created_at, updated_at";
+
+fn certificate_from_row(row: &AnyRow) -> StoreResult<Certificate> {
+    let source: String = row.try_get("issuance_source")?;
+    let sans: String = row.try_get("subject_alt_names")?;
+    let metadata: String = row.try_get("metadata")?;
+    Ok(Certificate {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        common_name: row.try_get("common_name")?,
+        issuer: row.try_get("issuer")?,
+        subject: row.try_get("subject")?,
+        serial_number: row.try_get("serial_number")?,
+        not_before: row.try_get("not_before")?,
+        expires_at: row.try_get("expires_at")?,
+        signature_algorithm: row.try_get("signature_algorithm")?,
+        signature_hash: row.try_get("signature_hash")?,
+        key_algorithm: row.try_get("key_algorithm")?,
+        key_size: row.try_get("key_size")?,
+        fingerprint_sha256: row.try_get("fingerprint_sha256")?,
+        usage_category: row.try_get("usage_category")?,
+        subject_alt_names: serde_json::from_str(&sans).unwrap_or_default(),
+        is_ca: bool_column(row.try_get("is_ca")?),
+        issuance_source: IssuanceSource::parse(&source)
+            .ok_or_else(|| StoreError::Corrupt(format!("issuance_source `{source}`")))?,
+        auto_renewal: bool_column(row.try_get("auto_renewal")?),
+        location: row.try_get("location")?,
+        metadata: json_column(&metadata),
+        ca_id: row.try_get("ca_id")?,
+        machine_identity_id: row.try_get("machine_identity_id")?,
+        revoked: bool_column(row.try_get("revoked")?),
+        revoked_at: row.try_get("revoked_at")?,
+        revocation_reason: row.try_get("revocation_reason")?,
+        certificate_pem: row.try_get("certificate_pem")?,
+        has_private_key: bool_column(row.try_get("has_private_key")?),
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+/// A value bound to a dynamically built statement.
+enum Bind {
+    Int(i64),
+    Text(String),
+}
+
+fn bind_all<'q>(
+    mut query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
+    binds: &'q [Bind],
+) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
+    for bind in binds {
+        query = match bind {
+            Bind::Int(value) => query.bind(*value),
+            Bind::Text(value) => query.bind(value.as_str()),
+        };
+    }
+    query
+}
+
+/// Builds the WHERE clause of a certificate list; `$1` is always the workspace.
+fn certificate_where(
+    dialect: Dialect,
+    workspace_id: &str,
+    filter: &CertificateFilter,
+) -> (String, Vec<Bind>) {
+    let mut clauses = vec!["workspace_id = $1".to_string()];
+    let mut binds = vec![Bind::Text(workspace_id.to_string())];
+    let mut push = |clause: &str, values: Vec<Bind>, binds: &mut Vec<Bind>| {
+        let mut clause = clause.to_string();
+        for (i, value) in values.into_iter().enumerate() {
+            binds.push(value);
+            clause = clause.replace(&format!("${{{i}}}"), &format!("${}", binds.len()));
+        }
+        clauses.push(clause);
+    };
+    if let Some(status) = filter.status {
+        let soon = filter.now.saturating_add(EXPIRING_WINDOW_MS);
+        match status {
+            Status::Revoked => push("revoked = 1", vec![], &mut binds),
+            Status::Expired => push(
+                "revoked = 0 AND expires_at <= ${0}",
+                vec![Bind::Int(filter.now)],
+                &mut binds,
+            ),
+            Status::Expiring => push(
+                "revoked = 0 AND expires_at > ${0} AND expires_at <= ${1}",
+                vec![Bind::Int(filter.now), Bind::Int(soon)],
+                &mut binds,
+            ),
+            Status::Active => push(
+                "revoked = 0 AND expires_at > ${0}",
+                vec![Bind::Int(soon)],
+                &mut binds,
+            ),
+        }
+    }
+    if let Some(search) = &filter.search {
+        let pattern = format!(
+            "%{}%",
+            search
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        );
+        match dialect {
+            // The trigram index answers terms of three or more characters; shorter
+            // terms fall back to LIKE, which SQLite compares case-insensitively for ASCII.
+            Dialect::Sqlite if search.chars().count() >= 3 => push(
+                "id IN (SELECT rowid FROM certificates_search WHERE certificates_search MATCH ${0})",
+                vec![Bind::Text(format!("\"{}\"", search.replace('"', "\"\"")))],
+                &mut binds,
+            ),
+            Dialect::Sqlite => push(
+                "(common_name LIKE ${0} ESCAPE '\\' OR issuer LIKE ${0} ESCAPE '\\')",
+                vec![Bind::Text(pattern)],
+                &mut binds,
+            ),
+            Dialect::Postgres => push(
+                "(common_name ILIKE ${0} ESCAPE '\\' OR issuer ILIKE ${0} ESCAPE '\\')",
+                vec![Bind::Text(pattern)],
+                &mut binds,
+            ),
+        }
+    }
+    if let Some(algorithm) = &filter.signature_algorithm {
+        push(
+            "(signature_algorithm = ${0} OR signature_hash = ${0} OR key_algorithm = ${0})",
+            vec![Bind::Text(algorithm.clone())],
+            &mut binds,
+        );
+    }
+    if let Some(algorithm) = &filter.key_algorithm {
+        push(
+            "key_algorithm = ${0}",
+            vec![Bind::Text(algorithm.clone())],
+            &mut binds,
+        );
+    }
+    if let Some(usage) = &filter.usage_category {
+        push(
+            "usage_category = ${0}",
+            vec![Bind::Text(usage.clone())],
+            &mut binds,
+        );
+    }
+    if let Some(source) = filter.issuance_source {
+        push(
+            "issuance_source = ${0}",
+            vec![Bind::Text(source.as_str().to_string())],
+            &mut binds,
+        );
+    }
+    (clauses.join(" AND "), binds)
+}
+
+impl Store {
+    pub async fn find_certificate(
+        &self,
+        workspace_id: &str,
+        id: i64,
+    ) -> StoreResult<Option<Certificate>> {
+        let sql = format!(
+            "SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE workspace_id = $1 AND id = $2"
+        );
+        let row = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(certificate_from_row).transpose()
+    }
+
+    pub async fn list_certificates(
+        &self,
+        workspace_id: &str,
+        filter: &CertificateFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<Certificate>> {
+        let (where_clause, binds) = certificate_where(self.dialect, workspace_id, filter);
+        let count_sql = format!("SELECT COUNT(*) FROM certificates WHERE {where_clause}");
+        let total: i64 = bind_all(sqlx::query(&count_sql), &binds)
+            .fetch_one(&self.pool)
+            .await?
+            .try_get(0)?;
+        let n = binds.len();
+        let list_sql = format!(
+            "SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE {where_clause} ORDER BY created_at DESC, id DESC LIMIT ${} OFFSET ${}",
+            n + 1,
+            n + 2
+        );
+        let rows = bind_all(sqlx::query(&list_sql), &binds)
+            .bind(page.limit)
+            .bind(page.offset)
+            .fetch_all(&self.pool)
+            .await?;
+        let items = rows
+            .iter()
+            .map(certificate_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page {
+            items,
+            total,
+            request: page,
+        })
+    }
+
+    pub async fn certificate_statistics(
+        &self,
+        workspace_id: &str,
+        now: i64,
+    ) -> StoreResult<Statistics> {
+        let soon = now.saturating_add(EXPIRING_WINDOW_MS);
+        let week = now.saturating_add(7 * 24 * 3600 * 1000);
+        let row = sqlx::query(
+            "SELECT COUNT(*), \
+                COALESCE(SUM(CASE WHEN revoked = 1 THEN 1 ELSE 0 END), 0), \
+                COALESCE(SUM(CASE WHEN revoked = 0 AND expires_at <= $2 THEN 1 ELSE 0 END), 0), \
+                COALESCE(SUM(CASE WHEN revoked = 0 AND expires_at > $2 AND expires_at <= $3 THEN 1 ELSE 0 END), 0), \
+                COALESCE(SUM(CASE WHEN revoked = 0 AND expires_at > $3 THEN 1 ELSE 0 END), 0), \
+                COALESCE(SUM(CASE WHEN revoked = 0 AND expires_at > $2 AND expires_at <= $4 THEN 1 ELSE 0 END), 0), \
+                COALESCE(SUM(CASE WHEN auto_renewal = 1 THEN 1 ELSE 0 END), 0) \
+             FROM certificates WHERE workspace_id = $1",
+        )
+        .bind(workspace_id)
+        .bind(now)
+        .bind(soon)
+        .bind(week)
+        .fetch_one(&self.pool)
+        .await?;
+        let mut stats = Statistics {
+            total: row.try_get(0)?,
+            by_status: vec![
+                (Status::Active, row.try_get(4)?),
+                (Status::Expiring, row.try_get(3)?),
+                (Status::Expired, row.try_get(2)?),
+                (Status::Revoked, row.try_get(1)?),
+            ],
+            expiring_within_7_days: row.try_get(5)?,
+            auto_renewal_enabled: row.try_get(6)?,
+            ..Default::default()
+        };
+        for (column, target) in [
+            ("usage_category", &mut stats.by_usage_category),
+            ("issuance_source", &mut stats.by_issuance_source),
+            ("key_algorithm", &mut stats.by_key_algorithm),
+        ] {
+            let sql = format!("SELECT {column}, COUNT(*) FROM certificates WHERE workspace_id = $1 GROUP BY {column} ORDER BY {column}");
+            for row in sqlx::query(&sql)
+                .bind(workspace_id)
+                .fetch_all(&self.pool)
+                .await?
+            {
+                target.push((row.try_get(0)?, row.try_get(1)?));
+            }
+        }
+        Ok(stats)
+    }
+
+    pub async fn list_usage(
+        &self,
+        workspace_id: &str,
+        certificate_id: Option<i64>,
+        page: PageRequest,
+    ) -> StoreResult<Page<UsageRecord>> {
+        // Certificate ids start at 1, so 0 stands for "any certificate".
+        let filter = " AND ($2 = 0 OR certificate_id = $2)";
+        let count_sql =
+            format!("SELECT COUNT(*) FROM certificate_usage WHERE workspace_id = $1{filter}");
+        let list_sql = format!(
+            "SELECT id, workspace_id, certificate_id, host, port, service, location, metadata, created_at \
+             FROM certificate_usage WHERE workspace_id = $1{filter} ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4"
+        );
+        let certificate_id = certificate_id.unwrap_or(0);
+        let total: i64 = sqlx::query(&count_sql)
+            .bind(workspace_id)
+            .bind(certificate_id)
+            .fetch_one(&self.pool)
+            .await?
+            .try_get(0)?;
+        let rows = sqlx::query(&list_sql)
+            .bind(workspace_id)
+            .bind(certificate_id)
+            .bind(page.limit)
+            .bind(page.offset)
+            .fetch_all(&self.pool)
+            .await?;
+        let items = rows
+            .iter()
+            .map(usage_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page {
+            items,
+            total,
+            request: page,
+        })
+    }
+
+    pub async fn list_identities(
+        &self,
+        workspace_id: &str,
+        page: PageRequest,
+    ) -> StoreResult<Page<MachineIdentity>> {
+        let total: i64 =
+            sqlx::query("SELECT COUNT(*) FROM machine_identities WHERE workspace_id = $1")
+                .bind(workspace_id)
+                .fetch_one(&self.pool)
+                .await?
+                .try_get(0)?;
+        let sql = format!("{IDENTITY_SELECT} WHERE m.workspace_id = $1 ORDER BY m.created_at DESC, m.id DESC LIMIT $2 OFFSET $3");
+        let rows = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(page.limit)
+            .bind(page.offset)
+            .fetch_all(&self.pool)
+            .await?;
+        let items = rows
+            .iter()
+            .map(identity_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page {
+            items,
+            total,
+            request: page,
+        })
+    }
+
+    pub async fn find_identity(
+        &self,
+        workspace_id: &str,
+        id: i64,
+    ) -> StoreResult<Option<MachineIdentity>> {
+        let sql = format!("{IDENTITY_SELECT} WHERE m.workspace_id = $1 AND m.id = $2");
+        let row = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(identity_from_row).transpose()
+    }
+}
+
+const IDENTITY_SELECT: &str = "SELECT m.id, m.workspace_id, m.name, m.kind, m.description, m.metadata, m.created_at, m.updated_at, \
+    (SELECT COUNT(*) FROM certificates c WHERE c.workspace_id = m.workspace_id AND c.machine_identity_id = m.id) AS certificate_count \
+    FROM machine_identities m";
+
+fn identity_from_row(row: &AnyRow) -> StoreResult<MachineIdentity> {
+    let metadata: String = row.try_get("metadata")?;
+    Ok(MachineIdentity {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        name: row.try_get("name")?,
+        kind: row.try_get("kind")?,
+        description: row.try_get("description")?,
+        metadata: json_column(&metadata),
+        certificate_count: row.try_get("certificate_count")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn usage_from_row(row: &AnyRow) -> StoreResult<UsageRecord> {
+    let metadata: String = row.try_get("metadata")?;
+    Ok(UsageRecord {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        certificate_id: row.try_get("certificate_id")?,
+        host: row.try_get("host")?,
+        port: row.try_get("port")?,
+        service: row.try_get("service")?,
+        location: row.try_get("location")?,
+        metadata: json_column(&metadata),
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+impl Tx {
+    pub async fn insert_certificate(
+        &mut self,
+        new: &NewCertificate<'_>,
+    ) -> StoreResult<Certificate> {
+        let parsed = new.parsed;
+        let sql = format!(
+            "INSERT INTO certificates (workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
+                signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, \
+                subject_alt_names, is_ca, issuance_source, auto_renewal, location, metadata, certificate_pem, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21) \
+             RETURNING {CERTIFICATE_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(new.workspace_id)
+            .bind(parsed.common_name.as_str())
+            .bind(parsed.issuer.as_str())
+            .bind(parsed.subject.as_str())
+            .bind(parsed.serial_number.as_str())
+            .bind(parsed.not_before)
+            .bind(parsed.expires_at)
+            .bind(parsed.signature_algorithm.as_str())
+            .bind(parsed.signature_hash.as_deref())
+            .bind(parsed.key_algorithm.as_str())
+            .bind(parsed.key_size)
+            .bind(parsed.fingerprint_sha256.as_str())
+            .bind(parsed.usage_category.as_str())
+            .bind(serde_json::to_string(&parsed.subject_alt_names).unwrap_or_else(|_| "[]".into()))
+            .bind(i64::from(parsed.is_ca))
+            .bind(new.issuance_source.as_str())
+            .bind(i64::from(new.auto_renewal))
+            .bind(new.location)
+            .bind(new.metadata.to_string())
+            .bind(parsed.pem.as_str())
+            .bind(new.created_at)
+            .fetch_one(&mut *self.inner)
+            .await?;
+        certificate_from_row(&row)
+    }
+
+    pub async fn find_certificate(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+    ) -> StoreResult<Option<Certificate>> {
+        let sql = format!(
+            "SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE workspace_id = $1 AND id = $2"
+        );
+        let row = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(id)
+            .fetch_optional(&mut *self.inner)
+            .await?;
+        row.as_ref().map(certificate_from_row).transpose()
+    }
+
+    pub async fn find_private_key(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+    ) -> StoreResult<Option<String>> {
+        let row = sqlx::query(
+            "SELECT private_key_sealed FROM certificates WHERE workspace_id = $1 AND id = $2",
+        )
+        .bind(workspace_id)
+        .bind(id)
+        .fetch_optional(&mut *self.inner)
+        .await?;
+        Ok(match row {
+            Some(row) => row.try_get::<Option<String>, _>(0)?,
+            None => None,
+        })
+    }
+
+    /// Applies `update` and returns the new row, or `None` if the certificate is not in the workspace.
+    pub async fn update_certificate(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        update: &CertificateUpdate<'_>,
+        now: i64,
+    ) -> StoreResult<Option<Certificate>> {
+        let mut sets = vec!["updated_at = $3".to_string()];
+        let mut binds: Vec<Option<Bind>> = Vec::new();
+        let mut set = |column: &str, value: Option<Bind>, binds: &mut Vec<Option<Bind>>| {
+            binds.push(value);
+            sets.push(format!("{column} = ${}", binds.len() + 3));
+        };
+        if let Some(enabled) = update.auto_renewal {
+            set(
+                "auto_renewal",
+                Some(Bind::Int(i64::from(enabled))),
+                &mut binds,
+            );
+        }
+        if let Some(location) = update.location {
+            set(
+                "location",
+                location.map(|l| Bind::Text(l.to_string())),
+                &mut binds,
+            );
+        }
+        if let Some(metadata) = update.metadata {
+            set(
+                "metadata",
+                Some(Bind::Text(metadata.to_string())),
+                &mut binds,
+            );
+        }
+        if let Some(source) = update.issuance_source {
+            set(
+                "issuance_source",
+                Some(Bind::Text(source.as_str().to_string())),
+                &mut binds,
+            );
+        }
+        if let Some(identity) = update.machine_identity_id {
+            set("machine_identity_id", Some(Bind::Int(identity)), &mut binds);
+        }
+        if let Some((at, reason)) = update.revoke {
+            set("revoked", Some(Bind::Int(1)), &mut binds);
+            set("revoked_at", Some(Bind::Int(at)), &mut binds);
+            set(
+                "revocation_reason",
+                Some(Bind::Text(reason.to_string())),
+                &mut binds,
+            );
+        }
+        let sql = format!(
+            "UPDATE certificates SET {} WHERE workspace_id = $1 AND id = $2 RETURNING {CERTIFICATE_COLUMNS}",
+            sets.join(", ")
+        );
+        let mut query = sqlx::query(&sql).bind(workspace_id).bind(id).bind(now);
+        for bind in &binds {
+            query = match bind {
+                Some(Bind::Int(value)) => query.bind(*value),
+                Some(Bind::Text(value)) => query.bind(value.as_str()),
+                None => query.bind(None::<String>),
+            };
+        }
+        let row = query.fetch_optional(&mut *self.inner).await?;
+        row.as_ref().map(certificate_from_row).transpose()
+    }
+
+    pub async fn delete_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM certificates WHERE workspace_id = $1 AND id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .execute(&mut *self.inner)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    pub async fn insert_usage(&mut self, record: &UsageRecord) -> StoreResult<UsageRecord> {
+        let row = sqlx::query(
+            "INSERT INTO certificate_usage (workspace_id, certificate_id, host, port, service, location, metadata, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             RETURNING id, workspace_id, certificate_id, host, port, service, location, metadata, created_at",
+        )
+        .bind(record.workspace_id.as_str())
+        .bind(record.certificate_id)
+        .bind(record.host.as_str())
+        .bind(record.port)
+        .bind(record.service.as_deref())
+        .bind(record.location.as_deref())
+        .bind(record.metadata.to_string())
+        .bind(record.created_at)
+        .fetch_one(&mut *self.inner)
+        .await?;
+        usage_from_row(&row)
+    }
+
+    pub async fn insert_identity(
+        &mut self,
+        identity: &MachineIdentity,
+    ) -> StoreResult<MachineIdentity> {
+        let row = sqlx::query(
+            "INSERT INTO machine_identities (workspace_id, name, kind, description, metadata, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6) \
+             RETURNING id, workspace_id, name, kind, description, metadata, created_at, updated_at, CAST(0 AS BIGINT) AS certificate_count",
+        )
+        .bind(identity.workspace_id.as_str())
+        .bind(identity.name.as_str())
+        .bind(identity.kind.as_str())
+        .bind(identity.description.as_deref())
+        .bind(identity.metadata.to_string())
+        .bind(identity.created_at)
+        .fetch_one(&mut *self.inner)
+        .await?;
+        identity_from_row(&row)
+    }
+
+    pub async fn delete_identity(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool> {
+        sqlx::query("UPDATE certificates SET machine_identity_id = NULL WHERE workspace_id = $1 AND machine_identity_id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .execute(&mut *self.inner)
+            .await?;
+        let done =
+            sqlx::query("DELETE FROM machine_identities WHERE workspace_id = $1 AND id = $2")
+                .bind(workspace_id)
+                .bind(id)
+                .execute(&mut *self.inner)
+                .await?;
+        Ok(done.rows_affected() > 0)
+    }
+}

@@ -1,0 +1,249 @@
+//! Persistence. All SQL of the service lives under this module.
+//!
+//! One code path serves SQLite (embedded default) and PostgreSQL through sqlx's `Any`
+//! driver; statements use `$n` placeholders, which both backends accept, and the few
+//! dialect differences (substring search, upserts) branch on [`Dialect`].
+//! Writes go through [`Tx`], so a change, its audit row and its outbox event commit together.
+
+mod audit;
+mod auth;
+mod certificates;
+mod outbox;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{Any, AnyPool, Executor};
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+pub use self::audit::{AuditFilter, NewAuditEntry};
+pub use self::certificates::{CertificateFilter, CertificateUpdate, NewCertificate};
+pub use self::outbox::{NewEvent, OutboxEvent};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open database {url}: {source}")]
+    Connect { url: String, source: sqlx::Error },
+    #[error("migration {version} ({name}) failed: {source}")]
+    Migration {
+        version: i64,
+        name: &'static str,
+        source: sqlx::Error,
+    },
+    #[error("uniqueness violated: {0}")]
+    Unique(String),
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    #[error(transparent)]
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> Self {
+        if let sqlx::Error::Database(db) = &err {
+            if db.is_unique_violation() {
+                return StoreError::Unique(db.message().to_string());
+            }
+        }
+        StoreError::Database(err)
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+struct Migration {
+    version: i64,
+    name: &'static str,
+    sqlite: &'static str,
+    postgres: &'static str,
+}
+
+/// Forward-only migrations; both dialects carry the same versions.
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "foundation",
+    sqlite: include_str!("../../../migrations/sqlite/0001_foundation.sql"),
+    postgres: include_str!("../../../migrations/postgres/0001_foundation.sql"),
+}];
+
+#[derive(Clone)]
+pub struct Store {
+    pool: AnyPool,
+    dialect: Dialect,
+    /// SQLite allows one writer; queueing writers here (instead of in SQLite's busy
+    /// handler) avoids lock-upgrade deadlocks between deferred transactions.
+    write_gate: Option<Arc<Mutex<()>>>,
+}
+
+/// A write transaction. Dropping it without `commit` rolls back.
+pub struct Tx {
+    inner: sqlx::Transaction<'static, Any>,
+    _gate: Option<OwnedMutexGuard<()>>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database and applies pending migrations.
+    pub async fn open(url: &str) -> StoreResult<Self> {
+        sqlx::any::install_default_drivers();
+        let dialect = if url.starts_with("sqlite:") {
+            Dialect::Sqlite
+        } else {
+            Dialect::Postgres
+        };
+        let connect_err = |source| StoreError::Connect {
+            url: crate::config::redact_url(url),
+            source,
+        };
+        let pool = match dialect {
+            Dialect::Sqlite => {
+                let url = sqlite_url(url);
+                let options = AnyConnectOptions::from_str(&url).map_err(connect_err)?;
+                AnyPoolOptions::new()
+                    .max_connections(8)
+                    .min_connections(1)
+                    .idle_timeout(None)
+                    .after_connect(|conn, _meta| {
+                        Box::pin(async move {
+                            conn.execute(
+                                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                                 PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; \
+                                 PRAGMA cache_size = -32768; PRAGMA temp_store = MEMORY;",
+                            )
+                            .await?;
+                            Ok(())
+                        })
+                    })
+                    .connect_with(options)
+                    .await
+                    .map_err(connect_err)?
+            }
+            Dialect::Postgres => AnyPoolOptions::new()
+                .max_connections(16)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect(url)
+                .await
+                .map_err(connect_err)?,
+        };
+        let write_gate = (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(())));
+        let store = Store {
+            pool,
+            dialect,
+            write_gate,
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    pub async fn begin(&self) -> StoreResult<Tx> {
+        let gate = match &self.write_gate {
+            Some(gate) => Some(gate.clone().lock_owned().await),
+            None => None,
+        };
+        let inner = self.pool.begin().await?;
+        Ok(Tx { inner, _gate: gate })
+    }
+
+    /// Readiness probe: the database answers a trivial query.
+    pub async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        let mut conn = self.pool.acquire().await?;
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
+        )
+        .await?;
+        let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM schema_migrations")
+            .fetch_all(&mut *conn)
+            .await?;
+        drop(conn);
+        for migration in MIGRATIONS.iter().filter(|m| !applied.contains(&m.version)) {
+            let sql = match self.dialect {
+                Dialect::Sqlite => migration.sqlite,
+                Dialect::Postgres => migration.postgres,
+            };
+            let failed = |source| StoreError::Migration {
+                version: migration.version,
+                name: migration.name,
+                source,
+            };
+            let mut tx = self.begin().await?;
+            sqlx::raw_sql(sql)
+                .execute(&mut *tx.inner)
+                .await
+                .map_err(failed)?;
+            sqlx::query(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+            )
+            .bind(migration.version)
+            .bind(migration.name)
+            .bind(chrono::Utc::now().timestamp_millis())
+            .execute(&mut *tx.inner)
+            .await
+            .map_err(failed)?;
+            tx.commit().await?;
+            tracing::info!(
+                version = migration.version,
+                name = migration.name,
+                "applied migration"
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Tx {
+    pub async fn commit(self) -> StoreResult<()> {
+        self.inner.commit().await?;
+        Ok(())
+    }
+}
+
+/// sqlx needs `mode=rwc` to create a missing SQLite file; the directory must exist too.
+fn sqlite_url(url: &str) -> String {
+    let path = url
+        .trim_start_matches("sqlite://")
+        .trim_start_matches("sqlite:");
+    let file = path.split('?').next().unwrap_or(path);
+    if file != ":memory:" {
+        if let Some(dir) = std::path::Path::new(file).parent() {
+            if !dir.as_os_str().is_empty() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+        }
+    }
+    if url.contains("mode=") {
+        url.to_string()
+    } else if url.contains('?') {
+        format!("{url}&mode=rwc")
+    } else {
+        format!("{url}?mode=rwc")
+    }
+}
+
+/// Maps a JSON text column, tolerating legacy or hand-edited rows.
+fn json_column(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or(serde_json::Value::Null)
+}
+
+fn bool_column(value: i64) -> bool {
+    value != 0
+}
