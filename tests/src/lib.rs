@@ -1,0 +1,356 @@
+//! Test support: start the real `trellis` binary on an ephemeral port with its own
+//! SQLite database, and talk HTTP to it. Also builds test certificates with rcgen.
+
+pub mod certs;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use serde_json::{json, Value};
+
+pub const ADMIN_EMAIL: &str = "admin@example.com";
+pub const ADMIN_PASSWORD: &str = "correct horse battery";
+
+/// The workspace root (parent of this crate).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// The `trellis` binary under test: `TRELLIS_BIN`, else target/debug/trellis.
+pub fn trellis_binary() -> PathBuf {
+    if let Ok(path) = std::env::var("TRELLIS_BIN") {
+        return PathBuf::from(path);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_root().join("target"));
+    let path = target.join("debug").join("trellis");
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build -p trellis-host --bin trellis` (`make test` does this)",
+        path.display()
+    );
+    path
+}
+
+/// A running `trellis serve` with its own data directory; killed on drop.
+pub struct Server {
+    child: Child,
+    pub base_url: String,
+    pub dir: tempfile::TempDir,
+    env: Vec<(String, String)>,
+}
+
+impl Server {
+    /// Starts a server with the bootstrap admin and default settings.
+    pub fn start() -> Server {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra environment variables.
+    pub fn start_with(extra_env: &[(&str, &str)]) -> Server {
+        Self::try_start(extra_env).expect("server starts")
+    }
+
+    fn try_start(extra_env: &[(&str, &str)]) -> anyhow::Result<Server> {
+        let dir = tempfile::tempdir()?;
+        let mut env: Vec<(String, String)> = vec![
+            ("TRELLIS_LISTEN".into(), "127.0.0.1:0".into()),
+            (
+                "TRELLIS_DATABASE_URL".into(),
+                format!("sqlite://{}/trellis.db", dir.path().display()),
+            ),
+            ("TRELLIS_ADMIN_EMAIL".into(), ADMIN_EMAIL.into()),
+            ("TRELLIS_ADMIN_PASSWORD".into(), ADMIN_PASSWORD.into()),
+            ("TRELLIS_LOG_FORMAT".into(), "json".into()),
+            ("RUST_LOG".into(), "info,sqlx=warn".into()),
+        ];
+        for (name, value) in extra_env {
+            env.retain(|(n, _)| n != name);
+            env.push((name.to_string(), value.to_string()));
+        }
+        let mut command = Command::new(trellis_binary());
+        command
+            .arg("serve")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default());
+        for (name, value) in &env {
+            command.env(name, value);
+        }
+        let mut child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("spawn trellis")?;
+        let stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !sent {
+                    if let Ok(event) = serde_json::from_str::<Value>(&line) {
+                        if event["message"] == "listening" {
+                            let _ = tx.send(Ok(event["address"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .to_string()));
+                            sent = true;
+                            continue;
+                        }
+                    }
+                    if line.starts_with("Error:") {
+                        let _ = tx.send(Err(line.clone()));
+                    }
+                }
+                if std::env::var("TRELLIS_TEST_LOGS").is_ok() {
+                    eprintln!("[server] {line}");
+                }
+            }
+        });
+        let address = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Ok(address)) => address,
+            Ok(Err(line)) => {
+                let _ = child.kill();
+                bail!("trellis failed to start: {line}")
+            }
+            Err(_) => {
+                let _ = child.kill();
+                bail!("trellis did not report a listening address within 30 s")
+            }
+        };
+        Ok(Server {
+            child,
+            base_url: format!("http://{address}"),
+            dir,
+            env,
+        })
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base_url, path)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits for the process to exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        self.child.wait().expect("wait")
+    }
+
+    /// Runs a `trellis` subcommand against this server's database; returns stdout parsed as JSON.
+    pub fn cli(&self, args: &[&str]) -> anyhow::Result<Value> {
+        let output = self.cli_raw(args)?;
+        if !output.status.success() {
+            bail!(
+                "trellis {:?} failed: {}",
+                args,
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(serde_json::from_slice(&output.stdout)?)
+    }
+
+    pub fn cli_raw(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
+        let mut command = Command::new(trellis_binary());
+        command
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default());
+        for (name, value) in &self.env {
+            command.env(name, value);
+        }
+        Ok(command.output()?)
+    }
+
+    /// A client signed in as the bootstrap admin.
+    pub async fn admin(&self) -> Client {
+        self.login(ADMIN_EMAIL, ADMIN_PASSWORD).await
+    }
+
+    pub async fn login(&self, email: &str, password: &str) -> Client {
+        let client = Client::new(self, None);
+        let res = client
+            .post(
+                "/api/auth/login",
+                json!({ "email": email, "password": password }),
+            )
+            .await;
+        assert_eq!(res.status, 200, "login failed: {}", res.body);
+        client
+    }
+
+    /// A new user (with their own workspace) signed in.
+    pub async fn new_user(&self, email: &str) -> (Client, String) {
+        let created = self
+            .cli(&[
+                "user",
+                "create",
+                "--email",
+                email,
+                "--password",
+                "password-123",
+                "--workspace",
+                email,
+            ])
+            .expect("user create");
+        let workspace = created["workspaceId"]
+            .as_str()
+            .expect("workspaceId")
+            .to_string();
+        (self.login(email, "password-123").await, workspace)
+    }
+
+    /// A client authenticating with a new API key of the admin's workspace.
+    pub async fn key_client(&self, scopes: &[&str]) -> Client {
+        let admin = self.admin().await;
+        let res = admin
+            .post("/api/api-keys", json!({ "name": "test", "scopes": scopes }))
+            .await;
+        assert_eq!(res.status, 201, "{}", res.body);
+        Client::new(self, res.body["data"]["key"].as_str().map(str::to_string))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A response with its JSON body (or `Value::Null`) and raw bytes.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+    pub bytes: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts the spec §7 error shape and returns the code.
+    pub fn error_code(&self) -> &str {
+        let code = self.body["error"]["code"].as_str();
+        assert!(
+            code.is_some() && self.body["error"]["message"].is_string(),
+            "not an error body: {}",
+            self.body
+        );
+        code.unwrap_or_default()
+    }
+}
+
+/// An HTTP client bound to one server, with a cookie jar, an optional API key and
+/// optional extra headers.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+    headers: Vec<(String, String)>,
+}
+
+impl Client {
+    pub fn new(server: &Server, api_key: Option<String>) -> Client {
+        let http = reqwest::Client::builder()
+            .cookie_store(true)
+            .build()
+            .expect("client");
+        Client {
+            http,
+            base_url: server.base_url.clone(),
+            api_key,
+            headers: Vec::new(),
+        }
+    }
+
+    pub fn with_header(&self, name: &str, value: &str) -> Client {
+        let mut client = self.clone();
+        client.headers.push((name.to_string(), value.to_string()));
+        client
+    }
+
+    pub fn api_key(&self) -> Option<&str> {
+        self.api_key.as_deref()
+    }
+
+    pub async fn send(&self, builder: reqwest::RequestBuilder) -> Response {
+        let mut builder = builder;
+        if let Some(key) = &self.api_key {
+            builder = builder.header("X-API-Key", key);
+        }
+        for (name, value) in &self.headers {
+            builder = builder.header(name, value);
+        }
+        let res = builder.send().await.expect("request");
+        let status = res.status().as_u16();
+        let headers = res.headers().clone();
+        let bytes = res.bytes().await.expect("body").to_vec();
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Response {
+            status,
+            headers,
+            body,
+            bytes,
+        }
+    }
+
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{}", self.base_url, path))
+    }
+
+    pub async fn get(&self, path: &str) -> Response {
+        self.send(self.request(reqwest::Method::GET, path)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Response {
+        self.send(self.request(reqwest::Method::DELETE, path)).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Response {
+        self.send(self.request(reqwest::Method::POST, path).json(&body))
+            .await
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> Response {
+        self.send(self.request(reqwest::Method::PUT, path).json(&body))
+            .await
+    }
+
+    /// POST with a raw body and content type.
+    pub async fn post_raw(&self, path: &str, content_type: &str, body: Vec<u8>) -> Response {
+        self.send(
+            self.request(reqwest::Method::POST, path)
+                .header("content-type", content_type)
+                .body(body),
+        )
+        .await
+    }
+
+    /// Registers a PEM and returns the created certificate's `data`.
+    pub async fn register(&self, pem: &str) -> Value {
+        let res = self
+            .post("/api/certificates", json!({ "certificate": pem }))
+            .await;
+        assert_eq!(res.status, 201, "register failed: {}", res.body);
+        res.body["data"].clone()
+    }
+}

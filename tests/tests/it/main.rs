@@ -1,1 +1,8 @@
+//! Black-box tests: each test starts the real `trellis` binary and talks HTTP to it.
 
+mod audit;
+mod auth;
+mod certificates;
+mod errors;
+mod ops;
+mod pagination;

@@ -1,0 +1,93 @@
+use serde_json::json;
+use trellis_tests::certs::Spec;
+use trellis_tests::Server;
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_400() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let bodies: Vec<(&str, Vec<u8>)> = vec![
+        ("application/json", b"{not json".to_vec()),
+        ("application/json", b"[]".to_vec()),
+        ("application/json", br#"{"certificate": 42}"#.to_vec()),
+        (
+            "application/json",
+            br#"{"certificate": "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"}"#
+                .to_vec(),
+        ),
+        ("application/json", br#"{"certificate": "hello"}"#.to_vec()),
+        ("application/json", br#"{}"#.to_vec()),
+        (
+            "application/json",
+            br#"{"certificate": "x", "autoRenewal": "yes"}"#.to_vec(),
+        ),
+        ("text/plain", b"hello".to_vec()),
+        ("application/json", vec![0xff, 0xfe, 0x00]),
+    ];
+    for (content_type, body) in bodies {
+        let res = admin
+            .post_raw("/api/certificates", content_type, body.clone())
+            .await;
+        assert_eq!(
+            res.status,
+            400,
+            "{} -> {}",
+            String::from_utf8_lossy(&body),
+            res.body
+        );
+        assert_eq!(res.error_code(), "VALIDATION_ERROR");
+    }
+    let res = admin
+        .post("/api/certificates", json!({ "certificate": "hello" }))
+        .await;
+    assert!(
+        res.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("certificate"),
+        "says which field: {}",
+        res.body
+    );
+    assert_eq!(res.body["error"]["details"]["field"], "certificate");
+
+    for path in [
+        "/api/certificates/abc",
+        "/api/certificates/0",
+        "/api/certificates/-1",
+        "/api/certificates/1.5",
+        "/api/certificates/99999999999999999999999",
+    ] {
+        let res = admin.get(path).await;
+        assert_eq!(res.status, 400, "{path}");
+        assert_eq!(res.error_code(), "VALIDATION_ERROR");
+    }
+    assert_eq!(admin.get("/api/certificates/424242").await.status, 404);
+    let res = admin
+        .put("/api/certificates/1", json!({ "autoRenewal": "maybe" }))
+        .await;
+    assert_eq!(res.status, 400);
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_413() {
+    let server = Server::start_with(&[("TRELLIS_BODY_LIMIT_BYTES", "4096")]);
+    let admin = server.admin().await;
+    let big = json!({ "certificate": "A".repeat(10_000) });
+    let res = admin.post("/api/certificates", big).await;
+    assert_eq!(res.status, 413, "{}", res.body);
+    assert_eq!(res.error_code(), "PAYLOAD_TOO_LARGE");
+    // The limit does not stop ordinary registrations.
+    admin.register(&Spec::tls("small.example.com").pem()).await;
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_use_the_error_shape() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let res = admin.get("/api/nothing-here").await;
+    assert_eq!(res.status, 404);
+    assert_eq!(res.error_code(), "NOT_FOUND");
+    let res = admin.delete("/api/certificates").await;
+    assert_eq!(res.status, 405);
+    assert_eq!(res.error_code(), "METHOD_NOT_ALLOWED");
+}
