@@ -79,7 +79,8 @@ pub trait CaConnector {
     }
 
     /// Contact the CA and report each check.
-    fn test_connection(ctx: &CallContext, config: &Self::Config) -> Result<TestReport, PluginError>;
+    fn test_connection(ctx: &CallContext, config: &Self::Config)
+        -> Result<TestReport, PluginError>;
 
     /// Issue a certificate for a CSR.
     fn issue(
@@ -103,7 +104,9 @@ pub trait CaConnector {
         page: &PageRequest,
     ) -> Result<CertificatePage, PluginError> {
         let _ = (ctx, config, page);
-        Err(PluginError::not_supported("this connector does not support discovery"))
+        Err(PluginError::not_supported(
+            "this connector does not support discovery",
+        ))
     }
 }
 
@@ -125,7 +128,11 @@ pub trait Integration {
     fn test(ctx: &CallContext, config: &Self::Config) -> Result<TestReport, PluginError>;
 
     /// Deliver one event.
-    fn notify(ctx: &CallContext, config: &Self::Config, event: &Event) -> Result<Delivery, PluginError>;
+    fn notify(
+        ctx: &CallContext,
+        config: &Self::Config,
+        event: &Event,
+    ) -> Result<Delivery, PluginError>;
 }
 
 /// An attestation verifier: pure computation over evidence, with no outbound HTTP.
@@ -275,7 +282,11 @@ pub mod __private {
     pub fn parse_config<T: serde::de::DeserializeOwned>(config: &str) -> Result<T, PluginError> {
         // An absent configuration is an empty object, so plugins whose fields are all
         // optional need no special case.
-        let config = if config.trim().is_empty() { "{}" } else { config };
+        let config = if config.trim().is_empty() {
+            "{}"
+        } else {
+            config
+        };
         serde_json::from_str(config).map_err(|err| {
             PluginError::InvalidConfig(vec![ConfigIssue {
                 field: String::new(),

@@ -43,7 +43,9 @@ impl From<StateError> for PluginError {
             StateError::QuotaExceeded(limit) => {
                 PluginError::internal(format!("plugin state quota of {limit} bytes exceeded"))
             }
-            StateError::Unavailable(message) => PluginError::upstream(None, format!("plugin state unavailable: {message}"), true),
+            StateError::Unavailable(message) => {
+                PluginError::upstream(None, format!("plugin state unavailable: {message}"), true)
+            }
         }
     }
 }
