@@ -1,6 +1,7 @@
 # Trellis. The README's first two commands are `make run` and `make test`.
 SHELL := /bin/bash
 CARGO ?= cargo
+TEST_RUNNER ?= $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo "$(CARGO) nextest run" || echo "$(CARGO) test")
 
 .PHONY: run test build plugins bench bench-inventory lint fmt deps
 
@@ -8,14 +9,12 @@ CARGO ?= cargo
 run: plugins
 	$(CARGO) run --release -p trellis-host --bin trellis -- serve
 
-## Everything the tests need (plugins, binary), then the whole suite in parallel.
+## Everything the tests need (plugins, binary, a throwaway PostgreSQL), then the whole
+## suite in parallel: once on SQLite, once more on PostgreSQL.
 test: plugins
 	$(CARGO) build -p trellis-host --bin trellis
-	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-		$(CARGO) nextest run --workspace --no-fail-fast; \
-	else \
-		$(CARGO) test --workspace --no-fail-fast; \
-	fi
+	$(TEST_RUNNER) --no-fail-fast
+	TRELLIS_TEST_POSTGRES_URL="$$(scripts/postgres.sh)" $(TEST_RUNNER) -p trellis-tests --no-fail-fast
 
 build:
 	$(CARGO) build --release -p trellis-host --bin trellis

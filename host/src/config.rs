@@ -13,10 +13,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    Read { path: String, source: std::io::Error },
     #[error("config file {path} is not valid TOML: {message}")]
     Parse { path: String, message: String },
     #[error("{name}: {message}")]
@@ -72,20 +69,14 @@ impl std::fmt::Debug for Config {
             .field("listen", &self.listen)
             .field("database_url", &redact_url(&self.database_url))
             .field("data_dir", &self.data_dir)
-            .field(
-                "master_key",
-                &self.master_key.as_ref().map(|_| "<redacted>"),
-            )
+            .field("master_key", &self.master_key.as_ref().map(|_| "<redacted>"))
             .field("master_key_file", &self.master_key_file)
             .field("body_limit_bytes", &self.body_limit_bytes)
             .field("secure_cookies", &self.secure_cookies)
             .field("login_max_failures", &self.login_max_failures)
             .field("login_window", &self.login_window)
             .field("plugin_dir", &self.plugin_dir)
-            .field(
-                "plugin_allow_private_networks",
-                &self.plugin_allow_private_networks,
-            )
+            .field("plugin_allow_private_networks", &self.plugin_allow_private_networks)
             .finish_non_exhaustive()
     }
 }
@@ -107,39 +98,25 @@ impl Config {
     pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
         let file_config = match file {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                    path: path.display().to_string(),
-                    source,
-                })?;
-                toml::from_str(&text).map_err(|err| ConfigError::Parse {
-                    path: path.display().to_string(),
-                    message: err.to_string(),
-                })?
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+                toml::from_str(&text)
+                    .map_err(|err| ConfigError::Parse { path: path.display().to_string(), message: err.to_string() })?
             }
             None => FileConfig::default(),
         };
-        Self::from_sources(file_config, |name| {
-            std::env::var(name).ok().filter(|v| !v.is_empty())
-        })
+        Self::from_sources(file_config, |name| std::env::var(name).ok().filter(|v| !v.is_empty()))
     }
 
     /// Merges file settings with environment variables (looked up through `env`) and validates.
-    pub fn from_sources(
-        file: FileConfig,
-        env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Self, ConfigError> {
-        let listen_text = env("TRELLIS_LISTEN")
-            .or(file.listen)
-            .unwrap_or_else(|| DEFAULT_LISTEN.into());
-        let listen = listen_text
-            .parse::<SocketAddr>()
-            .map_err(|_| ConfigError::Invalid {
-                name: "TRELLIS_LISTEN",
-                message: format!("`{listen_text}` is not an address like 127.0.0.1:8080"),
-            })?;
-        let database_url = env("TRELLIS_DATABASE_URL")
-            .or(file.database_url)
-            .unwrap_or_else(|| DEFAULT_DATABASE_URL.into());
+    pub fn from_sources(file: FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let listen_text = env("TRELLIS_LISTEN").or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.into());
+        let listen = listen_text.parse::<SocketAddr>().map_err(|_| ConfigError::Invalid {
+            name: "TRELLIS_LISTEN",
+            message: format!("`{listen_text}` is not an address like 127.0.0.1:8080"),
+        })?;
+        let database_url =
+            env("TRELLIS_DATABASE_URL").or(file.database_url).unwrap_or_else(|| DEFAULT_DATABASE_URL.into());
         if !(database_url.starts_with("sqlite:")
             || database_url.starts_with("postgres://")
             || database_url.starts_with("postgresql://"))
@@ -157,21 +134,18 @@ impl Config {
             .map(PathBuf::from)
             .or(file.master_key_file)
             .unwrap_or_else(|| data_dir.join("master.key"));
-        let body_limit_bytes = parse_env(&env, "TRELLIS_BODY_LIMIT_BYTES")?
-            .or(file.body_limit_bytes)
-            .unwrap_or(1024 * 1024);
+        let body_limit_bytes =
+            parse_env(&env, "TRELLIS_BODY_LIMIT_BYTES")?.or(file.body_limit_bytes).unwrap_or(1024 * 1024);
         if body_limit_bytes < 1024 {
             return Err(ConfigError::Invalid {
                 name: "TRELLIS_BODY_LIMIT_BYTES",
                 message: "must be at least 1024".into(),
             });
         }
-        let login_max_failures = parse_env(&env, "TRELLIS_LOGIN_MAX_FAILURES")?
-            .or(file.login_max_failures)
-            .unwrap_or(5);
-        let login_window_secs = parse_env(&env, "TRELLIS_LOGIN_WINDOW_SECS")?
-            .or(file.login_window_secs)
-            .unwrap_or(15 * 60);
+        let login_max_failures =
+            parse_env(&env, "TRELLIS_LOGIN_MAX_FAILURES")?.or(file.login_max_failures).unwrap_or(5);
+        let login_window_secs =
+            parse_env(&env, "TRELLIS_LOGIN_WINDOW_SECS")?.or(file.login_window_secs).unwrap_or(15 * 60);
         if login_max_failures == 0 || login_window_secs == 0 {
             return Err(ConfigError::Invalid {
                 name: "TRELLIS_LOGIN_MAX_FAILURES",
@@ -193,8 +167,7 @@ impl Config {
         if admin_email.is_some() != admin_password.is_some() {
             return Err(ConfigError::Invalid {
                 name: "TRELLIS_ADMIN_EMAIL",
-                message: "TRELLIS_ADMIN_EMAIL and TRELLIS_ADMIN_PASSWORD must be set together"
-                    .into(),
+                message: "TRELLIS_ADMIN_EMAIL and TRELLIS_ADMIN_PASSWORD must be set together".into(),
             });
         }
         Ok(Config {
@@ -204,40 +177,28 @@ impl Config {
             master_key: env("TRELLIS_MASTER_KEY"),
             master_key_file,
             body_limit_bytes,
-            secure_cookies: parse_env(&env, "TRELLIS_SECURE_COOKIES")?
-                .or(file.secure_cookies)
-                .unwrap_or(false),
+            secure_cookies: parse_env(&env, "TRELLIS_SECURE_COOKIES")?.or(file.secure_cookies).unwrap_or(false),
             login_max_failures,
             login_window: Duration::from_secs(login_window_secs),
             log_format,
             admin_email,
             admin_password,
-            plugin_dir: env("TRELLIS_PLUGIN_DIR")
-                .map(PathBuf::from)
-                .or(file.plugin_dir),
-            plugin_allow_private_networks: parse_env(
-                &env,
-                "TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS",
-            )?
-            .or(file.plugin_allow_private_networks)
-            .unwrap_or(false),
+            plugin_dir: env("TRELLIS_PLUGIN_DIR").map(PathBuf::from).or(file.plugin_dir),
+            plugin_allow_private_networks: parse_env(&env, "TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS")?
+                .or(file.plugin_allow_private_networks)
+                .unwrap_or(false),
         })
     }
 }
 
 /// The data directory defaults to the directory holding the SQLite file, else `./data`.
 fn default_data_dir(database_url: &str) -> PathBuf {
-    let Some(path) = database_url
-        .strip_prefix("sqlite://")
-        .or_else(|| database_url.strip_prefix("sqlite:"))
-    else {
+    let Some(path) = database_url.strip_prefix("sqlite://").or_else(|| database_url.strip_prefix("sqlite:")) else {
         return PathBuf::from("./data");
     };
     let path = path.split('?').next().unwrap_or(path);
     match Path::new(path).parent() {
-        Some(parent) if !parent.as_os_str().is_empty() && path != ":memory:" => {
-            parent.to_path_buf()
-        }
+        Some(parent) if !parent.as_os_str().is_empty() && path != ":memory:" => parent.to_path_buf(),
         _ => PathBuf::from("./data"),
     }
 }
@@ -252,10 +213,7 @@ fn parse_env<T: std::str::FromStr>(
             .trim()
             .parse::<T>()
             .map(Some)
-            .map_err(|_| ConfigError::Invalid {
-                name,
-                message: format!("`{text}` is not a valid value"),
-            }),
+            .map_err(|_| ConfigError::Invalid { name, message: format!("`{text}` is not a valid value") }),
     }
 }
 
@@ -264,13 +222,8 @@ mod tests {
     use super::*;
 
     fn load(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let vars: Vec<(String, String)> = vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Config::from_sources(FileConfig::default(), |name| {
-            vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
-        })
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_sources(FileConfig::default(), |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
     }
 
     #[test]
@@ -295,9 +248,6 @@ mod tests {
 
     #[test]
     fn database_password_is_redacted() {
-        assert_eq!(
-            redact_url("postgres://u:secret@h/db"),
-            "postgres://u:***@h/db"
-        );
+        assert_eq!(redact_url("postgres://u:secret@h/db"), "postgres://u:***@h/db");
     }
 }

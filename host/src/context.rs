@@ -28,14 +28,7 @@ impl Context {
         master_key: MasterKey,
     ) -> Self {
         let login_limiter = LoginLimiter::new(config.login_max_failures, config.login_window);
-        Context {
-            config,
-            store,
-            clock,
-            entropy,
-            master_key,
-            login_limiter,
-        }
+        Context { config, store, clock, entropy, master_key, login_limiter }
     }
 
     pub fn now_millis(&self) -> i64 {
@@ -44,9 +37,6 @@ impl Context {
 
     /// A fresh random identifier with a readable prefix, e.g. `ws_3f9c…`.
     pub fn new_id(&self, prefix: &str) -> String {
-        format!(
-            "{prefix}{}",
-            crate::clock::random_hex(self.entropy.as_ref(), 12)
-        )
+        format!("{prefix}{}", crate::clock::random_hex(self.entropy.as_ref(), 12))
     }
 }

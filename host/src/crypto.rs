@@ -17,10 +17,7 @@ pub enum CryptoError {
     #[error("master key must be 32 bytes, given as 64 hex characters or base64")]
     BadMasterKey,
     #[error("cannot read or create the master key file {path}: {source}")]
-    KeyFile {
-        path: String,
-        source: std::io::Error,
-    },
+    KeyFile { path: String, source: std::io::Error },
     #[error("ciphertext is malformed or was encrypted under another master key")]
     Decrypt,
     #[error("password hashing failed")]
@@ -41,20 +38,14 @@ impl std::fmt::Debug for MasterKey {
 impl MasterKey {
     pub fn parse(text: &str) -> Result<Self, CryptoError> {
         let text = text.trim();
-        let bytes = hex::decode(text)
-            .ok()
-            .or_else(|| B64.decode(text).ok())
-            .ok_or(CryptoError::BadMasterKey)?;
+        let bytes = hex::decode(text).ok().or_else(|| B64.decode(text).ok()).ok_or(CryptoError::BadMasterKey)?;
         let key: [u8; 32] = bytes.try_into().map_err(|_| CryptoError::BadMasterKey)?;
         Ok(MasterKey(key))
     }
 
     /// Reads the key file, creating it (mode 0600) with fresh random bytes when absent.
     pub fn load_or_create(path: &Path, entropy: &dyn Entropy) -> Result<Self, CryptoError> {
-        let io_err = |source| CryptoError::KeyFile {
-            path: path.display().to_string(),
-            source,
-        };
+        let io_err = |source| CryptoError::KeyFile { path: path.display().to_string(), source };
         match std::fs::read_to_string(path) {
             Ok(text) => Self::parse(&text),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
@@ -77,9 +68,7 @@ impl MasterKey {
         entropy.fill(&mut nonce);
         // Encryption with a valid key and nonce length cannot fail; an empty output
         // would still fail to open, so no secret is ever silently lost.
-        let sealed = cipher
-            .encrypt(XNonce::from_slice(&nonce), plaintext)
-            .unwrap_or_default();
+        let sealed = cipher.encrypt(XNonce::from_slice(&nonce), plaintext).unwrap_or_default();
         let mut out = nonce.to_vec();
         out.extend_from_slice(&sealed);
         B64.encode(out)
@@ -92,9 +81,7 @@ impl MasterKey {
         }
         let (nonce, ciphertext) = raw.split_at(24);
         let cipher = XChaCha20Poly1305::new((&self.0).into());
-        cipher
-            .decrypt(XNonce::from_slice(nonce), ciphertext)
-            .map_err(|_| CryptoError::Decrypt)
+        cipher.decrypt(XNonce::from_slice(nonce), ciphertext).map_err(|_| CryptoError::Decrypt)
     }
 }
 
@@ -102,11 +89,7 @@ impl MasterKey {
 fn write_private_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
     file.write_all(contents)
 }
 
@@ -131,9 +114,7 @@ pub fn verify_password(password: &str, phc: &str) -> bool {
     let Ok(parsed) = PasswordHash::new(phc) else {
         return false;
     };
-    Argon2::default()
-        .verify_password(password.as_bytes(), &parsed)
-        .is_ok()
+    Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok()
 }
 
 /// SHA-256 of a high-entropy token (API key, session token), hex-encoded. Tokens carry

@@ -40,10 +40,7 @@ pub enum Error {
     NotFound(Entity),
     /// The request is well-formed but its content is not acceptable.
     #[error("{message}")]
-    Validation {
-        message: String,
-        details: Option<serde_json::Value>,
-    },
+    Validation { message: String, details: Option<serde_json::Value> },
     #[error("{0}")]
     Conflict(String),
     #[error("Unauthorized")]
@@ -68,17 +65,11 @@ pub enum Error {
 
 impl Error {
     pub fn validation(message: impl Into<String>) -> Self {
-        Error::Validation {
-            message: message.into(),
-            details: None,
-        }
+        Error::Validation { message: message.into(), details: None }
     }
 
     pub fn validation_with(message: impl Into<String>, details: serde_json::Value) -> Self {
-        Error::Validation {
-            message: message.into(),
-            details: Some(details),
-        }
+        Error::Validation { message: message.into(), details: Some(details) }
     }
 
     /// A validation error about one named field.

@@ -22,13 +22,7 @@ pub async fn enqueue(
         "occurredAt": crate::clock::rfc3339(at),
         "data": data,
     });
-    tx.insert_event(&NewEvent {
-        workspace_id,
-        event_type,
-        payload: &payload,
-        created_at: at,
-    })
-    .await
+    tx.insert_event(&NewEvent { workspace_id, event_type, payload: &payload, created_at: at }).await
 }
 
 /// The workspace's event feed (what webhooks and integrations receive), newest first.
@@ -39,8 +33,5 @@ pub async fn list(
     page: crate::pagination::PageRequest,
 ) -> crate::error::Result<crate::pagination::Page<crate::store::OutboxEvent>> {
     caller.require(crate::auth::Scope::IntegrationsRead)?;
-    Ok(ctx
-        .store
-        .list_events(&caller.workspace_id, event_type, page)
-        .await?)
+    Ok(ctx.store.list_events(&caller.workspace_id, event_type, page).await?)
 }

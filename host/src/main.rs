@@ -14,11 +14,7 @@ use trellis_host::crypto::MasterKey;
 use trellis_host::store::Store;
 
 #[derive(Parser)]
-#[command(
-    name = "trellis",
-    version,
-    about = "Trellis certificate lifecycle management"
-)]
+#[command(name = "trellis", version, about = "Trellis certificate lifecycle management")]
 struct Cli {
     /// Optional TOML configuration file; TRELLIS_* environment variables override it.
     #[arg(long, global = true, env = "TRELLIS_CONFIG")]
@@ -85,54 +81,22 @@ async fn main() -> anyhow::Result<()> {
     init_tracing(config.log_format);
     match cli.command {
         Command::Serve => serve(config).await,
-        Command::User {
-            command:
-                UserCommand::Create {
-                    email,
-                    password,
-                    first_name,
-                    workspace,
-                    admin,
-                },
-        } => {
+        Command::User { command: UserCommand::Create { email, password, first_name, workspace, admin } } => {
             let ctx = open(config).await?;
-            let (user, workspace) = auth::create_user(
-                &ctx,
-                NewUser {
-                    email,
-                    password,
-                    first_name,
-                    workspace_name: workspace,
-                    admin,
-                },
-            )
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-            println!(
-                "{}",
-                serde_json::json!({ "userId": user.id, "workspaceId": workspace.id })
-            );
+            let (user, workspace) =
+                auth::create_user(&ctx, NewUser { email, password, first_name, workspace_name: workspace, admin })
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}", serde_json::json!({ "userId": user.id, "workspaceId": workspace.id }));
             ctx.store.close().await;
             Ok(())
         }
-        Command::ApiKey {
-            command:
-                ApiKeyCommand::Create {
-                    workspace,
-                    name,
-                    scopes,
-                    kind,
-                },
-        } => {
+        Command::ApiKey { command: ApiKeyCommand::Create { workspace, name, scopes, kind } } => {
             let ctx = open(config).await?;
             let kind = KeyKind::parse(&kind).unwrap_or(KeyKind::Client);
-            let (key, secret) = auth::create_api_key_as_operator(
-                &ctx,
-                &workspace,
-                NewApiKey { name, scopes, kind },
-            )
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let (key, secret) = auth::create_api_key_as_operator(&ctx, &workspace, NewApiKey { name, scopes, kind })
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{}", serde_json::json!({ "id": key.id, "key": secret }));
             ctx.store.close().await;
             Ok(())
@@ -144,15 +108,9 @@ async fn main() -> anyhow::Result<()> {
 fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).init(),
         LogFormat::Pretty => builder.init(),
     }
 }
@@ -164,37 +122,25 @@ async fn open(config: Config) -> anyhow::Result<SharedContext> {
         None => MasterKey::load_or_create(&config.master_key_file, entropy.as_ref())?,
     };
     let store = Store::open(&config.database_url).await?;
-    Ok(Arc::new(Context::new(
-        config,
-        store,
-        Arc::new(SystemClock),
-        entropy,
-        master_key,
-    )))
+    Ok(Arc::new(Context::new(config, store, Arc::new(SystemClock), entropy, master_key)))
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
     tracing::info!(config = ?config, "starting trellis");
     let listen = config.listen;
     let ctx = open(config).await?;
-    if let Some(user) = auth::bootstrap_admin(&ctx)
-        .await
-        .map_err(|e| anyhow::anyhow!("creating the admin user: {e}"))?
+    if let Some(user) =
+        auth::bootstrap_admin(&ctx).await.map_err(|e| anyhow::anyhow!("creating the admin user: {e}"))?
     {
         tracing::info!(user_id = %user.id, email = %user.email, "created the instance administrator");
     }
     trellis_host::api::ops::install_metrics();
     let app = trellis_host::api::router(ctx.clone());
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
+    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown_signal())
-    .await?;
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
     ctx.store.close().await;
     tracing::info!("stopped");
     Ok(())

@@ -10,12 +10,7 @@ pub struct PageRequest {
 }
 
 impl PageRequest {
-    pub fn new(
-        page: Option<i64>,
-        limit: Option<i64>,
-        offset: Option<i64>,
-        default_limit: i64,
-    ) -> Self {
+    pub fn new(page: Option<i64>, limit: Option<i64>, offset: Option<i64>, default_limit: i64) -> Self {
         let limit = limit.unwrap_or(default_limit).clamp(1, MAX_LIMIT);
         let offset = match offset {
             Some(offset) => offset.max(0),
@@ -39,11 +34,7 @@ pub struct Page<T> {
 
 impl<T> Page<T> {
     pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
-        Page {
-            items: self.items.into_iter().map(f).collect(),
-            total: self.total,
-            request: self.request,
-        }
+        Page { items: self.items.into_iter().map(f).collect(), total: self.total, request: self.request }
     }
 }
 
@@ -53,19 +44,10 @@ mod tests {
 
     #[test]
     fn clamps_and_offsets() {
-        assert_eq!(
-            PageRequest::new(Some(0), None, None, 50),
-            PageRequest {
-                limit: 50,
-                offset: 0
-            }
-        );
+        assert_eq!(PageRequest::new(Some(0), None, None, 50), PageRequest { limit: 50, offset: 0 });
         assert_eq!(PageRequest::new(None, Some(500), None, 50).limit, 100);
         assert_eq!(PageRequest::new(None, Some(0), None, 50).limit, 1);
-        assert_eq!(
-            PageRequest::new(Some(3), Some(25), None, 50),
-            PageRequest::new(None, Some(25), Some(50), 50)
-        );
+        assert_eq!(PageRequest::new(Some(3), Some(25), None, 50), PageRequest::new(None, Some(25), Some(50), 50));
         assert_eq!(PageRequest::new(Some(9), Some(25), Some(50), 50).offset, 50);
         assert_eq!(PageRequest::new(None, Some(25), Some(50), 50).page(), 3);
     }

@@ -73,21 +73,13 @@ impl Spec {
         };
         let key = KeyPair::generate_for(algorithm).expect("key");
         let mut params = CertificateParams::default();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, self.common_name.clone());
-        params
-            .distinguished_name
-            .push(DnType::OrganizationName, "Trellis Tests");
+        params.distinguished_name.push(DnType::CommonName, self.common_name.clone());
+        params.distinguished_name.push(DnType::OrganizationName, "Trellis Tests");
         params.subject_alt_names = self
             .dns_names
             .iter()
             .map(|d| SanType::DnsName(d.clone().try_into().expect("dns")))
-            .chain(
-                self.emails
-                    .iter()
-                    .map(|e| SanType::Rfc822Name(e.clone().try_into().expect("email"))),
-            )
+            .chain(self.emails.iter().map(|e| SanType::Rfc822Name(e.clone().try_into().expect("email"))))
             .collect();
         let now = OffsetDateTime::now_utc();
         params.not_before = now + Duration::days(self.not_before_days);
@@ -107,9 +99,7 @@ impl Spec {
             Some(issuer_cn) => {
                 let ca_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("ca key");
                 let mut ca_params = CertificateParams::default();
-                ca_params
-                    .distinguished_name
-                    .push(DnType::CommonName, issuer_cn.clone());
+                ca_params.distinguished_name.push(DnType::CommonName, issuer_cn.clone());
                 ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
                 let ca = ca_params.self_signed(&ca_key).expect("ca");
                 params.signed_by(&key, &ca, &ca_key).expect("signed")
@@ -134,16 +124,7 @@ pub fn rsa_pem(common_name: &str, bits: u32) -> String {
     let cert = dir.path().join("cert.pem");
     let key = dir.path().join("key.pem");
     let status = std::process::Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            &format!("rsa:{bits}"),
-            "-nodes",
-            "-days",
-            "90",
-            "-subj",
-        ])
+        .args(["req", "-x509", "-newkey", &format!("rsa:{bits}"), "-nodes", "-days", "90", "-subj"])
         .arg(format!("/CN={common_name}"))
         .arg("-keyout")
         .arg(&key)

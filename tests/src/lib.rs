@@ -16,10 +16,7 @@ pub const ADMIN_PASSWORD: &str = "correct horse battery";
 
 /// The workspace root (parent of this crate).
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
 /// The `trellis` binary under test: `TRELLIS_BIN`, else target/debug/trellis.
@@ -27,9 +24,8 @@ pub fn trellis_binary() -> PathBuf {
     if let Ok(path) = std::env::var("TRELLIS_BIN") {
         return PathBuf::from(path);
     }
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| workspace_root().join("target"));
+    let target =
+        std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| workspace_root().join("target"));
     let path = target.join("debug").join("trellis");
     assert!(
         path.exists(),
@@ -37,6 +33,31 @@ pub fn trellis_binary() -> PathBuf {
         path.display()
     );
     path
+}
+
+/// True when the suite runs against PostgreSQL (`TRELLIS_TEST_POSTGRES_URL`, see scripts/postgres.sh).
+pub fn on_postgres() -> bool {
+    std::env::var("TRELLIS_TEST_POSTGRES_URL").is_ok_and(|url| !url.is_empty())
+}
+
+/// Creates a fresh database on the test cluster and returns its URL.
+fn create_postgres_database(admin_url: &str) -> anyhow::Result<String> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name = format!(
+        "trellis_{}_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0)
+    );
+    let output = Command::new("psql")
+        .args([admin_url, "-v", "ON_ERROR_STOP=1", "-qc", &format!("CREATE DATABASE {name}")])
+        .output()
+        .context("psql is needed for the PostgreSQL run (apt-get install postgresql-client)")?;
+    if !output.status.success() {
+        bail!("cannot create test database: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let base = admin_url.rsplit_once('/').map(|(base, _)| base).unwrap_or(admin_url);
+    Ok(format!("{base}/{name}"))
 }
 
 /// A running `trellis serve` with its own data directory; killed on drop.
@@ -60,12 +81,14 @@ impl Server {
 
     fn try_start(extra_env: &[(&str, &str)]) -> anyhow::Result<Server> {
         let dir = tempfile::tempdir()?;
+        let database_url = match std::env::var("TRELLIS_TEST_POSTGRES_URL") {
+            Ok(url) if !url.is_empty() => create_postgres_database(&url)?,
+            _ => format!("sqlite://{}/trellis.db", dir.path().display()),
+        };
         let mut env: Vec<(String, String)> = vec![
             ("TRELLIS_LISTEN".into(), "127.0.0.1:0".into()),
-            (
-                "TRELLIS_DATABASE_URL".into(),
-                format!("sqlite://{}/trellis.db", dir.path().display()),
-            ),
+            ("TRELLIS_DATABASE_URL".into(), database_url),
+            ("TRELLIS_DATA_DIR".into(), dir.path().display().to_string()),
             ("TRELLIS_ADMIN_EMAIL".into(), ADMIN_EMAIL.into()),
             ("TRELLIS_ADMIN_PASSWORD".into(), ADMIN_PASSWORD.into()),
             ("TRELLIS_LOG_FORMAT".into(), "json".into()),
@@ -76,18 +99,11 @@ impl Server {
             env.push((name.to_string(), value.to_string()));
         }
         let mut command = Command::new(trellis_binary());
-        command
-            .arg("serve")
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default());
+        command.arg("serve").env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
         for (name, value) in &env {
             command.env(name, value);
         }
-        let mut child = command
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("spawn trellis")?;
+        let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().context("spawn trellis")?;
         let stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -96,10 +112,7 @@ impl Server {
                 if !sent {
                     if let Ok(event) = serde_json::from_str::<Value>(&line) {
                         if event["message"] == "listening" {
-                            let _ = tx.send(Ok(event["address"]
-                                .as_str()
-                                .unwrap_or_default()
-                                .to_string()));
+                            let _ = tx.send(Ok(event["address"].as_str().unwrap_or_default().to_string()));
                             sent = true;
                             continue;
                         }
@@ -124,12 +137,7 @@ impl Server {
                 bail!("trellis did not report a listening address within 30 s")
             }
         };
-        Ok(Server {
-            child,
-            base_url: format!("http://{address}"),
-            dir,
-            env,
-        })
+        Ok(Server { child, base_url: format!("http://{address}"), dir, env })
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -142,10 +150,7 @@ impl Server {
 
     /// Sends SIGTERM and waits for the process to exit.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let sent = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill");
+        let sent = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("kill");
         assert!(sent.success());
         self.child.wait().expect("wait")
     }
@@ -154,21 +159,14 @@ impl Server {
     pub fn cli(&self, args: &[&str]) -> anyhow::Result<Value> {
         let output = self.cli_raw(args)?;
         if !output.status.success() {
-            bail!(
-                "trellis {:?} failed: {}",
-                args,
-                String::from_utf8_lossy(&output.stderr)
-            );
+            bail!("trellis {:?} failed: {}", args, String::from_utf8_lossy(&output.stderr));
         }
         Ok(serde_json::from_slice(&output.stdout)?)
     }
 
     pub fn cli_raw(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
         let mut command = Command::new(trellis_binary());
-        command
-            .args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default());
+        command.args(args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
         for (name, value) in &self.env {
             command.env(name, value);
         }
@@ -182,12 +180,7 @@ impl Server {
 
     pub async fn login(&self, email: &str, password: &str) -> Client {
         let client = Client::new(self, None);
-        let res = client
-            .post(
-                "/api/auth/login",
-                json!({ "email": email, "password": password }),
-            )
-            .await;
+        let res = client.post("/api/auth/login", json!({ "email": email, "password": password })).await;
         assert_eq!(res.status, 200, "login failed: {}", res.body);
         client
     }
@@ -195,30 +188,16 @@ impl Server {
     /// A new user (with their own workspace) signed in.
     pub async fn new_user(&self, email: &str) -> (Client, String) {
         let created = self
-            .cli(&[
-                "user",
-                "create",
-                "--email",
-                email,
-                "--password",
-                "password-123",
-                "--workspace",
-                email,
-            ])
+            .cli(&["user", "create", "--email", email, "--password", "password-123", "--workspace", email])
             .expect("user create");
-        let workspace = created["workspaceId"]
-            .as_str()
-            .expect("workspaceId")
-            .to_string();
+        let workspace = created["workspaceId"].as_str().expect("workspaceId").to_string();
         (self.login(email, "password-123").await, workspace)
     }
 
     /// A client authenticating with a new API key of the admin's workspace.
     pub async fn key_client(&self, scopes: &[&str]) -> Client {
         let admin = self.admin().await;
-        let res = admin
-            .post("/api/api-keys", json!({ "name": "test", "scopes": scopes }))
-            .await;
+        let res = admin.post("/api/api-keys", json!({ "name": "test", "scopes": scopes })).await;
         assert_eq!(res.status, 201, "{}", res.body);
         Client::new(self, res.body["data"]["key"].as_str().map(str::to_string))
     }
@@ -248,11 +227,7 @@ impl Response {
     /// Asserts the spec §7 error shape and returns the code.
     pub fn error_code(&self) -> &str {
         let code = self.body["error"]["code"].as_str();
-        assert!(
-            code.is_some() && self.body["error"]["message"].is_string(),
-            "not an error body: {}",
-            self.body
-        );
+        assert!(code.is_some() && self.body["error"]["message"].is_string(), "not an error body: {}", self.body);
         code.unwrap_or_default()
     }
 }
@@ -269,16 +244,8 @@ pub struct Client {
 
 impl Client {
     pub fn new(server: &Server, api_key: Option<String>) -> Client {
-        let http = reqwest::Client::builder()
-            .cookie_store(true)
-            .build()
-            .expect("client");
-        Client {
-            http,
-            base_url: server.base_url.clone(),
-            api_key,
-            headers: Vec::new(),
-        }
+        let http = reqwest::Client::builder().cookie_store(true).build().expect("client");
+        Client { http, base_url: server.base_url.clone(), api_key, headers: Vec::new() }
     }
 
     pub fn with_header(&self, name: &str, value: &str) -> Client {
@@ -304,17 +271,11 @@ impl Client {
         let headers = res.headers().clone();
         let bytes = res.bytes().await.expect("body").to_vec();
         let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        Response {
-            status,
-            headers,
-            body,
-            bytes,
-        }
+        Response { status, headers, body, bytes }
     }
 
     pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        self.http
-            .request(method, format!("{}{}", self.base_url, path))
+        self.http.request(method, format!("{}{}", self.base_url, path))
     }
 
     pub async fn get(&self, path: &str) -> Response {
@@ -326,30 +287,21 @@ impl Client {
     }
 
     pub async fn post(&self, path: &str, body: Value) -> Response {
-        self.send(self.request(reqwest::Method::POST, path).json(&body))
-            .await
+        self.send(self.request(reqwest::Method::POST, path).json(&body)).await
     }
 
     pub async fn put(&self, path: &str, body: Value) -> Response {
-        self.send(self.request(reqwest::Method::PUT, path).json(&body))
-            .await
+        self.send(self.request(reqwest::Method::PUT, path).json(&body)).await
     }
 
     /// POST with a raw body and content type.
     pub async fn post_raw(&self, path: &str, content_type: &str, body: Vec<u8>) -> Response {
-        self.send(
-            self.request(reqwest::Method::POST, path)
-                .header("content-type", content_type)
-                .body(body),
-        )
-        .await
+        self.send(self.request(reqwest::Method::POST, path).header("content-type", content_type).body(body)).await
     }
 
     /// Registers a PEM and returns the created certificate's `data`.
     pub async fn register(&self, pem: &str) -> Value {
-        let res = self
-            .post("/api/certificates", json!({ "certificate": pem }))
-            .await;
+        let res = self.post("/api/certificates", json!({ "certificate": pem })).await;
         assert_eq!(res.status, 201, "register failed: {}", res.body);
         res.body["data"].clone()
     }

@@ -18,9 +18,7 @@ use crate::error::Error;
 use crate::store::{AuditFilter, OutboxEvent};
 
 pub fn routes() -> Router<SharedContext> {
-    Router::new()
-        .route("/api/audit-logs", get(list_audit))
-        .route("/api/events", get(list_events))
+    Router::new().route("/api/audit-logs", get(list_audit)).route("/api/events", get(list_events))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -74,12 +72,7 @@ fn parse_time(field: &str, text: Option<String>) -> Result<Option<i64>, Error> {
     text.map(|t| {
         chrono::DateTime::parse_from_rfc3339(&t)
             .map(|t| t.timestamp_millis())
-            .map_err(|_| {
-                Error::invalid_field(
-                    field,
-                    "must be an RFC 3339 timestamp like 2026-01-31T00:00:00Z",
-                )
-            })
+            .map_err(|_| Error::invalid_field(field, "must be an RFC 3339 timestamp like 2026-01-31T00:00:00Z"))
     })
     .transpose()
 }
@@ -101,10 +94,7 @@ async fn list_audit(
         target_id: filters.target_id,
         request_id: filters.request_id,
     };
-    Ok(list(
-        audit::list(&ctx, &caller, filter, page.request()).await?,
-        audit_dto,
-    ))
+    Ok(list(audit::list(&ctx, &caller, filter, page.request()).await?, audit_dto))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -135,8 +125,7 @@ async fn list_events(
     Query(filters): Query<EventFilters>,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<EventDto>>> {
-    let page =
-        crate::events::list(&ctx, &caller, filters.event_type.as_deref(), page.request()).await?;
+    let page = crate::events::list(&ctx, &caller, filters.event_type.as_deref(), page.request()).await?;
     Ok(list(page, |event: OutboxEvent| EventDto {
         id: event.id,
         event_type: event.event_type,

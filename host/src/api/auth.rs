@@ -13,9 +13,7 @@ use utoipa::ToSchema;
 use crate::api::error::ApiResult;
 use crate::api::extract::{session_token, Json, SessionUser};
 use crate::api::{created, data, RequestId};
-use crate::auth::{
-    self, ApiKey, Caller, KeyKind, User, Workspace, SESSION_COOKIE, SESSION_LIFETIME_SECS,
-};
+use crate::auth::{self, ApiKey, Caller, KeyKind, User, Workspace, SESSION_COOKIE, SESSION_LIFETIME_SECS};
 use crate::context::SharedContext;
 use crate::error::Error;
 
@@ -24,10 +22,7 @@ pub fn routes() -> Router<SharedContext> {
         .route("/api/auth/login", post(login))
         .route("/api/auth/logout", post(logout))
         .route("/api/auth/user", get(current_user))
-        .route(
-            "/api/workspaces",
-            get(list_workspaces).post(create_workspace),
-        )
+        .route("/api/workspaces", get(list_workspaces).post(create_workspace))
         .route("/api/api-keys", get(list_api_keys).post(create_api_key))
         .route("/api/api-keys/{id}", delete(delete_api_key))
 }
@@ -69,26 +64,13 @@ async fn login(
     request_id: axum::Extension<RequestId>,
     Json(body): Json<LoginBody>,
 ) -> ApiResult<Response> {
-    let session = auth::login(
-        &ctx,
-        &body.email,
-        &body.password,
-        &peer.ip().to_string(),
-        &request_id.0 .0,
-    )
-    .await?;
-    let secure = if ctx.config.secure_cookies {
-        "; Secure"
-    } else {
-        ""
-    };
+    let session = auth::login(&ctx, &body.email, &body.password, &peer.ip().to_string(), &request_id.0 .0).await?;
+    let secure = if ctx.config.secure_cookies { "; Secure" } else { "" };
     let cookie = format!(
         "{SESSION_COOKIE}={}; HttpOnly; SameSite=Lax; Path=/; Max-Age={SESSION_LIFETIME_SECS}{secure}",
         session.token
     );
-    let body = data(
-        serde_json::json!({ "message": "Login successful", "user": UserDto::from(session.user) }),
-    );
+    let body = data(serde_json::json!({ "message": "Login successful", "user": UserDto::from(session.user) }));
     Ok(([(header::SET_COOKIE, cookie)], body).into_response())
 }
 
@@ -99,18 +81,12 @@ async fn logout(State(ctx): State<SharedContext>, headers: HeaderMap) -> ApiResu
         auth::logout(&ctx, &token).await?;
     }
     let cookie = format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Lax; Path=/; Max-Age=0");
-    Ok((
-        [(header::SET_COOKIE, cookie)],
-        data(serde_json::json!({ "message": "Logged out" })),
-    )
-        .into_response())
+    Ok(([(header::SET_COOKIE, cookie)], data(serde_json::json!({ "message": "Logged out" }))).into_response())
 }
 
 /// The signed-in user; the workspace reflects `X-Workspace-Id` when given.
 #[utoipa::path(get, path = "/api/auth/user", tag = "auth", responses((status = 200, body = UserDto), (status = 401, description = "No session")))]
-async fn current_user(
-    SessionUser(user, caller): SessionUser,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+async fn current_user(SessionUser(user, caller): SessionUser) -> ApiResult<axum::Json<serde_json::Value>> {
     let mut dto = UserDto::from(user);
     dto.current_workspace_id = Some(caller.workspace_id);
     Ok(data(dto))
@@ -138,17 +114,9 @@ impl From<Workspace> for WorkspaceDto {
 
 /// Workspaces the caller can act in.
 #[utoipa::path(get, path = "/api/workspaces", tag = "workspaces", responses((status = 200, body = [WorkspaceDto])))]
-async fn list_workspaces(
-    State(ctx): State<SharedContext>,
-    caller: Caller,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+async fn list_workspaces(State(ctx): State<SharedContext>, caller: Caller) -> ApiResult<axum::Json<serde_json::Value>> {
     let workspaces = auth::list_workspaces(&ctx, &caller).await?;
-    Ok(data(
-        workspaces
-            .into_iter()
-            .map(WorkspaceDto::from)
-            .collect::<Vec<_>>(),
-    ))
+    Ok(data(workspaces.into_iter().map(WorkspaceDto::from).collect::<Vec<_>>()))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -202,16 +170,9 @@ fn api_key_dto(key: ApiKey, secret: Option<String>) -> ApiKeyDto {
 
 /// API keys of the workspace (never their secrets).
 #[utoipa::path(get, path = "/api/api-keys", tag = "api-keys", responses((status = 200, body = [ApiKeyDto])))]
-async fn list_api_keys(
-    State(ctx): State<SharedContext>,
-    caller: Caller,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+async fn list_api_keys(State(ctx): State<SharedContext>, caller: Caller) -> ApiResult<axum::Json<serde_json::Value>> {
     let keys = auth::list_api_keys(&ctx, &caller).await?;
-    Ok(data(
-        keys.into_iter()
-            .map(|k| api_key_dto(k, None))
-            .collect::<Vec<_>>(),
-    ))
+    Ok(data(keys.into_iter().map(|k| api_key_dto(k, None)).collect::<Vec<_>>()))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -231,19 +192,10 @@ async fn create_api_key(
 ) -> ApiResult<Response> {
     let kind = match body.kind.as_deref() {
         None => KeyKind::Client,
-        Some(text) => KeyKind::parse(text)
-            .ok_or_else(|| Error::invalid_field("kind", "must be client or agent"))?,
+        Some(text) => KeyKind::parse(text).ok_or_else(|| Error::invalid_field("kind", "must be client or agent"))?,
     };
-    let (key, secret) = auth::create_api_key(
-        &ctx,
-        &caller,
-        auth::NewApiKey {
-            name: body.name,
-            scopes: body.scopes,
-            kind,
-        },
-    )
-    .await?;
+    let (key, secret) =
+        auth::create_api_key(&ctx, &caller, auth::NewApiKey { name: body.name, scopes: body.scopes, kind }).await?;
     Ok(created(api_key_dto(key, Some(secret))))
 }
 

@@ -13,46 +13,24 @@ use crate::api::error::ApiResult;
 use crate::api::extract::{numeric_id, Json, OptionalJson, Query};
 use crate::api::{created, data, list, ListEnvelope, PageParams};
 use crate::auth::Caller;
-use crate::certificates::{
-    self as inventory, Certificate, MachineIdentity, Statistics, UsageRecord,
-};
+use crate::certificates::{self as inventory, Certificate, MachineIdentity, Statistics, UsageRecord};
 use crate::clock::rfc3339;
 use crate::context::SharedContext;
 
 pub fn routes() -> Router<SharedContext> {
     Router::new()
-        .route(
-            "/api/certificates",
-            get(list_certificates).post(register_certificate),
-        )
+        .route("/api/certificates", get(list_certificates).post(register_certificate))
         .route("/api/certificates/stats", get(statistics))
-        .route(
-            "/api/certificates/{id}",
-            get(get_certificate)
-                .put(update_certificate)
-                .delete(delete_certificate),
-        )
+        .route("/api/certificates/{id}", get(get_certificate).put(update_certificate).delete(delete_certificate))
         .route("/api/certificates/{id}/auto-renew", put(set_auto_renew))
         .route("/api/certificates/{id}/revoke", post(revoke_certificate))
         .route("/api/certificates/{id}/download", get(download_certificate))
         .route("/api/certificates/{id}/private-key", get(private_key))
-        .route(
-            "/api/certificates/{id}/private-key-status",
-            get(private_key_status),
-        )
-        .route(
-            "/api/certificates/{id}/assign-identity",
-            post(assign_identity),
-        )
+        .route("/api/certificates/{id}/private-key-status", get(private_key_status))
+        .route("/api/certificates/{id}/assign-identity", post(assign_identity))
         .route("/api/certificate-usage", get(list_usage).post(add_usage))
-        .route(
-            "/api/machine-identities",
-            get(list_identities).post(create_identity),
-        )
-        .route(
-            "/api/machine-identities/{id}",
-            get(get_identity).delete(delete_identity),
-        )
+        .route("/api/machine-identities", get(list_identities).post(create_identity))
+        .route("/api/machine-identities/{id}", get(get_identity).delete(delete_identity))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -97,11 +75,7 @@ pub struct CertificateDto {
     certificate: Option<String>,
 }
 
-fn certificate_dto(
-    certificate: Certificate,
-    now: chrono::DateTime<chrono::Utc>,
-    with_pem: bool,
-) -> CertificateDto {
+fn certificate_dto(certificate: Certificate, now: chrono::DateTime<chrono::Utc>, with_pem: bool) -> CertificateDto {
     CertificateDto {
         status: certificate.status(now).as_str(),
         days_until_expiry: certificate.days_until_expiry(now),
@@ -337,10 +311,7 @@ async fn download_certificate(
     let download = inventory::download(&ctx, &caller, id, format).await?;
     let disposition = format!("attachment; filename=\"{}\"", download.file_name);
     Ok((
-        [
-            (header::CONTENT_TYPE, download.content_type.to_string()),
-            (header::CONTENT_DISPOSITION, disposition),
-        ],
+        [(header::CONTENT_TYPE, download.content_type.to_string()), (header::CONTENT_DISPOSITION, disposition)],
         download.bytes,
     )
         .into_response())
@@ -348,15 +319,9 @@ async fn download_certificate(
 
 /// The private key (PEM), only for internally issued certificates; every download is audited.
 #[utoipa::path(get, path = "/api/certificates/{id}/private-key", tag = "certificates", responses((status = 200, description = "`data: { privateKey, format }`"), (status = 403, description = "PRIVATE_KEY_NOT_AVAILABLE")))]
-async fn private_key(
-    State(ctx): State<SharedContext>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> ApiResult<Response> {
+async fn private_key(State(ctx): State<SharedContext>, caller: Caller, Path(id): Path<String>) -> ApiResult<Response> {
     let (certificate, key) = inventory::private_key(&ctx, &caller, numeric_id(&id)?).await?;
-    let body = data(
-        serde_json::json!({ "certificateId": certificate.id, "privateKey": key, "format": "pem" }),
-    );
+    let body = data(serde_json::json!({ "certificateId": certificate.id, "privateKey": key, "format": "pem" }));
     Ok(([(header::CACHE_CONTROL, "no-store")], body).into_response())
 }
 
@@ -402,21 +367,9 @@ pub struct StatisticsDto {
 }
 
 fn statistics_dto(stats: Statistics) -> StatisticsDto {
-    let count = |status: inventory::Status| {
-        stats
-            .by_status
-            .iter()
-            .find(|(s, _)| *s == status)
-            .map_or(0, |(_, n)| *n)
-    };
-    let object = |pairs: &[(String, i64)]| {
-        Value::Object(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::from(*v)))
-                .collect(),
-        )
-    };
+    let count = |status: inventory::Status| stats.by_status.iter().find(|(s, _)| *s == status).map_or(0, |(_, n)| *n);
+    let object =
+        |pairs: &[(String, i64)]| Value::Object(pairs.iter().map(|(k, v)| (k.clone(), Value::from(*v))).collect());
     StatisticsDto {
         total: stats.total,
         active: count(inventory::Status::Active),
@@ -433,13 +386,8 @@ fn statistics_dto(stats: Statistics) -> StatisticsDto {
 
 /// Aggregated counts of the workspace's inventory.
 #[utoipa::path(get, path = "/api/certificates/stats", tag = "certificates", responses((status = 200, body = StatisticsDto)))]
-async fn statistics(
-    State(ctx): State<SharedContext>,
-    caller: Caller,
-) -> ApiResult<axum::Json<Value>> {
-    Ok(data(statistics_dto(
-        inventory::statistics(&ctx, &caller).await?,
-    )))
+async fn statistics(State(ctx): State<SharedContext>, caller: Caller) -> ApiResult<axum::Json<Value>> {
+    Ok(data(statistics_dto(inventory::statistics(&ctx, &caller).await?)))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -457,8 +405,7 @@ async fn assign_identity(
     Json(body): Json<AssignIdentityBody>,
 ) -> ApiResult<axum::Json<Value>> {
     let id = numeric_id(&id)?;
-    let certificate =
-        inventory::assign_identity(&ctx, &caller, id, body.machine_identity_id).await?;
+    let certificate = inventory::assign_identity(&ctx, &caller, id, body.machine_identity_id).await?;
     Ok(data(certificate_dto(certificate, ctx.clock.now(), false)))
 }
 
@@ -534,9 +481,7 @@ async fn add_usage(
         location: body.location,
         metadata: body.metadata,
     };
-    Ok(created(usage_dto(
-        inventory::add_usage(&ctx, &caller, new).await?,
-    )))
+    Ok(created(usage_dto(inventory::add_usage(&ctx, &caller, new).await?)))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -576,10 +521,7 @@ async fn list_identities(
     caller: Caller,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<IdentityDto>>> {
-    Ok(list(
-        inventory::list_identities(&ctx, &caller, page.request()).await?,
-        identity_dto,
-    ))
+    Ok(list(inventory::list_identities(&ctx, &caller, page.request()).await?, identity_dto))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -605,9 +547,7 @@ async fn create_identity(
         description: body.description,
         metadata: body.metadata,
     };
-    Ok(created(identity_dto(
-        inventory::create_identity(&ctx, &caller, new).await?,
-    )))
+    Ok(created(identity_dto(inventory::create_identity(&ctx, &caller, new).await?)))
 }
 
 /// One machine identity.
@@ -617,9 +557,7 @@ async fn get_identity(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(identity_dto(
-        inventory::get_identity(&ctx, &caller, numeric_id(&id)?).await?,
-    )))
+    Ok(data(identity_dto(inventory::get_identity(&ctx, &caller, numeric_id(&id)?).await?)))
 }
 
 /// Deletes a machine identity; its certificates stay and lose the link.

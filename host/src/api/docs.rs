@@ -51,9 +51,7 @@ use crate::context::SharedContext;
 pub struct ApiDoc;
 
 pub fn routes() -> Router<SharedContext> {
-    Router::new()
-        .route("/api/openapi.json", get(openapi))
-        .route("/docs", get(docs_page))
+    Router::new().route("/api/openapi.json", get(openapi)).route("/docs", get(docs_page))
 }
 
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
@@ -73,16 +71,8 @@ async fn docs_page() -> Html<String> {
         ];
         for (method, operation) in operations {
             let Some(operation) = operation else { continue };
-            let summary = operation
-                .summary
-                .clone()
-                .or(operation.description.clone())
-                .unwrap_or_default();
-            let tag = operation
-                .tags
-                .as_ref()
-                .and_then(|t| t.first().cloned())
-                .unwrap_or_default();
+            let summary = operation.summary.clone().or(operation.description.clone()).unwrap_or_default();
+            let tag = operation.tags.as_ref().and_then(|t| t.first().cloned()).unwrap_or_default();
             rows.push_str(&format!(
                 "<tr><td>{}</td><td class=m>{method}</td><td><code>{}</code></td><td>{}</td></tr>\n",
                 escape(&tag),
@@ -103,8 +93,5 @@ async fn docs_page() -> Html<String> {
 }
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }

@@ -25,9 +25,7 @@ pub fn status_of(err: &Error) -> StatusCode {
         Error::Validation { .. } => StatusCode::BAD_REQUEST,
         Error::Conflict(_) => StatusCode::CONFLICT,
         Error::Unauthorized => StatusCode::UNAUTHORIZED,
-        Error::Forbidden(_) | Error::MissingScope(_) | Error::PrivateKeyNotAvailable => {
-            StatusCode::FORBIDDEN
-        }
+        Error::Forbidden(_) | Error::MissingScope(_) | Error::PrivateKeyNotAvailable => StatusCode::FORBIDDEN,
         Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -48,11 +46,7 @@ impl IntoResponse for ApiError {
             err.to_string()
         };
         let mut body = json!({ "error": { "code": err.code(), "message": message } });
-        if let Error::Validation {
-            details: Some(details),
-            ..
-        } = &err
-        {
+        if let Error::Validation { details: Some(details), .. } = &err {
             body["error"]["details"] = details.clone();
         }
         let mut response = (status, Json(body)).into_response();

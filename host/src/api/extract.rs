@@ -17,21 +17,14 @@ use crate::error::Error;
 impl FromRequestParts<SharedContext> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        ctx: &SharedContext,
-    ) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
         let request_id = request_id(parts);
         if let Some(key) = api_key(&parts.headers) {
             return Ok(auth::authenticate_key(ctx, &key, &request_id).await?);
         }
         let token = session_token(&parts.headers).ok_or(Error::Unauthorized)?;
-        let workspace = parts
-            .headers
-            .get("x-workspace-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-            .filter(|v| !v.is_empty());
+        let workspace =
+            parts.headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
         let (_, caller) = auth::authenticate_session(ctx, &token, workspace, &request_id).await?;
         Ok(caller)
     }
@@ -43,30 +36,18 @@ pub struct SessionUser(pub User, pub Caller);
 impl FromRequestParts<SharedContext> for SessionUser {
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        ctx: &SharedContext,
-    ) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
         let request_id = request_id(parts);
         let token = session_token(&parts.headers).ok_or(Error::Unauthorized)?;
-        let workspace = parts
-            .headers
-            .get("x-workspace-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-            .filter(|v| !v.is_empty());
-        let (user, caller) =
-            auth::authenticate_session(ctx, &token, workspace, &request_id).await?;
+        let workspace =
+            parts.headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
+        let (user, caller) = auth::authenticate_session(ctx, &token, workspace, &request_id).await?;
         Ok(SessionUser(user, caller))
     }
 }
 
 pub fn request_id(parts: &Parts) -> String {
-    parts
-        .extensions
-        .get::<RequestId>()
-        .map(|id| id.0.clone())
-        .unwrap_or_default()
+    parts.extensions.get::<RequestId>().map(|id| id.0.clone()).unwrap_or_default()
 }
 
 fn api_key(headers: &HeaderMap) -> Option<String> {
@@ -75,9 +56,7 @@ fn api_key(headers: &HeaderMap) -> Option<String> {
     }
     let authorization = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = authorization.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim().to_string())
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_string())
 }
 
 pub fn session_token(headers: &HeaderMap) -> Option<String> {
@@ -110,21 +89,14 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
         return ApiError(Error::PayloadTooLarge);
     }
     let (message, detail) = match &rejection {
-        JsonRejection::MissingJsonContentType(_) => (
-            "Expected a JSON body with Content-Type: application/json",
-            rejection.body_text(),
-        ),
+        JsonRejection::MissingJsonContentType(_) => {
+            ("Expected a JSON body with Content-Type: application/json", rejection.body_text())
+        }
         JsonRejection::JsonSyntaxError(_) => ("The body is not valid JSON", rejection.body_text()),
-        JsonRejection::JsonDataError(_) => (
-            "The JSON body does not match the expected shape",
-            rejection.body_text(),
-        ),
+        JsonRejection::JsonDataError(_) => ("The JSON body does not match the expected shape", rejection.body_text()),
         _ => ("The request body could not be read", rejection.body_text()),
     };
-    ApiError(Error::validation_with(
-        message,
-        serde_json::json!({ "reason": detail }),
-    ))
+    ApiError(Error::validation_with(message, serde_json::json!({ "reason": detail })))
 }
 
 /// A JSON body that may be absent or empty (for action endpoints with optional bodies).
@@ -134,26 +106,22 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError(Error::PayloadTooLarge)
-                } else {
-                    ApiError(Error::validation("The request body could not be read"))
-                }
-            })?;
+        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError(Error::PayloadTooLarge)
+            } else {
+                ApiError(Error::validation("The request body could not be read"))
+            }
+        })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(None));
         }
-        serde_json::from_slice(&bytes)
-            .map(|v| OptionalJson(Some(v)))
-            .map_err(|err| {
-                ApiError(Error::validation_with(
-                    "The JSON body is invalid",
-                    serde_json::json!({ "reason": err.to_string() }),
-                ))
-            })
+        serde_json::from_slice(&bytes).map(|v| OptionalJson(Some(v))).map_err(|err| {
+            ApiError(Error::validation_with(
+                "The JSON body is invalid",
+                serde_json::json!({ "reason": err.to_string() }),
+            ))
+        })
     }
 }
 
@@ -172,10 +140,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
 }
 
 fn query_rejection(rejection: QueryRejection) -> ApiError {
-    ApiError(Error::validation_with(
-        "Invalid query string",
-        serde_json::json!({ "reason": rejection.body_text() }),
-    ))
+    ApiError(Error::validation_with("Invalid query string", serde_json::json!({ "reason": rejection.body_text() })))
 }
 
 /// Parses a numeric path id, rejecting anything else with 400.
@@ -183,10 +148,7 @@ pub fn numeric_id(text: &str) -> Result<i64, ApiError> {
     match text.parse::<i64>() {
         Ok(id) if id > 0 => Ok(id),
         _ => Err(ApiError(Error::validation_with(
-            format!(
-                "`{}` is not a valid id; ids are positive integers",
-                text.chars().take(40).collect::<String>()
-            ),
+            format!("`{}` is not a valid id; ids are positive integers", text.chars().take(40).collect::<String>()),
             serde_json::json!({ "field": "id" }),
         ))),
     }

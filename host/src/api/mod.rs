@@ -60,53 +60,29 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 
 /// Assigns the request id, opens the request's tracing span, and records metrics
 /// labelled by the matched route (never the raw path, which may carry ids or secrets).
-async fn observe(
-    State(_ctx): State<SharedContext>,
-    mut request: Request<Body>,
-    next: Next,
-) -> Response {
+async fn observe(State(_ctx): State<SharedContext>, mut request: Request<Body>, next: Next) -> Response {
     let started = Instant::now();
     let request_id = request
         .headers()
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .filter(|v| {
-            !v.is_empty()
-                && v.len() <= 64
-                && v.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
         })
         .map(str::to_string)
         .unwrap_or_else(|| crate::clock::random_hex(&crate::clock::OsEntropy, 16));
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".into());
+    let route =
+        request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
     let method = request.method().clone();
-    request
-        .extensions_mut()
-        .insert(RequestId(request_id.clone()));
-    let span =
-        tracing::info_span!("request", request_id = %request_id, method = %method, route = %route);
+    request.extensions_mut().insert(RequestId(request_id.clone()));
+    let span = tracing::info_span!("request", request_id = %request_id, method = %method, route = %route);
     let mut response = tracing::Instrument::instrument(next.run(request), span.clone()).await;
     let status = response.status().as_u16();
     let elapsed = started.elapsed();
-    span.in_scope(|| {
-        tracing::info!(
-            status,
-            latency_ms = elapsed.as_secs_f64() * 1000.0,
-            "request finished"
-        )
-    });
-    let labels = [
-        ("method", method.to_string()),
-        ("route", route),
-        ("status", status.to_string()),
-    ];
+    span.in_scope(|| tracing::info!(status, latency_ms = elapsed.as_secs_f64() * 1000.0, "request finished"));
+    let labels = [("method", method.to_string()), ("route", route), ("status", status.to_string())];
     metrics::counter!("http_requests_total", &labels).increment(1);
-    metrics::histogram!("http_request_duration_seconds", &labels[..2])
-        .record(elapsed.as_secs_f64());
+    metrics::histogram!("http_request_duration_seconds", &labels[..2]).record(elapsed.as_secs_f64());
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert("x-request-id", value);
     }
@@ -135,10 +111,7 @@ pub struct ListEnvelope<T> {
     pub total_pages: i64,
 }
 
-pub fn list<T, U: Serialize>(
-    page: Page<T>,
-    convert: impl FnMut(T) -> U,
-) -> axum::Json<ListEnvelope<U>> {
+pub fn list<T, U: Serialize>(page: Page<T>, convert: impl FnMut(T) -> U) -> axum::Json<ListEnvelope<U>> {
     let request: PageRequest = page.request;
     let total = page.total;
     axum::Json(ListEnvelope {

@@ -17,10 +17,7 @@ static PROMETHEUS: OnceLock<PrometheusHandle> = OnceLock::new();
 pub fn install_metrics() {
     PROMETHEUS.get_or_init(|| {
         let builder = metrics_exporter_prometheus::PrometheusBuilder::new()
-            .set_buckets(&[
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                10.0,
-            ])
+            .set_buckets(&[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
             .unwrap_or_else(|_| metrics_exporter_prometheus::PrometheusBuilder::new());
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
@@ -30,10 +27,7 @@ pub fn install_metrics() {
 }
 
 pub fn routes() -> Router<SharedContext> {
-    Router::new()
-        .route("/health", get(health))
-        .route("/ready", get(ready))
-        .route("/metrics", get(prometheus))
+    Router::new().route("/health", get(health)).route("/ready", get(ready)).route("/metrics", get(prometheus))
 }
 
 /// Liveness: the process serves requests.
@@ -46,10 +40,7 @@ async fn health() -> Json<serde_json::Value> {
 #[utoipa::path(get, path = "/ready", tag = "operations", responses((status = 200, description = "Ready"), (status = 503, description = "Database unreachable")))]
 async fn ready(State(ctx): State<SharedContext>) -> impl IntoResponse {
     match ctx.store.ping().await {
-        Ok(()) => (
-            StatusCode::OK,
-            Json(serde_json::json!({ "status": "ready", "database": "ok" })),
-        ),
+        Ok(()) => (StatusCode::OK, Json(serde_json::json!({ "status": "ready", "database": "ok" }))),
         Err(err) => {
             tracing::warn!(error = %err, "readiness check failed");
             (
@@ -65,9 +56,6 @@ async fn ready(State(ctx): State<SharedContext>) -> impl IntoResponse {
 /// Prometheus text exposition: request counts by route and status, latency histograms.
 #[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text format")))]
 async fn prometheus() -> impl IntoResponse {
-    let body = PROMETHEUS
-        .get()
-        .map(|handle| handle.render())
-        .unwrap_or_default();
+    let body = PROMETHEUS.get().map(|handle| handle.render()).unwrap_or_default();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body)
 }

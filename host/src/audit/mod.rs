@@ -40,10 +40,7 @@ pub struct AuditEntry {
 }
 
 /// Appends one audit row inside `tx`.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "an audit row has this many facts; a builder would only hide them"
-)]
+#[allow(clippy::too_many_arguments, reason = "an audit row has this many facts; a builder would only hide them")]
 pub async fn record(
     tx: &mut Tx,
     actor: &Audit,
@@ -68,15 +65,7 @@ pub async fn record(
     .await
 }
 
-pub async fn list(
-    ctx: &Context,
-    caller: &Caller,
-    filter: AuditFilter,
-    page: PageRequest,
-) -> Result<Page<AuditEntry>> {
+pub async fn list(ctx: &Context, caller: &Caller, filter: AuditFilter, page: PageRequest) -> Result<Page<AuditEntry>> {
     caller.require(Scope::AuditRead)?;
-    Ok(ctx
-        .store
-        .list_audit(&caller.workspace_id, &filter, page)
-        .await?)
+    Ok(ctx.store.list_audit(&caller.workspace_id, &filter, page).await?)
 }

@@ -141,9 +141,7 @@ impl Caller {
         if self.instance_admin {
             Ok(())
         } else {
-            Err(Error::Forbidden(
-                "Only instance administrators may do this".into(),
-            ))
+            Err(Error::Forbidden("Only instance administrators may do this".into()))
         }
     }
 }

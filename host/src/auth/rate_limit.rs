@@ -17,23 +17,14 @@ pub struct LoginLimiter {
 
 impl LoginLimiter {
     pub fn new(max_failures: u32, window: Duration) -> Self {
-        LoginLimiter {
-            max_failures,
-            window,
-            failures: Mutex::new(HashMap::new()),
-        }
+        LoginLimiter { max_failures, window, failures: Mutex::new(HashMap::new()) }
     }
 
     /// Seconds until another attempt is allowed, if the account or address is locked out.
     pub fn retry_after(&self, email: &str, address: &str, now: DateTime<Utc>) -> Option<u64> {
-        let mut failures = self
-            .failures
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let checks = [
-            (account_key(email), self.max_failures),
-            (address_key(address), self.max_failures * ADDRESS_MULTIPLIER),
-        ];
+        let mut failures = self.failures.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let checks =
+            [(account_key(email), self.max_failures), (address_key(address), self.max_failures * ADDRESS_MULTIPLIER)];
         let mut wait: Option<u64> = None;
         for (key, limit) in checks {
             let Some(times) = failures.get_mut(&key) else {
@@ -53,20 +44,14 @@ impl LoginLimiter {
     }
 
     pub fn record_failure(&self, email: &str, address: &str, now: DateTime<Utc>) {
-        let mut failures = self
-            .failures
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut failures = self.failures.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         for key in [account_key(email), address_key(address)] {
             failures.entry(key).or_default().push_back(now);
         }
     }
 
     pub fn record_success(&self, email: &str) {
-        let mut failures = self
-            .failures
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut failures = self.failures.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         failures.remove(&account_key(email));
     }
 }
@@ -99,10 +84,7 @@ mod tests {
             limiter.record_failure("A@x.io", "1.2.3.4", t0);
         }
         assert_eq!(limiter.retry_after("a@x.io", "5.6.7.8", t0), Some(60));
-        assert_eq!(
-            limiter.retry_after("a@x.io", "5.6.7.8", t0 + chrono::Duration::seconds(61)),
-            None
-        );
+        assert_eq!(limiter.retry_after("a@x.io", "5.6.7.8", t0 + chrono::Duration::seconds(61)), None);
     }
 
     #[test]

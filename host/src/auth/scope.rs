@@ -63,10 +63,7 @@ pub fn parse_scopes<S: AsRef<str>>(names: &[S]) -> Result<Vec<Scope>> {
         }
     }
     if scopes.is_empty() {
-        return Err(Error::invalid_field(
-            "scopes",
-            "at least one scope is required",
-        ));
+        return Err(Error::invalid_field("scopes", "at least one scope is required"));
     }
     scopes.sort();
     Ok(scopes)
@@ -126,20 +123,12 @@ mod tests {
     fn unknown_and_empty_scope_lists_are_rejected() {
         assert!(parse_scopes(&["certificates:read", "bogus"]).is_err());
         assert!(parse_scopes::<&str>(&[]).is_err());
-        assert_eq!(
-            parse_scopes(&["certificates:read", "certificates:read"])
-                .unwrap()
-                .len(),
-            1
-        );
+        assert_eq!(parse_scopes(&["certificates:read", "certificates:read"]).unwrap().len(), 1);
     }
 
     #[test]
     fn viewers_cannot_write() {
-        assert!(Role::Viewer
-            .scopes()
-            .iter()
-            .all(|s| s.as_str().ends_with(":read")));
+        assert!(Role::Viewer.scopes().iter().all(|s| s.as_str().ends_with(":read")));
         assert!(Role::Owner.scopes().contains(&Scope::ApiKeysWrite));
         assert!(!Role::Member.scopes().contains(&Scope::ApiKeysWrite));
     }

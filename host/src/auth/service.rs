@@ -15,9 +15,7 @@ const MIN_PASSWORD_LEN: usize = 8;
 /// account costs the same time as one with a wrong password.
 fn dummy_hash() -> &'static str {
     static DUMMY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    DUMMY.get_or_init(|| {
-        hash_password("not-a-password", &crate::clock::OsEntropy).unwrap_or_default()
-    })
+    DUMMY.get_or_init(|| hash_password("not-a-password", &crate::clock::OsEntropy).unwrap_or_default())
 }
 
 pub struct NewUser {
@@ -32,14 +30,11 @@ pub struct NewUser {
 pub async fn create_user(ctx: &Context, new: NewUser) -> Result<(User, Workspace)> {
     let email = normalize_email(&new.email)?;
     if new.password.chars().count() < MIN_PASSWORD_LEN {
-        return Err(Error::invalid_field(
-            "password",
-            format!("must be at least {MIN_PASSWORD_LEN} characters"),
-        ));
+        return Err(Error::invalid_field("password", format!("must be at least {MIN_PASSWORD_LEN} characters")));
     }
     let workspace_name = validate_name("workspace", &new.workspace_name)?;
-    let password_hash = hash_password(&new.password, ctx.entropy.as_ref())
-        .map_err(|e| Error::Internal(e.to_string()))?;
+    let password_hash =
+        hash_password(&new.password, ctx.entropy.as_ref()).map_err(|e| Error::Internal(e.to_string()))?;
     let now = ctx.now_millis();
     let user = User {
         id: ctx.new_id("usr_"),
@@ -49,30 +44,18 @@ pub async fn create_user(ctx: &Context, new: NewUser) -> Result<(User, Workspace
         current_workspace_id: None,
         created_at: now,
     };
-    let workspace = Workspace {
-        id: ctx.new_id("ws_"),
-        name: workspace_name,
-        role: Some(Role::Owner),
-        created_at: now,
-    };
+    let workspace = Workspace { id: ctx.new_id("ws_"), name: workspace_name, role: Some(Role::Owner), created_at: now };
     let mut tx = ctx.store.begin().await?;
     tx.insert_workspace(&workspace, None).await?;
-    tx.insert_user(&user, &password_hash)
-        .await
-        .map_err(|err| match err {
-            crate::store::StoreError::Unique(_) => {
-                Error::Conflict(format!("A user with email {} already exists", user.email))
-            }
-            other => other.into(),
-        })?;
-    tx.add_member(&workspace.id, &user.id, Role::Owner, now)
-        .await?;
+    tx.insert_user(&user, &password_hash).await.map_err(|err| match err {
+        crate::store::StoreError::Unique(_) => {
+            Error::Conflict(format!("A user with email {} already exists", user.email))
+        }
+        other => other.into(),
+    })?;
+    tx.add_member(&workspace.id, &user.id, Role::Owner, now).await?;
     tx.set_current_workspace(&user.id, &workspace.id).await?;
-    let system = Audit {
-        actor_type: Actor::System.kind(),
-        actor_id: Actor::System.id().to_string(),
-        request_id: None,
-    };
+    let system = Audit { actor_type: Actor::System.kind(), actor_id: Actor::System.id().to_string(), request_id: None };
     audit::record(
         &mut tx,
         &system,
@@ -85,19 +68,13 @@ pub async fn create_user(ctx: &Context, new: NewUser) -> Result<(User, Workspace
     )
     .await?;
     tx.commit().await?;
-    let user = User {
-        current_workspace_id: Some(workspace.id.clone()),
-        ..user
-    };
+    let user = User { current_workspace_id: Some(workspace.id.clone()), ..user };
     Ok((user, workspace))
 }
 
 /// Creates the instance administrator from `TRELLIS_ADMIN_*` when no user exists yet.
 pub async fn bootstrap_admin(ctx: &Context) -> Result<Option<User>> {
-    let (Some(email), Some(password)) = (
-        ctx.config.admin_email.clone(),
-        ctx.config.admin_password.clone(),
-    ) else {
+    let (Some(email), Some(password)) = (ctx.config.admin_email.clone(), ctx.config.admin_password.clone()) else {
         return Ok(None);
     };
     if ctx.store.count_users().await? > 0 {
@@ -105,13 +82,7 @@ pub async fn bootstrap_admin(ctx: &Context) -> Result<Option<User>> {
     }
     let (user, _) = create_user(
         ctx,
-        NewUser {
-            email,
-            password,
-            first_name: "Admin".into(),
-            workspace_name: "default".into(),
-            admin: true,
-        },
+        NewUser { email, password, first_name: "Admin".into(), workspace_name: "default".into(), admin: true },
     )
     .await?;
     Ok(Some(user))
@@ -155,13 +126,8 @@ pub async fn login(
     let now_ms = now.timestamp_millis();
     let expires_at = now_ms + SESSION_LIFETIME_SECS * 1000;
     let mut tx = ctx.store.begin().await?;
-    tx.insert_session(&token_digest(&token), &user.id, now_ms, expires_at)
-        .await?;
-    let actor = Audit {
-        actor_type: "user",
-        actor_id: user.id.clone(),
-        request_id: Some(request_id.to_string()),
-    };
+    tx.insert_session(&token_digest(&token), &user.id, now_ms, expires_at).await?;
+    let actor = Audit { actor_type: "user", actor_id: user.id.clone(), request_id: Some(request_id.to_string()) };
     audit::record(
         &mut tx,
         &actor,
@@ -174,11 +140,7 @@ pub async fn login(
     )
     .await?;
     tx.commit().await?;
-    Ok(Session {
-        token,
-        user,
-        expires_at,
-    })
+    Ok(Session { token, user, expires_at })
 }
 
 pub async fn logout(ctx: &Context, session_token: &str) -> Result<()> {
@@ -203,11 +165,7 @@ pub async fn authenticate_session(
         .ok_or(Error::Unauthorized)?;
     let workspace_id = match requested_workspace.or(user.current_workspace_id.as_deref()) {
         Some(id) => id.to_string(),
-        None => {
-            return Err(Error::Forbidden(
-                "You are not a member of any workspace".into(),
-            ))
-        }
+        None => return Err(Error::Forbidden("You are not a member of any workspace".into())),
     };
     let role = ctx
         .store
@@ -215,10 +173,7 @@ pub async fn authenticate_session(
         .await?
         .ok_or_else(|| Error::Forbidden("You are not a member of this workspace".into()))?;
     let caller = Caller {
-        actor: Actor::User {
-            id: user.id.clone(),
-            email: user.email.clone(),
-        },
+        actor: Actor::User { id: user.id.clone(), email: user.email.clone() },
         workspace_id,
         scopes: role.scopes(),
         instance_admin: user.is_admin,
@@ -233,19 +188,10 @@ pub async fn authenticate_key(ctx: &Context, key: &str, request_id: &str) -> Res
         return Err(Error::Unauthorized);
     }
     // The lookup is by SHA-256 digest, so response timing reveals nothing about the key.
-    let api_key = ctx
-        .store
-        .find_api_key_by_hash(&token_digest(key))
-        .await?
-        .ok_or(Error::Unauthorized)?;
-    ctx.store
-        .touch_api_key(&api_key.id, ctx.now_millis())
-        .await?;
+    let api_key = ctx.store.find_api_key_by_hash(&token_digest(key)).await?.ok_or(Error::Unauthorized)?;
+    ctx.store.touch_api_key(&api_key.id, ctx.now_millis()).await?;
     Ok(Caller {
-        actor: Actor::ApiKey {
-            id: api_key.id.clone(),
-            kind: api_key.kind,
-        },
+        actor: Actor::ApiKey { id: api_key.id.clone(), kind: api_key.kind },
         workspace_id: api_key.workspace_id,
         scopes: api_key.scopes,
         instance_admin: false,
@@ -256,9 +202,7 @@ pub async fn authenticate_key(ctx: &Context, key: &str, request_id: &str) -> Res
 fn looks_like_key(key: &str) -> bool {
     (key.starts_with("ck_") || key.starts_with("ak_"))
         && key.len() == 67
-        && key[3..]
-            .bytes()
-            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        && key[3..].bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
 pub struct NewApiKey {
@@ -268,46 +212,23 @@ pub struct NewApiKey {
 }
 
 /// Creates a key in the caller's workspace and returns it with its secret, shown only now.
-pub async fn create_api_key(
-    ctx: &Context,
-    caller: &Caller,
-    new: NewApiKey,
-) -> Result<(ApiKey, String)> {
+pub async fn create_api_key(ctx: &Context, caller: &Caller, new: NewApiKey) -> Result<(ApiKey, String)> {
     caller.require(Scope::ApiKeysWrite)?;
     let scopes = parse_scopes(&new.scopes)?;
     // A key never carries more authority than its creator.
     if let Some(scope) = scopes.iter().find(|s| !caller.scopes.contains(s)) {
-        return Err(Error::Forbidden(format!(
-            "You cannot grant the scope {} which you do not hold",
-            scope.as_str()
-        )));
+        return Err(Error::Forbidden(format!("You cannot grant the scope {} which you do not hold", scope.as_str())));
     }
-    insert_api_key(
-        ctx,
-        &caller.workspace_id,
-        new.name,
-        scopes,
-        new.kind,
-        &audit::Audit::of(caller),
-    )
-    .await
+    insert_api_key(ctx, &caller.workspace_id, new.name, scopes, new.kind, &audit::Audit::of(caller)).await
 }
 
 /// The CLI path: the operator creates a key for any existing workspace.
-pub async fn create_api_key_as_operator(
-    ctx: &Context,
-    workspace_id: &str,
-    new: NewApiKey,
-) -> Result<(ApiKey, String)> {
+pub async fn create_api_key_as_operator(ctx: &Context, workspace_id: &str, new: NewApiKey) -> Result<(ApiKey, String)> {
     if ctx.store.find_workspace(workspace_id).await?.is_none() {
         return Err(Error::NotFound(Entity::Workspace));
     }
     let scopes = parse_scopes(&new.scopes)?;
-    let system = Audit {
-        actor_type: "system",
-        actor_id: "cli".into(),
-        request_id: None,
-    };
+    let system = Audit { actor_type: "system", actor_id: "cli".into(), request_id: None };
     insert_api_key(ctx, workspace_id, new.name, scopes, new.kind, &system).await
 }
 
@@ -381,34 +302,21 @@ pub async fn delete_api_key(ctx: &Context, caller: &Caller, key_id: &str) -> Res
 pub async fn list_workspaces(ctx: &Context, caller: &Caller) -> Result<Vec<Workspace>> {
     match caller.user_id() {
         Some(user_id) => Ok(ctx.store.list_user_workspaces(user_id).await?),
-        None => Ok(ctx
-            .store
-            .find_workspace(&caller.workspace_id)
-            .await?
-            .into_iter()
-            .collect()),
+        None => Ok(ctx.store.find_workspace(&caller.workspace_id).await?.into_iter().collect()),
     }
 }
 
 /// Creates a workspace owned by the session user.
 pub async fn create_workspace(ctx: &Context, caller: &Caller, name: &str) -> Result<Workspace> {
     let Some(user_id) = caller.user_id() else {
-        return Err(Error::Forbidden(
-            "Workspaces are created by signed-in users, not API keys".into(),
-        ));
+        return Err(Error::Forbidden("Workspaces are created by signed-in users, not API keys".into()));
     };
     let name = validate_name("name", name)?;
     let now = ctx.now_millis();
-    let workspace = Workspace {
-        id: ctx.new_id("ws_"),
-        name,
-        role: Some(Role::Owner),
-        created_at: now,
-    };
+    let workspace = Workspace { id: ctx.new_id("ws_"), name, role: Some(Role::Owner), created_at: now };
     let mut tx = ctx.store.begin().await?;
     tx.insert_workspace(&workspace, Some(user_id)).await?;
-    tx.add_member(&workspace.id, user_id, Role::Owner, now)
-        .await?;
+    tx.add_member(&workspace.id, user_id, Role::Owner, now).await?;
     audit::record(
         &mut tx,
         &Audit::of(caller),
@@ -427,17 +335,14 @@ pub async fn create_workspace(ctx: &Context, caller: &Caller, name: &str) -> Res
 fn normalize_email(email: &str) -> Result<String> {
     let email = email.trim().to_lowercase();
     let valid = email.len() <= 254
-        && email.split_once('@').is_some_and(|(local, domain)| {
-            !local.is_empty() && domain.contains('.') && !domain.starts_with('.')
-        })
+        && email
+            .split_once('@')
+            .is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.') && !domain.starts_with('.'))
         && !email.chars().any(char::is_whitespace);
     if valid {
         Ok(email)
     } else {
-        Err(Error::invalid_field(
-            "email",
-            "must be an email address like admin@example.com",
-        ))
+        Err(Error::invalid_field("email", "must be an email address like admin@example.com"))
     }
 }
 
@@ -445,10 +350,7 @@ fn normalize_email(email: &str) -> Result<String> {
 pub fn validate_name(field: &str, name: &str) -> Result<String> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 200 || name.chars().any(char::is_control) {
-        return Err(Error::invalid_field(
-            field,
-            "must be 1 to 200 printable characters",
-        ));
+        return Err(Error::invalid_field(field, "must be 1 to 200 printable characters"));
     }
     Ok(name.to_string())
 }

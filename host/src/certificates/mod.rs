@@ -21,12 +21,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 4] = [
-        Status::Active,
-        Status::Expiring,
-        Status::Expired,
-        Status::Revoked,
-    ];
+    pub const ALL: [Status; 4] = [Status::Active, Status::Expiring, Status::Expired, Status::Revoked];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -64,12 +59,8 @@ pub enum IssuanceSource {
 }
 
 impl IssuanceSource {
-    pub const ALL: [IssuanceSource; 4] = [
-        IssuanceSource::Internal,
-        IssuanceSource::Agent,
-        IssuanceSource::Vault,
-        IssuanceSource::External,
-    ];
+    pub const ALL: [IssuanceSource; 4] =
+        [IssuanceSource::Internal, IssuanceSource::Agent, IssuanceSource::Vault, IssuanceSource::External];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -173,18 +164,9 @@ mod tests {
     #[test]
     fn status_is_derived_from_time_and_revocation() {
         let now = 1_000_000_000_000;
-        assert_eq!(
-            Status::at(false, now + EXPIRING_WINDOW_MS + 1, now),
-            Status::Active
-        );
-        assert_eq!(
-            Status::at(false, now + EXPIRING_WINDOW_MS, now),
-            Status::Expiring
-        );
+        assert_eq!(Status::at(false, now + EXPIRING_WINDOW_MS + 1, now), Status::Active);
+        assert_eq!(Status::at(false, now + EXPIRING_WINDOW_MS, now), Status::Expiring);
         assert_eq!(Status::at(false, now, now), Status::Expired);
-        assert_eq!(
-            Status::at(true, now + EXPIRING_WINDOW_MS * 10, now),
-            Status::Revoked
-        );
+        assert_eq!(Status::at(true, now + EXPIRING_WINDOW_MS * 10, now), Status::Revoked);
     }
 }

@@ -7,8 +7,7 @@ use serde_json::{json, Value};
 use crate::audit::{self, Audit};
 use crate::auth::{Caller, Scope};
 use crate::certificates::{
-    parse_pem, Certificate, IssuanceSource, MachineIdentity, Statistics, Status, UsageCategory,
-    UsageRecord,
+    parse_pem, Certificate, IssuanceSource, MachineIdentity, Statistics, Status, UsageCategory, UsageRecord,
 };
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
@@ -49,11 +48,7 @@ pub struct ListQuery {
     pub issuance_source: Option<String>,
 }
 
-pub async fn register(
-    ctx: &Context,
-    caller: &Caller,
-    registration: Registration,
-) -> Result<Certificate> {
+pub async fn register(ctx: &Context, caller: &Caller, registration: Registration) -> Result<Certificate> {
     caller.require(Scope::CertificatesWrite)?;
     let parsed = parse_pem(&registration.certificate)?;
     // `internal` means "issued by our PKI, key held here"; an import cannot claim it.
@@ -67,18 +62,10 @@ pub async fn register(
                 ))
             }
             Some(source) => source,
-            None => {
-                return Err(Error::invalid_field(
-                    "issuanceSource",
-                    "must be one of external, agent, vault",
-                ))
-            }
+            None => return Err(Error::invalid_field("issuanceSource", "must be one of external, agent, vault")),
         },
     };
-    let location = registration
-        .location
-        .map(|l| check_text("location", &l))
-        .transpose()?;
+    let location = registration.location.map(|l| check_text("location", &l)).transpose()?;
     let metadata = check_metadata(registration.metadata.unwrap_or_else(|| json!({})))?;
     let now = ctx.now_millis();
     let mut tx = ctx.store.begin().await?;
@@ -99,43 +86,27 @@ pub async fn register(
         other => other.into(),
     })?;
     audit::record(&mut tx, &Audit::of(caller), Some(&caller.workspace_id), "certificate.created", "certificate", Some(&certificate.id.to_string()), json!({ "commonName": certificate.common_name, "fingerprintSha256": certificate.fingerprint_sha256, "issuanceSource": source.as_str() }), now).await?;
-    events::enqueue(
-        &mut tx,
-        &caller.workspace_id,
-        events::CERTIFICATE_CREATED,
-        event_data(&certificate, now),
-        now,
-    )
-    .await?;
+    events::enqueue(&mut tx, &caller.workspace_id, events::CERTIFICATE_CREATED, event_data(&certificate, now), now)
+        .await?;
     tx.commit().await?;
     Ok(certificate)
 }
 
-pub async fn list(
-    ctx: &Context,
-    caller: &Caller,
-    query: ListQuery,
-    page: PageRequest,
-) -> Result<Page<Certificate>> {
+pub async fn list(ctx: &Context, caller: &Caller, query: ListQuery, page: PageRequest) -> Result<Page<Certificate>> {
     caller.require(Scope::CertificatesRead)?;
     let status = match query.status.as_deref() {
         None => None,
-        Some(text) => Some(Status::parse(text).ok_or_else(|| {
-            Error::invalid_field(
-                "status",
-                "must be one of active, expiring, expired, revoked",
-            )
-        })?),
+        Some(text) => Some(
+            Status::parse(text)
+                .ok_or_else(|| Error::invalid_field("status", "must be one of active, expiring, expired, revoked"))?,
+        ),
     };
     let usage_category = match query.usage_category.as_deref() {
         None => None,
         Some(text) => Some(
             UsageCategory::parse(text)
                 .ok_or_else(|| {
-                    Error::invalid_field(
-                        "usageCategory",
-                        "must be one of TLS, S/MIME, Code Signing, Client Auth",
-                    )
+                    Error::invalid_field("usageCategory", "must be one of TLS, S/MIME, Code Signing, Client Auth")
                 })?
                 .as_str()
                 .to_string(),
@@ -144,21 +115,12 @@ pub async fn list(
     let issuance_source = match query.issuance_source.as_deref() {
         None => None,
         Some(text) => Some(IssuanceSource::parse(text).ok_or_else(|| {
-            Error::invalid_field(
-                "issuanceSource",
-                "must be one of internal, agent, vault, external",
-            )
+            Error::invalid_field("issuanceSource", "must be one of internal, agent, vault, external")
         })?),
     };
-    let search = query
-        .search
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty());
+    let search = query.search.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
     if search.as_ref().is_some_and(|s| s.chars().count() > 200) {
-        return Err(Error::invalid_field(
-            "search",
-            "must be at most 200 characters",
-        ));
+        return Err(Error::invalid_field("search", "must be at most 200 characters"));
     }
     let filter = CertificateFilter {
         status,
@@ -169,10 +131,7 @@ pub async fn list(
         issuance_source,
         now: ctx.now_millis(),
     };
-    Ok(ctx
-        .store
-        .list_certificates(&caller.workspace_id, &filter, page)
-        .await?)
+    Ok(ctx.store.list_certificates(&caller.workspace_id, &filter, page).await?)
 }
 
 /// Accepts `SHA-256`, `sha256`, `SHA256-RSA`, `rsa`, `Ed25519`…: upper-case, dashes only
@@ -192,18 +151,10 @@ fn normalize_algorithm(text: &str) -> String {
 
 pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<Certificate> {
     caller.require(Scope::CertificatesRead)?;
-    ctx.store
-        .find_certificate(&caller.workspace_id, id)
-        .await?
-        .ok_or(Error::NotFound(Entity::Certificate))
+    ctx.store.find_certificate(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))
 }
 
-pub async fn update(
-    ctx: &Context,
-    caller: &Caller,
-    id: i64,
-    changes: Changes,
-) -> Result<Certificate> {
+pub async fn update(ctx: &Context, caller: &Caller, id: i64, changes: Changes) -> Result<Certificate> {
     caller.require(Scope::CertificatesWrite)?;
     let location = match changes.location {
         Some(Some(text)) => Some(Some(check_text("location", &text)?)),
@@ -214,10 +165,7 @@ pub async fn update(
         None => None,
         Some(text) => match IssuanceSource::parse(text) {
             Some(IssuanceSource::Internal) | None => {
-                return Err(Error::invalid_field(
-                    "issuanceSource",
-                    "must be one of external, agent, vault",
-                ))
+                return Err(Error::invalid_field("issuanceSource", "must be one of external, agent, vault"))
             }
             Some(source) => Some(source),
         },
@@ -262,21 +210,13 @@ fn changed_fields(update: &CertificateUpdate<'_>) -> Vec<&'static str> {
 }
 
 /// Sets auto-renewal; with no value given, flips it.
-pub async fn set_auto_renewal(
-    ctx: &Context,
-    caller: &Caller,
-    id: i64,
-    enabled: Option<bool>,
-) -> Result<Certificate> {
+pub async fn set_auto_renewal(ctx: &Context, caller: &Caller, id: i64, enabled: Option<bool>) -> Result<Certificate> {
     caller.require(Scope::CertificatesWrite)?;
     let enabled = match enabled {
         Some(enabled) => enabled,
         None => !get(ctx, caller, id).await?.auto_renewal,
     };
-    let update = CertificateUpdate {
-        auto_renewal: Some(enabled),
-        ..Default::default()
-    };
+    let update = CertificateUpdate { auto_renewal: Some(enabled), ..Default::default() };
     mutate(
         ctx,
         caller,
@@ -289,36 +229,22 @@ pub async fn set_auto_renewal(
     .await
 }
 
-pub async fn revoke(
-    ctx: &Context,
-    caller: &Caller,
-    id: i64,
-    reason: Option<String>,
-) -> Result<Certificate> {
+pub async fn revoke(ctx: &Context, caller: &Caller, id: i64, reason: Option<String>) -> Result<Certificate> {
     caller.require(Scope::CertificatesWrite)?;
-    let reason = match reason
-        .map(|r| r.trim().to_string())
-        .filter(|r| !r.is_empty())
-    {
+    let reason = match reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty()) {
         Some(reason) => check_text("reason", &reason)?,
         None => "unspecified".to_string(),
     };
     let now = ctx.now_millis();
     let mut tx = ctx.store.begin().await?;
-    let current = tx
-        .find_certificate(&caller.workspace_id, id)
-        .await?
-        .ok_or(Error::NotFound(Entity::Certificate))?;
+    let current = tx.find_certificate(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))?;
     if current.revoked {
         return Err(Error::validation_with(
             "Certificate is already revoked",
             json!({ "revokedAt": current.revoked_at.map(crate::clock::rfc3339), "reason": current.revocation_reason }),
         ));
     }
-    let update = CertificateUpdate {
-        revoke: Some((now, &reason)),
-        ..Default::default()
-    };
+    let update = CertificateUpdate { revoke: Some((now, &reason)), ..Default::default() };
     let certificate = tx
         .update_certificate(&caller.workspace_id, id, &update, now)
         .await?
@@ -336,14 +262,7 @@ pub async fn revoke(
     .await?;
     let mut data = event_data(&certificate, now);
     data["reason"] = json!(reason);
-    events::enqueue(
-        &mut tx,
-        &caller.workspace_id,
-        events::CERTIFICATE_REVOKED,
-        data,
-        now,
-    )
-    .await?;
+    events::enqueue(&mut tx, &caller.workspace_id, events::CERTIFICATE_REVOKED, data, now).await?;
     tx.commit().await?;
     Ok(certificate)
 }
@@ -353,20 +272,22 @@ pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
     caller.require(Scope::CertificatesWrite)?;
     let now = ctx.now_millis();
     let mut tx = ctx.store.begin().await?;
-    let certificate = tx
-        .find_certificate(&caller.workspace_id, id)
-        .await?
-        .ok_or(Error::NotFound(Entity::Certificate))?;
+    let certificate =
+        tx.find_certificate(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))?;
     tx.delete_certificate(&caller.workspace_id, id).await?;
-    audit::record(&mut tx, &Audit::of(caller), Some(&caller.workspace_id), "certificate.deleted", "certificate", Some(&id.to_string()), json!({ "commonName": certificate.common_name, "fingerprintSha256": certificate.fingerprint_sha256 }), now).await?;
-    events::enqueue(
+    audit::record(
         &mut tx,
-        &caller.workspace_id,
-        events::CERTIFICATE_DELETED,
-        event_data(&certificate, now),
+        &Audit::of(caller),
+        Some(&caller.workspace_id),
+        "certificate.deleted",
+        "certificate",
+        Some(&id.to_string()),
+        json!({ "commonName": certificate.common_name, "fingerprintSha256": certificate.fingerprint_sha256 }),
         now,
     )
     .await?;
+    events::enqueue(&mut tx, &caller.workspace_id, events::CERTIFICATE_DELETED, event_data(&certificate, now), now)
+        .await?;
     tx.commit().await?;
     Ok(())
 }
@@ -393,12 +314,7 @@ pub struct Download {
     pub content_type: &'static str,
 }
 
-pub async fn download(
-    ctx: &Context,
-    caller: &Caller,
-    id: i64,
-    format: DownloadFormat,
-) -> Result<Download> {
+pub async fn download(ctx: &Context, caller: &Caller, id: i64, format: DownloadFormat) -> Result<Download> {
     let certificate = get(ctx, caller, id).await?;
     let stem = file_stem(&certificate.common_name, id);
     Ok(match format {
@@ -410,11 +326,7 @@ pub async fn download(
         DownloadFormat::Der => {
             let parsed = parse_pem(&certificate.certificate_pem)
                 .map_err(|_| Error::Internal(format!("stored certificate {id} is not parsable")))?;
-            Download {
-                bytes: parsed.der,
-                file_name: format!("{stem}.der"),
-                content_type: "application/pkix-cert",
-            }
+            Download { bytes: parsed.der, file_name: format!("{stem}.der"), content_type: "application/pkix-cert" }
         }
     })
 }
@@ -423,13 +335,7 @@ pub async fn download(
 fn file_stem(common_name: &str, id: i64) -> String {
     let stem: String = common_name
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
         .take(100)
         .collect();
     let stem = stem.trim_matches(['.', '_']);
@@ -446,22 +352,24 @@ pub struct PrivateKeyStatus {
     pub reason: String,
 }
 
-pub async fn private_key_status(
-    ctx: &Context,
-    caller: &Caller,
-    id: i64,
-) -> Result<PrivateKeyStatus> {
+pub async fn private_key_status(ctx: &Context, caller: &Caller, id: i64) -> Result<PrivateKeyStatus> {
     let certificate = get(ctx, caller, id).await?;
     let (downloadable, reason) = match (certificate.issuance_source, certificate.has_private_key) {
-        (IssuanceSource::Internal, true) => (true, "The private key was generated by the internal PKI and is held encrypted".to_string()),
-        (IssuanceSource::Internal, false) => (false, "The key pair was generated outside Trellis (a CSR was supplied)".to_string()),
-        (source, _) => (false, format!("Private keys are only available for internally issued certificates; this one is {}", source.as_str())),
+        (IssuanceSource::Internal, true) => {
+            (true, "The private key was generated by the internal PKI and is held encrypted".to_string())
+        }
+        (IssuanceSource::Internal, false) => {
+            (false, "The key pair was generated outside Trellis (a CSR was supplied)".to_string())
+        }
+        (source, _) => (
+            false,
+            format!(
+                "Private keys are only available for internally issued certificates; this one is {}",
+                source.as_str()
+            ),
+        ),
     };
-    Ok(PrivateKeyStatus {
-        downloadable,
-        issuance_source: certificate.issuance_source,
-        reason,
-    })
+    Ok(PrivateKeyStatus { downloadable, issuance_source: certificate.issuance_source, reason })
 }
 
 /// Returns the decrypted private key PEM and audits the download.
@@ -469,23 +377,14 @@ pub async fn private_key(ctx: &Context, caller: &Caller, id: i64) -> Result<(Cer
     caller.require(Scope::CertificatesRead)?;
     let now = ctx.now_millis();
     let mut tx = ctx.store.begin().await?;
-    let certificate = tx
-        .find_certificate(&caller.workspace_id, id)
-        .await?
-        .ok_or(Error::NotFound(Entity::Certificate))?;
+    let certificate =
+        tx.find_certificate(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))?;
     if certificate.issuance_source != IssuanceSource::Internal {
         return Err(Error::PrivateKeyNotAvailable);
     }
-    let sealed = tx
-        .find_private_key(&caller.workspace_id, id)
-        .await?
-        .ok_or(Error::NotFound(Entity::PrivateKey))?;
-    let key = ctx
-        .master_key
-        .open(&sealed)
-        .map_err(|e| Error::Internal(e.to_string()))?;
-    let key = String::from_utf8(key)
-        .map_err(|_| Error::Internal("stored private key is not UTF-8 PEM".into()))?;
+    let sealed = tx.find_private_key(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::PrivateKey))?;
+    let key = ctx.master_key.open(&sealed).map_err(|e| Error::Internal(e.to_string()))?;
+    let key = String::from_utf8(key).map_err(|_| Error::Internal("stored private key is not UTF-8 PEM".into()))?;
     audit::record(
         &mut tx,
         &Audit::of(caller),
@@ -503,10 +402,7 @@ pub async fn private_key(ctx: &Context, caller: &Caller, id: i64) -> Result<(Cer
 
 pub async fn statistics(ctx: &Context, caller: &Caller) -> Result<Statistics> {
     caller.require(Scope::CertificatesRead)?;
-    Ok(ctx
-        .store
-        .certificate_statistics(&caller.workspace_id, ctx.now_millis())
-        .await?)
+    Ok(ctx.store.certificate_statistics(&caller.workspace_id, ctx.now_millis()).await?)
 }
 
 pub struct NewUsage {
@@ -536,19 +432,12 @@ pub async fn add_usage(ctx: &Context, caller: &Caller, new: NewUsage) -> Result<
         host,
         port: new.port,
         service: new.service.map(|s| check_text("service", &s)).transpose()?,
-        location: new
-            .location
-            .map(|s| check_text("location", &s))
-            .transpose()?,
+        location: new.location.map(|s| check_text("location", &s)).transpose()?,
         metadata: check_metadata(new.metadata.unwrap_or_else(|| json!({})))?,
         created_at: ctx.now_millis(),
     };
     let mut tx = ctx.store.begin().await?;
-    if tx
-        .find_certificate(&caller.workspace_id, new.certificate_id)
-        .await?
-        .is_none()
-    {
+    if tx.find_certificate(&caller.workspace_id, new.certificate_id).await?.is_none() {
         return Err(Error::NotFound(Entity::Certificate));
     }
     let record = tx.insert_usage(&record).await?;
@@ -574,10 +463,7 @@ pub async fn list_usage(
     page: PageRequest,
 ) -> Result<Page<UsageRecord>> {
     caller.require(Scope::CertificatesRead)?;
-    Ok(ctx
-        .store
-        .list_usage(&caller.workspace_id, certificate_id, page)
-        .await?)
+    Ok(ctx.store.list_usage(&caller.workspace_id, certificate_id, page).await?)
 }
 
 pub struct NewIdentity {
@@ -589,19 +475,12 @@ pub struct NewIdentity {
 
 pub const IDENTITY_KINDS: [&str; 5] = ["server", "workload", "device", "service_account", "other"];
 
-pub async fn create_identity(
-    ctx: &Context,
-    caller: &Caller,
-    new: NewIdentity,
-) -> Result<MachineIdentity> {
+pub async fn create_identity(ctx: &Context, caller: &Caller, new: NewIdentity) -> Result<MachineIdentity> {
     caller.require(Scope::CertificatesWrite)?;
     let name = crate::auth::validate_name("name", &new.name)?;
     let kind = new.kind.unwrap_or_else(|| "server".into());
     if !IDENTITY_KINDS.contains(&kind.as_str()) {
-        return Err(Error::invalid_field(
-            "type",
-            format!("must be one of {}", IDENTITY_KINDS.join(", ")),
-        ));
+        return Err(Error::invalid_field("type", format!("must be one of {}", IDENTITY_KINDS.join(", "))));
     }
     let now = ctx.now_millis();
     let identity = MachineIdentity {
@@ -609,10 +488,7 @@ pub async fn create_identity(
         workspace_id: caller.workspace_id.clone(),
         name,
         kind,
-        description: new
-            .description
-            .map(|d| check_text("description", &d))
-            .transpose()?,
+        description: new.description.map(|d| check_text("description", &d)).transpose()?,
         metadata: check_metadata(new.metadata.unwrap_or_else(|| json!({})))?,
         certificate_count: 0,
         created_at: now,
@@ -635,24 +511,14 @@ pub async fn create_identity(
     Ok(identity)
 }
 
-pub async fn list_identities(
-    ctx: &Context,
-    caller: &Caller,
-    page: PageRequest,
-) -> Result<Page<MachineIdentity>> {
+pub async fn list_identities(ctx: &Context, caller: &Caller, page: PageRequest) -> Result<Page<MachineIdentity>> {
     caller.require(Scope::CertificatesRead)?;
-    Ok(ctx
-        .store
-        .list_identities(&caller.workspace_id, page)
-        .await?)
+    Ok(ctx.store.list_identities(&caller.workspace_id, page).await?)
 }
 
 pub async fn get_identity(ctx: &Context, caller: &Caller, id: i64) -> Result<MachineIdentity> {
     caller.require(Scope::CertificatesRead)?;
-    ctx.store
-        .find_identity(&caller.workspace_id, id)
-        .await?
-        .ok_or(Error::NotFound(Entity::MachineIdentity))
+    ctx.store.find_identity(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::MachineIdentity))
 }
 
 /// Deletes an identity; its certificates stay and lose the link.
@@ -678,25 +544,12 @@ pub async fn delete_identity(ctx: &Context, caller: &Caller, id: i64) -> Result<
 }
 
 /// Attaches a certificate to a machine identity of the same workspace.
-pub async fn assign_identity(
-    ctx: &Context,
-    caller: &Caller,
-    id: i64,
-    identity_id: i64,
-) -> Result<Certificate> {
+pub async fn assign_identity(ctx: &Context, caller: &Caller, id: i64, identity_id: i64) -> Result<Certificate> {
     caller.require(Scope::CertificatesWrite)?;
-    if ctx
-        .store
-        .find_identity(&caller.workspace_id, identity_id)
-        .await?
-        .is_none()
-    {
+    if ctx.store.find_identity(&caller.workspace_id, identity_id).await?.is_none() {
         return Err(Error::NotFound(Entity::MachineIdentity));
     }
-    let update = CertificateUpdate {
-        machine_identity_id: Some(identity_id),
-        ..Default::default()
-    };
+    let update = CertificateUpdate { machine_identity_id: Some(identity_id), ..Default::default() };
     mutate(
         ctx,
         caller,
@@ -760,10 +613,7 @@ fn event_data(certificate: &Certificate, now: i64) -> Value {
 fn check_text(field: &str, text: &str) -> Result<String> {
     let text = text.trim();
     if text.chars().count() > MAX_TEXT || text.chars().any(char::is_control) {
-        return Err(Error::invalid_field(
-            field,
-            format!("must be at most {MAX_TEXT} printable characters"),
-        ));
+        return Err(Error::invalid_field(field, format!("must be at most {MAX_TEXT} printable characters")));
     }
     Ok(text.to_string())
 }
@@ -773,10 +623,7 @@ fn check_metadata(metadata: Value) -> Result<Value> {
         return Err(Error::invalid_field("metadata", "must be a JSON object"));
     }
     if metadata.to_string().len() > MAX_METADATA_BYTES {
-        return Err(Error::invalid_field(
-            "metadata",
-            format!("must serialize to at most {MAX_METADATA_BYTES} bytes"),
-        ));
+        return Err(Error::invalid_field("metadata", format!("must serialize to at most {MAX_METADATA_BYTES} bytes")));
     }
     Ok(metadata)
 }

@@ -17,12 +17,8 @@ pub enum UsageCategory {
 }
 
 impl UsageCategory {
-    pub const ALL: [UsageCategory; 4] = [
-        UsageCategory::Tls,
-        UsageCategory::SMime,
-        UsageCategory::CodeSigning,
-        UsageCategory::ClientAuth,
-    ];
+    pub const ALL: [UsageCategory; 4] =
+        [UsageCategory::Tls, UsageCategory::SMime, UsageCategory::CodeSigning, UsageCategory::ClientAuth];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -35,11 +31,7 @@ impl UsageCategory {
 
     /// Accepts the display name or a loose spelling (`tls`, `smime`, `code_signing`, `client-auth`).
     pub fn parse(text: &str) -> Option<UsageCategory> {
-        let key: String = text
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric())
-            .collect::<String>()
-            .to_lowercase();
+        let key: String = text.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_lowercase();
         match key.as_str() {
             "tls" => Some(UsageCategory::Tls),
             "smime" => Some(UsageCategory::SMime),
@@ -85,11 +77,7 @@ pub fn parse_pem(text: &str) -> Result<ParsedCertificate> {
         match blocks.next() {
             Some(Ok(pem)) if pem.label == "CERTIFICATE" => break pem,
             Some(Ok(_)) => continue,
-            Some(Err(_)) => {
-                return Err(bad(
-                    "is not valid PEM (expected -----BEGIN CERTIFICATE-----)",
-                ))
-            }
+            Some(Err(_)) => return Err(bad("is not valid PEM (expected -----BEGIN CERTIFICATE-----)")),
             None => return Err(bad("contains no PEM CERTIFICATE block")),
         }
     };
@@ -98,8 +86,8 @@ pub fn parse_pem(text: &str) -> Result<ParsedCertificate> {
 
 pub fn parse_der(der: &[u8]) -> Result<ParsedCertificate> {
     let bad = |problem: String| Error::invalid_field("certificate", problem);
-    let (rest, cert) = X509Certificate::from_der(der)
-        .map_err(|err| bad(format!("is not a valid X.509 certificate: {err}")))?;
+    let (rest, cert) =
+        X509Certificate::from_der(der).map_err(|err| bad(format!("is not a valid X.509 certificate: {err}")))?;
     if !rest.is_empty() {
         return Err(bad("has trailing bytes after the DER certificate".into()));
     }
@@ -113,21 +101,12 @@ pub fn parse_der(der: &[u8]) -> Result<ParsedCertificate> {
         .and_then(|cn| cn.as_str().ok())
         .map(str::to_string)
         .or_else(|| {
-            subject_alt_names.first().map(|san| {
-                san.split_once(':')
-                    .map_or(san.as_str(), |(_, v)| v)
-                    .to_string()
-            })
+            subject_alt_names.first().map(|san| san.split_once(':').map_or(san.as_str(), |(_, v)| v).to_string())
         })
         .unwrap_or_else(|| subject.clone());
-    let (signature_algorithm, signature_hash) =
-        signature_algorithm(&cert.signature_algorithm.algorithm);
+    let (signature_algorithm, signature_hash) = signature_algorithm(&cert.signature_algorithm.algorithm);
     let (key_algorithm, key_size) = key_algorithm(&cert);
-    let is_ca = cert
-        .basic_constraints()
-        .ok()
-        .flatten()
-        .is_some_and(|bc| bc.value.ca);
+    let is_ca = cert.basic_constraints().ok().flatten().is_some_and(|bc| bc.value.ca);
     let usage_category = usage_category(&cert, &subject_alt_names);
     let not_before = cert.validity().not_before.timestamp().saturating_mul(1000);
     let expires_at = cert.validity().not_after.timestamp().saturating_mul(1000);
@@ -185,9 +164,7 @@ fn ip_text(bytes: &[u8]) -> Option<String> {
     if let Ok(v4) = <[u8; 4]>::try_from(bytes) {
         return Some(std::net::Ipv4Addr::from(v4).to_string());
     }
-    <[u8; 16]>::try_from(bytes)
-        .ok()
-        .map(|v6| std::net::Ipv6Addr::from(v6).to_string())
+    <[u8; 16]>::try_from(bytes).ok().map(|v6| std::net::Ipv6Addr::from(v6).to_string())
 }
 
 fn signature_algorithm(oid: &Oid<'_>) -> (String, Option<String>) {
@@ -219,21 +196,14 @@ fn key_algorithm(cert: &X509Certificate<'_>) -> (String, Option<i64>) {
             ("RSA", bits)
         }
         "1.2.840.10045.2.1" => {
-            let curve = spki
-                .algorithm
-                .parameters
-                .as_ref()
-                .and_then(|p| p.as_oid().ok())
-                .map(|oid| oid.to_id_string());
+            let curve = spki.algorithm.parameters.as_ref().and_then(|p| p.as_oid().ok()).map(|oid| oid.to_id_string());
             let bits = match curve.as_deref() {
                 Some("1.2.840.10045.3.1.7") => Some(256),
                 Some("1.3.132.0.34") => Some(384),
                 Some("1.3.132.0.35") => Some(521),
                 Some("1.3.132.0.10") => Some(256),
                 _ => match spki.parsed() {
-                    Ok(x509_parser::public_key::PublicKey::EC(point)) => {
-                        Some(point.key_size() as i64)
-                    }
+                    Ok(x509_parser::public_key::PublicKey::EC(point)) => Some(point.key_size() as i64),
                     _ => None,
                 },
             };
@@ -266,9 +236,7 @@ fn usage_category(cert: &X509Certificate<'_>, sans: &[String]) -> UsageCategory 
         }
     }
     let has_email = sans.iter().any(|s| s.starts_with("email:"));
-    let has_dns_or_ip = sans
-        .iter()
-        .any(|s| s.starts_with("DNS:") || s.starts_with("IP:"));
+    let has_dns_or_ip = sans.iter().any(|s| s.starts_with("DNS:") || s.starts_with("IP:"));
     if has_email && !has_dns_or_ip {
         UsageCategory::SMime
     } else {

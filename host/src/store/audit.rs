@@ -91,10 +91,7 @@ impl Store {
             query
         }
         let count_sql = format!("SELECT COUNT(*) FROM audit_logs WHERE {where_clause}");
-        let total: i64 = bind(&count_sql, workspace_id, &texts, &ints)
-            .fetch_one(&self.pool)
-            .await?
-            .try_get(0)?;
+        let total: i64 = bind(&count_sql, workspace_id, &texts, &ints).fetch_one(&self.pool).await?.try_get(0)?;
         let n = texts.len() + ints.len() + 1;
         let list_sql = format!(
             "SELECT id, workspace_id, actor_type, actor_id, action, target_type, target_id, request_id, details, created_at \
@@ -107,15 +104,8 @@ impl Store {
             .bind(page.offset)
             .fetch_all(&self.pool)
             .await?;
-        let items = rows
-            .iter()
-            .map(entry_from_row)
-            .collect::<StoreResult<Vec<_>>>()?;
-        Ok(Page {
-            items,
-            total,
-            request: page,
-        })
+        let items = rows.iter().map(entry_from_row).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total, request: page })
     }
 }
 

@@ -6,10 +6,8 @@ use sqlx::Row;
 use crate::auth::{ApiKey, KeyKind, Role, Scope, User, Workspace};
 use crate::store::{bool_column, Store, StoreError, StoreResult, Tx};
 
-const USER_COLUMNS: &str =
-    "u.id, u.email, u.first_name, u.is_admin, u.current_workspace_id, u.created_at";
-const KEY_COLUMNS: &str =
-    "id, workspace_id, name, kind, key_prefix, scopes, created_by, created_at, last_used_at";
+const USER_COLUMNS: &str = "u.id, u.email, u.first_name, u.is_admin, u.current_workspace_id, u.created_at";
+const KEY_COLUMNS: &str = "id, workspace_id, name, kind, key_prefix, scopes, created_by, created_at, last_used_at";
 
 fn user_from_row(row: &AnyRow) -> StoreResult<User> {
     Ok(User {
@@ -29,8 +27,7 @@ fn key_from_row(row: &AnyRow) -> StoreResult<ApiKey> {
         id: row.try_get("id")?,
         workspace_id: row.try_get("workspace_id")?,
         name: row.try_get("name")?,
-        kind: KeyKind::parse(&kind)
-            .ok_or_else(|| StoreError::Corrupt(format!("api key kind `{kind}`")))?,
+        kind: KeyKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("api key kind `{kind}`")))?,
         prefix: row.try_get("key_prefix")?,
         // Unknown names (from a newer version) are dropped rather than granted.
         scopes: scopes.split(',').filter_map(Scope::parse).collect(),
@@ -47,29 +44,18 @@ fn workspace_from_row(row: &AnyRow, with_role: bool) -> StoreResult<Workspace> {
     } else {
         None
     };
-    Ok(Workspace {
-        id: row.try_get("id")?,
-        name: row.try_get("name")?,
-        role,
-        created_at: row.try_get("created_at")?,
-    })
+    Ok(Workspace { id: row.try_get("id")?, name: row.try_get("name")?, role, created_at: row.try_get("created_at")? })
 }
 
 impl Store {
     pub async fn count_users(&self) -> StoreResult<i64> {
-        Ok(sqlx::query("SELECT COUNT(*) FROM users")
-            .fetch_one(&self.pool)
-            .await?
-            .try_get(0)?)
+        Ok(sqlx::query("SELECT COUNT(*) FROM users").fetch_one(&self.pool).await?.try_get(0)?)
     }
 
     /// The user and their password hash, by normalised email.
     pub async fn find_user_credentials(&self, email: &str) -> StoreResult<Option<(User, String)>> {
         let sql = format!("SELECT {USER_COLUMNS}, u.password_hash FROM users u WHERE u.email = $1");
-        let row = sqlx::query(&sql)
-            .bind(email)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(&sql).bind(email).fetch_optional(&self.pool).await?;
         match row {
             Some(row) => Ok(Some((user_from_row(&row)?, row.try_get("password_hash")?))),
             None => Ok(None),
@@ -80,32 +66,20 @@ impl Store {
         let sql = format!(
             "SELECT {USER_COLUMNS} FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = $1 AND s.expires_at > $2"
         );
-        let row = sqlx::query(&sql)
-            .bind(token_hash)
-            .bind(now)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(&sql).bind(token_hash).bind(now).fetch_optional(&self.pool).await?;
         row.as_ref().map(user_from_row).transpose()
     }
 
-    pub async fn find_membership(
-        &self,
-        workspace_id: &str,
-        user_id: &str,
-    ) -> StoreResult<Option<Role>> {
-        let row = sqlx::query(
-            "SELECT role FROM workspace_members WHERE workspace_id = $1 AND user_id = $2",
-        )
-        .bind(workspace_id)
-        .bind(user_id)
-        .fetch_optional(&self.pool)
-        .await?;
+    pub async fn find_membership(&self, workspace_id: &str, user_id: &str) -> StoreResult<Option<Role>> {
+        let row = sqlx::query("SELECT role FROM workspace_members WHERE workspace_id = $1 AND user_id = $2")
+            .bind(workspace_id)
+            .bind(user_id)
+            .fetch_optional(&self.pool)
+            .await?;
         match row {
             Some(row) => {
                 let role: String = row.try_get(0)?;
-                Ok(Some(Role::parse(&role).ok_or_else(|| {
-                    StoreError::Corrupt(format!("role `{role}`"))
-                })?))
+                Ok(Some(Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("role `{role}`")))?))
             }
             None => Ok(None),
         }
@@ -116,9 +90,7 @@ impl Store {
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref()
-            .map(|row| workspace_from_row(row, false))
-            .transpose()
+        row.as_ref().map(|row| workspace_from_row(row, false)).transpose()
     }
 
     pub async fn list_user_workspaces(&self, user_id: &str) -> StoreResult<Vec<Workspace>> {
@@ -129,55 +101,47 @@ impl Store {
         .bind(user_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| workspace_from_row(row, true))
-            .collect()
+        rows.iter().map(|row| workspace_from_row(row, true)).collect()
     }
 
     pub async fn find_api_key_by_hash(&self, key_hash: &str) -> StoreResult<Option<ApiKey>> {
         let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE key_hash = $1");
-        let row = sqlx::query(&sql)
-            .bind(key_hash)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(&sql).bind(key_hash).fetch_optional(&self.pool).await?;
         row.as_ref().map(key_from_row).transpose()
     }
 
     /// Records last use at most once a minute per key, so that authenticated
     /// reads do not each turn into a write.
     pub async fn touch_api_key(&self, id: &str, now: i64) -> StoreResult<()> {
-        sqlx::query("UPDATE api_keys SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $3)")
-            .bind(id)
-            .bind(now)
-            .bind(now - 60_000)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "UPDATE api_keys SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $3)",
+        )
+        .bind(id)
+        .bind(now)
+        .bind(now - 60_000)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
     pub async fn list_api_keys(&self, workspace_id: &str) -> StoreResult<Vec<ApiKey>> {
         let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE workspace_id = $1 ORDER BY created_at DESC, id");
-        let rows = sqlx::query(&sql)
-            .bind(workspace_id)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(&sql).bind(workspace_id).fetch_all(&self.pool).await?;
         rows.iter().map(key_from_row).collect()
     }
 }
 
 impl Tx {
-    pub async fn insert_workspace(
-        &mut self,
-        workspace: &Workspace,
-        created_by: Option<&str>,
-    ) -> StoreResult<()> {
-        sqlx::query("INSERT INTO workspaces (id, name, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)")
-            .bind(workspace.id.as_str())
-            .bind(workspace.name.as_str())
-            .bind(created_by)
-            .bind(workspace.created_at)
-            .execute(&mut *self.inner)
-            .await?;
+    pub async fn insert_workspace(&mut self, workspace: &Workspace, created_by: Option<&str>) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO workspaces (id, name, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)",
+        )
+        .bind(workspace.id.as_str())
+        .bind(workspace.name.as_str())
+        .bind(created_by)
+        .bind(workspace.created_at)
+        .execute(&mut *self.inner)
+        .await?;
         Ok(())
     }
 
@@ -196,13 +160,7 @@ impl Tx {
         Ok(())
     }
 
-    pub async fn add_member(
-        &mut self,
-        workspace_id: &str,
-        user_id: &str,
-        role: Role,
-        at: i64,
-    ) -> StoreResult<()> {
+    pub async fn add_member(&mut self, workspace_id: &str, user_id: &str, role: Role, at: i64) -> StoreResult<()> {
         sqlx::query("INSERT INTO workspace_members (workspace_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)")
             .bind(workspace_id)
             .bind(user_id)
@@ -213,11 +171,7 @@ impl Tx {
         Ok(())
     }
 
-    pub async fn set_current_workspace(
-        &mut self,
-        user_id: &str,
-        workspace_id: &str,
-    ) -> StoreResult<()> {
+    pub async fn set_current_workspace(&mut self, user_id: &str, workspace_id: &str) -> StoreResult<()> {
         sqlx::query("UPDATE users SET current_workspace_id = $2 WHERE id = $1")
             .bind(user_id)
             .bind(workspace_id)
@@ -250,10 +204,7 @@ impl Tx {
     }
 
     pub async fn delete_session(&mut self, token_hash: &str) -> StoreResult<()> {
-        sqlx::query("DELETE FROM sessions WHERE token_hash = $1")
-            .bind(token_hash)
-            .execute(&mut *self.inner)
-            .await?;
+        sqlx::query("DELETE FROM sessions WHERE token_hash = $1").bind(token_hash).execute(&mut *self.inner).await?;
         Ok(())
     }
 

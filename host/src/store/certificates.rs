@@ -5,8 +5,8 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Row};
 
 use crate::certificates::{
-    Certificate, IssuanceSource, MachineIdentity, ParsedCertificate, Statistics, Status,
-    UsageRecord, EXPIRING_WINDOW_MS,
+    Certificate, IssuanceSource, MachineIdentity, ParsedCertificate, Statistics, Status, UsageRecord,
+    EXPIRING_WINDOW_MS,
 };
 use crate::pagination::{Page, PageRequest};
 use crate::store::{bool_column, json_column, Dialect, Store, StoreError, StoreResult, Tx};
@@ -109,11 +109,7 @@ fn bind_all<'q>(
 }
 
 /// Builds the WHERE clause of a certificate list; `$1` is always the workspace.
-fn certificate_where(
-    dialect: Dialect,
-    workspace_id: &str,
-    filter: &CertificateFilter,
-) -> (String, Vec<Bind>) {
+fn certificate_where(dialect: Dialect, workspace_id: &str, filter: &CertificateFilter) -> (String, Vec<Bind>) {
     let mut clauses = vec!["workspace_id = $1".to_string()];
     let mut binds = vec![Bind::Text(workspace_id.to_string())];
     let mut push = |clause: &str, values: Vec<Bind>, binds: &mut Vec<Bind>| {
@@ -128,31 +124,17 @@ fn certificate_where(
         let soon = filter.now.saturating_add(EXPIRING_WINDOW_MS);
         match status {
             Status::Revoked => push("revoked = 1", vec![], &mut binds),
-            Status::Expired => push(
-                "revoked = 0 AND expires_at <= ${0}",
-                vec![Bind::Int(filter.now)],
-                &mut binds,
-            ),
+            Status::Expired => push("revoked = 0 AND expires_at <= ${0}", vec![Bind::Int(filter.now)], &mut binds),
             Status::Expiring => push(
                 "revoked = 0 AND expires_at > ${0} AND expires_at <= ${1}",
                 vec![Bind::Int(filter.now), Bind::Int(soon)],
                 &mut binds,
             ),
-            Status::Active => push(
-                "revoked = 0 AND expires_at > ${0}",
-                vec![Bind::Int(soon)],
-                &mut binds,
-            ),
+            Status::Active => push("revoked = 0 AND expires_at > ${0}", vec![Bind::Int(soon)], &mut binds),
         }
     }
     if let Some(search) = &filter.search {
-        let pattern = format!(
-            "%{}%",
-            search
-                .replace('\\', "\\\\")
-                .replace('%', "\\%")
-                .replace('_', "\\_")
-        );
+        let pattern = format!("%{}%", search.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
         match dialect {
             // The trigram index answers terms of three or more characters; shorter
             // terms fall back to LIKE, which SQLite compares case-insensitively for ASCII.
@@ -181,43 +163,21 @@ fn certificate_where(
         );
     }
     if let Some(algorithm) = &filter.key_algorithm {
-        push(
-            "key_algorithm = ${0}",
-            vec![Bind::Text(algorithm.clone())],
-            &mut binds,
-        );
+        push("key_algorithm = ${0}", vec![Bind::Text(algorithm.clone())], &mut binds);
     }
     if let Some(usage) = &filter.usage_category {
-        push(
-            "usage_category = ${0}",
-            vec![Bind::Text(usage.clone())],
-            &mut binds,
-        );
+        push("usage_category = ${0}", vec![Bind::Text(usage.clone())], &mut binds);
     }
     if let Some(source) = filter.issuance_source {
-        push(
-            "issuance_source = ${0}",
-            vec![Bind::Text(source.as_str().to_string())],
-            &mut binds,
-        );
+        push("issuance_source = ${0}", vec![Bind::Text(source.as_str().to_string())], &mut binds);
     }
     (clauses.join(" AND "), binds)
 }
 
 impl Store {
-    pub async fn find_certificate(
-        &self,
-        workspace_id: &str,
-        id: i64,
-    ) -> StoreResult<Option<Certificate>> {
-        let sql = format!(
-            "SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE workspace_id = $1 AND id = $2"
-        );
-        let row = sqlx::query(&sql)
-            .bind(workspace_id)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
+    pub async fn find_certificate(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>> {
+        let sql = format!("SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE workspace_id = $1 AND id = $2");
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await?;
         row.as_ref().map(certificate_from_row).transpose()
     }
 
@@ -229,37 +189,20 @@ impl Store {
     ) -> StoreResult<Page<Certificate>> {
         let (where_clause, binds) = certificate_where(self.dialect, workspace_id, filter);
         let count_sql = format!("SELECT COUNT(*) FROM certificates WHERE {where_clause}");
-        let total: i64 = bind_all(sqlx::query(&count_sql), &binds)
-            .fetch_one(&self.pool)
-            .await?
-            .try_get(0)?;
+        let total: i64 = bind_all(sqlx::query(&count_sql), &binds).fetch_one(&self.pool).await?.try_get(0)?;
         let n = binds.len();
         let list_sql = format!(
             "SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE {where_clause} ORDER BY created_at DESC, id DESC LIMIT ${} OFFSET ${}",
             n + 1,
             n + 2
         );
-        let rows = bind_all(sqlx::query(&list_sql), &binds)
-            .bind(page.limit)
-            .bind(page.offset)
-            .fetch_all(&self.pool)
-            .await?;
-        let items = rows
-            .iter()
-            .map(certificate_from_row)
-            .collect::<StoreResult<Vec<_>>>()?;
-        Ok(Page {
-            items,
-            total,
-            request: page,
-        })
+        let rows =
+            bind_all(sqlx::query(&list_sql), &binds).bind(page.limit).bind(page.offset).fetch_all(&self.pool).await?;
+        let items = rows.iter().map(certificate_from_row).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total, request: page })
     }
 
-    pub async fn certificate_statistics(
-        &self,
-        workspace_id: &str,
-        now: i64,
-    ) -> StoreResult<Statistics> {
+    pub async fn certificate_statistics(&self, workspace_id: &str, now: i64) -> StoreResult<Statistics> {
         let soon = now.saturating_add(EXPIRING_WINDOW_MS);
         let week = now.saturating_add(7 * 24 * 3600 * 1000);
         let row = sqlx::query(
@@ -296,11 +239,7 @@ impl Store {
             ("key_algorithm", &mut stats.by_key_algorithm),
         ] {
             let sql = format!("SELECT {column}, COUNT(*) FROM certificates WHERE workspace_id = $1 GROUP BY {column} ORDER BY {column}");
-            for row in sqlx::query(&sql)
-                .bind(workspace_id)
-                .fetch_all(&self.pool)
-                .await?
-            {
+            for row in sqlx::query(&sql).bind(workspace_id).fetch_all(&self.pool).await? {
                 target.push((row.try_get(0)?, row.try_get(1)?));
             }
         }
@@ -315,19 +254,14 @@ impl Store {
     ) -> StoreResult<Page<UsageRecord>> {
         // Certificate ids start at 1, so 0 stands for "any certificate".
         let filter = " AND ($2 = 0 OR certificate_id = $2)";
-        let count_sql =
-            format!("SELECT COUNT(*) FROM certificate_usage WHERE workspace_id = $1{filter}");
+        let count_sql = format!("SELECT COUNT(*) FROM certificate_usage WHERE workspace_id = $1{filter}");
         let list_sql = format!(
             "SELECT id, workspace_id, certificate_id, host, port, service, location, metadata, created_at \
              FROM certificate_usage WHERE workspace_id = $1{filter} ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4"
         );
         let certificate_id = certificate_id.unwrap_or(0);
-        let total: i64 = sqlx::query(&count_sql)
-            .bind(workspace_id)
-            .bind(certificate_id)
-            .fetch_one(&self.pool)
-            .await?
-            .try_get(0)?;
+        let total: i64 =
+            sqlx::query(&count_sql).bind(workspace_id).bind(certificate_id).fetch_one(&self.pool).await?.try_get(0)?;
         let rows = sqlx::query(&list_sql)
             .bind(workspace_id)
             .bind(certificate_id)
@@ -335,57 +269,28 @@ impl Store {
             .bind(page.offset)
             .fetch_all(&self.pool)
             .await?;
-        let items = rows
-            .iter()
-            .map(usage_from_row)
-            .collect::<StoreResult<Vec<_>>>()?;
-        Ok(Page {
-            items,
-            total,
-            request: page,
-        })
+        let items = rows.iter().map(usage_from_row).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total, request: page })
     }
 
-    pub async fn list_identities(
-        &self,
-        workspace_id: &str,
-        page: PageRequest,
-    ) -> StoreResult<Page<MachineIdentity>> {
-        let total: i64 =
-            sqlx::query("SELECT COUNT(*) FROM machine_identities WHERE workspace_id = $1")
-                .bind(workspace_id)
-                .fetch_one(&self.pool)
-                .await?
-                .try_get(0)?;
-        let sql = format!("{IDENTITY_SELECT} WHERE m.workspace_id = $1 ORDER BY m.created_at DESC, m.id DESC LIMIT $2 OFFSET $3");
-        let rows = sqlx::query(&sql)
+    pub async fn list_identities(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<MachineIdentity>> {
+        let total: i64 = sqlx::query("SELECT COUNT(*) FROM machine_identities WHERE workspace_id = $1")
             .bind(workspace_id)
-            .bind(page.limit)
-            .bind(page.offset)
-            .fetch_all(&self.pool)
-            .await?;
-        let items = rows
-            .iter()
-            .map(identity_from_row)
-            .collect::<StoreResult<Vec<_>>>()?;
-        Ok(Page {
-            items,
-            total,
-            request: page,
-        })
+            .fetch_one(&self.pool)
+            .await?
+            .try_get(0)?;
+        let sql = format!(
+            "{IDENTITY_SELECT} WHERE m.workspace_id = $1 ORDER BY m.created_at DESC, m.id DESC LIMIT $2 OFFSET $3"
+        );
+        let rows =
+            sqlx::query(&sql).bind(workspace_id).bind(page.limit).bind(page.offset).fetch_all(&self.pool).await?;
+        let items = rows.iter().map(identity_from_row).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total, request: page })
     }
 
-    pub async fn find_identity(
-        &self,
-        workspace_id: &str,
-        id: i64,
-    ) -> StoreResult<Option<MachineIdentity>> {
+    pub async fn find_identity(&self, workspace_id: &str, id: i64) -> StoreResult<Option<MachineIdentity>> {
         let sql = format!("{IDENTITY_SELECT} WHERE m.workspace_id = $1 AND m.id = $2");
-        let row = sqlx::query(&sql)
-            .bind(workspace_id)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await?;
         row.as_ref().map(identity_from_row).transpose()
     }
 }
@@ -425,10 +330,7 @@ fn usage_from_row(row: &AnyRow) -> StoreResult<UsageRecord> {
 }
 
 impl Tx {
-    pub async fn insert_certificate(
-        &mut self,
-        new: &NewCertificate<'_>,
-    ) -> StoreResult<Certificate> {
+    pub async fn insert_certificate(&mut self, new: &NewCertificate<'_>) -> StoreResult<Certificate> {
         let parsed = new.parsed;
         let sql = format!(
             "INSERT INTO certificates (workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
@@ -464,34 +366,18 @@ impl Tx {
         certificate_from_row(&row)
     }
 
-    pub async fn find_certificate(
-        &mut self,
-        workspace_id: &str,
-        id: i64,
-    ) -> StoreResult<Option<Certificate>> {
-        let sql = format!(
-            "SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE workspace_id = $1 AND id = $2"
-        );
-        let row = sqlx::query(&sql)
+    pub async fn find_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>> {
+        let sql = format!("SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE workspace_id = $1 AND id = $2");
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.inner).await?;
+        row.as_ref().map(certificate_from_row).transpose()
+    }
+
+    pub async fn find_private_key(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<String>> {
+        let row = sqlx::query("SELECT private_key_sealed FROM certificates WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
             .fetch_optional(&mut *self.inner)
             .await?;
-        row.as_ref().map(certificate_from_row).transpose()
-    }
-
-    pub async fn find_private_key(
-        &mut self,
-        workspace_id: &str,
-        id: i64,
-    ) -> StoreResult<Option<String>> {
-        let row = sqlx::query(
-            "SELECT private_key_sealed FROM certificates WHERE workspace_id = $1 AND id = $2",
-        )
-        .bind(workspace_id)
-        .bind(id)
-        .fetch_optional(&mut *self.inner)
-        .await?;
         Ok(match row {
             Some(row) => row.try_get::<Option<String>, _>(0)?,
             None => None,
@@ -513,32 +399,16 @@ impl Tx {
             sets.push(format!("{column} = ${}", binds.len() + 3));
         };
         if let Some(enabled) = update.auto_renewal {
-            set(
-                "auto_renewal",
-                Some(Bind::Int(i64::from(enabled))),
-                &mut binds,
-            );
+            set("auto_renewal", Some(Bind::Int(i64::from(enabled))), &mut binds);
         }
         if let Some(location) = update.location {
-            set(
-                "location",
-                location.map(|l| Bind::Text(l.to_string())),
-                &mut binds,
-            );
+            set("location", location.map(|l| Bind::Text(l.to_string())), &mut binds);
         }
         if let Some(metadata) = update.metadata {
-            set(
-                "metadata",
-                Some(Bind::Text(metadata.to_string())),
-                &mut binds,
-            );
+            set("metadata", Some(Bind::Text(metadata.to_string())), &mut binds);
         }
         if let Some(source) = update.issuance_source {
-            set(
-                "issuance_source",
-                Some(Bind::Text(source.as_str().to_string())),
-                &mut binds,
-            );
+            set("issuance_source", Some(Bind::Text(source.as_str().to_string())), &mut binds);
         }
         if let Some(identity) = update.machine_identity_id {
             set("machine_identity_id", Some(Bind::Int(identity)), &mut binds);
@@ -546,11 +416,7 @@ impl Tx {
         if let Some((at, reason)) = update.revoke {
             set("revoked", Some(Bind::Int(1)), &mut binds);
             set("revoked_at", Some(Bind::Int(at)), &mut binds);
-            set(
-                "revocation_reason",
-                Some(Bind::Text(reason.to_string())),
-                &mut binds,
-            );
+            set("revocation_reason", Some(Bind::Text(reason.to_string())), &mut binds);
         }
         let sql = format!(
             "UPDATE certificates SET {} WHERE workspace_id = $1 AND id = $2 RETURNING {CERTIFICATE_COLUMNS}",
@@ -596,10 +462,7 @@ impl Tx {
         usage_from_row(&row)
     }
 
-    pub async fn insert_identity(
-        &mut self,
-        identity: &MachineIdentity,
-    ) -> StoreResult<MachineIdentity> {
+    pub async fn insert_identity(&mut self, identity: &MachineIdentity) -> StoreResult<MachineIdentity> {
         let row = sqlx::query(
             "INSERT INTO machine_identities (workspace_id, name, kind, description, metadata, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $6) \
@@ -617,17 +480,18 @@ impl Tx {
     }
 
     pub async fn delete_identity(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool> {
-        sqlx::query("UPDATE certificates SET machine_identity_id = NULL WHERE workspace_id = $1 AND machine_identity_id = $2")
+        sqlx::query(
+            "UPDATE certificates SET machine_identity_id = NULL WHERE workspace_id = $1 AND machine_identity_id = $2",
+        )
+        .bind(workspace_id)
+        .bind(id)
+        .execute(&mut *self.inner)
+        .await?;
+        let done = sqlx::query("DELETE FROM machine_identities WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
             .execute(&mut *self.inner)
             .await?;
-        let done =
-            sqlx::query("DELETE FROM machine_identities WHERE workspace_id = $1 AND id = $2")
-                .bind(workspace_id)
-                .bind(id)
-                .execute(&mut *self.inner)
-                .await?;
         Ok(done.rows_affected() > 0)
     }
 }

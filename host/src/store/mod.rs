@@ -27,11 +27,7 @@ pub enum StoreError {
     #[error("cannot open database {url}: {source}")]
     Connect { url: String, source: sqlx::Error },
     #[error("migration {version} ({name}) failed: {source}")]
-    Migration {
-        version: i64,
-        name: &'static str,
-        source: sqlx::Error,
-    },
+    Migration { version: i64, name: &'static str, source: sqlx::Error },
     #[error("uniqueness violated: {0}")]
     Unique(String),
     #[error("corrupt row: {0}")]
@@ -93,15 +89,8 @@ impl Store {
     /// Opens (creating if needed) the database and applies pending migrations.
     pub async fn open(url: &str) -> StoreResult<Self> {
         sqlx::any::install_default_drivers();
-        let dialect = if url.starts_with("sqlite:") {
-            Dialect::Sqlite
-        } else {
-            Dialect::Postgres
-        };
-        let connect_err = |source| StoreError::Connect {
-            url: crate::config::redact_url(url),
-            source,
-        };
+        let dialect = if url.starts_with("sqlite:") { Dialect::Sqlite } else { Dialect::Postgres };
+        let connect_err = |source| StoreError::Connect { url: crate::config::redact_url(url), source };
         let pool = match dialect {
             Dialect::Sqlite => {
                 let url = sqlite_url(url);
@@ -133,11 +122,7 @@ impl Store {
                 .map_err(connect_err)?,
         };
         let write_gate = (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(())));
-        let store = Store {
-            pool,
-            dialect,
-            write_gate,
-        };
+        let store = Store { pool, dialect, write_gate };
         store.migrate().await?;
         Ok(store)
     }
@@ -171,40 +156,26 @@ impl Store {
             "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
         )
         .await?;
-        let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM schema_migrations")
-            .fetch_all(&mut *conn)
-            .await?;
+        let applied: Vec<i64> =
+            sqlx::query_scalar("SELECT version FROM schema_migrations").fetch_all(&mut *conn).await?;
         drop(conn);
         for migration in MIGRATIONS.iter().filter(|m| !applied.contains(&m.version)) {
             let sql = match self.dialect {
                 Dialect::Sqlite => migration.sqlite,
                 Dialect::Postgres => migration.postgres,
             };
-            let failed = |source| StoreError::Migration {
-                version: migration.version,
-                name: migration.name,
-                source,
-            };
+            let failed = |source| StoreError::Migration { version: migration.version, name: migration.name, source };
             let mut tx = self.begin().await?;
-            sqlx::raw_sql(sql)
+            sqlx::raw_sql(sql).execute(&mut *tx.inner).await.map_err(failed)?;
+            sqlx::query("INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)")
+                .bind(migration.version)
+                .bind(migration.name)
+                .bind(chrono::Utc::now().timestamp_millis())
                 .execute(&mut *tx.inner)
                 .await
                 .map_err(failed)?;
-            sqlx::query(
-                "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
-            )
-            .bind(migration.version)
-            .bind(migration.name)
-            .bind(chrono::Utc::now().timestamp_millis())
-            .execute(&mut *tx.inner)
-            .await
-            .map_err(failed)?;
             tx.commit().await?;
-            tracing::info!(
-                version = migration.version,
-                name = migration.name,
-                "applied migration"
-            );
+            tracing::info!(version = migration.version, name = migration.name, "applied migration");
         }
         Ok(())
     }
@@ -219,9 +190,7 @@ impl Tx {
 
 /// sqlx needs `mode=rwc` to create a missing SQLite file; the directory must exist too.
 fn sqlite_url(url: &str) -> String {
-    let path = url
-        .trim_start_matches("sqlite://")
-        .trim_start_matches("sqlite:");
+    let path = url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
     let file = path.split('?').next().unwrap_or(path);
     if file != ":memory:" {
         if let Some(dir) = std::path::Path::new(file).parent() {

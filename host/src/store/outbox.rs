@@ -32,20 +32,11 @@ impl Store {
         event_type: Option<&str>,
         page: PageRequest,
     ) -> StoreResult<Page<OutboxEvent>> {
-        let filter = if event_type.is_some() {
-            " AND event_type = $2"
-        } else {
-            " AND $2 = ''"
-        };
+        let filter = if event_type.is_some() { " AND event_type = $2" } else { " AND $2 = ''" };
         let event_type = event_type.unwrap_or("");
-        let count_sql =
-            format!("SELECT COUNT(*) FROM event_outbox WHERE workspace_id = $1{filter}");
-        let total: i64 = sqlx::query(&count_sql)
-            .bind(workspace_id)
-            .bind(event_type)
-            .fetch_one(&self.pool)
-            .await?
-            .try_get(0)?;
+        let count_sql = format!("SELECT COUNT(*) FROM event_outbox WHERE workspace_id = $1{filter}");
+        let total: i64 =
+            sqlx::query(&count_sql).bind(workspace_id).bind(event_type).fetch_one(&self.pool).await?.try_get(0)?;
         let list_sql = format!(
             "SELECT id, workspace_id, event_type, payload, created_at, processed_at FROM event_outbox \
              WHERE workspace_id = $1{filter} ORDER BY id DESC LIMIT $3 OFFSET $4"
@@ -71,11 +62,7 @@ impl Store {
                 })
             })
             .collect::<StoreResult<Vec<_>>>()?;
-        Ok(Page {
-            items,
-            total,
-            request: page,
-        })
+        Ok(Page { items, total, request: page })
     }
 }
 

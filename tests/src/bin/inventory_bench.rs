@@ -60,10 +60,9 @@ struct Options {
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
     match std::env::var(name) {
-        Ok(text) if !text.trim().is_empty() => text
-            .trim()
-            .parse()
-            .map_err(|_| anyhow!("{name}: `{text}` is not a valid value")),
+        Ok(text) if !text.trim().is_empty() => {
+            text.trim().parse().map_err(|_| anyhow!("{name}: `{text}` is not a valid value"))
+        }
         _ => Ok(default),
     }
 }
@@ -71,11 +70,7 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
 fn parse_options() -> Result<Options> {
     let default_trellis = std::env::var_os("TRELLIS_BIN")
         .map(PathBuf::from)
-        .or_else(|| {
-            std::env::current_exe()
-                .ok()
-                .and_then(|exe| exe.parent().map(|dir| dir.join("trellis")))
-        })
+        .or_else(|| std::env::current_exe().ok().and_then(|exe| exe.parent().map(|dir| dir.join("trellis"))))
         .unwrap_or_else(|| PathBuf::from("target/release/trellis"));
     let mut options = Options {
         runs: env_or("INVENTORY_BENCH_RUNS", 5)?,
@@ -105,8 +100,7 @@ fn parse_options() -> Result<Options> {
             }
         };
         fn num<T: std::str::FromStr>(flag: &str, text: String) -> Result<T> {
-            text.parse()
-                .map_err(|_| anyhow!("{flag}: `{text}` is not a number"))
+            text.parse().map_err(|_| anyhow!("{flag}: `{text}` is not a number"))
         }
         match flag.as_str() {
             "-h" | "--help" => {
@@ -114,12 +108,7 @@ fn parse_options() -> Result<Options> {
                 std::process::exit(0);
             }
             "--runs" => options.runs = num(&flag, value(&flag)?)?,
-            "--only" => {
-                options.only = value(&flag)?
-                    .split(',')
-                    .map(|s| s.trim().to_string())
-                    .collect()
-            }
+            "--only" => options.only = value(&flag)?.split(',').map(|s| s.trim().to_string()).collect(),
             "--rows" => options.rows = num(&flag, value(&flag)?)?,
             "--register-certs" => options.register_certs = num(&flag, value(&flag)?)?,
             "--register-clients" => options.register_clients = num(&flag, value(&flag)?)?,
@@ -136,11 +125,7 @@ fn parse_options() -> Result<Options> {
             bail!("--only: `{figure}` is none of rss, register, list");
         }
     }
-    if options.runs == 0
-        || options.register_clients == 0
-        || options.list_clients == 0
-        || options.list_requests == 0
-    {
+    if options.runs == 0 || options.register_clients == 0 || options.list_clients == 0 || options.list_requests == 0 {
         bail!("--runs, --register-clients, --list-clients and --list-requests must be positive");
     }
     Ok(options)
@@ -208,8 +193,7 @@ impl Samples {
     fn declare(&mut self, name: &str, unit: &str, target: &str) {
         if !self.meta.contains_key(name) {
             self.order.push(name.to_string());
-            self.meta
-                .insert(name.to_string(), (unit.to_string(), target.to_string()));
+            self.meta.insert(name.to_string(), (unit.to_string(), target.to_string()));
         }
     }
     fn push(&mut self, name: &str, unit: &str, target: &str, value: f64) {
@@ -259,29 +243,18 @@ async fn trellis_cli(trellis: &Path, dir: &Path, db: &Path, args: &[&str]) -> Re
         .await
         .with_context(|| format!("running {} {}", trellis.display(), args.join(" ")))?;
     if !out.status.success() {
-        bail!(
-            "`trellis {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        bail!("`trellis {}` failed ({}): {}", args.join(" "), out.status, String::from_utf8_lossy(&out.stderr));
     }
     serde_json::from_slice(&out.stdout).with_context(|| {
-        format!(
-            "`trellis {}` printed no JSON: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout)
-        )
+        format!("`trellis {}` printed no JSON: {}", args.join(" "), String::from_utf8_lossy(&out.stdout))
     })
 }
 
 /// Creates the database (migrations), a user with workspace `default`, and an API key,
 /// through the binary's own admin subcommands.
 async fn new_instance(trellis: &Path, keep: bool) -> Result<Instance> {
-    let guard = tempfile::Builder::new()
-        .prefix("trellis-bench-")
-        .tempdir()
-        .context("creating a temporary directory")?;
+    let guard =
+        tempfile::Builder::new().prefix("trellis-bench-").tempdir().context("creating a temporary directory")?;
     let dir = guard.path().to_path_buf();
     let guard = if keep {
         eprintln!("  keeping {}", dir.display());
@@ -295,20 +268,11 @@ async fn new_instance(trellis: &Path, keep: bool) -> Result<Instance> {
         trellis,
         &dir,
         &db,
-        &[
-            "user",
-            "create",
-            "--email",
-            "bench@example.com",
-            "--password",
-            "bench-password-123",
-        ],
+        &["user", "create", "--email", "bench@example.com", "--password", "bench-password-123"],
     )
     .await?;
-    let workspace_id = user["workspaceId"]
-        .as_str()
-        .ok_or_else(|| anyhow!("user create printed no workspaceId: {user}"))?
-        .to_string();
+    let workspace_id =
+        user["workspaceId"].as_str().ok_or_else(|| anyhow!("user create printed no workspaceId: {user}"))?.to_string();
     let key = trellis_cli(
         trellis,
         &dir,
@@ -325,17 +289,8 @@ async fn new_instance(trellis: &Path, keep: bool) -> Result<Instance> {
         ],
     )
     .await?;
-    let api_key = key["key"]
-        .as_str()
-        .ok_or_else(|| anyhow!("api-key create printed no key: {key}"))?
-        .to_string();
-    Ok(Instance {
-        dir,
-        _guard: guard,
-        db,
-        workspace_id,
-        api_key,
-    })
+    let api_key = key["key"].as_str().ok_or_else(|| anyhow!("api-key create printed no key: {key}"))?.to_string();
+    Ok(Instance { dir, _guard: guard, db, workspace_id, api_key })
 }
 
 struct Server {
@@ -352,21 +307,10 @@ impl Server {
         let log_file = std::fs::File::create(&log)?;
         let mut cmd = tokio::process::Command::new(trellis);
         server_env(&mut cmd, &instance.dir, &instance.db, port);
-        cmd.arg("serve")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log_file))
-            .kill_on_drop(true);
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("starting {} serve", trellis.display()))?;
+        cmd.arg("serve").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::from(log_file)).kill_on_drop(true);
+        let child = cmd.spawn().with_context(|| format!("starting {} serve", trellis.display()))?;
         let pid = child.id().ok_or_else(|| anyhow!("server exited at once"))?;
-        let mut server = Server {
-            child,
-            pid,
-            base: format!("http://127.0.0.1:{port}"),
-            log,
-        };
+        let mut server = Server { child, pid, base: format!("http://127.0.0.1:{port}"), log };
         server.wait_ready().await?;
         Ok(server)
     }
@@ -411,17 +355,12 @@ impl Server {
 
     /// SIGTERM (graceful shutdown), then SIGKILL after 15 s.
     async fn stop(mut self) -> Result<()> {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &self.pid.to_string()])
-            .status();
+        let _ = std::process::Command::new("kill").args(["-TERM", &self.pid.to_string()]).status();
         match tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await {
             Ok(status) => {
                 let status = status?;
                 if !status.success() {
-                    eprintln!(
-                        "  warning: server exited with {status}:\n{}",
-                        self.log_tail()
-                    );
+                    eprintln!("  warning: server exited with {status}:\n{}", self.log_tail());
                 }
             }
             Err(_) => {
@@ -444,10 +383,7 @@ impl Server {
 
 fn client() -> Result<reqwest::Client> {
     // One client per simulated caller: its own keep-alive connection.
-    Ok(reqwest::Client::builder()
-        .pool_max_idle_per_host(1)
-        .timeout(Duration::from_secs(60))
-        .build()?)
+    Ok(reqwest::Client::builder().pool_max_idle_per_host(1).timeout(Duration::from_secs(60)).build()?)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -457,8 +393,8 @@ fn client() -> Result<reqwest::Client> {
 /// distinct fingerprints) signed by one bench CA. Generated before any timing.
 fn generate_certificates(count: usize) -> Result<Vec<String>> {
     use rcgen::{
-        BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair,
-        SerialNumber, PKCS_ECDSA_P256_SHA256,
+        BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, SerialNumber,
+        PKCS_ECDSA_P256_SHA256,
     };
     let ca_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
@@ -496,11 +432,7 @@ async fn run_rss(options: &Options, certs: &[String], samples: &mut Samples) -> 
         let client = client()?;
         // A handful of requests: probes, a few registrations, a list, a read.
         for path in ["/health", "/ready"] {
-            client
-                .get(format!("{}{path}", server.base))
-                .send()
-                .await?
-                .error_for_status()?;
+            client.get(format!("{}{path}", server.base)).send().await?.error_for_status()?;
         }
         for pem in certs.iter().skip(run * 10).take(5) {
             let response = client
@@ -537,11 +469,7 @@ async fn run_rss(options: &Options, certs: &[String], samples: &mut Samples) -> 
 // ---------------------------------------------------------------------------------------
 // Figure 2: register throughput
 
-async fn run_register(
-    options: &Options,
-    certs: &Arc<Vec<String>>,
-    samples: &mut Samples,
-) -> Result<()> {
+async fn run_register(options: &Options, certs: &Arc<Vec<String>>, samples: &mut Samples) -> Result<()> {
     for run in 1..=options.runs {
         let instance = new_instance(&options.trellis, options.keep).await?;
         let server = Server::start(&options.trellis, &instance).await?;
@@ -551,21 +479,13 @@ async fn run_register(
         let mut clients = Vec::new();
         for _ in 0..options.register_clients {
             let c = client()?;
-            c.get(format!("{}/health", server.base))
-                .send()
-                .await?
-                .error_for_status()?;
+            c.get(format!("{}/health", server.base)).send().await?.error_for_status()?;
             clients.push(c);
         }
         let started = Instant::now();
         let mut tasks = Vec::new();
         for c in clients {
-            let (certs, next, url, key) = (
-                certs.clone(),
-                next.clone(),
-                url.clone(),
-                instance.api_key.clone(),
-            );
+            let (certs, next, url, key) = (certs.clone(), next.clone(), url.clone(), instance.api_key.clone());
             tasks.push(tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 let mut failures = 0usize;
@@ -634,27 +554,15 @@ async fn run_register(
             percentile(&latencies, 99.0)
         );
         if failures > 0 || stored != ok as i64 {
-            bail!(
-                "register run {run}: {failures} failed requests, {stored} stored of {ok} accepted"
-            );
+            bail!("register run {run}: {failures} failed requests, {stored} stored of {ok} accepted");
         }
         if errors > 0 {
             eprintln!("  warning: the server logged {errors} ERROR lines");
         }
         let target = format!(">= 1500 ({} clients)", options.register_clients);
         samples.push("register throughput", "certs/s", &target, rate);
-        samples.push(
-            "register latency p50",
-            "ms",
-            "",
-            percentile(&latencies, 50.0),
-        );
-        samples.push(
-            "register latency p99",
-            "ms",
-            "",
-            percentile(&latencies, 99.0),
-        );
+        samples.push("register latency p50", "ms", "", percentile(&latencies, 50.0));
+        samples.push("register latency p99", "ms", "", percentile(&latencies, 99.0));
         samples.push("RSS after register run", "MiB", "", rss);
     }
     Ok(())
@@ -709,67 +617,25 @@ const TEAMS: [&str; 40] = [
 /// (issuer DN as x509-parser prints it, the term a user would search for).
 const ISSUERS: [(&str, &str); 20] = [
     ("C=US, O=Let's Encrypt, CN=R11", "Let's Encrypt"),
-    (
-        "C=US, O=DigiCert Inc, CN=DigiCert Global G2 TLS RSA SHA256 2020 CA1",
-        "DigiCert",
-    ),
-    (
-        "C=GB, O=Sectigo Limited, CN=Sectigo RSA Domain Validation Secure Server CA",
-        "Sectigo",
-    ),
-    (
-        "C=BE, O=GlobalSign nv-sa, CN=GlobalSign GCC R3 DV TLS CA 2020",
-        "GlobalSign",
-    ),
+    ("C=US, O=DigiCert Inc, CN=DigiCert Global G2 TLS RSA SHA256 2020 CA1", "DigiCert"),
+    ("C=GB, O=Sectigo Limited, CN=Sectigo RSA Domain Validation Secure Server CA", "Sectigo"),
+    ("C=BE, O=GlobalSign nv-sa, CN=GlobalSign GCC R3 DV TLS CA 2020", "GlobalSign"),
     ("C=US, O=Amazon, CN=Amazon RSA 2048 M02", "Amazon"),
     ("C=US, O=Google Trust Services, CN=WR2", "Google Trust"),
-    (
-        "C=US, O=Microsoft Corporation, CN=Microsoft Azure RSA TLS Issuing CA 03",
-        "Microsoft",
-    ),
-    (
-        "C=US, O=Entrust, Inc., CN=Entrust Certification Authority - L1K",
-        "Entrust",
-    ),
-    (
-        "C=US, O=GoDaddy.com, Inc., CN=Go Daddy Secure Certificate Authority - G2",
-        "GoDaddy",
-    ),
-    (
-        "C=AT, O=ZeroSSL, CN=ZeroSSL RSA Domain Secure Site CA",
-        "ZeroSSL",
-    ),
-    (
-        "C=US, O=Cloudflare, Inc., CN=Cloudflare Inc ECC CA-3",
-        "Cloudflare",
-    ),
+    ("C=US, O=Microsoft Corporation, CN=Microsoft Azure RSA TLS Issuing CA 03", "Microsoft"),
+    ("C=US, O=Entrust, Inc., CN=Entrust Certification Authority - L1K", "Entrust"),
+    ("C=US, O=GoDaddy.com, Inc., CN=Go Daddy Secure Certificate Authority - G2", "GoDaddy"),
+    ("C=AT, O=ZeroSSL, CN=ZeroSSL RSA Domain Secure Site CA", "ZeroSSL"),
+    ("C=US, O=Cloudflare, Inc., CN=Cloudflare Inc ECC CA-3", "Cloudflare"),
     ("O=HashiCorp, CN=Vault PKI Intermediate", "Vault PKI"),
-    (
-        "O=Acme Corp, CN=Acme Internal Issuing CA 1",
-        "Acme Internal",
-    ),
+    ("O=Acme Corp, CN=Acme Internal Issuing CA 1", "Acme Internal"),
     ("O=Initech, CN=Initech Root CA", "Initech"),
-    (
-        "C=US, O=SSL Corporation, CN=SSL.com RSA SSL subCA",
-        "SSL.com",
-    ),
-    (
-        "O=Smallstep Labs, CN=Smallstep Intermediate CA",
-        "Smallstep",
-    ),
-    (
-        "C=DE, O=D-Trust GmbH, CN=D-TRUST SSL Class 3 CA 1 2009",
-        "D-TRUST",
-    ),
-    (
-        "C=US, O=Apple Inc., CN=Apple Public Server RSA CA 12 - G1",
-        "Apple",
-    ),
+    ("C=US, O=SSL Corporation, CN=SSL.com RSA SSL subCA", "SSL.com"),
+    ("O=Smallstep Labs, CN=Smallstep Intermediate CA", "Smallstep"),
+    ("C=DE, O=D-Trust GmbH, CN=D-TRUST SSL Class 3 CA 1 2009", "D-TRUST"),
+    ("C=US, O=Apple Inc., CN=Apple Public Server RSA CA 12 - G1", "Apple"),
     ("O=Platform, CN=Kubernetes cert-manager CA", "cert-manager"),
-    (
-        "C=GB, O=Comodo CA Limited, CN=COMODO RSA Domain Validation Secure Server CA",
-        "COMODO",
-    ),
+    ("C=GB, O=Comodo CA Limited, CN=COMODO RSA Domain Validation Secure Server CA", "COMODO"),
 ];
 
 const STATUSES: [&str; 4] = ["active", "expiring", "expired", "revoked"];
@@ -788,18 +654,10 @@ fn seed(instance: &Instance, rows: u64, pem: &str) -> Result<f64> {
          CREATE TEMP TABLE bench_issuers (i INTEGER PRIMARY KEY, dn TEXT NOT NULL);\n",
     );
     for (i, team) in TEAMS.iter().enumerate() {
-        let _ = writeln!(
-            sql,
-            "INSERT INTO bench_teams VALUES ({i}, {});",
-            sql_text(team)
-        );
+        let _ = writeln!(sql, "INSERT INTO bench_teams VALUES ({i}, {});", sql_text(team));
     }
     for (i, (dn, _)) in ISSUERS.iter().enumerate() {
-        let _ = writeln!(
-            sql,
-            "INSERT INTO bench_issuers VALUES ({i}, {});",
-            sql_text(dn)
-        );
+        let _ = writeln!(sql, "INSERT INTO bench_issuers VALUES ({i}, {});", sql_text(dn));
     }
     // n = 1..rows. created_at increases with n (one per 30 s, ending now); expiry is spread
     // pseudo-randomly from 1 year ago to 2 years ahead; ~2% revoked; team = n mod 40;
@@ -851,12 +709,8 @@ fn seed(instance: &Instance, rows: u64, pem: &str) -> Result<f64> {
 }
 
 fn sqlite_query(db: &Path, sql: &str) -> Result<String> {
-    let out = std::process::Command::new("sqlite3")
-        .arg("-bail")
-        .arg(db)
-        .arg(sql)
-        .output()
-        .context("running sqlite3")?;
+    let out =
+        std::process::Command::new("sqlite3").arg("-bail").arg(db).arg(sql).output().context("running sqlite3")?;
     if !out.status.success() {
         bail!("sqlite3 `{sql}`: {}", String::from_utf8_lossy(&out.stderr));
     }
@@ -876,12 +730,7 @@ enum Class {
 }
 
 impl Class {
-    const ALL: [Class; 4] = [
-        Class::Service,
-        Class::Team,
-        Class::Issuer,
-        Class::StatusOnly,
-    ];
+    const ALL: [Class; 4] = [Class::Service, Class::Team, Class::Issuer, Class::StatusOnly];
     fn name(self) -> &'static str {
         match self {
             Class::Service => "search=svc-NNNNN (11 rows) + status",
@@ -924,21 +773,13 @@ async fn list_phase(
     seed: u64,
 ) -> Result<Vec<ListResult>> {
     let mut rng = Rng(seed);
-    let plan: Vec<_> = (0..requests)
-        .map(|i| list_request(i, &mut rng, rows))
-        .collect();
+    let plan: Vec<_> = (0..requests).map(|i| list_request(i, &mut rng, rows)).collect();
     let plan = Arc::new(plan);
     let next = Arc::new(AtomicUsize::new(0));
     let url = format!("{}/api/certificates", server.base);
     let mut tasks = Vec::new();
     for _ in 0..clients {
-        let (plan, next, url, key, c) = (
-            plan.clone(),
-            next.clone(),
-            url.clone(),
-            api_key.to_string(),
-            client()?,
-        );
+        let (plan, next, url, key, c) = (plan.clone(), next.clone(), url.clone(), api_key.to_string(), client()?);
         tasks.push(tokio::spawn(async move {
             let mut results = Vec::new();
             loop {
@@ -947,28 +788,16 @@ async fn list_phase(
                     break;
                 };
                 let t = Instant::now();
-                let response = c
-                    .get(&url)
-                    .query(query)
-                    .header("X-API-Key", &key)
-                    .send()
-                    .await?;
+                let response = c.get(&url).query(query).header("X-API-Key", &key).send().await?;
                 let status = response.status();
                 let body = response.bytes().await?;
                 let ms = t.elapsed().as_secs_f64() * 1000.0;
                 if !status.is_success() {
-                    bail!(
-                        "list {query:?} returned {status}: {}",
-                        String::from_utf8_lossy(&body)
-                    );
+                    bail!("list {query:?} returned {status}: {}", String::from_utf8_lossy(&body));
                 }
                 let value: Value = serde_json::from_slice(&body)?;
                 let total = value["total"].as_i64().ok_or_else(|| anyhow!("no total"))?;
-                results.push(ListResult {
-                    class: *class,
-                    ms,
-                    total,
-                });
+                results.push(ListResult { class: *class, ms, total });
             }
             Ok::<_, anyhow::Error>(results)
         }));
@@ -982,11 +811,7 @@ async fn list_phase(
 
 async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) -> Result<()> {
     let instance = new_instance(&options.trellis, options.keep).await?;
-    eprintln!(
-        "  seeding {} rows into {} ...",
-        options.rows,
-        instance.db.display()
-    );
+    eprintln!("  seeding {} rows into {} ...", options.rows, instance.db.display());
     let pem = certs.first().ok_or_else(|| anyhow!("no certificate"))?;
     let seconds = seed(&instance, options.rows, pem)?;
     let db_bytes: u64 = ["", "-wal", "-shm"]
@@ -1009,26 +834,14 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
         bail!("seeding incomplete: {count} rows, FTS index answers {fts}");
     }
     samples.push("seed time (sqlite3 CLI, once)", "s", "", seconds);
-    samples.push(
-        "database size after seeding",
-        "MiB",
-        "",
-        db_bytes as f64 / 1048576.0,
-    );
+    samples.push("database size after seeding", "MiB", "", db_bytes as f64 / 1048576.0);
 
     let warmup = 100.min(options.list_requests);
     for run in 1..=options.runs {
         let server = Server::start(&options.trellis, &instance).await?;
         let started = Instant::now();
-        list_phase(
-            &server,
-            &instance.api_key,
-            warmup,
-            options.list_clients,
-            options.rows,
-            0xDEAD_BEEF ^ run as u64,
-        )
-        .await?;
+        list_phase(&server, &instance.api_key, warmup, options.list_clients, options.rows, 0xDEAD_BEEF ^ run as u64)
+            .await?;
         let warm = started.elapsed().as_secs_f64();
         let started = Instant::now();
         let results = list_phase(
@@ -1048,13 +861,8 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
         if errors > 0 {
             eprintln!("  warning: the server logged {errors} ERROR lines");
         }
-        let search: Vec<f64> = sorted(
-            &results
-                .iter()
-                .filter(|r| r.class != Class::StatusOnly)
-                .map(|r| r.ms)
-                .collect::<Vec<_>>(),
-        );
+        let search: Vec<f64> =
+            sorted(&results.iter().filter(|r| r.class != Class::StatusOnly).map(|r| r.ms).collect::<Vec<_>>());
         let p99 = percentile(&search, 99.0);
         eprintln!(
             "  list run {run}/{}: {} requests in {elapsed:.1} s ({:.0} req/s, warm-up {warm:.1} s); search+status p50 {:.1} p95 {:.1} p99 {p99:.1} ms; rss {rss:.1} MiB",
@@ -1065,18 +873,8 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
             percentile(&search, 95.0),
         );
         samples.push("list p99, search+status, 1M rows", "ms", "<= 25", p99);
-        samples.push(
-            "list p95, search+status, 1M rows",
-            "ms",
-            "",
-            percentile(&search, 95.0),
-        );
-        samples.push(
-            "list p50, search+status, 1M rows",
-            "ms",
-            "",
-            percentile(&search, 50.0),
-        );
+        samples.push("list p95, search+status, 1M rows", "ms", "", percentile(&search, 95.0));
+        samples.push("list p50, search+status, 1M rows", "ms", "", percentile(&search, 50.0));
         samples.push(
             "list throughput (all classes)",
             "req/s",
@@ -1088,19 +886,9 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
             let ms = sorted(&mine.iter().map(|r| r.ms).collect::<Vec<_>>());
             let totals: Vec<f64> = mine.iter().map(|r| r.total as f64).collect();
             for p in [50.0, 95.0, 99.0] {
-                samples.push(
-                    &format!("  {} p{p}", class.name()),
-                    "ms",
-                    "",
-                    percentile(&ms, p),
-                );
+                samples.push(&format!("  {} p{p}", class.name()), "ms", "", percentile(&ms, p));
             }
-            samples.push(
-                &format!("  {} rows matched (median)", class.name()),
-                "rows",
-                "",
-                median(&totals),
-            );
+            samples.push(&format!("  {} rows matched (median)", class.name()), "rows", "", median(&totals));
         }
         samples.push("RSS after list run (1M rows, 2 s idle)", "MiB", "", rss);
     }
@@ -1112,9 +900,7 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
 
 fn report(options: &Options, samples: &Samples, started: &str) -> String {
     let mut out = String::new();
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -1122,18 +908,9 @@ fn report(options: &Options, samples: &Samples, started: &str) -> String {
         options.runs,
         options.trellis.display()
     );
-    let width = samples
-        .order
-        .iter()
-        .map(|n| n.chars().count())
-        .max()
-        .unwrap_or(10)
-        .max(10);
-    let _ = writeln!(
-        out,
-        "{:<width$}  {:>9}  {:>9}  {:>9}  {:<8}  {}",
-        "figure", "median", "min", "max", "unit", "target"
-    );
+    let width = samples.order.iter().map(|n| n.chars().count()).max().unwrap_or(10).max(10);
+    let _ =
+        writeln!(out, "{:<width$}  {:>9}  {:>9}  {:>9}  {:<8}  {}", "figure", "median", "min", "max", "unit", "target");
     for name in &samples.order {
         let values = samples.values.get(name).map(Vec::as_slice).unwrap_or(&[]);
         let (unit, target) = &samples.meta[name];
@@ -1177,11 +954,7 @@ async fn main() -> Result<()> {
         now.second()
     );
     let wants = |figure: &str| options.only.iter().any(|f| f == figure);
-    let count = if wants("register") {
-        options.register_certs
-    } else {
-        100
-    };
+    let count = if wants("register") { options.register_certs } else { 100 };
     eprintln!("generating {count} certificates (not timed) ...");
     let t = Instant::now();
     let certs = Arc::new(tokio::task::spawn_blocking(move || generate_certificates(count)).await??);

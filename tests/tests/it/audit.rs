@@ -3,17 +3,13 @@ use trellis_tests::certs::Spec;
 use trellis_tests::{Client, Server};
 
 async fn audit(client: &Client, query: &str) -> Vec<Value> {
-    let res = client
-        .get(&format!("/api/audit-logs?limit=100&{query}"))
-        .await;
+    let res = client.get(&format!("/api/audit-logs?limit=100&{query}")).await;
     assert_eq!(res.status, 200, "{}", res.body);
     res.body["data"].as_array().unwrap().clone()
 }
 
 async fn events(client: &Client, event_type: &str) -> Vec<Value> {
-    let res = client
-        .get(&format!("/api/events?limit=100&type={event_type}"))
-        .await;
+    let res = client.get(&format!("/api/events?limit=100&type={event_type}")).await;
     assert_eq!(res.status, 200, "{}", res.body);
     res.body["data"].as_array().unwrap().clone()
 }
@@ -22,45 +18,18 @@ async fn events(client: &Client, event_type: &str) -> Vec<Value> {
 async fn every_mutation_writes_an_audit_row_and_an_event() {
     let server = Server::start();
     let admin = server.admin().await;
-    let me = admin.get("/api/auth/user").await.body["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let res = admin
-        .post(
-            "/api/certificates",
-            json!({ "certificate": Spec::tls("aud.example.com").pem() }),
-        )
-        .await;
+    let me = admin.get("/api/auth/user").await.body["data"]["id"].as_str().unwrap().to_string();
+    let res = admin.post("/api/certificates", json!({ "certificate": Spec::tls("aud.example.com").pem() })).await;
     let request_id = res.header("x-request-id").unwrap().to_string();
     let id = res.body["data"]["id"].as_i64().unwrap();
     let target = id.to_string();
-    admin
-        .put(
-            &format!("/api/certificates/{id}"),
-            json!({ "location": "dc-2" }),
-        )
-        .await;
-    admin
-        .put(
-            &format!("/api/certificates/{id}/auto-renew"),
-            json!({ "enabled": true }),
-        )
-        .await;
-    admin
-        .post(
-            &format!("/api/certificates/{id}/revoke"),
-            json!({ "reason": "superseded" }),
-        )
-        .await;
+    admin.put(&format!("/api/certificates/{id}"), json!({ "location": "dc-2" })).await;
+    admin.put(&format!("/api/certificates/{id}/auto-renew"), json!({ "enabled": true })).await;
+    admin.post(&format!("/api/certificates/{id}/revoke"), json!({ "reason": "superseded" })).await;
     admin.delete(&format!("/api/certificates/{id}")).await;
 
     let rows = audit(&admin, &format!("targetType=certificate&targetId={target}")).await;
-    let actions: Vec<&str> = rows
-        .iter()
-        .rev()
-        .map(|r| r["action"].as_str().unwrap())
-        .collect();
+    let actions: Vec<&str> = rows.iter().rev().map(|r| r["action"].as_str().unwrap()).collect();
     assert_eq!(
         actions,
         [
@@ -76,25 +45,12 @@ async fn every_mutation_writes_an_audit_row_and_an_event() {
     assert_eq!(created["actorId"], me);
     assert_eq!(created["requestId"], request_id.as_str());
     assert!(created["createdAt"].is_string());
-    assert_eq!(
-        rows.iter()
-            .find(|r| r["action"] == "certificate.revoked")
-            .unwrap()["details"]["reason"],
-        "superseded"
-    );
-    assert_eq!(
-        audit(&admin, &format!("requestId={request_id}"))
-            .await
-            .len(),
-        1
-    );
+    assert_eq!(rows.iter().find(|r| r["action"] == "certificate.revoked").unwrap()["details"]["reason"], "superseded");
+    assert_eq!(audit(&admin, &format!("requestId={request_id}")).await.len(), 1);
 
-    for (event_type, count) in [
-        ("certificate.created", 1),
-        ("certificate.updated", 2),
-        ("certificate.revoked", 1),
-        ("certificate.deleted", 1),
-    ] {
+    for (event_type, count) in
+        [("certificate.created", 1), ("certificate.updated", 2), ("certificate.revoked", 1), ("certificate.deleted", 1)]
+    {
         let found = events(&admin, event_type).await;
         assert_eq!(found.len(), count, "{event_type}");
         assert_eq!(found[0]["payload"]["data"]["certificateId"], id);
@@ -108,57 +64,18 @@ async fn failed_mutations_write_nothing() {
     let admin = server.admin().await;
     let pem = Spec::tls("once.example.com").pem();
     let id = admin.register(&pem).await["id"].as_i64().unwrap();
-    admin
-        .post(&format!("/api/certificates/{id}/revoke"), json!({}))
-        .await;
+    admin.post(&format!("/api/certificates/{id}/revoke"), json!({})).await;
     let before_audit = audit(&admin, "").await.len();
-    let before_events = admin.get("/api/events").await.body["total"]
-        .as_i64()
-        .unwrap();
+    let before_events = admin.get("/api/events").await.body["total"].as_i64().unwrap();
 
-    assert_eq!(
-        admin
-            .post("/api/certificates", json!({ "certificate": pem }))
-            .await
-            .status,
-        409
-    );
-    assert_eq!(
-        admin
-            .post(&format!("/api/certificates/{id}/revoke"), json!({}))
-            .await
-            .status,
-        400
-    );
-    assert_eq!(
-        admin
-            .post("/api/certificates", json!({ "certificate": "junk" }))
-            .await
-            .status,
-        400
-    );
-    assert_eq!(
-        admin
-            .put("/api/certificates/4242", json!({ "location": "x" }))
-            .await
-            .status,
-        404
-    );
-    assert_eq!(
-        admin
-            .get(&format!("/api/certificates/{id}/private-key"))
-            .await
-            .status,
-        403
-    );
+    assert_eq!(admin.post("/api/certificates", json!({ "certificate": pem })).await.status, 409);
+    assert_eq!(admin.post(&format!("/api/certificates/{id}/revoke"), json!({})).await.status, 400);
+    assert_eq!(admin.post("/api/certificates", json!({ "certificate": "junk" })).await.status, 400);
+    assert_eq!(admin.put("/api/certificates/4242", json!({ "location": "x" })).await.status, 404);
+    assert_eq!(admin.get(&format!("/api/certificates/{id}/private-key")).await.status, 403);
 
     assert_eq!(audit(&admin, "").await.len(), before_audit);
-    assert_eq!(
-        admin.get("/api/events").await.body["total"]
-            .as_i64()
-            .unwrap(),
-        before_events
-    );
+    assert_eq!(admin.get("/api/events").await.body["total"].as_i64().unwrap(), before_events);
 }
 
 #[tokio::test]
@@ -166,35 +83,15 @@ async fn audit_log_filters_and_pages() {
     let server = Server::start();
     let admin = server.admin().await;
     for i in 0..3 {
-        admin
-            .register(&Spec::tls(&format!("f{i}.example.com")).pem())
-            .await;
+        admin.register(&Spec::tls(&format!("f{i}.example.com")).pem()).await;
     }
-    admin
-        .post(
-            "/api/api-keys",
-            json!({ "name": "k", "scopes": ["audit:read"] }),
-        )
-        .await;
+    admin.post("/api/api-keys", json!({ "name": "k", "scopes": ["audit:read"] })).await;
     assert_eq!(audit(&admin, "action=certificate.created").await.len(), 3);
     assert_eq!(audit(&admin, "action=api_key.created").await.len(), 1);
-    let page = admin
-        .get("/api/audit-logs?action=certificate.created&limit=2&page=2")
-        .await;
+    let page = admin.get("/api/audit-logs?action=certificate.created&limit=2&page=2").await;
     assert_eq!(page.body["total"], 3);
     assert_eq!(page.body["data"].as_array().unwrap().len(), 1);
-    assert_eq!(
-        audit(
-            &admin,
-            "since=2000-01-01T00:00:00Z&action=certificate.created"
-        )
-        .await
-        .len(),
-        3
-    );
+    assert_eq!(audit(&admin, "since=2000-01-01T00:00:00Z&action=certificate.created").await.len(), 3);
     assert_eq!(audit(&admin, "until=2000-01-01T00:00:00Z").await.len(), 0);
-    assert_eq!(
-        admin.get("/api/audit-logs?since=yesterday").await.status,
-        400
-    );
+    assert_eq!(admin.get("/api/audit-logs?since=yesterday").await.status, 400);
 }

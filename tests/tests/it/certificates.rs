@@ -33,37 +33,19 @@ async fn registering_parses_every_field() {
     assert_eq!(c["metadata"], json!({ "team": "web" }));
     assert_eq!(c["subjectAlternativeNames"], json!(["DNS:www.example.com"]));
     use sha2::Digest;
-    assert_eq!(
-        c["fingerprintSha256"],
-        hex::encode(sha2::Sha256::digest(&der))
-    );
-    assert!(c["serialNumber"]
-        .as_str()
-        .unwrap()
-        .chars()
-        .all(|ch| ch.is_ascii_hexdigit()));
+    assert_eq!(c["fingerprintSha256"], hex::encode(sha2::Sha256::digest(&der)));
+    assert!(c["serialNumber"].as_str().unwrap().chars().all(|ch| ch.is_ascii_hexdigit()));
     assert!(
-        c["expiresAt"].as_str().unwrap().ends_with('Z')
-            && c["notBefore"].is_string()
-            && c["createdAt"].is_string()
+        c["expiresAt"].as_str().unwrap().ends_with('Z') && c["notBefore"].is_string() && c["createdAt"].is_string()
     );
-    assert!(c["certificate"]
-        .as_str()
-        .unwrap()
-        .starts_with("-----BEGIN CERTIFICATE-----"));
+    assert!(c["certificate"].as_str().unwrap().starts_with("-----BEGIN CERTIFICATE-----"));
 
     let got = admin.get(&format!("/api/certificates/{}", c["id"])).await;
     assert_eq!(got.status, 200);
-    assert_eq!(
-        got.body["data"]["fingerprintSha256"],
-        c["fingerprintSha256"]
-    );
+    assert_eq!(got.body["data"]["fingerprintSha256"], c["fingerprintSha256"]);
     assert!(got.body["data"]["certificate"].is_string());
     let listed = admin.get("/api/certificates").await;
-    assert!(
-        listed.body["data"][0].get("certificate").is_none(),
-        "lists omit the PEM"
-    );
+    assert!(listed.body["data"][0].get("certificate").is_none(), "lists omit the PEM");
 }
 
 #[tokio::test]
@@ -71,71 +53,38 @@ async fn algorithms_and_usage_categories_are_derived() {
     let server = Server::start();
     let admin = server.admin().await;
     let cases = [
+        (Spec::tls("p384.example.com").key(Key::P384).pem(), "SHA384-ECDSA", "ECDSA", Some(384), "TLS"),
+        (Spec::tls("ed.example.com").key(Key::Ed25519).pem(), "ED25519", "ED25519", Some(256), "TLS"),
+        (rsa_pem("rsa.example.com", 2048), "SHA256-RSA", "RSA", Some(2048), "TLS"),
         (
-            Spec::tls("p384.example.com").key(Key::P384).pem(),
-            "SHA384-ECDSA",
-            "ECDSA",
-            Some(384),
-            "TLS",
-        ),
-        (
-            Spec::tls("ed.example.com").key(Key::Ed25519).pem(),
-            "ED25519",
-            "ED25519",
-            Some(256),
-            "TLS",
-        ),
-        (
-            rsa_pem("rsa.example.com", 2048),
-            "SHA256-RSA",
-            "RSA",
-            Some(2048),
-            "TLS",
-        ),
-        (
-            Spec::tls("code.example.com")
-                .usages(vec![Eku::CodeSigning])
-                .pem(),
+            Spec::tls("code.example.com").usages(vec![Eku::CodeSigning]).pem(),
             "SHA256-ECDSA",
             "ECDSA",
             Some(256),
             "Code Signing",
         ),
         (
-            Spec::tls("client.example.com")
-                .usages(vec![Eku::ClientAuth])
-                .pem(),
+            Spec::tls("client.example.com").usages(vec![Eku::ClientAuth]).pem(),
             "SHA256-ECDSA",
             "ECDSA",
             Some(256),
             "Client Auth",
         ),
         (
-            Spec::tls("mail")
-                .usages(vec![Eku::EmailProtection])
-                .emails(&["a@example.com"])
-                .pem(),
+            Spec::tls("mail").usages(vec![Eku::EmailProtection]).emails(&["a@example.com"]).pem(),
             "SHA256-ECDSA",
             "ECDSA",
             Some(256),
             "S/MIME",
         ),
         (
-            Spec::tls("both.example.com")
-                .usages(vec![Eku::ClientAuth, Eku::ServerAuth])
-                .pem(),
+            Spec::tls("both.example.com").usages(vec![Eku::ClientAuth, Eku::ServerAuth]).pem(),
             "SHA256-ECDSA",
             "ECDSA",
             Some(256),
             "TLS",
         ),
-        (
-            Spec::tls("noeku.example.com").usages(vec![]).pem(),
-            "SHA256-ECDSA",
-            "ECDSA",
-            Some(256),
-            "TLS",
-        ),
+        (Spec::tls("noeku.example.com").usages(vec![]).pem(), "SHA256-ECDSA", "ECDSA", Some(256), "TLS"),
     ];
     for (pem, signature, key, size, usage) in cases {
         let c = admin.register(&pem).await;
@@ -147,11 +96,7 @@ async fn algorithms_and_usage_categories_are_derived() {
     let count = |q: &str| {
         let admin = admin.clone();
         let q = q.to_string();
-        async move {
-            admin.get(&format!("/api/certificates?{q}")).await.body["total"]
-                .as_i64()
-                .unwrap()
-        }
+        async move { admin.get(&format!("/api/certificates?{q}")).await.body["total"].as_i64().unwrap() }
     };
     assert_eq!(count("signatureAlgorithm=RSA").await, 1);
     assert_eq!(count("signatureAlgorithm=SHA-256").await, 6);
@@ -163,20 +108,8 @@ async fn algorithms_and_usage_categories_are_derived() {
     assert_eq!(count("usageCategory=TLS").await, 5);
     assert_eq!(count("issuanceSource=external").await, 8);
     assert_eq!(count("issuanceSource=internal").await, 0);
-    assert_eq!(
-        admin
-            .get("/api/certificates?usageCategory=bogus")
-            .await
-            .status,
-        400
-    );
-    assert_eq!(
-        admin
-            .get("/api/certificates?issuanceSource=bogus")
-            .await
-            .status,
-        400
-    );
+    assert_eq!(admin.get("/api/certificates?usageCategory=bogus").await.status, 400);
+    assert_eq!(admin.get("/api/certificates?issuanceSource=bogus").await.status, 400);
 }
 
 #[tokio::test]
@@ -185,9 +118,7 @@ async fn duplicate_fingerprint_is_a_conflict_but_other_workspaces_may_hold_it() 
     let admin = server.admin().await;
     let pem = Spec::tls("dup.example.com").pem();
     admin.register(&pem).await;
-    let res = admin
-        .post("/api/certificates", json!({ "certificate": pem }))
-        .await;
+    let res = admin.post("/api/certificates", json!({ "certificate": pem })).await;
     assert_eq!(res.status, 409);
     assert_eq!(res.error_code(), "CONFLICT");
     let (other, _) = server.new_user("o@example.com").await;
@@ -198,27 +129,14 @@ async fn duplicate_fingerprint_is_a_conflict_but_other_workspaces_may_hold_it() 
 async fn status_is_computed_when_read_and_filterable() {
     let server = Server::start();
     let admin = server.admin().await;
-    let active = admin
-        .register(&Spec::tls("active.example.com").expiring_in(200).pem())
-        .await;
-    let expiring = admin
-        .register(&Spec::tls("expiring.example.com").expiring_in(10).pem())
-        .await;
-    let expired = admin
-        .register(&Spec::tls("expired.example.com").expiring_in(-2).pem())
-        .await;
-    let revoked = admin
-        .register(&Spec::tls("revoked.example.com").pem())
-        .await;
+    let active = admin.register(&Spec::tls("active.example.com").expiring_in(200).pem()).await;
+    let expiring = admin.register(&Spec::tls("expiring.example.com").expiring_in(10).pem()).await;
+    let expired = admin.register(&Spec::tls("expired.example.com").expiring_in(-2).pem()).await;
+    let revoked = admin.register(&Spec::tls("revoked.example.com").pem()).await;
     assert_eq!(active["status"], "active");
     assert_eq!(expiring["status"], "expiring");
     assert_eq!(expired["status"], "expired");
-    let res = admin
-        .post(
-            &format!("/api/certificates/{}/revoke", revoked["id"]),
-            json!({}),
-        )
-        .await;
+    let res = admin.post(&format!("/api/certificates/{}/revoke", revoked["id"]), json!({})).await;
     assert_eq!(res.status, 200);
     for (status, cn) in [
         ("active", "active.example.com"),
@@ -226,17 +144,12 @@ async fn status_is_computed_when_read_and_filterable() {
         ("expired", "expired.example.com"),
         ("revoked", "revoked.example.com"),
     ] {
-        let res = admin
-            .get(&format!("/api/certificates?status={status}"))
-            .await;
+        let res = admin.get(&format!("/api/certificates?status={status}")).await;
         assert_eq!(res.body["total"], 1, "{status}: {}", res.body);
         assert_eq!(res.body["data"][0]["commonName"], cn);
         assert_eq!(res.body["data"][0]["status"], status);
     }
-    assert_eq!(
-        admin.get("/api/certificates?status=sleeping").await.status,
-        400
-    );
+    assert_eq!(admin.get("/api/certificates?status=sleeping").await.status, 400);
 
     let stats = admin.get("/api/certificates/stats").await;
     assert_eq!(stats.status, 200);
@@ -259,28 +172,13 @@ async fn status_is_computed_when_read_and_filterable() {
 async fn search_is_a_case_insensitive_substring_of_common_name_and_issuer() {
     let server = Server::start();
     let admin = server.admin().await;
-    admin
-        .register(&Spec::tls("api.payments.example.com").pem())
-        .await;
-    admin
-        .register(
-            &Spec::tls("www.shop.example.org")
-                .issued_by("Payments Root CA")
-                .pem(),
-        )
-        .await;
+    admin.register(&Spec::tls("api.payments.example.com").pem()).await;
+    admin.register(&Spec::tls("www.shop.example.org").issued_by("Payments Root CA").pem()).await;
     admin.register(&Spec::tls("db.internal").pem()).await;
     let search = |q: &str| {
         let admin = admin.clone();
         let q = q.to_string();
-        async move {
-            admin
-                .get(&format!("/api/certificates?search={q}"))
-                .await
-                .body["total"]
-                .as_i64()
-                .unwrap()
-        }
+        async move { admin.get(&format!("/api/certificates?search={q}")).await.body["total"].as_i64().unwrap() }
     };
     assert_eq!(search("PAYMENTS").await, 2, "common name and issuer");
     assert_eq!(search("ments.exa").await, 1);
@@ -288,9 +186,7 @@ async fn search_is_a_case_insensitive_substring_of_common_name_and_issuer() {
     assert_eq!(search("%25").await, 0, "LIKE wildcards are literal");
     assert_eq!(search("\"quoted").await, 0);
     assert_eq!(search("example").await, 2);
-    let combined = admin
-        .get("/api/certificates?search=example&status=active")
-        .await;
+    let combined = admin.get("/api/certificates?search=example&status=active").await;
     assert_eq!(combined.body["total"], 2);
 }
 
@@ -298,9 +194,7 @@ async fn search_is_a_case_insensitive_substring_of_common_name_and_issuer() {
 async fn update_auto_renew_and_assign_identity() {
     let server = Server::start();
     let admin = server.admin().await;
-    let id = admin.register(&Spec::tls("upd.example.com").pem()).await["id"]
-        .as_i64()
-        .unwrap();
+    let id = admin.register(&Spec::tls("upd.example.com").pem()).await["id"].as_i64().unwrap();
     let res = admin
         .put(
             &format!("/api/certificates/{id}"),
@@ -310,138 +204,57 @@ async fn update_auto_renew_and_assign_identity() {
     assert_eq!(res.status, 200, "{}", res.body);
     assert_eq!(res.body["data"]["location"], "rack 7");
     assert_eq!(res.body["data"]["autoRenewal"], true);
-    let res = admin
-        .put(
-            &format!("/api/certificates/{id}"),
-            json!({ "location": null }),
-        )
-        .await;
+    let res = admin.put(&format!("/api/certificates/{id}"), json!({ "location": null })).await;
     assert_eq!(res.body["data"]["location"], serde_json::Value::Null);
-    assert_eq!(
-        res.body["data"]["metadata"],
-        json!({ "owner": "ops" }),
-        "absent fields stay"
-    );
-    assert_eq!(
-        admin
-            .put(
-                &format!("/api/certificates/{id}"),
-                json!({ "certificate": "x" })
-            )
-            .await
-            .status,
-        400
-    );
-    assert_eq!(
-        admin
-            .put(
-                &format!("/api/certificates/{id}"),
-                json!({ "metadata": [1] })
-            )
-            .await
-            .status,
-        400
-    );
+    assert_eq!(res.body["data"]["metadata"], json!({ "owner": "ops" }), "absent fields stay");
+    assert_eq!(admin.put(&format!("/api/certificates/{id}"), json!({ "certificate": "x" })).await.status, 400);
+    assert_eq!(admin.put(&format!("/api/certificates/{id}"), json!({ "metadata": [1] })).await.status, 400);
 
-    let toggled = admin
-        .put(&format!("/api/certificates/{id}/auto-renew"), json!({}))
-        .await;
+    let toggled = admin.put(&format!("/api/certificates/{id}/auto-renew"), json!({})).await;
     assert_eq!(toggled.status, 200, "{}", toggled.body);
     assert_eq!(toggled.body["data"]["autoRenewal"], false);
-    let set = admin
-        .put(
-            &format!("/api/certificates/{id}/auto-renew"),
-            json!({ "enabled": true }),
-        )
-        .await;
+    let set = admin.put(&format!("/api/certificates/{id}/auto-renew"), json!({ "enabled": true })).await;
     assert_eq!(set.body["data"]["autoRenewal"], true);
 
-    let identity = admin
-        .post(
-            "/api/machine-identities",
-            json!({ "name": "web-01", "type": "server" }),
-        )
-        .await;
+    let identity = admin.post("/api/machine-identities", json!({ "name": "web-01", "type": "server" })).await;
     assert_eq!(identity.status, 201, "{}", identity.body);
     let identity_id = identity.body["data"]["id"].as_i64().unwrap();
     let res = admin
-        .post(
-            &format!("/api/certificates/{id}/assign-identity"),
-            json!({ "machineIdentityId": identity_id }),
-        )
+        .post(&format!("/api/certificates/{id}/assign-identity"), json!({ "machineIdentityId": identity_id }))
         .await;
     assert_eq!(res.status, 200, "{}", res.body);
     assert_eq!(res.body["data"]["machineIdentityId"], identity_id);
-    let got = admin
-        .get(&format!("/api/machine-identities/{identity_id}"))
-        .await;
+    let got = admin.get(&format!("/api/machine-identities/{identity_id}")).await;
     assert_eq!(got.body["data"]["certificateCount"], 1);
     assert_eq!(admin.get("/api/machine-identities").await.body["total"], 1);
     assert_eq!(
         admin
-            .post(
-                &format!("/api/certificates/{id}/assign-identity"),
-                json!({ "machineIdentityId": 999 })
-            )
+            .post(&format!("/api/certificates/{id}/assign-identity"), json!({ "machineIdentityId": 999 }))
             .await
             .status,
         404
     );
-    assert_eq!(
-        admin
-            .post(
-                "/api/machine-identities",
-                json!({ "name": "x", "type": "toaster" })
-            )
-            .await
-            .status,
-        400
-    );
-    assert_eq!(
-        admin
-            .delete(&format!("/api/machine-identities/{identity_id}"))
-            .await
-            .status,
-        204
-    );
+    assert_eq!(admin.post("/api/machine-identities", json!({ "name": "x", "type": "toaster" })).await.status, 400);
+    assert_eq!(admin.delete(&format!("/api/machine-identities/{identity_id}")).await.status, 204);
     let after = admin.get(&format!("/api/certificates/{id}")).await;
-    assert_eq!(
-        after.body["data"]["machineIdentityId"],
-        serde_json::Value::Null
-    );
+    assert_eq!(after.body["data"]["machineIdentityId"], serde_json::Value::Null);
 }
 
 #[tokio::test]
 async fn revoke_records_the_reason_and_a_second_revoke_is_400() {
     let server = Server::start();
     let admin = server.admin().await;
-    let a = admin.register(&Spec::tls("a.example.com").pem()).await["id"]
-        .as_i64()
-        .unwrap();
-    let b = admin.register(&Spec::tls("b.example.com").pem()).await["id"]
-        .as_i64()
-        .unwrap();
-    let res = admin
-        .post(
-            &format!("/api/certificates/{a}/revoke"),
-            json!({ "reason": "keyCompromise" }),
-        )
-        .await;
+    let a = admin.register(&Spec::tls("a.example.com").pem()).await["id"].as_i64().unwrap();
+    let b = admin.register(&Spec::tls("b.example.com").pem()).await["id"].as_i64().unwrap();
+    let res = admin.post(&format!("/api/certificates/{a}/revoke"), json!({ "reason": "keyCompromise" })).await;
     assert_eq!(res.status, 200);
     assert_eq!(res.body["data"]["status"], "revoked");
     assert_eq!(res.body["data"]["revocationReason"], "keyCompromise");
-    let again = admin
-        .post(&format!("/api/certificates/{a}/revoke"), json!({}))
-        .await;
+    let again = admin.post(&format!("/api/certificates/{a}/revoke"), json!({})).await;
     assert_eq!(again.status, 400);
     assert_eq!(again.error_code(), "VALIDATION_ERROR");
     // No body at all: the reason defaults to `unspecified`.
-    let res = admin
-        .send(admin.request(
-            reqwest::Method::POST,
-            &format!("/api/certificates/{b}/revoke"),
-        ))
-        .await;
+    let res = admin.send(admin.request(reqwest::Method::POST, &format!("/api/certificates/{b}/revoke"))).await;
     assert_eq!(res.status, 200, "{}", res.body);
     assert_eq!(res.body["data"]["revocationReason"], "unspecified");
 }
@@ -450,30 +263,11 @@ async fn revoke_records_the_reason_and_a_second_revoke_is_400() {
 async fn delete_removes_without_revoking() {
     let server = Server::start();
     let admin = server.admin().await;
-    let id = admin.register(&Spec::tls("del.example.com").pem()).await["id"]
-        .as_i64()
-        .unwrap();
-    assert_eq!(
-        admin
-            .delete(&format!("/api/certificates/{id}"))
-            .await
-            .status,
-        204
-    );
-    assert_eq!(
-        admin.get(&format!("/api/certificates/{id}")).await.status,
-        404
-    );
-    assert_eq!(
-        admin
-            .delete(&format!("/api/certificates/{id}"))
-            .await
-            .status,
-        404
-    );
-    let audit = admin
-        .get("/api/audit-logs?action=certificate.revoked")
-        .await;
+    let id = admin.register(&Spec::tls("del.example.com").pem()).await["id"].as_i64().unwrap();
+    assert_eq!(admin.delete(&format!("/api/certificates/{id}")).await.status, 204);
+    assert_eq!(admin.get(&format!("/api/certificates/{id}")).await.status, 404);
+    assert_eq!(admin.delete(&format!("/api/certificates/{id}")).await.status, 404);
+    let audit = admin.get("/api/audit-logs?action=certificate.revoked").await;
     assert_eq!(audit.body["total"], 0);
 }
 
@@ -485,50 +279,35 @@ async fn download_pem_and_der() {
     let id = admin.register(&pem).await["id"].as_i64().unwrap();
     let res = admin.get(&format!("/api/certificates/{id}/download")).await;
     assert_eq!(res.status, 200);
-    assert!(res
-        .header("content-disposition")
-        .unwrap()
-        .starts_with("attachment; filename=\"dl.example.com.pem\""));
+    assert!(res.header("content-disposition").unwrap().starts_with("attachment; filename=\"dl.example.com.pem\""));
     let text = String::from_utf8(res.bytes.clone()).unwrap();
     assert!(text.starts_with("-----BEGIN CERTIFICATE-----"));
-    let res = admin
-        .get(&format!("/api/certificates/{id}/download?format=der"))
-        .await;
+    let res = admin.get(&format!("/api/certificates/{id}/download?format=der")).await;
     assert_eq!(res.status, 200);
-    assert!(res
-        .header("content-disposition")
-        .unwrap()
-        .contains("dl.example.com.der"));
+    assert!(res.header("content-disposition").unwrap().contains("dl.example.com.der"));
     assert_eq!(res.bytes, der, "DER download equals the PEM's DER");
-    assert_eq!(
-        admin
-            .get(&format!("/api/certificates/{id}/download?format=pfx"))
-            .await
-            .status,
-        400
-    );
+    assert_eq!(admin.get(&format!("/api/certificates/{id}/download?format=pfx")).await.status, 400);
 }
 
 #[tokio::test]
 async fn private_keys_are_only_for_internal_certificates() {
     let server = Server::start();
     let admin = server.admin().await;
-    let id = admin.register(&Spec::tls("pk.example.com").pem()).await["id"]
-        .as_i64()
-        .unwrap();
-    let res = admin
-        .get(&format!("/api/certificates/{id}/private-key"))
-        .await;
+    let id = admin.register(&Spec::tls("pk.example.com").pem()).await["id"].as_i64().unwrap();
+    let res = admin.get(&format!("/api/certificates/{id}/private-key")).await;
     assert_eq!(res.status, 403);
     assert_eq!(res.error_code(), "PRIVATE_KEY_NOT_AVAILABLE");
-    let status = admin
-        .get(&format!("/api/certificates/{id}/private-key-status"))
-        .await;
+    let status = admin.get(&format!("/api/certificates/{id}/private-key-status")).await;
     assert_eq!(status.status, 200);
     assert_eq!(status.body["data"]["downloadable"], false);
     assert_eq!(status.body["data"]["issuanceSource"], "external");
     assert!(status.body["data"]["reason"].is_string());
-    let res = admin.post("/api/certificates", json!({ "certificate": Spec::tls("i.example.com").pem(), "issuanceSource": "internal" })).await;
+    let res = admin
+        .post(
+            "/api/certificates",
+            json!({ "certificate": Spec::tls("i.example.com").pem(), "issuanceSource": "internal" }),
+        )
+        .await;
     assert_eq!(res.status, 400, "an import cannot claim internal issuance");
     let agent = admin
         .post(
@@ -543,41 +322,21 @@ async fn private_keys_are_only_for_internal_certificates() {
 async fn usage_records() {
     let server = Server::start();
     let admin = server.admin().await;
-    let id = admin.register(&Spec::tls("use.example.com").pem()).await["id"]
-        .as_i64()
-        .unwrap();
-    let res = admin.post("/api/certificate-usage", json!({ "certificateId": id, "host": "lb-1.example.com", "port": 443, "service": "nginx" })).await;
+    let id = admin.register(&Spec::tls("use.example.com").pem()).await["id"].as_i64().unwrap();
+    let res = admin
+        .post(
+            "/api/certificate-usage",
+            json!({ "certificateId": id, "host": "lb-1.example.com", "port": 443, "service": "nginx" }),
+        )
+        .await;
     assert_eq!(res.status, 201, "{}", res.body);
     assert_eq!(res.body["data"]["host"], "lb-1.example.com");
-    let list = admin
-        .get(&format!("/api/certificate-usage?certificateId={id}"))
-        .await;
+    let list = admin.get(&format!("/api/certificate-usage?certificateId={id}")).await;
     assert_eq!(list.body["total"], 1);
+    assert_eq!(admin.get("/api/certificate-usage?certificateId=999").await.body["total"], 0);
+    assert_eq!(admin.post("/api/certificate-usage", json!({ "certificateId": 999, "host": "x" })).await.status, 404);
     assert_eq!(
-        admin
-            .get("/api/certificate-usage?certificateId=999")
-            .await
-            .body["total"],
-        0
-    );
-    assert_eq!(
-        admin
-            .post(
-                "/api/certificate-usage",
-                json!({ "certificateId": 999, "host": "x" })
-            )
-            .await
-            .status,
-        404
-    );
-    assert_eq!(
-        admin
-            .post(
-                "/api/certificate-usage",
-                json!({ "certificateId": id, "host": "x", "port": 70000 })
-            )
-            .await
-            .status,
+        admin.post("/api/certificate-usage", json!({ "certificateId": id, "host": "x", "port": 70000 })).await.status,
         400
     );
 }
@@ -586,69 +345,28 @@ async fn usage_records() {
 async fn another_workspace_sees_404_for_every_resource() {
     let server = Server::start();
     let admin = server.admin().await;
-    let id = admin.register(&Spec::tls("mine.example.com").pem()).await["id"]
-        .as_i64()
-        .unwrap();
-    let identity = admin
-        .post("/api/machine-identities", json!({ "name": "m" }))
-        .await
-        .body["data"]["id"]
-        .as_i64()
-        .unwrap();
-    let key_id = admin
-        .post(
-            "/api/api-keys",
-            json!({ "name": "k", "scopes": ["certificates:read"] }),
-        )
-        .await
-        .body["data"]["id"]
+    let id = admin.register(&Spec::tls("mine.example.com").pem()).await["id"].as_i64().unwrap();
+    let identity =
+        admin.post("/api/machine-identities", json!({ "name": "m" })).await.body["data"]["id"].as_i64().unwrap();
+    let key_id = admin.post("/api/api-keys", json!({ "name": "k", "scopes": ["certificates:read"] })).await.body
+        ["data"]["id"]
         .as_str()
         .unwrap()
         .to_string();
     let (other, _) = server.new_user("intruder@example.com").await;
     for res in [
         other.get(&format!("/api/certificates/{id}")).await,
-        other
-            .put(
-                &format!("/api/certificates/{id}"),
-                json!({ "location": "x" }),
-            )
-            .await,
+        other.put(&format!("/api/certificates/{id}"), json!({ "location": "x" })).await,
         other.delete(&format!("/api/certificates/{id}")).await,
-        other
-            .put(
-                &format!("/api/certificates/{id}/auto-renew"),
-                json!({ "enabled": true }),
-            )
-            .await,
-        other
-            .post(&format!("/api/certificates/{id}/revoke"), json!({}))
-            .await,
+        other.put(&format!("/api/certificates/{id}/auto-renew"), json!({ "enabled": true })).await,
+        other.post(&format!("/api/certificates/{id}/revoke"), json!({})).await,
         other.get(&format!("/api/certificates/{id}/download")).await,
-        other
-            .get(&format!("/api/certificates/{id}/private-key"))
-            .await,
-        other
-            .get(&format!("/api/certificates/{id}/private-key-status"))
-            .await,
-        other
-            .post(
-                &format!("/api/certificates/{id}/assign-identity"),
-                json!({ "machineIdentityId": identity }),
-            )
-            .await,
-        other
-            .post(
-                "/api/certificate-usage",
-                json!({ "certificateId": id, "host": "h" }),
-            )
-            .await,
-        other
-            .get(&format!("/api/machine-identities/{identity}"))
-            .await,
-        other
-            .delete(&format!("/api/machine-identities/{identity}"))
-            .await,
+        other.get(&format!("/api/certificates/{id}/private-key")).await,
+        other.get(&format!("/api/certificates/{id}/private-key-status")).await,
+        other.post(&format!("/api/certificates/{id}/assign-identity"), json!({ "machineIdentityId": identity })).await,
+        other.post("/api/certificate-usage", json!({ "certificateId": id, "host": "h" })).await,
+        other.get(&format!("/api/machine-identities/{identity}")).await,
+        other.delete(&format!("/api/machine-identities/{identity}")).await,
         other.delete(&format!("/api/api-keys/{key_id}")).await,
     ] {
         assert_eq!(res.status, 404, "{}", res.body);
@@ -657,16 +375,8 @@ async fn another_workspace_sees_404_for_every_resource() {
     assert_eq!(other.get("/api/certificates").await.body["total"], 0);
     let audit = other.get("/api/audit-logs?limit=100").await;
     assert!(
-        audit.body["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|e| e["action"] != "certificate.created"),
+        audit.body["data"].as_array().unwrap().iter().all(|e| e["action"] != "certificate.created"),
         "audit of another workspace is invisible"
     );
-    assert_eq!(
-        admin.get(&format!("/api/certificates/{id}")).await.body["data"]["status"],
-        "active",
-        "nothing changed"
-    );
+    assert_eq!(admin.get(&format!("/api/certificates/{id}")).await.body["data"]["status"], "active", "nothing changed");
 }

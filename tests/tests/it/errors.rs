@@ -12,42 +12,21 @@ async fn bad_input_gets_a_clear_400() {
         ("application/json", br#"{"certificate": 42}"#.to_vec()),
         (
             "application/json",
-            br#"{"certificate": "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"}"#
-                .to_vec(),
+            br#"{"certificate": "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"}"#.to_vec(),
         ),
         ("application/json", br#"{"certificate": "hello"}"#.to_vec()),
         ("application/json", br#"{}"#.to_vec()),
-        (
-            "application/json",
-            br#"{"certificate": "x", "autoRenewal": "yes"}"#.to_vec(),
-        ),
+        ("application/json", br#"{"certificate": "x", "autoRenewal": "yes"}"#.to_vec()),
         ("text/plain", b"hello".to_vec()),
         ("application/json", vec![0xff, 0xfe, 0x00]),
     ];
     for (content_type, body) in bodies {
-        let res = admin
-            .post_raw("/api/certificates", content_type, body.clone())
-            .await;
-        assert_eq!(
-            res.status,
-            400,
-            "{} -> {}",
-            String::from_utf8_lossy(&body),
-            res.body
-        );
+        let res = admin.post_raw("/api/certificates", content_type, body.clone()).await;
+        assert_eq!(res.status, 400, "{} -> {}", String::from_utf8_lossy(&body), res.body);
         assert_eq!(res.error_code(), "VALIDATION_ERROR");
     }
-    let res = admin
-        .post("/api/certificates", json!({ "certificate": "hello" }))
-        .await;
-    assert!(
-        res.body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("certificate"),
-        "says which field: {}",
-        res.body
-    );
+    let res = admin.post("/api/certificates", json!({ "certificate": "hello" })).await;
+    assert!(res.body["error"]["message"].as_str().unwrap().contains("certificate"), "says which field: {}", res.body);
     assert_eq!(res.body["error"]["details"]["field"], "certificate");
 
     for path in [
@@ -62,9 +41,7 @@ async fn bad_input_gets_a_clear_400() {
         assert_eq!(res.error_code(), "VALIDATION_ERROR");
     }
     assert_eq!(admin.get("/api/certificates/424242").await.status, 404);
-    let res = admin
-        .put("/api/certificates/1", json!({ "autoRenewal": "maybe" }))
-        .await;
+    let res = admin.put("/api/certificates/1", json!({ "autoRenewal": "maybe" })).await;
     assert_eq!(res.status, 400);
 }
 

@@ -9,18 +9,10 @@ async fn health_ready_metrics_and_request_ids() {
     assert_eq!(health.body["status"], "ok");
     let ready = admin.get("/ready").await;
     assert_eq!(ready.status, 200);
-    assert!(health
-        .header("x-request-id")
-        .is_some_and(|id| id.len() >= 16));
-    let echoed = admin
-        .with_header("X-Request-Id", "trace-abc-123")
-        .get("/health")
-        .await;
+    assert!(health.header("x-request-id").is_some_and(|id| id.len() >= 16));
+    let echoed = admin.with_header("X-Request-Id", "trace-abc-123").get("/health").await;
     assert_eq!(echoed.header("x-request-id"), Some("trace-abc-123"));
-    let junk = admin
-        .with_header("X-Request-Id", "bad id with spaces")
-        .get("/health")
-        .await;
+    let junk = admin.with_header("X-Request-Id", "bad id with spaces").get("/health").await;
     assert_ne!(junk.header("x-request-id"), Some("bad id with spaces"));
 
     admin.get("/api/certificates").await;
@@ -89,10 +81,7 @@ async fn bad_configuration_is_refused_with_a_clear_message() {
     let out = std::process::Command::new(trellis_tests::trellis_binary())
         .arg("serve")
         .env("TRELLIS_LISTEN", "not-an-address")
-        .env(
-            "TRELLIS_DATABASE_URL",
-            format!("sqlite://{}/x.db", server.dir.path().display()),
-        )
+        .env("TRELLIS_DATABASE_URL", format!("sqlite://{}/x.db", server.dir.path().display()))
         .output()
         .unwrap();
     assert!(!out.status.success());
