@@ -10,6 +10,8 @@
 //! Versions are swapped atomically: a call clones the `Arc` of the active version when it
 //! starts, so in-flight calls finish on their version while new calls use the new one.
 
+#[doc(hidden)]
+pub mod bench_support;
 mod bindings;
 mod call;
 mod config;

@@ -4,6 +4,7 @@ mod adversarial;
 mod install;
 mod slack;
 mod upgrade;
+mod worlds;
 
 use std::path::PathBuf;
 use std::sync::Arc;
