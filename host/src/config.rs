@@ -35,6 +35,7 @@ pub struct FileConfig {
     pub log_format: Option<String>,
     pub plugin_dir: Option<PathBuf>,
     pub plugin_allow_private_networks: Option<bool>,
+    pub expiry_scan_interval_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +62,8 @@ pub struct Config {
     pub admin_password: Option<String>,
     pub plugin_dir: Option<PathBuf>,
     pub plugin_allow_private_networks: bool,
+    /// How often the expiry scanner emits certificate.expiring / certificate.expired events.
+    pub expiry_scan_interval: Duration,
 }
 
 impl std::fmt::Debug for Config {
@@ -170,7 +173,16 @@ impl Config {
                 message: "TRELLIS_ADMIN_EMAIL and TRELLIS_ADMIN_PASSWORD must be set together".into(),
             });
         }
+        let expiry_scan_secs: u64 =
+            parse_env(&env, "TRELLIS_EXPIRY_SCAN_INTERVAL_SECS")?.or(file.expiry_scan_interval_secs).unwrap_or(300);
+        if expiry_scan_secs == 0 {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_EXPIRY_SCAN_INTERVAL_SECS",
+                message: "must be at least 1".into(),
+            });
+        }
         Ok(Config {
+            expiry_scan_interval: Duration::from_secs(expiry_scan_secs),
             listen,
             database_url,
             data_dir,

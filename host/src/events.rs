@@ -7,6 +7,8 @@ pub const CERTIFICATE_CREATED: &str = "certificate.created";
 pub const CERTIFICATE_UPDATED: &str = "certificate.updated";
 pub const CERTIFICATE_REVOKED: &str = "certificate.revoked";
 pub const CERTIFICATE_DELETED: &str = "certificate.deleted";
+pub const CERTIFICATE_EXPIRING: &str = "certificate.expiring";
+pub const CERTIFICATE_EXPIRED: &str = "certificate.expired";
 
 /// Enqueues an event. The payload envelope is `{type, workspaceId, occurredAt, data}`.
 pub async fn enqueue(

@@ -13,6 +13,7 @@ pub mod context;
 pub mod crypto;
 pub mod error;
 pub mod events;
+pub mod jobs;
 pub mod pagination;
 pub mod plugins;
 pub mod store;

@@ -37,6 +37,17 @@ enum Command {
         #[command(subcommand)]
         command: ApiKeyCommand,
     },
+    /// Run a background job once, now.
+    Jobs {
+        #[command(subcommand)]
+        command: JobsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum JobsCommand {
+    /// Emit due certificate.expiring / certificate.expired events; prints {"expiring", "expired"}.
+    ExpiryScan,
 }
 
 #[derive(Subcommand)]
@@ -101,6 +112,13 @@ async fn main() -> anyhow::Result<()> {
             ctx.store.close().await;
             Ok(())
         }
+        Command::Jobs { command: JobsCommand::ExpiryScan } => {
+            let ctx = open(config).await?;
+            let scan = trellis_host::certificates::scan_expiry(&ctx).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}", serde_json::json!({ "expiring": scan.expiring, "expired": scan.expired }));
+            ctx.store.close().await;
+            Ok(())
+        }
     }
 }
 
@@ -135,12 +153,14 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         tracing::info!(user_id = %user.id, email = %user.email, "created the instance administrator");
     }
     trellis_host::api::ops::install_metrics();
+    let expiry_scanner = trellis_host::jobs::spawn_expiry_scanner(ctx.clone(), ctx.config.expiry_scan_interval);
     let app = trellis_host::api::router(ctx.clone());
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(shutdown_signal())
         .await?;
+    expiry_scanner.abort();
     ctx.store.close().await;
     tracing::info!("stopped");
     Ok(())

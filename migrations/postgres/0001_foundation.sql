@@ -91,12 +91,17 @@ CREATE TABLE certificates (
     revocation_reason    TEXT,
     certificate_pem      TEXT NOT NULL,
     private_key_sealed   TEXT,
+    -- When the expiry scanner emitted certificate.expiring / certificate.expired (once each).
+    expiring_notified_at BIGINT,
+    expired_notified_at  BIGINT,
     created_at           BIGINT NOT NULL,
     updated_at           BIGINT NOT NULL
 );
 CREATE UNIQUE INDEX certificates_fingerprint ON certificates (workspace_id, fingerprint_sha256);
 CREATE INDEX certificates_created ON certificates (workspace_id, created_at DESC, id DESC);
 CREATE INDEX certificates_status ON certificates (workspace_id, revoked, expires_at);
+-- Certificates whose expiry events are still due: small, and what the expiry scanner reads.
+CREATE INDEX certificates_expiry_due ON certificates (expires_at) WHERE revoked = 0 AND expired_notified_at IS NULL;
 
 -- Substring search on commonName and issuer: trigram GIN indexes serve ILIKE '%term%'.
 CREATE EXTENSION IF NOT EXISTS pg_trgm;

@@ -94,6 +94,16 @@ pub async fn register(ctx: &Context, caller: &Caller, registration: Registration
 
 pub async fn list(ctx: &Context, caller: &Caller, query: ListQuery, page: PageRequest) -> Result<Page<Certificate>> {
     caller.require(Scope::CertificatesRead)?;
+    // An empty parameter (`?status=`) means "no filter", as list UIs send it.
+    let present = |value: Option<String>| value.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let query = ListQuery {
+        status: present(query.status),
+        search: present(query.search),
+        signature_algorithm: present(query.signature_algorithm),
+        key_algorithm: present(query.key_algorithm),
+        usage_category: present(query.usage_category),
+        issuance_source: present(query.issuance_source),
+    };
     let status = match query.status.as_deref() {
         None => None,
         Some(text) => Some(
@@ -626,4 +636,46 @@ fn check_metadata(metadata: Value) -> Result<Value> {
         return Err(Error::invalid_field("metadata", format!("must serialize to at most {MAX_METADATA_BYTES} bytes")));
     }
     Ok(metadata)
+}
+
+/// What one expiry scan emitted.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ExpiryScan {
+    pub expiring: usize,
+    pub expired: usize,
+}
+
+/// Emits `certificate.expiring` when a certificate enters the 30-day window and
+/// `certificate.expired` when it passes `expiresAt`, once each, across all workspaces.
+/// Status itself is derived at read time; this only produces the events of §3.1.
+pub async fn scan_expiry(ctx: &Context) -> Result<ExpiryScan> {
+    const BATCH: i64 = 500;
+    let mut scan = ExpiryScan::default();
+    loop {
+        let now = ctx.now_millis();
+        let mut tx = ctx.store.begin().await?;
+        let expired = tx.claim_expired(now, BATCH).await?;
+        for certificate in &expired {
+            events::enqueue(
+                &mut tx,
+                &certificate.workspace_id,
+                events::CERTIFICATE_EXPIRED,
+                event_data(certificate, now),
+                now,
+            )
+            .await?;
+        }
+        let expiring = tx.claim_expiring(now, BATCH).await?;
+        for certificate in &expiring {
+            let mut data = event_data(certificate, now);
+            data["daysUntilExpiry"] = json!(certificate.days_until_expiry(ctx.clock.now()));
+            events::enqueue(&mut tx, &certificate.workspace_id, events::CERTIFICATE_EXPIRING, data, now).await?;
+        }
+        tx.commit().await?;
+        scan.expired += expired.len();
+        scan.expiring += expiring.len();
+        if (expired.len() as i64) < BATCH && (expiring.len() as i64) < BATCH {
+            return Ok(scan);
+        }
+    }
 }

@@ -495,3 +495,38 @@ impl Tx {
         Ok(done.rows_affected() > 0)
     }
 }
+
+impl Tx {
+    /// Marks up to `limit` certificates that passed `expiresAt` as notified and returns them.
+    /// The re-check in the outer WHERE makes concurrent scanners (replicas) claim each row once.
+    pub async fn claim_expired(&mut self, now: i64, limit: i64) -> StoreResult<Vec<Certificate>> {
+        let sql = format!(
+            "UPDATE certificates SET expired_notified_at = $1, expiring_notified_at = COALESCE(expiring_notified_at, $1) \
+             WHERE id IN (SELECT id FROM certificates WHERE revoked = 0 AND expired_notified_at IS NULL AND expires_at <= $1 \
+                          ORDER BY expires_at LIMIT $2) \
+               AND expired_notified_at IS NULL \
+             RETURNING {CERTIFICATE_COLUMNS}"
+        );
+        let rows = sqlx::query(&sql).bind(now).bind(limit).fetch_all(&mut *self.inner).await?;
+        rows.iter().map(certificate_from_row).collect()
+    }
+
+    /// Like [`Tx::claim_expired`] for certificates that entered the expiring window.
+    pub async fn claim_expiring(&mut self, now: i64, limit: i64) -> StoreResult<Vec<Certificate>> {
+        let sql = format!(
+            "UPDATE certificates SET expiring_notified_at = $1 \
+             WHERE id IN (SELECT id FROM certificates WHERE revoked = 0 AND expired_notified_at IS NULL \
+                          AND expiring_notified_at IS NULL AND expires_at > $1 AND expires_at <= $2 \
+                          ORDER BY expires_at LIMIT $3) \
+               AND expiring_notified_at IS NULL \
+             RETURNING {CERTIFICATE_COLUMNS}"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(now)
+            .bind(now.saturating_add(EXPIRING_WINDOW_MS))
+            .bind(limit)
+            .fetch_all(&mut *self.inner)
+            .await?;
+        rows.iter().map(certificate_from_row).collect()
+    }
+}

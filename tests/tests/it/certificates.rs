@@ -380,3 +380,33 @@ async fn another_workspace_sees_404_for_every_resource() {
     );
     assert_eq!(admin.get(&format!("/api/certificates/{id}")).await.body["data"]["status"], "active", "nothing changed");
 }
+
+#[tokio::test]
+async fn expiry_events_are_emitted_once_per_transition() {
+    // A long interval keeps the background scanner out of the way after its first run;
+    // the CLI runs the same scan on demand.
+    let server = Server::start_with(&[("TRELLIS_EXPIRY_SCAN_INTERVAL_SECS", "3600")]);
+    let admin = server.admin().await;
+    let expiring = admin.register(&Spec::tls("soon.example.com").expiring_in(10).pem()).await["id"].as_i64().unwrap();
+    let expired = admin.register(&Spec::tls("gone.example.com").expiring_in(-3).pem()).await["id"].as_i64().unwrap();
+    let revoked = admin.register(&Spec::tls("rev.example.com").expiring_in(5).pem()).await["id"].as_i64().unwrap();
+    admin.register(&Spec::tls("fine.example.com").expiring_in(300).pem()).await;
+    admin.post(&format!("/api/certificates/{revoked}/revoke"), json!({})).await;
+
+    let first = server.cli(&["jobs", "expiry-scan"]).unwrap();
+    let second = server.cli(&["jobs", "expiry-scan"]).unwrap();
+    assert_eq!(second, json!({ "expiring": 0, "expired": 0 }), "each transition is announced once");
+    assert!(first["expiring"].as_i64().unwrap() + first["expired"].as_i64().unwrap() <= 2, "{first}");
+
+    let events = |t: &'static str| {
+        let admin = admin.clone();
+        async move { admin.get(&format!("/api/events?type={t}")).await.body["data"].as_array().unwrap().clone() }
+    };
+    let expiring_events = events("certificate.expiring").await;
+    assert_eq!(expiring_events.len(), 1, "{expiring_events:?}");
+    assert_eq!(expiring_events[0]["payload"]["data"]["certificateId"], expiring);
+    assert_eq!(expiring_events[0]["payload"]["data"]["status"], "expiring");
+    let expired_events = events("certificate.expired").await;
+    assert_eq!(expired_events.len(), 1);
+    assert_eq!(expired_events[0]["payload"]["data"]["certificateId"], expired);
+}

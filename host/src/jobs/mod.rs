@@ -1,0 +1,25 @@
+//! Background workers. Each runs on the service's runtime, reads the clock from the
+//! context, and is safe to run on several replicas at once.
+
+use std::time::Duration;
+
+use crate::certificates;
+use crate::context::SharedContext;
+
+/// Runs the expiry scan now and then every `interval`, until the process stops.
+pub fn spawn_expiry_scanner(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            match certificates::scan_expiry(&ctx).await {
+                Ok(scan) if scan.expiring + scan.expired > 0 => {
+                    tracing::info!(expiring = scan.expiring, expired = scan.expired, "expiry scan emitted events");
+                }
+                Ok(_) => {}
+                Err(err) => tracing::warn!(error = %err, "expiry scan failed; retrying at the next tick"),
+            }
+        }
+    })
+}
