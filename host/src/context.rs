@@ -6,6 +6,7 @@ use crate::auth::LoginLimiter;
 use crate::clock::{SharedClock, SharedEntropy};
 use crate::config::Config;
 use crate::crypto::MasterKey;
+use crate::plugins::service::PluginService;
 use crate::store::Store;
 
 pub struct Context {
@@ -15,6 +16,8 @@ pub struct Context {
     pub entropy: SharedEntropy,
     pub master_key: MasterKey,
     pub login_limiter: LoginLimiter,
+    /// The plugin runtime (one engine per process).
+    pub plugins: PluginService,
 }
 
 pub type SharedContext = Arc<Context>;
@@ -26,9 +29,10 @@ impl Context {
         clock: SharedClock,
         entropy: SharedEntropy,
         master_key: MasterKey,
+        plugins: PluginService,
     ) -> Self {
         let login_limiter = LoginLimiter::new(config.login_max_failures, config.login_window);
-        Context { config, store, clock, entropy, master_key, login_limiter }
+        Context { config, store, clock, entropy, master_key, login_limiter, plugins }
     }
 
     pub fn now_millis(&self) -> i64 {

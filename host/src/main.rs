@@ -11,6 +11,8 @@ use trellis_host::clock::{OsEntropy, SystemClock};
 use trellis_host::config::{Config, LogFormat};
 use trellis_host::context::{Context, SharedContext};
 use trellis_host::crypto::MasterKey;
+use trellis_host::plugins::service::{self as plugin_service, PluginService};
+use trellis_host::plugins::Activation;
 use trellis_host::store::Store;
 
 #[derive(Parser)]
@@ -42,6 +44,24 @@ enum Command {
         #[command(subcommand)]
         command: JobsCommand,
     },
+    /// Manage plugins (stored in the database; running servers pick changes up within seconds).
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Install a plugin component (.wasm); prints the installed version as JSON.
+    Install {
+        file: PathBuf,
+        /// Store the version without making it active.
+        #[arg(long)]
+        no_activate: bool,
+    },
+    /// List installed plugins as JSON.
+    List,
 }
 
 #[derive(Subcommand)]
@@ -112,6 +132,24 @@ async fn main() -> anyhow::Result<()> {
             ctx.store.close().await;
             Ok(())
         }
+        Command::Plugin { command } => {
+            let ctx = open(config).await?;
+            plugin_service::sync(&ctx).await.map_err(|e| anyhow::anyhow!("loading plugins: {e}"))?;
+            match command {
+                PluginCommand::Install { file, no_activate } => {
+                    let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+                    let activation = if no_activate { Activation::Never } else { Activation::IfNewer };
+                    let installed =
+                        plugin_service::install_as(&ctx, &plugin_service::system_actor("cli"), None, &bytes, activation)
+                            .await
+                            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                    println!("{}", serde_json::to_string(&installed)?);
+                }
+                PluginCommand::List => println!("{}", serde_json::to_string(&ctx.plugins.runtime().list())?),
+            }
+            ctx.store.close().await;
+            Ok(())
+        }
         Command::Jobs { command: JobsCommand::ExpiryScan } => {
             let ctx = open(config).await?;
             let scan = trellis_host::certificates::scan_expiry(&ctx).await.map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -140,7 +178,8 @@ async fn open(config: Config) -> anyhow::Result<SharedContext> {
         None => MasterKey::load_or_create(&config.master_key_file, entropy.as_ref())?,
     };
     let store = Store::open(&config.database_url).await?;
-    Ok(Arc::new(Context::new(config, store, Arc::new(SystemClock), entropy, master_key)))
+    let plugins = PluginService::start(&config, &store).map_err(|e| anyhow::anyhow!("plugin runtime: {e}"))?;
+    Ok(Arc::new(Context::new(config, store, Arc::new(SystemClock), entropy, master_key, plugins)))
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
@@ -151,6 +190,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         auth::bootstrap_admin(&ctx).await.map_err(|e| anyhow::anyhow!("creating the admin user: {e}"))?
     {
         tracing::info!(user_id = %user.id, email = %user.email, "created the instance administrator");
+    }
+    plugin_service::load(&ctx).await.map_err(|e| anyhow::anyhow!("loading plugins: {e}"))?;
+    plugin_service::spawn_sync(ctx.clone(), std::time::Duration::from_secs(5));
+    if let Some(dir) = ctx.config.plugin_dir.clone() {
+        tracing::info!(dir = %dir.display(), "watching plugin directory");
+        plugin_service::spawn_directory_watcher(ctx.clone(), dir, std::time::Duration::from_secs(2));
     }
     trellis_host::api::ops::install_metrics();
     let expiry_scanner = trellis_host::jobs::spawn_expiry_scanner(ctx.clone(), ctx.config.expiry_scan_interval);

@@ -8,6 +8,7 @@ pub mod docs;
 pub mod error;
 pub mod extract;
 pub mod ops;
+mod plugins;
 
 use std::time::Instant;
 
@@ -36,6 +37,7 @@ pub fn router(ctx: SharedContext) -> Router {
         .merge(auth::routes())
         .merge(certificates::routes())
         .merge(audit::routes())
+        .merge(plugins::routes())
         .merge(docs::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

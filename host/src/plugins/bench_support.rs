@@ -62,7 +62,12 @@ impl WasiHttpView for BareState {
 impl wit_types::Host for BareState {}
 
 impl logging::Host for BareState {
-    async fn log(&mut self, _level: logging::Level, _message: String, _fields: Vec<logging::Field>) -> wasmtime::Result<()> {
+    async fn log(
+        &mut self,
+        _level: logging::Level,
+        _message: String,
+        _fields: Vec<logging::Field>,
+    ) -> wasmtime::Result<()> {
         Ok(())
     }
 }
@@ -102,7 +107,8 @@ impl BareWasmtime {
             hooks: DenyAll,
         };
         let mut store = Store::new(&self.engine, state);
-        let instance = integration_world::Integration::instantiate_async(&mut store, &self.component, &self.linker).await?;
+        let instance =
+            integration_world::Integration::instantiate_async(&mut store, &self.component, &self.linker).await?;
         let result = instance.trellis_plugin_notifier().call_validate_config(&mut store, "{}").await?;
         Ok(result.is_ok())
     }

@@ -18,6 +18,7 @@ mod config;
 mod egress;
 mod error;
 mod runtime;
+pub mod service;
 mod state;
 mod types;
 

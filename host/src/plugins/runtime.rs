@@ -105,6 +105,8 @@ pub struct PluginSummary {
     pub active_version: Option<String>,
     pub versions: Vec<InstalledVersion>,
     pub granted_hosts: Vec<String>,
+    /// Previously active versions, most recent last (what `rollback` walks back through).
+    pub previous_versions: Vec<String>,
 }
 
 /// The plugin runtime. Cheap to clone; all clones share one engine and registry.
@@ -474,6 +476,28 @@ impl PluginRuntime {
         }
         registry.grants.insert(plugin_id.to_owned(), hosts);
         Ok(())
+    }
+
+    /// Sets the active version and rollback history as persisted elsewhere (loading from the
+    /// database, following another replica). Unknown versions are skipped.
+    pub fn restore_activation(
+        &self,
+        id: &str,
+        active: Option<&semver::Version>,
+        history: &[semver::Version],
+    ) -> Result<(), PluginError> {
+        let mut registry = self.write_registry();
+        let entry = registry.plugins.get_mut(id).ok_or_else(|| PluginError::NotFound { id: id.to_owned() })?;
+        entry.active = active.filter(|v| entry.versions.contains_key(*v)).cloned();
+        entry.history = history.iter().filter(|v| entry.versions.contains_key(*v)).cloned().collect();
+        Ok(())
+    }
+
+    /// Replaces every workspace binding at once (loading from the database).
+    pub fn replace_bindings(&self, bindings: impl IntoIterator<Item = (String, PluginKind, String, String)>) {
+        let mut registry = self.write_registry();
+        registry.bindings =
+            bindings.into_iter().map(|(ws, kind, service_type, id)| ((ws, kind, service_type), id)).collect();
     }
 
     /// Installs every `*.wasm` file in `dir` (sorted by name). Already-installed bytes and
@@ -1081,6 +1105,7 @@ fn summarize(id: &str, entry: &PluginEntry, registry: &Registry) -> PluginSummar
             .map(|p| describe_version(p, entry.active.as_ref() == Some(&p.info.version)))
             .collect(),
         granted_hosts: registry.grants.get(id).cloned().unwrap_or_default(),
+        previous_versions: entry.history.iter().map(ToString::to_string).collect(),
     }
 }
 

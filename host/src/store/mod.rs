@@ -9,6 +9,7 @@ mod audit;
 mod auth;
 mod certificates;
 mod outbox;
+mod plugins;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 pub use self::audit::{AuditFilter, NewAuditEntry};
 pub use self::certificates::{CertificateFilter, CertificateUpdate, NewCertificate};
 pub use self::outbox::{NewEvent, OutboxEvent};
+pub use self::plugins::{DbPluginState, NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -63,12 +65,20 @@ struct Migration {
 }
 
 /// Forward-only migrations; both dialects carry the same versions.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "foundation",
-    sqlite: include_str!("../../../migrations/sqlite/0001_foundation.sql"),
-    postgres: include_str!("../../../migrations/postgres/0001_foundation.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "foundation",
+        sqlite: include_str!("../../../migrations/sqlite/0001_foundation.sql"),
+        postgres: include_str!("../../../migrations/postgres/0001_foundation.sql"),
+    },
+    Migration {
+        version: 100,
+        name: "plugins",
+        sqlite: include_str!("../../../migrations/sqlite/0100_plugins.sql"),
+        postgres: include_str!("../../../migrations/postgres/0100_plugins.sql"),
+    },
+];
 
 #[derive(Clone)]
 pub struct Store {

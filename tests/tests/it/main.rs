@@ -6,3 +6,4 @@ mod certificates;
 mod errors;
 mod ops;
 mod pagination;
+mod plugins;

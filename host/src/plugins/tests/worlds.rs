@@ -43,7 +43,10 @@ async fn ca_connector_world_round_trip() {
     };
     runtime.ca_revoke(&ca, &revoke("abc")).await.expect("revoke");
     let err = runtime.ca_revoke(&ca, &revoke("dead")).await.expect_err("unknown serial");
-    assert!(matches!(err, crate::plugins::PluginError::Reported { error: ReportedError::NotFound { .. }, .. }), "{err}");
+    assert!(
+        matches!(err, crate::plugins::PluginError::Reported { error: ReportedError::NotFound { .. }, .. }),
+        "{err}"
+    );
 
     let first = runtime.ca_list_certificates(&ca, None, 2).await.expect("page 1");
     let second = runtime.ca_list_certificates(&ca, first.next_cursor.clone(), 2).await.expect("page 2");

@@ -1,0 +1,155 @@
+//! `/api/plugins` (instance administrators) and `/api/plugin-bindings` (per workspace).
+//!
+//! Install takes the component bytes as the raw request body (`application/wasm` or
+//! `application/octet-stream`), up to 32 MiB.
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, put};
+use axum::Router;
+use serde::{Deserialize, Serialize};
+
+use crate::api::error::ApiResult;
+use crate::api::extract::{Json, Query};
+use crate::api::{created, data};
+use crate::auth::Caller;
+use crate::context::SharedContext;
+use crate::plugins::service;
+use crate::plugins::Activation;
+use crate::store::StoredBinding;
+
+const MAX_COMPONENT_BYTES: usize = 32 << 20;
+
+pub fn routes() -> Router<SharedContext> {
+    Router::new()
+        .route("/api/plugins", get(list_plugins).post(install_plugin).layer(DefaultBodyLimit::max(MAX_COMPONENT_BYTES)))
+        .route("/api/plugins/{id}", get(show_plugin).delete(remove_plugin))
+        .route("/api/plugins/{id}/versions/{version}", delete(remove_version))
+        .route("/api/plugins/{id}/versions/{version}/activate", post(activate_version))
+        .route("/api/plugins/{id}/rollback", post(rollback_plugin))
+        .route("/api/plugins/{id}/grants", put(grant_hosts))
+        .route("/api/plugin-bindings", get(list_bindings).put(bind))
+        .route("/api/plugin-bindings/{kind}/{service_type}", delete(unbind))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InstallParams {
+    /// `false` stores the version without activating it; default: activate when newer.
+    activate: Option<bool>,
+}
+
+async fn install_plugin(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    Query(params): Query<InstallParams>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let activation = match params.activate {
+        Some(false) => Activation::Never,
+        Some(true) => Activation::Always,
+        None => Activation::IfNewer,
+    };
+    let installed = service::install(&ctx, &caller, &body, activation).await?;
+    Ok(created(installed))
+}
+
+async fn list_plugins(State(ctx): State<SharedContext>, caller: Caller) -> ApiResult<axum::Json<serde_json::Value>> {
+    Ok(data(service::list(&ctx, &caller)?))
+}
+
+async fn show_plugin(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    Ok(data(service::show(&ctx, &caller, &id)?))
+}
+
+async fn activate_version(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    Path((id, version)): Path<(String, String)>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    Ok(data(service::activate(&ctx, &caller, &id, &version).await?))
+}
+
+async fn rollback_plugin(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    Ok(data(service::rollback(&ctx, &caller, &id).await?))
+}
+
+async fn remove_plugin(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    service::remove(&ctx, &caller, &id, None).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn remove_version(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    Path((id, version)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    service::remove(&ctx, &caller, &id, Some(&version)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct GrantBody {
+    hosts: Vec<String>,
+}
+
+async fn grant_hosts(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Json(body): Json<GrantBody>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    Ok(data(service::grant_hosts(&ctx, &caller, &id, body.hosts).await?))
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BindingDto {
+    /// `ca-connector`, `integration` or `attestation-verifier`.
+    kind: String,
+    /// The CA type, integration type or attestation check.
+    #[serde(rename = "type")]
+    service_type: String,
+    plugin_id: String,
+}
+
+fn binding_dto(binding: StoredBinding) -> BindingDto {
+    BindingDto { kind: binding.kind, service_type: binding.service_type, plugin_id: binding.plugin_id }
+}
+
+async fn list_bindings(State(ctx): State<SharedContext>, caller: Caller) -> ApiResult<axum::Json<serde_json::Value>> {
+    let bindings: Vec<BindingDto> = service::list_bindings(&ctx, &caller).await?.into_iter().map(binding_dto).collect();
+    Ok(data(bindings))
+}
+
+async fn bind(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    Json(body): Json<BindingDto>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    let binding = service::bind(&ctx, &caller, &body.kind, &body.service_type, &body.plugin_id).await?;
+    Ok(data(binding_dto(binding)))
+}
+
+async fn unbind(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    Path((kind, service_type)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    service::unbind(&ctx, &caller, &kind, &service_type).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

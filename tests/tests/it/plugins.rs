@@ -1,0 +1,146 @@
+//! Plugin lifecycle through the real binary: first-start install, API install/activate/
+//! rollback/remove (instance admins only), refusals, CLI install picked up by the server,
+//! the watched directory, and workspace bindings.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use trellis_tests::{workspace_root, Client, Server};
+
+fn plugin_path(name: &str) -> PathBuf {
+    let path = workspace_root().join("target/plugins").join(format!("{name}.wasm"));
+    assert!(path.exists(), "{} is missing: run `make plugins` to build the plugin components", path.display());
+    path
+}
+
+fn plugin_bytes(name: &str) -> Vec<u8> {
+    std::fs::read(plugin_path(name)).expect("read plugin")
+}
+
+async fn wait_for_plugin(admin: &Client, id: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let res = admin.get(&format!("/api/plugins/{id}")).await;
+        if res.status == 200 {
+            return res.body["data"].clone();
+        }
+        assert!(Instant::now() < deadline, "plugin {id} never appeared: {}", res.body);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn first_start_installs_first_party_plugins() {
+    plugin_path("slack");
+    let server = Server::start();
+    let admin = server.admin().await;
+    let res = admin.get("/api/plugins").await;
+    assert_eq!(res.status, 200, "{}", res.body);
+    let slack = res.body["data"].as_array().and_then(|all| all.iter().find(|p| p["id"] == "io.trellis.slack")).cloned();
+    let slack = slack.unwrap_or_else(|| panic!("slack not installed on first start: {}", res.body));
+    assert_eq!(slack["kind"], "integration");
+    assert_eq!(slack["activeVersion"], "0.1.0");
+    assert_eq!(slack["versions"][0]["sha256"].as_str().map(str::len), Some(64));
+}
+
+#[tokio::test]
+async fn install_upgrade_rollback_and_remove_over_the_api() {
+    let server = Server::start();
+    let admin = server.admin().await;
+
+    let v1 = admin.post_raw("/api/plugins", "application/wasm", plugin_bytes("fixture-upgrade-v1")).await;
+    assert_eq!(v1.status, 201, "{}", v1.body);
+    assert_eq!(v1.body["data"]["info"]["id"], "trellis.fixture.upgrade");
+    assert_eq!(v1.body["data"]["active"], true);
+    let v2 = admin.post_raw("/api/plugins", "application/wasm", plugin_bytes("fixture-upgrade-v2")).await;
+    assert_eq!(v2.status, 201, "{}", v2.body);
+
+    let shown = admin.get("/api/plugins/trellis.fixture.upgrade").await;
+    assert_eq!(shown.body["data"]["activeVersion"], "2.0.0");
+    assert_eq!(shown.body["data"]["previousVersions"], json!(["1.0.0"]));
+
+    let rolled = admin.post("/api/plugins/trellis.fixture.upgrade/rollback", json!({})).await;
+    assert_eq!(rolled.status, 200, "{}", rolled.body);
+    assert_eq!(rolled.body["data"]["activeVersion"], "1.0.0");
+    let activated = admin.post("/api/plugins/trellis.fixture.upgrade/versions/2.0.0/activate", json!({})).await;
+    assert_eq!(activated.body["data"]["activeVersion"], "2.0.0");
+
+    let busy = admin.delete("/api/plugins/trellis.fixture.upgrade/versions/2.0.0").await;
+    assert_eq!(busy.status, 409, "{}", busy.body);
+    assert_eq!(admin.delete("/api/plugins/trellis.fixture.upgrade/versions/1.0.0").await.status, 204);
+    assert_eq!(admin.delete("/api/plugins/trellis.fixture.upgrade").await.status, 204);
+    assert_eq!(admin.get("/api/plugins/trellis.fixture.upgrade").await.status, 404);
+
+    // Every lifecycle step is audited.
+    let audit = admin.get("/api/audit-logs?targetType=plugin").await;
+    let actions: Vec<&str> =
+        audit.body["data"].as_array().map(|a| a.iter().filter_map(|e| e["action"].as_str()).collect()).unwrap_or_default();
+    for action in ["plugin.installed", "plugin.rolled_back", "plugin.activated", "plugin.removed"] {
+        assert!(actions.contains(&action), "{action} missing from {actions:?}");
+    }
+}
+
+#[tokio::test]
+async fn install_refusals_are_clear_and_only_admins_install() {
+    let server = Server::start();
+    let admin = server.admin().await;
+
+    let junk = admin.post_raw("/api/plugins", "application/wasm", b"not a component".to_vec()).await;
+    assert_eq!(junk.status, 400, "{}", junk.body);
+    assert_eq!(junk.error_code(), "VALIDATION_ERROR");
+    assert!(junk.body.to_string().contains("plugin.not_a_component"), "{}", junk.body);
+
+    let first = admin.post_raw("/api/plugins", "application/wasm", plugin_bytes("fixture-noop")).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let again = admin.post_raw("/api/plugins", "application/wasm", plugin_bytes("fixture-noop")).await;
+    assert_eq!(again.status, 409, "{}", again.body);
+
+    let (member, _) = server.new_user("member@example.com").await;
+    let refused = member.post_raw("/api/plugins", "application/wasm", plugin_bytes("fixture-trap")).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert_eq!(member.get("/api/plugins").await.status, 403);
+}
+
+#[tokio::test]
+async fn cli_install_is_served_by_the_running_server() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let path = plugin_path("fixture-noop");
+    let installed = server.cli(&["plugin", "install", path.to_str().unwrap_or_default()]).expect("cli install");
+    assert_eq!(installed["info"]["id"], "trellis.fixture.noop");
+    // The server follows the database (sync every few seconds).
+    let shown = wait_for_plugin(&admin, "trellis.fixture.noop").await;
+    assert_eq!(shown["activeVersion"], "0.1.0");
+    let listed = server.cli(&["plugin", "list"]).expect("cli list");
+    assert!(listed.as_array().is_some_and(|all| all.iter().any(|p| p["id"] == "trellis.fixture.noop")), "{listed}");
+}
+
+#[tokio::test]
+async fn dropping_a_component_into_the_plugin_dir_installs_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_with(&[("TRELLIS_PLUGIN_DIR", dir.path().to_str().unwrap_or_default())]);
+    let admin = server.admin().await;
+    std::fs::write(dir.path().join("verifier.wasm"), plugin_bytes("fixture-verifier")).expect("drop");
+    let shown = wait_for_plugin(&admin, "trellis.fixture.verifier").await;
+    assert_eq!(shown["kind"], "attestation-verifier");
+}
+
+#[tokio::test]
+async fn workspaces_bind_types_to_plugins() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let bound = admin
+        .put("/api/plugin-bindings", json!({ "kind": "integration", "type": "slack", "pluginId": "io.trellis.slack" }))
+        .await;
+    assert_eq!(bound.status, 200, "{}", bound.body);
+    let listed = admin.get("/api/plugin-bindings").await;
+    assert_eq!(listed.body["data"], json!([{ "kind": "integration", "type": "slack", "pluginId": "io.trellis.slack" }]));
+
+    let wrong_kind = admin
+        .put("/api/plugin-bindings", json!({ "kind": "ca-connector", "type": "acme", "pluginId": "io.trellis.slack" }))
+        .await;
+    assert_eq!(wrong_kind.status, 400, "{}", wrong_kind.body);
+    assert_eq!(admin.delete("/api/plugin-bindings/integration/slack").await.status, 204);
+    assert_eq!(admin.get("/api/plugin-bindings").await.body["data"], json!([]));
+}
