@@ -5,7 +5,7 @@ use sqlx::Row;
 
 use crate::audit::AuditEntry;
 use crate::pagination::{Page, PageRequest};
-use crate::store::{json_column, Store, StoreResult, Tx};
+use crate::store::{json_column, Bind, Store, StoreResult, Tx};
 
 pub struct NewAuditEntry<'a> {
     pub workspace_id: Option<&'a str>,
@@ -54,7 +54,7 @@ impl Store {
         page: PageRequest,
     ) -> StoreResult<Page<AuditEntry>> {
         let mut clauses = vec!["workspace_id = $1".to_string()];
-        let mut texts: Vec<&str> = Vec::new();
+        let mut binds = vec![Bind::Text(workspace_id.to_string())];
         for (column, value) in [
             ("action", &filter.action),
             ("actor_id", &filter.actor_id),
@@ -63,49 +63,20 @@ impl Store {
             ("request_id", &filter.request_id),
         ] {
             if let Some(value) = value {
-                texts.push(value);
-                clauses.push(format!("{column} = ${}", texts.len() + 1));
+                binds.push(Bind::Text(value.clone()));
+                clauses.push(format!("{column} = ${}", binds.len()));
             }
         }
-        let mut ints: Vec<i64> = Vec::new();
         for (op, value) in [(">=", filter.since), ("<", filter.until)] {
             if let Some(value) = value {
-                ints.push(value);
-                clauses.push(format!("created_at {op} ${}", texts.len() + ints.len() + 1));
+                binds.push(Bind::Int(value));
+                clauses.push(format!("created_at {op} ${}", binds.len()));
             }
         }
-        let where_clause = clauses.join(" AND ");
-        fn bind<'q>(
-            sql: &'q str,
-            workspace_id: &str,
-            texts: &[&str],
-            ints: &[i64],
-        ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
-            let mut query = sqlx::query(sql).bind(workspace_id.to_string());
-            for text in texts {
-                query = query.bind(text.to_string());
-            }
-            for int in ints {
-                query = query.bind(*int);
-            }
-            query
-        }
-        let count_sql = format!("SELECT COUNT(*) FROM audit_logs WHERE {where_clause}");
-        let total: i64 = bind(&count_sql, workspace_id, &texts, &ints).fetch_one(&self.pool).await?.try_get(0)?;
-        let n = texts.len() + ints.len() + 1;
-        let list_sql = format!(
-            "SELECT id, workspace_id, actor_type, actor_id, action, target_type, target_id, request_id, details, created_at \
-             FROM audit_logs WHERE {where_clause} ORDER BY created_at DESC, id DESC LIMIT ${} OFFSET ${}",
-            n + 1,
-            n + 2
-        );
-        let rows = bind(&list_sql, workspace_id, &texts, &ints)
-            .bind(page.limit)
-            .bind(page.offset)
-            .fetch_all(&self.pool)
-            .await?;
-        let items = rows.iter().map(entry_from_row).collect::<StoreResult<Vec<_>>>()?;
-        Ok(Page { items, total, request: page })
+        let select =
+            "id, workspace_id, actor_type, actor_id, action, target_type, target_id, request_id, details, created_at";
+        let order = "created_at DESC, id DESC";
+        self.fetch_page(select, "audit_logs", &clauses.join(" AND "), order, &binds, page, entry_from_row).await
     }
 }
 

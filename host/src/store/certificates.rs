@@ -2,14 +2,14 @@
 
 use serde_json::Value;
 use sqlx::any::AnyRow;
-use sqlx::{Any, Row};
+use sqlx::Row;
 
 use crate::certificates::{
     Certificate, IssuanceSource, MachineIdentity, ParsedCertificate, Statistics, Status, UsageRecord,
     EXPIRING_WINDOW_MS,
 };
 use crate::pagination::{Page, PageRequest};
-use crate::store::{bool_column, json_column, Dialect, Store, StoreError, StoreResult, Tx};
+use crate::store::{bool_column, json_column, Bind, Dialect, Store, StoreError, StoreResult, Tx};
 
 pub struct NewCertificate<'a> {
     pub workspace_id: &'a str,
@@ -87,25 +87,6 @@ fn certificate_from_row(row: &AnyRow) -> StoreResult<Certificate> {
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
-}
-
-/// A value bound to a dynamically built statement.
-enum Bind {
-    Int(i64),
-    Text(String),
-}
-
-fn bind_all<'q>(
-    mut query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
-    binds: &'q [Bind],
-) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
-    for bind in binds {
-        query = match bind {
-            Bind::Int(value) => query.bind(*value),
-            Bind::Text(value) => query.bind(value.as_str()),
-        };
-    }
-    query
 }
 
 /// Builds the WHERE clause of a certificate list; `$1` is always the workspace.
@@ -188,18 +169,9 @@ impl Store {
         page: PageRequest,
     ) -> StoreResult<Page<Certificate>> {
         let (where_clause, binds) = certificate_where(self.dialect, workspace_id, filter);
-        let count_sql = format!("SELECT COUNT(*) FROM certificates WHERE {where_clause}");
-        let total: i64 = bind_all(sqlx::query(&count_sql), &binds).fetch_one(&self.pool).await?.try_get(0)?;
-        let n = binds.len();
-        let list_sql = format!(
-            "SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE {where_clause} ORDER BY created_at DESC, id DESC LIMIT ${} OFFSET ${}",
-            n + 1,
-            n + 2
-        );
-        let rows =
-            bind_all(sqlx::query(&list_sql), &binds).bind(page.limit).bind(page.offset).fetch_all(&self.pool).await?;
-        let items = rows.iter().map(certificate_from_row).collect::<StoreResult<Vec<_>>>()?;
-        Ok(Page { items, total, request: page })
+        let order = "created_at DESC, id DESC";
+        self.fetch_page(CERTIFICATE_COLUMNS, "certificates", &where_clause, order, &binds, page, certificate_from_row)
+            .await
     }
 
     pub async fn certificate_statistics(&self, workspace_id: &str, now: i64) -> StoreResult<Statistics> {
@@ -252,52 +224,34 @@ impl Store {
         certificate_id: Option<i64>,
         page: PageRequest,
     ) -> StoreResult<Page<UsageRecord>> {
-        // Certificate ids start at 1, so 0 stands for "any certificate".
-        let filter = " AND ($2 = 0 OR certificate_id = $2)";
-        let count_sql = format!("SELECT COUNT(*) FROM certificate_usage WHERE workspace_id = $1{filter}");
-        let list_sql = format!(
-            "SELECT id, workspace_id, certificate_id, host, port, service, location, metadata, created_at \
-             FROM certificate_usage WHERE workspace_id = $1{filter} ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4"
-        );
-        let certificate_id = certificate_id.unwrap_or(0);
-        let total: i64 =
-            sqlx::query(&count_sql).bind(workspace_id).bind(certificate_id).fetch_one(&self.pool).await?.try_get(0)?;
-        let rows = sqlx::query(&list_sql)
-            .bind(workspace_id)
-            .bind(certificate_id)
-            .bind(page.limit)
-            .bind(page.offset)
-            .fetch_all(&self.pool)
-            .await?;
-        let items = rows.iter().map(usage_from_row).collect::<StoreResult<Vec<_>>>()?;
-        Ok(Page { items, total, request: page })
+        let mut where_clause = "workspace_id = $1".to_string();
+        let mut binds = vec![Bind::Text(workspace_id.to_string())];
+        if let Some(certificate_id) = certificate_id {
+            where_clause.push_str(" AND certificate_id = $2");
+            binds.push(Bind::Int(certificate_id));
+        }
+        let select = "id, workspace_id, certificate_id, host, port, service, location, metadata, created_at";
+        let order = "created_at DESC, id DESC";
+        self.fetch_page(select, "certificate_usage", &where_clause, order, &binds, page, usage_from_row).await
     }
 
     pub async fn list_identities(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<MachineIdentity>> {
-        let total: i64 = sqlx::query("SELECT COUNT(*) FROM machine_identities WHERE workspace_id = $1")
-            .bind(workspace_id)
-            .fetch_one(&self.pool)
-            .await?
-            .try_get(0)?;
-        let sql = format!(
-            "{IDENTITY_SELECT} WHERE m.workspace_id = $1 ORDER BY m.created_at DESC, m.id DESC LIMIT $2 OFFSET $3"
-        );
-        let rows =
-            sqlx::query(&sql).bind(workspace_id).bind(page.limit).bind(page.offset).fetch_all(&self.pool).await?;
-        let items = rows.iter().map(identity_from_row).collect::<StoreResult<Vec<_>>>()?;
-        Ok(Page { items, total, request: page })
+        let binds = [Bind::Text(workspace_id.to_string())];
+        let order = "m.created_at DESC, m.id DESC";
+        self.fetch_page(IDENTITY_COLUMNS, IDENTITY_FROM, "m.workspace_id = $1", order, &binds, page, identity_from_row)
+            .await
     }
 
     pub async fn find_identity(&self, workspace_id: &str, id: i64) -> StoreResult<Option<MachineIdentity>> {
-        let sql = format!("{IDENTITY_SELECT} WHERE m.workspace_id = $1 AND m.id = $2");
+        let sql = format!("SELECT {IDENTITY_COLUMNS} FROM {IDENTITY_FROM} WHERE m.workspace_id = $1 AND m.id = $2");
         let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await?;
         row.as_ref().map(identity_from_row).transpose()
     }
 }
 
-const IDENTITY_SELECT: &str = "SELECT m.id, m.workspace_id, m.name, m.kind, m.description, m.metadata, m.created_at, m.updated_at, \
-    (SELECT COUNT(*) FROM certificates c WHERE c.workspace_id = m.workspace_id AND c.machine_identity_id = m.id) AS certificate_count \
-    FROM machine_identities m";
+const IDENTITY_COLUMNS: &str = "m.id, m.workspace_id, m.name, m.kind, m.description, m.metadata, m.created_at, m.updated_at, \
+    (SELECT COUNT(*) FROM certificates c WHERE c.workspace_id = m.workspace_id AND c.machine_identity_id = m.id) AS certificate_count";
+const IDENTITY_FROM: &str = "machine_identities m";
 
 fn identity_from_row(row: &AnyRow) -> StoreResult<MachineIdentity> {
     let metadata: String = row.try_get("metadata")?;

@@ -218,6 +218,53 @@ fn sqlite_url(url: &str) -> String {
     }
 }
 
+/// A value bound to a dynamically built statement.
+enum Bind {
+    Int(i64),
+    Text(String),
+}
+
+type AnyQuery<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>;
+
+fn bind_all<'q>(mut query: AnyQuery<'q>, binds: &'q [Bind]) -> AnyQuery<'q> {
+    for bind in binds {
+        query = match bind {
+            Bind::Int(value) => query.bind(*value),
+            Bind::Text(value) => query.bind(value.as_str()),
+        };
+    }
+    query
+}
+
+impl Store {
+    /// One list window: the number of matches, then `page` of them in `order_by` order.
+    /// `where_clause` refers to `binds` as `$1..$n`.
+    #[allow(clippy::too_many_arguments, reason = "the parts of one SELECT; a builder would only rename them")]
+    async fn fetch_page<T>(
+        &self,
+        select: &str,
+        from: &str,
+        where_clause: &str,
+        order_by: &str,
+        binds: &[Bind],
+        page: crate::pagination::PageRequest,
+        map: fn(&sqlx::any::AnyRow) -> StoreResult<T>,
+    ) -> StoreResult<crate::pagination::Page<T>> {
+        use sqlx::Row;
+        let count_sql = format!("SELECT COUNT(*) FROM {from} WHERE {where_clause}");
+        let total: i64 = bind_all(sqlx::query(&count_sql), binds).fetch_one(&self.pool).await?.try_get(0)?;
+        let list_sql = format!(
+            "SELECT {select} FROM {from} WHERE {where_clause} ORDER BY {order_by} LIMIT ${} OFFSET ${}",
+            binds.len() + 1,
+            binds.len() + 2
+        );
+        let rows =
+            bind_all(sqlx::query(&list_sql), binds).bind(page.limit).bind(page.offset).fetch_all(&self.pool).await?;
+        let items = rows.iter().map(map).collect::<StoreResult<Vec<_>>>()?;
+        Ok(crate::pagination::Page { items, total, request: page })
+    }
+}
+
 /// Maps a JSON text column, tolerating legacy or hand-edited rows.
 fn json_column(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or(serde_json::Value::Null)

@@ -1,10 +1,11 @@
 //! The event outbox: events enter in the transaction of their change; workers
 //! (webhooks, integrations) claim them later with a lease.
 
+use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::pagination::{Page, PageRequest};
-use crate::store::{Store, StoreResult, Tx};
+use crate::store::{Bind, Store, StoreResult, Tx};
 
 pub struct NewEvent<'a> {
     pub workspace_id: &'a str,
@@ -32,38 +33,27 @@ impl Store {
         event_type: Option<&str>,
         page: PageRequest,
     ) -> StoreResult<Page<OutboxEvent>> {
-        let filter = if event_type.is_some() { " AND event_type = $2" } else { " AND $2 = ''" };
-        let event_type = event_type.unwrap_or("");
-        let count_sql = format!("SELECT COUNT(*) FROM event_outbox WHERE workspace_id = $1{filter}");
-        let total: i64 =
-            sqlx::query(&count_sql).bind(workspace_id).bind(event_type).fetch_one(&self.pool).await?.try_get(0)?;
-        let list_sql = format!(
-            "SELECT id, workspace_id, event_type, payload, created_at, processed_at FROM event_outbox \
-             WHERE workspace_id = $1{filter} ORDER BY id DESC LIMIT $3 OFFSET $4"
-        );
-        let rows = sqlx::query(&list_sql)
-            .bind(workspace_id)
-            .bind(event_type)
-            .bind(page.limit)
-            .bind(page.offset)
-            .fetch_all(&self.pool)
-            .await?;
-        let items = rows
-            .iter()
-            .map(|row| {
-                let payload: String = row.try_get("payload")?;
-                Ok(OutboxEvent {
-                    id: row.try_get("id")?,
-                    workspace_id: row.try_get("workspace_id")?,
-                    event_type: row.try_get("event_type")?,
-                    payload: super::json_column(&payload),
-                    created_at: row.try_get("created_at")?,
-                    processed_at: row.try_get("processed_at")?,
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-        Ok(Page { items, total, request: page })
+        let mut where_clause = "workspace_id = $1".to_string();
+        let mut binds = vec![Bind::Text(workspace_id.to_string())];
+        if let Some(event_type) = event_type {
+            where_clause.push_str(" AND event_type = $2");
+            binds.push(Bind::Text(event_type.to_string()));
+        }
+        let select = "id, workspace_id, event_type, payload, created_at, processed_at";
+        self.fetch_page(select, "event_outbox", &where_clause, "id DESC", &binds, page, event_from_row).await
     }
+}
+
+fn event_from_row(row: &AnyRow) -> StoreResult<OutboxEvent> {
+    let payload: String = row.try_get("payload")?;
+    Ok(OutboxEvent {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        event_type: row.try_get("event_type")?,
+        payload: super::json_column(&payload),
+        created_at: row.try_get("created_at")?,
+        processed_at: row.try_get("processed_at")?,
+    })
 }
 
 impl Tx {
