@@ -170,3 +170,29 @@ pub(crate) async fn futures_join_all<T>(
     }
     out
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_in_the_database_survives_runtimes_and_enforces_the_quota() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("state.db").display());
+    let store = crate::store::Store::open(&url).await.expect("store");
+    let state = Arc::new(crate::store::DbPluginState { store: store.clone() });
+    let bump = |runtime: PluginRuntime| async move {
+        let target = CallTarget::new("ws_a", PluginRef::Id("trellis.fixture.noop".into()), serde_json::json!({}));
+        runtime.notify(&target, &event("fixture.state")).await.expect("state call").reference
+    };
+    for expected in ["1", "2"] {
+        // A fresh runtime each time: the count lives in the database, not in the process.
+        let runtime = PluginRuntime::new(test_config(), state.clone()).expect("runtime");
+        install(&runtime, "fixture-noop").await;
+        assert_eq!(bump(runtime).await.as_deref(), Some(expected));
+    }
+
+    use crate::plugins::PluginStateStore;
+    let scope = crate::plugins::StateScope { plugin_id: "p".into(), workspace_id: "w".into() };
+    state.set(&scope, "k", vec![0; 10], 100).await.expect("fits");
+    let err = state.set(&scope, "k2", vec![0; 95], 100).await.expect_err("over quota");
+    assert_eq!(err, crate::plugins::StateError::QuotaExceeded(100));
+    state.delete(&scope, "k").await.expect("delete");
+    assert_eq!(state.get(&scope, "k").await.expect("get"), None);
+}
