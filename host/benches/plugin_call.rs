@@ -26,10 +26,14 @@ fn call_overhead(c: &mut Criterion) {
     rt.block_on(runtime.install(&wasm, Activation::IfNewer)).unwrap();
     let target = CallTarget::new("ws", PluginRef::Id("trellis.fixture.noop".into()), serde_json::json!({}));
     let bare = BareWasmtime::new(&wasm).unwrap();
+    let bare_pooling = BareWasmtime::with_pooling(&wasm).unwrap();
 
     let mut group = c.benchmark_group("plugin_call");
     group.bench_function("bare_wasmtime_instantiate_and_call", |b| {
         b.iter(|| assert!(rt.block_on(bare.instantiate_and_validate()).unwrap()))
+    });
+    group.bench_function("bare_wasmtime_pooling_instantiate_and_call", |b| {
+        b.iter(|| assert!(rt.block_on(bare_pooling.instantiate_and_validate()).unwrap()))
     });
     group.bench_function("trellis_instance_pre_and_call", |b| {
         b.iter(|| rt.block_on(runtime.validate_config(&target, PluginKind::Integration)).unwrap())

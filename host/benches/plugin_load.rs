@@ -50,6 +50,20 @@ fn main() {
     // `cargo bench` passes `--bench`; nothing to parse.
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let noop = read("fixture-noop");
+    // Profiling aid: `PLUGIN_PROFILE_CALLS=200000 perf record … plugin_load-*` runs only the call path.
+    if let Some(n) = std::env::var("PLUGIN_PROFILE_CALLS").ok().and_then(|v| v.parse::<u32>().ok()) {
+        rt.block_on(async {
+            let runtime = new_runtime(RuntimeConfig::without_cache());
+            runtime.install(&noop, Activation::IfNewer).await.unwrap();
+            let target = CallTarget::new("ws", PluginRef::Id("trellis.fixture.noop".into()), serde_json::json!({}));
+            let t = Instant::now();
+            for _ in 0..n {
+                runtime.validate_config(&target, PluginKind::Integration).await.unwrap();
+            }
+            println!("{n} calls: mean {:.1} us", t.elapsed().as_secs_f64() * 1e6 / f64::from(n));
+        });
+        return;
+    }
     println!(
         "plugin runtime load figures (wasmtime 48, {} CPUs)",
         std::thread::available_parallelism().map_or(0, |n| n.get())

@@ -85,9 +85,31 @@ impl state::Host for BareState {
 }
 
 impl BareWasmtime {
-    /// Compiles `wasm` (an integration component) with a default engine.
+    /// Compiles `wasm` (an integration component) with a default engine (on-demand allocator).
     pub fn new(wasm: &[u8]) -> wasmtime::Result<BareWasmtime> {
-        let engine = Engine::new(&Config::new())?;
+        BareWasmtime::with_config(wasm, &Config::new())
+    }
+
+    /// The same, but with a pooling allocator configured like the runtime's, to separate
+    /// what pooling buys from what the runtime's own layers cost.
+    pub fn with_pooling(wasm: &[u8]) -> wasmtime::Result<BareWasmtime> {
+        let mut pool = wasmtime::PoolingAllocationConfig::new();
+        pool.total_component_instances(64)
+            .total_core_instances(512)
+            .total_memories(128)
+            .total_tables(512)
+            .total_stacks(64)
+            .max_memory_size(128 << 20)
+            .decommit_batch_size(32)
+            .linear_memory_keep_resident(0)
+            .table_keep_resident(0);
+        let mut config = Config::new();
+        config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        BareWasmtime::with_config(wasm, &config)
+    }
+
+    fn with_config(wasm: &[u8], config: &Config) -> wasmtime::Result<BareWasmtime> {
+        let engine = Engine::new(config)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
