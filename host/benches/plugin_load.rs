@@ -129,6 +129,8 @@ fn main() {
     });
 
     let slack = read("slack");
+    // Slack is not among the ten; compile it into the cache before measuring loads.
+    rt.block_on(new_runtime(config.clone()).install(&slack, Activation::IfNewer)).unwrap();
     let mut loads = Vec::new();
     let mut starts = Vec::new();
     for _ in 0..15 {
