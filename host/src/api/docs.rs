@@ -46,6 +46,17 @@ use crate::context::SharedContext;
         super::certificates::delete_identity,
         super::audit::list_audit,
         super::audit::list_events,
+        super::plugins::install_plugin,
+        super::plugins::list_plugins,
+        super::plugins::show_plugin,
+        super::plugins::activate_version,
+        super::plugins::rollback_plugin,
+        super::plugins::remove_plugin,
+        super::plugins::remove_version,
+        super::plugins::grant_hosts,
+        super::plugins::list_bindings,
+        super::plugins::bind,
+        super::plugins::unbind,
     )
 )]
 pub struct ApiDoc;

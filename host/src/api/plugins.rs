@@ -41,6 +41,7 @@ struct InstallParams {
     activate: Option<bool>,
 }
 
+#[utoipa::path(post, path = "/api/plugins", tag = "plugins", request_body(content = Vec<u8>, content_type = "application/wasm", description = "The component bytes (up to 32 MiB)"), params(("activate" = Option<bool>, Query, description = "false: store without activating; true: always activate; absent: activate when newer")), responses((status = 201, description = "Installed version: info (describe()), sha256, sizeBytes, witVersion, active"), (status = 400, description = "Refused: details.code is plugin.not_a_component, plugin.unsupported_import, plugin.incompatible_wit_version, plugin.unknown_world, plugin.invalid_metadata, …"), (status = 409, description = "Same id and version (or same bytes) already installed"), (status = 403, description = "Not an instance administrator")))]
 async fn install_plugin(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -56,10 +57,12 @@ async fn install_plugin(
     Ok(created(installed))
 }
 
+#[utoipa::path(get, path = "/api/plugins", tag = "plugins", responses((status = 200, description = "Every installed plugin with its versions (instance administrators)")))]
 async fn list_plugins(State(ctx): State<SharedContext>, caller: Caller) -> ApiResult<axum::Json<serde_json::Value>> {
     Ok(data(service::list(&ctx, &caller)?))
 }
 
+#[utoipa::path(get, path = "/api/plugins/{id}", tag = "plugins", params(("id" = String, Path)), responses((status = 200, description = "One plugin: id, kind, name, activeVersion, previousVersions, grantedHosts, versions[]"), (status = 404, description = "No such plugin")))]
 async fn show_plugin(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -68,6 +71,7 @@ async fn show_plugin(
     Ok(data(service::show(&ctx, &caller, &id)?))
 }
 
+#[utoipa::path(post, path = "/api/plugins/{id}/versions/{version}/activate", tag = "plugins", params(("id" = String, Path), ("version" = String, Path)), responses((status = 200, description = "The plugin after activation; calls in flight finish on their version")))]
 async fn activate_version(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -76,6 +80,7 @@ async fn activate_version(
     Ok(data(service::activate(&ctx, &caller, &id, &version).await?))
 }
 
+#[utoipa::path(post, path = "/api/plugins/{id}/rollback", tag = "plugins", params(("id" = String, Path)), responses((status = 200, description = "The plugin with the previously active version active again"), (status = 409, description = "Nothing to roll back to")))]
 async fn rollback_plugin(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -84,6 +89,7 @@ async fn rollback_plugin(
     Ok(data(service::rollback(&ctx, &caller, &id).await?))
 }
 
+#[utoipa::path(delete, path = "/api/plugins/{id}", tag = "plugins", params(("id" = String, Path)), responses((status = 204, description = "Removed with its versions, bindings, grants and state")))]
 async fn remove_plugin(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -93,6 +99,7 @@ async fn remove_plugin(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
+#[utoipa::path(delete, path = "/api/plugins/{id}/versions/{version}", tag = "plugins", params(("id" = String, Path), ("version" = String, Path)), responses((status = 204, description = "Version removed"), (status = 409, description = "The version is active")))]
 async fn remove_version(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -107,6 +114,7 @@ struct GrantBody {
     hosts: Vec<String>,
 }
 
+#[utoipa::path(put, path = "/api/plugins/{id}/grants", tag = "plugins", params(("id" = String, Path)), request_body(content = Object, description = "{\"hosts\": [\"host\", \"host:port\", \"*.domain\"]}"), responses((status = 200, description = "The plugin with its new grants")))]
 async fn grant_hosts(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -131,11 +139,13 @@ fn binding_dto(binding: StoredBinding) -> BindingDto {
     BindingDto { kind: binding.kind, service_type: binding.service_type, plugin_id: binding.plugin_id }
 }
 
+#[utoipa::path(get, path = "/api/plugin-bindings", tag = "plugins", responses((status = 200, description = "The workspace's bindings: [{kind, type, pluginId}] (scope plugins:read)")))]
 async fn list_bindings(State(ctx): State<SharedContext>, caller: Caller) -> ApiResult<axum::Json<serde_json::Value>> {
     let bindings: Vec<BindingDto> = service::list_bindings(&ctx, &caller).await?.into_iter().map(binding_dto).collect();
     Ok(data(bindings))
 }
 
+#[utoipa::path(put, path = "/api/plugin-bindings", tag = "plugins", request_body(content = Object, description = "{\"kind\": \"integration\", \"type\": \"slack\", \"pluginId\": \"io.trellis.slack\"}"), responses((status = 200, description = "The binding (scope plugins:write)")))]
 async fn bind(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -145,6 +155,7 @@ async fn bind(
     Ok(data(binding_dto(binding)))
 }
 
+#[utoipa::path(delete, path = "/api/plugin-bindings/{kind}/{service_type}", tag = "plugins", params(("kind" = String, Path), ("service_type" = String, Path, description = "CA type, integration type or attestation check")), responses((status = 204, description = "Binding removed; the default choice applies again")))]
 async fn unbind(
     State(ctx): State<SharedContext>,
     caller: Caller,

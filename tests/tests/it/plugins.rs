@@ -42,6 +42,11 @@ async fn first_start_installs_first_party_plugins() {
     assert_eq!(slack["kind"], "integration");
     assert_eq!(slack["activeVersion"], "0.1.0");
     assert_eq!(slack["versions"][0]["sha256"].as_str().map(str::len), Some(64));
+
+    let doc = admin.get("/api/openapi.json").await;
+    for path in ["/api/plugins", "/api/plugins/{id}/rollback", "/api/plugin-bindings"] {
+        assert!(doc.body["paths"].get(path).is_some(), "{path} missing from the OpenAPI document");
+    }
 }
 
 #[tokio::test]
