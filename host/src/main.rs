@@ -139,10 +139,15 @@ async fn main() -> anyhow::Result<()> {
                 PluginCommand::Install { file, no_activate } => {
                     let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
                     let activation = if no_activate { Activation::Never } else { Activation::IfNewer };
-                    let installed =
-                        plugin_service::install_as(&ctx, &plugin_service::system_actor("cli"), None, &bytes, activation)
-                            .await
-                            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                    let installed = plugin_service::install_as(
+                        &ctx,
+                        &plugin_service::system_actor("cli"),
+                        None,
+                        &bytes,
+                        activation,
+                    )
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
                     println!("{}", serde_json::to_string(&installed)?);
                 }
                 PluginCommand::List => println!("{}", serde_json::to_string(&ctx.plugins.runtime().list())?),

@@ -5,8 +5,7 @@
 
 use crate::bindings::imports::wasi::http::outgoing_handler;
 use crate::bindings::imports::wasi::http::types::{
-    self as wasi, ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest,
-    RequestOptions, Scheme,
+    self as wasi, ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
 };
 use crate::bindings::imports::wasi::io::streams::StreamError;
 use crate::PluginError;
@@ -93,21 +92,14 @@ impl Response {
     /// Parses the body as JSON.
     pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, PluginError> {
         serde_json::from_slice(&self.body).map_err(|err| {
-            PluginError::upstream(
-                Some(self.status),
-                format!("response is not the expected JSON: {err}"),
-                false,
-            )
+            PluginError::upstream(Some(self.status), format!("response is not the expected JSON: {err}"), false)
         })
     }
 
     /// The first value of a header, as text.
     pub fn header(&self, name: &str) -> Option<String> {
         let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(key, _)| *key == name)
-            .map(|(_, value)| String::from_utf8_lossy(value).into_owned())
+        self.headers.iter().find(|(key, _)| *key == name).map(|(_, value)| String::from_utf8_lossy(value).into_owned())
     }
 }
 
@@ -157,8 +149,7 @@ impl Request {
 
     /// Adds a header.
     pub fn header(mut self, name: &str, value: &str) -> Request {
-        self.headers
-            .push((name.to_owned(), value.as_bytes().to_vec()));
+        self.headers.push((name.to_owned(), value.as_bytes().to_vec()));
         self
     }
 
@@ -170,9 +161,8 @@ impl Request {
 
     /// Sets a JSON body and the matching content type.
     pub fn json<T: serde::Serialize>(self, value: &T) -> Result<Request, PluginError> {
-        let body = serde_json::to_vec(value).map_err(|err| {
-            PluginError::internal(format!("cannot serialize request body: {err}"))
-        })?;
+        let body = serde_json::to_vec(value)
+            .map_err(|err| PluginError::internal(format!("cannot serialize request body: {err}")))?;
         Ok(self.header("content-type", "application/json").body(body))
     }
 
@@ -199,24 +189,14 @@ impl Request {
             let _ = headers.append("content-length", self.body.len().to_string().as_bytes());
         }
         for (name, value) in &self.headers {
-            headers
-                .append(name, value)
-                .map_err(|err| HttpError::InvalidUrl(format!("header {name}: {err:?}")))?;
+            headers.append(name, value).map_err(|err| HttpError::InvalidUrl(format!("header {name}: {err:?}")))?;
         }
         let request = OutgoingRequest::new(headers);
         let invalid = |what: &str| HttpError::InvalidUrl(format!("{what} rejected by wasi:http"));
-        request
-            .set_method(&self.method)
-            .map_err(|()| invalid("method"))?;
-        request
-            .set_scheme(Some(&target.scheme))
-            .map_err(|()| invalid("scheme"))?;
-        request
-            .set_authority(Some(&target.authority))
-            .map_err(|()| invalid("authority"))?;
-        request
-            .set_path_with_query(Some(&target.path_and_query))
-            .map_err(|()| invalid("path"))?;
+        request.set_method(&self.method).map_err(|()| invalid("method"))?;
+        request.set_scheme(Some(&target.scheme)).map_err(|()| invalid("scheme"))?;
+        request.set_authority(Some(&target.authority)).map_err(|()| invalid("authority"))?;
+        request.set_path_with_query(Some(&target.path_and_query)).map_err(|()| invalid("path"))?;
 
         let options = RequestOptions::new();
         let nanos = self.timeout_ms.saturating_mul(1_000_000);
@@ -225,9 +205,7 @@ impl Request {
         let _ = options.set_first_byte_timeout(Some(nanos));
         let _ = options.set_between_bytes_timeout(Some(nanos));
 
-        let body = request
-            .body()
-            .map_err(|()| HttpError::Transport("request body already taken".into()))?;
+        let body = request.body().map_err(|()| HttpError::Transport("request body already taken".into()))?;
         // `handle` must come before the body is written: the host buffers only a little of
         // the body and drains it into the connection that `handle` opens.
         let pending = outgoing_handler::handle(request, Some(options))?;
@@ -246,30 +224,18 @@ impl Request {
         written?;
 
         let status = incoming.status();
-        let headers = incoming
-            .headers()
-            .entries()
-            .into_iter()
-            .map(|(name, value)| (name.to_ascii_lowercase(), value))
-            .collect();
-        let body = incoming
-            .consume()
-            .map_err(|()| HttpError::Transport("response body already taken".into()))?;
+        let headers =
+            incoming.headers().entries().into_iter().map(|(name, value)| (name.to_ascii_lowercase(), value)).collect();
+        let body = incoming.consume().map_err(|()| HttpError::Transport("response body already taken".into()))?;
         let bytes = read_body(&body, self.max_response_bytes)?;
         drop(IncomingBody::finish(body));
-        Ok(Response {
-            status,
-            headers,
-            body: bytes,
-        })
+        Ok(Response { status, headers, body: bytes })
     }
 }
 
 fn write_body(body: OutgoingBody, bytes: &[u8]) -> Result<(), HttpError> {
     {
-        let stream = body
-            .write()
-            .map_err(|()| HttpError::Transport("request body stream unavailable".into()))?;
+        let stream = body.write().map_err(|()| HttpError::Transport("request body stream unavailable".into()))?;
         for chunk in bytes.chunks(WRITE_CHUNK) {
             stream.blocking_write_and_flush(chunk).map_err(stream_error)?;
         }
@@ -279,9 +245,7 @@ fn write_body(body: OutgoingBody, bytes: &[u8]) -> Result<(), HttpError> {
 }
 
 fn read_body(body: &IncomingBody, max: usize) -> Result<Vec<u8>, HttpError> {
-    let stream = body
-        .stream()
-        .map_err(|()| HttpError::Transport("response body stream unavailable".into()))?;
+    let stream = body.stream().map_err(|()| HttpError::Transport("response body stream unavailable".into()))?;
     let mut bytes = Vec::new();
     loop {
         match stream.blocking_read(64 * 1024) {
@@ -321,16 +285,12 @@ impl Target {
         } else if let Some(rest) = url.strip_prefix("http://") {
             (Scheme::Http, rest)
         } else {
-            return Err(HttpError::InvalidUrl(format!(
-                "{url}: only http:// and https:// are supported"
-            )));
+            return Err(HttpError::InvalidUrl(format!("{url}: only http:// and https:// are supported")));
         };
         let split = rest.find(['/', '?', '#']).unwrap_or(rest.len());
         let (authority, tail) = rest.split_at(split);
         if authority.is_empty() || authority.contains('@') {
-            return Err(HttpError::InvalidUrl(format!(
-                "{url}: missing host or embedded credentials"
-            )));
+            return Err(HttpError::InvalidUrl(format!("{url}: missing host or embedded credentials")));
         }
         let tail = tail.split('#').next().unwrap_or("");
         let path_and_query = if tail.is_empty() {
@@ -340,10 +300,6 @@ impl Target {
         } else {
             tail.to_owned()
         };
-        Ok(Target {
-            scheme,
-            authority: authority.to_owned(),
-            path_and_query,
-        })
+        Ok(Target { scheme, authority: authority.to_owned(), path_and_query })
     }
 }

@@ -52,11 +52,10 @@ pub mod prelude {
     pub use crate::log;
     pub use crate::state;
     pub use crate::{
-        AttestationVerifier, CaConnector, CallContext, CertificatePage, Check, CheckStatus,
-        ConfigIssue, Delivery, DiscoveredCertificate, Event, Evidence, Failure, Integration,
-        IssueRequest, IssuedCertificate, PageRequest, PcrValue, PluginError, PluginInfo,
-        PluginKind, RevocationReason, RevokeRequest, TestReport, UpstreamFailure, Verdict,
-        VerifyRequest,
+        AttestationVerifier, CaConnector, CallContext, CertificatePage, Check, CheckStatus, ConfigIssue, Delivery,
+        DiscoveredCertificate, Event, Evidence, Failure, Integration, IssueRequest, IssuedCertificate, PageRequest,
+        PcrValue, PluginError, PluginInfo, PluginKind, RevocationReason, RevokeRequest, TestReport, UpstreamFailure,
+        Verdict, VerifyRequest,
     };
 }
 
@@ -79,8 +78,7 @@ pub trait CaConnector {
     }
 
     /// Contact the CA and report each check.
-    fn test_connection(ctx: &CallContext, config: &Self::Config)
-        -> Result<TestReport, PluginError>;
+    fn test_connection(ctx: &CallContext, config: &Self::Config) -> Result<TestReport, PluginError>;
 
     /// Issue a certificate for a CSR.
     fn issue(
@@ -90,11 +88,7 @@ pub trait CaConnector {
     ) -> Result<IssuedCertificate, PluginError>;
 
     /// Revoke a certificate.
-    fn revoke(
-        ctx: &CallContext,
-        config: &Self::Config,
-        request: &RevokeRequest,
-    ) -> Result<(), PluginError>;
+    fn revoke(ctx: &CallContext, config: &Self::Config, request: &RevokeRequest) -> Result<(), PluginError>;
 
     /// List certificates for discovery, one page at a time.
     /// The default says discovery is not supported.
@@ -104,9 +98,7 @@ pub trait CaConnector {
         page: &PageRequest,
     ) -> Result<CertificatePage, PluginError> {
         let _ = (ctx, config, page);
-        Err(PluginError::not_supported(
-            "this connector does not support discovery",
-        ))
+        Err(PluginError::not_supported("this connector does not support discovery"))
     }
 }
 
@@ -128,11 +120,7 @@ pub trait Integration {
     fn test(ctx: &CallContext, config: &Self::Config) -> Result<TestReport, PluginError>;
 
     /// Deliver one event.
-    fn notify(
-        ctx: &CallContext,
-        config: &Self::Config,
-        event: &Event,
-    ) -> Result<Delivery, PluginError>;
+    fn notify(ctx: &CallContext, config: &Self::Config, event: &Event) -> Result<Delivery, PluginError>;
 }
 
 /// An attestation verifier: pure computation over evidence, with no outbound HTTP.
@@ -154,14 +142,14 @@ pub trait AttestationVerifier {
 }
 
 /// Export a type implementing [`CaConnector`] as this component's `trellis:plugin/connector`.
+// Skipped: rustfmt mis-indents the wit-bindgen `export!` call inside the macro body.
+#[rustfmt::skip]
 #[macro_export]
 macro_rules! export_ca_connector {
     ($plugin:ty) => {
         const _: () = {
             struct __TrellisExport;
-            impl $crate::bindings::ca_connector::exports::trellis::plugin::connector::Guest
-                for __TrellisExport
-            {
+            impl $crate::bindings::ca_connector::exports::trellis::plugin::connector::Guest for __TrellisExport {
                 fn describe() -> $crate::PluginInfo {
                     <$plugin as $crate::CaConnector>::describe()
                 }
@@ -207,14 +195,14 @@ macro_rules! export_ca_connector {
 }
 
 /// Export a type implementing [`Integration`] as this component's `trellis:plugin/notifier`.
+// Skipped: rustfmt mis-indents the wit-bindgen `export!` call inside the macro body.
+#[rustfmt::skip]
 #[macro_export]
 macro_rules! export_integration {
     ($plugin:ty) => {
         const _: () = {
             struct __TrellisExport;
-            impl $crate::bindings::integration::exports::trellis::plugin::notifier::Guest
-                for __TrellisExport
-            {
+            impl $crate::bindings::integration::exports::trellis::plugin::notifier::Guest for __TrellisExport {
                 fn describe() -> $crate::PluginInfo {
                     <$plugin as $crate::Integration>::describe()
                 }
@@ -222,10 +210,7 @@ macro_rules! export_integration {
                     let parsed = $crate::__private::parse_config::<<$plugin as $crate::Integration>::Config>(&config)?;
                     <$plugin as $crate::Integration>::validate_config(&parsed)
                 }
-                fn test(
-                    ctx: $crate::CallContext,
-                    config: String,
-                ) -> Result<$crate::TestReport, $crate::PluginError> {
+                fn test(ctx: $crate::CallContext, config: String) -> Result<$crate::TestReport, $crate::PluginError> {
                     let parsed = $crate::__private::parse_config::<<$plugin as $crate::Integration>::Config>(&config)?;
                     <$plugin as $crate::Integration>::test(&ctx, &parsed)
                 }
@@ -244,6 +229,8 @@ macro_rules! export_integration {
 }
 
 /// Export a type implementing [`AttestationVerifier`] as this component's `trellis:plugin/verifier`.
+// Skipped: rustfmt mis-indents the wit-bindgen `export!` call inside the macro body.
+#[rustfmt::skip]
 #[macro_export]
 macro_rules! export_attestation_verifier {
     ($plugin:ty) => {
@@ -282,11 +269,7 @@ pub mod __private {
     pub fn parse_config<T: serde::de::DeserializeOwned>(config: &str) -> Result<T, PluginError> {
         // An absent configuration is an empty object, so plugins whose fields are all
         // optional need no special case.
-        let config = if config.trim().is_empty() {
-            "{}"
-        } else {
-            config
-        };
+        let config = if config.trim().is_empty() { "{}" } else { config };
         serde_json::from_str(config).map_err(|err| {
             PluginError::InvalidConfig(vec![ConfigIssue {
                 field: String::new(),

@@ -6,13 +6,8 @@
 use crate::bindings::imports::trellis::plugin::logging::{self, Field, Level};
 
 fn emit(level: Level, message: &str, fields: &[(&str, &str)]) {
-    let fields: Vec<Field> = fields
-        .iter()
-        .map(|(key, value)| Field {
-            key: (*key).to_owned(),
-            value: (*value).to_owned(),
-        })
-        .collect();
+    let fields: Vec<Field> =
+        fields.iter().map(|(key, value)| Field { key: (*key).to_owned(), value: (*value).to_owned() }).collect();
     logging::log(level, message, &fields);
 }
 

@@ -4,12 +4,11 @@ pub use crate::bindings::attestation_verifier::exports::trellis::plugin::verifie
     Evidence, Failure, PcrValue, Verdict, VerifyRequest,
 };
 pub use crate::bindings::ca_connector::exports::trellis::plugin::connector::{
-    CertificatePage, DiscoveredCertificate, IssueRequest, IssuedCertificate, PageRequest,
-    RevocationReason, RevokeRequest,
+    CertificatePage, DiscoveredCertificate, IssueRequest, IssuedCertificate, PageRequest, RevocationReason,
+    RevokeRequest,
 };
 pub use crate::bindings::imports::trellis::plugin::types::{
-    CallContext, Check, CheckStatus, ConfigIssue, PluginError, PluginInfo, PluginKind, TestReport,
-    UpstreamFailure,
+    CallContext, Check, CheckStatus, ConfigIssue, PluginError, PluginInfo, PluginKind, TestReport, UpstreamFailure,
 };
 pub use crate::bindings::integration::exports::trellis::plugin::notifier::{Delivery, Event};
 
@@ -34,28 +33,12 @@ impl PluginInfo {
     }
 
     /// Describes an integration serving the given integration types.
-    pub fn integration(
-        id: &str,
-        version: &str,
-        name: &str,
-        integration_types: &[&str],
-    ) -> PluginInfo {
-        PluginInfo::new(
-            PluginKind::Integration,
-            id,
-            version,
-            name,
-            integration_types,
-        )
+    pub fn integration(id: &str, version: &str, name: &str, integration_types: &[&str]) -> PluginInfo {
+        PluginInfo::new(PluginKind::Integration, id, version, name, integration_types)
     }
 
     /// Describes an attestation verifier serving the given attestation checks.
-    pub fn attestation_verifier(
-        id: &str,
-        version: &str,
-        name: &str,
-        checks: &[&str],
-    ) -> PluginInfo {
+    pub fn attestation_verifier(id: &str, version: &str, name: &str, checks: &[&str]) -> PluginInfo {
         PluginInfo::new(PluginKind::AttestationVerifier, id, version, name, checks)
     }
 
@@ -87,10 +70,7 @@ impl PluginInfo {
 impl PluginError {
     /// The configuration has one problem at `field` (a JSON pointer such as `/webhookUrl`).
     pub fn invalid_config(field: &str, message: impl Into<String>) -> PluginError {
-        PluginError::InvalidConfig(vec![ConfigIssue {
-            field: field.to_owned(),
-            message: message.into(),
-        }])
+        PluginError::InvalidConfig(vec![ConfigIssue { field: field.to_owned(), message: message.into() }])
     }
 
     /// The call's arguments are unusable.
@@ -114,16 +94,8 @@ impl PluginError {
     }
 
     /// The remote system failed; `retryable` says whether trying again later may help.
-    pub fn upstream(
-        status: Option<u16>,
-        message: impl Into<String>,
-        retryable: bool,
-    ) -> PluginError {
-        PluginError::Upstream(UpstreamFailure {
-            status,
-            message: message.into(),
-            retryable,
-        })
+    pub fn upstream(status: Option<u16>, message: impl Into<String>, retryable: bool) -> PluginError {
+        PluginError::Upstream(UpstreamFailure { status, message: message.into(), retryable })
     }
 
     /// A bug in the plugin.
@@ -135,29 +107,17 @@ impl PluginError {
 impl Check {
     /// A check that passed.
     pub fn pass(name: &str, message: impl Into<String>) -> Check {
-        Check {
-            name: name.to_owned(),
-            status: CheckStatus::Pass,
-            message: message.into(),
-        }
+        Check { name: name.to_owned(), status: CheckStatus::Pass, message: message.into() }
     }
 
     /// A check that failed.
     pub fn fail(name: &str, message: impl Into<String>) -> Check {
-        Check {
-            name: name.to_owned(),
-            status: CheckStatus::Fail,
-            message: message.into(),
-        }
+        Check { name: name.to_owned(), status: CheckStatus::Fail, message: message.into() }
     }
 
     /// A check that passed with a caveat.
     pub fn warn(name: &str, message: impl Into<String>) -> Check {
-        Check {
-            name: name.to_owned(),
-            status: CheckStatus::Warn,
-            message: message.into(),
-        }
+        Check { name: name.to_owned(), status: CheckStatus::Warn, message: message.into() }
     }
 }
 
@@ -165,22 +125,12 @@ impl TestReport {
     /// Builds a report whose `success` is derived from the checks: true unless one failed.
     pub fn from_checks(message: impl Into<String>, checks: Vec<Check>) -> TestReport {
         let success = !checks.iter().any(|c| matches!(c.status, CheckStatus::Fail));
-        TestReport {
-            success,
-            message: message.into(),
-            checks,
-            details: "{}".to_owned(),
-        }
+        TestReport { success, message: message.into(), checks, details: "{}".to_owned() }
     }
 
     /// A successful report.
     pub fn passed(message: impl Into<String>, checks: Vec<Check>) -> TestReport {
-        TestReport {
-            success: true,
-            message: message.into(),
-            checks,
-            details: "{}".to_owned(),
-        }
+        TestReport { success: true, message: message.into(), checks, details: "{}".to_owned() }
     }
 
     /// Attaches type-specific details (a JSON object).

@@ -138,7 +138,17 @@ pub async fn activate(ctx: &Context, caller: &Caller, id: &str, version: &str) -
     let mut tx = ctx.store.begin().await?;
     persist_activation(&mut tx, runtime, id, at).await?;
     let details = serde_json::json!({ "version": version.to_string() });
-    audit::record(&mut tx, &Audit::of(caller), Some(&caller.workspace_id), "plugin.activated", "plugin", Some(id), details, at).await?;
+    audit::record(
+        &mut tx,
+        &Audit::of(caller),
+        Some(&caller.workspace_id),
+        "plugin.activated",
+        "plugin",
+        Some(id),
+        details,
+        at,
+    )
+    .await?;
     tx.commit().await?;
     runtime.show(id).ok_or(Error::NotFound(Entity::Plugin))
 }
@@ -152,7 +162,17 @@ pub async fn rollback(ctx: &Context, caller: &Caller, id: &str) -> Result<Plugin
     let mut tx = ctx.store.begin().await?;
     persist_activation(&mut tx, runtime, id, at).await?;
     let details = serde_json::json!({ "version": version.to_string() });
-    audit::record(&mut tx, &Audit::of(caller), Some(&caller.workspace_id), "plugin.rolled_back", "plugin", Some(id), details, at).await?;
+    audit::record(
+        &mut tx,
+        &Audit::of(caller),
+        Some(&caller.workspace_id),
+        "plugin.rolled_back",
+        "plugin",
+        Some(id),
+        details,
+        at,
+    )
+    .await?;
     tx.commit().await?;
     runtime.show(id).ok_or(Error::NotFound(Entity::Plugin))
 }
@@ -171,7 +191,17 @@ pub async fn remove(ctx: &Context, caller: &Caller, id: &str, version: Option<&s
         persist_activation(&mut tx, runtime, id, at).await?;
     }
     let details = serde_json::json!({ "version": version_text });
-    audit::record(&mut tx, &Audit::of(caller), Some(&caller.workspace_id), "plugin.removed", "plugin", Some(id), details, at).await?;
+    audit::record(
+        &mut tx,
+        &Audit::of(caller),
+        Some(&caller.workspace_id),
+        "plugin.removed",
+        "plugin",
+        Some(id),
+        details,
+        at,
+    )
+    .await?;
     tx.commit().await?;
     Ok(())
 }

@@ -25,54 +25,39 @@ impl Integration for Slack {
     type Config = Config;
 
     fn describe() -> PluginInfo {
-        PluginInfo::integration(
-            "io.trellis.slack",
-            env!("CARGO_PKG_VERSION"),
-            "Slack",
-            &["slack"],
-        )
-        .with_description(
-            "Posts certificate lifecycle events to a Slack channel through an incoming webhook.",
-        )
-        .with_outbound_hosts(&["hooks.slack.com"])
-        .with_config_schema(json!({
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "type": "object",
-            "required": ["webhookUrl"],
-            "additionalProperties": false,
-            "properties": {
-                "webhookUrl": {"type": "string", "format": "uri", "pattern": "^https://",
-                               "description": "Slack incoming-webhook URL", "x-secret": true},
-                "channel": {"type": "string"},
-                "username": {"type": "string"},
-                "mentionOnCritical": {"type": "string", "examples": ["<!here>"]}
-            }
-        }))
+        PluginInfo::integration("io.trellis.slack", env!("CARGO_PKG_VERSION"), "Slack", &["slack"])
+            .with_description("Posts certificate lifecycle events to a Slack channel through an incoming webhook.")
+            .with_outbound_hosts(&["hooks.slack.com"])
+            .with_config_schema(json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "required": ["webhookUrl"],
+                "additionalProperties": false,
+                "properties": {
+                    "webhookUrl": {"type": "string", "format": "uri", "pattern": "^https://",
+                                   "description": "Slack incoming-webhook URL", "x-secret": true},
+                    "channel": {"type": "string"},
+                    "username": {"type": "string"},
+                    "mentionOnCritical": {"type": "string", "examples": ["<!here>"]}
+                }
+            }))
     }
 
     fn validate_config(config: &Config) -> Result<(), PluginError> {
         if !config.webhook_url.starts_with("https://") {
-            return Err(PluginError::invalid_config(
-                "/webhookUrl",
-                "must be an https:// URL",
-            ));
+            return Err(PluginError::invalid_config("/webhookUrl", "must be an https:// URL"));
         }
         Ok(())
     }
 
     fn test(_ctx: &CallContext, config: &Config) -> Result<TestReport, PluginError> {
         let mut checks = vec![Check::pass("config", "configuration is valid")];
-        let body = message(
-            config,
-            ":white_check_mark: Trellis connection test",
-            "This is a test message from Trellis.",
-            None,
-        );
+        let body =
+            message(config, ":white_check_mark: Trellis connection test", "This is a test message from Trellis.", None);
         match post(config, &body) {
-            Ok(status) => checks.push(Check::pass(
-                "webhook-delivery",
-                format!("Slack accepted the message (HTTP {status})"),
-            )),
+            Ok(status) => {
+                checks.push(Check::pass("webhook-delivery", format!("Slack accepted the message (HTTP {status})")))
+            }
             Err(err) => checks.push(Check::fail("webhook-delivery", plugin_error_text(&err))),
         }
         let report = TestReport::from_checks("Slack webhook test", checks);
@@ -88,17 +73,11 @@ impl Integration for Slack {
             "certificate.failed" | "certificate.renewal_failed" => (":x:", true),
             _ => (":information_source:", false),
         };
-        let mention = if critical {
-            config.mention_on_critical.as_deref()
-        } else {
-            None
-        };
+        let mention = if critical { config.mention_on_critical.as_deref() } else { None };
         let headline = format!("{emoji} {}", event.summary);
         let payload = event.payload_json().unwrap_or(Value::Null);
-        let mut details = format!(
-            "Event `{}` · workspace `{}` · id `{}`",
-            event.event_type, event.workspace_id, event.id
-        );
+        let mut details =
+            format!("Event `{}` · workspace `{}` · id `{}`", event.event_type, event.workspace_id, event.id);
         for (key, label) in [
             ("commonName", "Common name"),
             ("serialNumber", "Serial"),
@@ -111,14 +90,8 @@ impl Integration for Slack {
         }
         let body = message(config, &headline, &details, mention);
         let status = post(config, &body)?;
-        log::info(
-            "slack message posted",
-            &[("event", &event.id), ("status", &status.to_string())],
-        );
-        Ok(Delivery {
-            status: Some(status),
-            reference: None,
-        })
+        log::info("slack message posted", &[("event", &event.id), ("status", &status.to_string())]);
+        Ok(Delivery { status: Some(status), reference: None })
     }
 }
 
@@ -144,16 +117,10 @@ fn message(config: &Config, headline: &str, details: &str, mention: Option<&str>
 }
 
 fn post(config: &Config, body: &Value) -> Result<u16, PluginError> {
-    let res = http::Request::post(&config.webhook_url)
-        .json(body)?
-        .timeout_ms(10_000)
-        .send()?;
+    let res = http::Request::post(&config.webhook_url).json(body)?.timeout_ms(10_000).send()?;
     match res.status {
         200..=299 => Ok(res.status),
-        429 => Err(PluginError::RateLimited(
-            res.header("retry-after")
-                .and_then(|v| v.trim().parse().ok()),
-        )),
+        429 => Err(PluginError::RateLimited(res.header("retry-after").and_then(|v| v.trim().parse().ok()))),
         403 | 404 | 410 => Err(PluginError::unauthorized(format!(
             "Slack rejected the webhook (HTTP {}): {}",
             res.status,

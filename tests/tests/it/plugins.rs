@@ -79,8 +79,10 @@ async fn install_upgrade_rollback_and_remove_over_the_api() {
 
     // Every lifecycle step is audited.
     let audit = admin.get("/api/audit-logs?targetType=plugin").await;
-    let actions: Vec<&str> =
-        audit.body["data"].as_array().map(|a| a.iter().filter_map(|e| e["action"].as_str()).collect()).unwrap_or_default();
+    let actions: Vec<&str> = audit.body["data"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|e| e["action"].as_str()).collect())
+        .unwrap_or_default();
     for action in ["plugin.installed", "plugin.rolled_back", "plugin.activated", "plugin.removed"] {
         assert!(actions.contains(&action), "{action} missing from {actions:?}");
     }
@@ -140,7 +142,10 @@ async fn workspaces_bind_types_to_plugins() {
         .await;
     assert_eq!(bound.status, 200, "{}", bound.body);
     let listed = admin.get("/api/plugin-bindings").await;
-    assert_eq!(listed.body["data"], json!([{ "kind": "integration", "type": "slack", "pluginId": "io.trellis.slack" }]));
+    assert_eq!(
+        listed.body["data"],
+        json!([{ "kind": "integration", "type": "slack", "pluginId": "io.trellis.slack" }])
+    );
 
     let wrong_kind = admin
         .put("/api/plugin-bindings", json!({ "kind": "ca-connector", "type": "acme", "pluginId": "io.trellis.slack" }))
