@@ -196,3 +196,50 @@ async fn state_in_the_database_survives_runtimes_and_enforces_the_quota() {
     state.delete(&scope, "k").await.expect("delete");
     assert_eq!(state.get(&scope, "k").await.expect("get"), None);
 }
+
+/// Collects formatted tracing output of the current thread.
+#[derive(Clone, Default)]
+struct LogBuffer(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log buffer").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn guest_logs_and_stderr_reach_tracing_attributed_to_the_plugin() {
+    let buffer = LogBuffer::default();
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let runtime = runtime(test_config());
+    install(&runtime, "fixture-noop").await;
+    install(&runtime, "fixture-trap").await;
+    let noop = CallTarget::new("ws_logs", PluginRef::Id("trellis.fixture.noop".into()), serde_json::json!({}));
+    runtime.notify(&noop, &event("fixture.state")).await.expect("state call");
+    let err = runtime
+        .notify(&target("trellis.fixture.trap", serde_json::json!({})), &event("certificate.issued"))
+        .await
+        .expect_err("trap");
+    assert_eq!(err.code(), "plugin.trapped");
+
+    let logs = String::from_utf8_lossy(&buffer.0.lock().expect("log buffer")).to_string();
+    // The structured `logging` import, with the plugin and workspace attached by the host.
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("state bumped") && l.contains("trellis.fixture.noop@0.1.0") && l.contains("ws_logs")),
+        "{logs}"
+    );
+    // The guest's panic message went to its stderr, which the host captured.
+    assert!(logs.lines().any(|l| l.contains("fixture trap: deliberate panic") && l.contains("stderr")), "{logs}");
+}
