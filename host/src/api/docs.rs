@@ -57,6 +57,7 @@ use crate::context::SharedContext;
         super::plugins::list_bindings,
         super::plugins::bind,
         super::plugins::unbind,
+        super::plugins::test_binding,
     )
 )]
 pub struct ApiDoc;

@@ -32,6 +32,7 @@ pub fn routes() -> Router<SharedContext> {
         .route("/api/plugins/{id}/grants", put(grant_hosts))
         .route("/api/plugin-bindings", get(list_bindings).put(bind))
         .route("/api/plugin-bindings/{kind}/{service_type}", delete(unbind))
+        .route("/api/plugin-bindings/{kind}/{service_type}/test", post(test_binding))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -163,4 +164,20 @@ async fn unbind(
 ) -> ApiResult<Response> {
     service::unbind(&ctx, &caller, &kind, &service_type).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct TestBody {
+    #[serde(default)]
+    config: serde_json::Value,
+}
+
+#[utoipa::path(post, path = "/api/plugin-bindings/{kind}/{service_type}/test", tag = "plugins", params(("kind" = String, Path), ("service_type" = String, Path)), request_body(content = Object, description = "{\"config\": {…}}: the configuration a record of this type would carry"), responses((status = 200, description = "Test report {success, message, checks[{name, status, message}], details}, as the CA test response (spec §4.1); plugin failures give success=false with the error code")))]
+async fn test_binding(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    Path((kind, service_type)): Path<(String, String)>,
+    Json(body): Json<TestBody>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    Ok(data(service::test_binding(&ctx, &caller, &kind, &service_type, body.config).await?))
 }

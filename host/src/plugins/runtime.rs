@@ -765,7 +765,27 @@ impl PluginRuntime {
         let state = store.data();
         let incidents = egress_call.record.take();
         let label = plugin.label.to_string();
-        let result = classify(&label, &limits, outcome, state, incidents);
+        let noted = incidents.clone();
+        let mut result = classify(&label, &limits, outcome, state, incidents);
+        // A connection test the plugin "passed" around a refused request must still tell the
+        // operator what the host refused and why.
+        if let Ok(Output::Report(report)) = &mut result {
+            for incident in noted {
+                report.success = false;
+                report.checks.push(w::Check {
+                    name: "host-policy".into(),
+                    status: w::CheckStatus::Fail,
+                    message: match incident {
+                        EgressIncident::Denied { destination, reason } => {
+                            format!("outbound request to {destination} refused: {}", reason.code())
+                        }
+                        EgressIncident::ResponseTooLarge { limit } => {
+                            format!("response over the {limit}-byte limit cut off")
+                        }
+                    },
+                });
+            }
+        }
         match &result {
             Ok(_) => {
                 tracing::debug!(plugin = %label, elapsed_us = elapsed.as_micros() as u64, "plugin call ok")

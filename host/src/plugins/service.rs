@@ -12,8 +12,8 @@ use crate::auth::{Caller, Scope};
 use crate::context::{Context, SharedContext};
 use crate::error::{Entity, Error, Result};
 use crate::plugins::{
-    Activation, InstallError, InstalledVersion, PluginError, PluginKind, PluginRuntime, PluginSummary, RuntimeConfig,
-    FIRST_PARTY_PLUGINS,
+    Activation, CallTarget, Check, CheckStatus, InstallError, InstalledVersion, PluginError, PluginKind, PluginRef,
+    PluginRuntime, PluginSummary, RuntimeConfig, TestReport, FIRST_PARTY_PLUGINS,
 };
 use crate::store::{DbPluginState, NewPluginVersion, Store, StoredBinding};
 
@@ -317,6 +317,65 @@ pub async fn unbind(ctx: &Context, caller: &Caller, kind: &str, service_type: &s
     tx.commit().await?;
     ctx.plugins.runtime().unbind(&caller.workspace_id, kind_parsed, service_type);
     Ok(())
+}
+
+/// Runs the connection test of whatever plugin the caller's workspace binds to `service_type`,
+/// with `config` as the record's configuration (every http(s) URL in it counts as the record's
+/// host, as it would for a stored record). Plugin failures become a failed report, so an
+/// operator sees why (the `plugin` check carries the error code).
+pub async fn test_binding(
+    ctx: &Context,
+    caller: &Caller,
+    kind: &str,
+    service_type: &str,
+    config: serde_json::Value,
+) -> Result<TestReport> {
+    caller.require(Scope::PluginsWrite)?;
+    let kind = PluginKind::parse(kind)
+        .ok_or_else(|| Error::invalid_field("kind", "must be ca-connector, integration or attestation-verifier"))?;
+    let mut target = CallTarget::new(&caller.workspace_id, PluginRef::Serving(service_type.to_owned()), config);
+    target.context.request_id = caller.request_id.clone();
+    let urls = urls_in(&target.config);
+    let target = target.with_record_hosts(urls);
+    let runtime = ctx.plugins.runtime();
+    let outcome = async {
+        runtime.validate_config(&target, kind).await?;
+        match kind {
+            PluginKind::Integration => runtime.integration_test(&target).await,
+            PluginKind::CaConnector => runtime.ca_test_connection(&target).await,
+            PluginKind::AttestationVerifier => Ok(TestReport {
+                success: true,
+                message: "configuration is valid".into(),
+                checks: vec![Check { name: "config".into(), status: CheckStatus::Pass, message: "valid".into() }],
+                details: serde_json::json!({}),
+            }),
+        }
+    }
+    .await;
+    match outcome {
+        Ok(report) => Ok(report),
+        Err(
+            err @ (PluginError::NotFound { .. }
+            | PluginError::NotBound { .. }
+            | PluginError::AmbiguousBinding { .. }
+            | PluginError::WrongKind { .. }),
+        ) => Err(service_error(err)),
+        Err(err) => Ok(TestReport {
+            success: false,
+            message: err.to_string(),
+            checks: vec![Check { name: "plugin".into(), status: CheckStatus::Fail, message: err.code().into() }],
+            details: serde_json::json!({ "code": err.code() }),
+        }),
+    }
+}
+
+fn urls_in(value: &serde_json::Value) -> Vec<String> {
+    match value {
+        serde_json::Value::String(s) if s.starts_with("https://") || s.starts_with("http://") => vec![s.clone()],
+        serde_json::Value::Array(items) => items.iter().flat_map(urls_in).collect(),
+        serde_json::Value::Object(map) => map.values().flat_map(urls_in).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Brings this replica's runtime in line with the database: loads versions it does not have

@@ -7,3 +7,4 @@ mod errors;
 mod ops;
 mod pagination;
 mod plugins;
+mod plugins_slack;
