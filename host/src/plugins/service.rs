@@ -21,6 +21,9 @@ use crate::store::{DbPluginState, NewPluginVersion, Store, StoredBinding};
 #[derive(Clone, Debug)]
 pub struct PluginService {
     runtime: PluginRuntime,
+    /// Serializes lifecycle changes with `sync`, so a sync never sees a version that is
+    /// installed in the runtime but not yet committed (and drops it).
+    lifecycle: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl PluginService {
@@ -35,7 +38,7 @@ impl PluginService {
         let mut runtime_config = runtime_config.apply_env();
         runtime_config.egress.allow_private_networks = config.plugin_allow_private_networks;
         let runtime = PluginRuntime::new(runtime_config, Arc::new(DbPluginState { store: store.clone() }))?;
-        Ok(PluginService { runtime })
+        Ok(PluginService { runtime, lifecycle: Arc::new(tokio::sync::Mutex::new(())) })
     }
 
     /// The runtime, for domain services that call plugins (CA issuance, integrations).
@@ -94,6 +97,7 @@ pub async fn install_as(
     activation: Activation,
 ) -> Result<InstalledVersion> {
     let runtime = ctx.plugins.runtime();
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let installed = runtime.install(wasm, activation).await.map_err(service_error)?;
     let id = installed.info.id.clone();
     let version = installed.info.version.clone();
@@ -131,6 +135,7 @@ pub async fn install_as(
 /// Makes a version active.
 pub async fn activate(ctx: &Context, caller: &Caller, id: &str, version: &str) -> Result<PluginSummary> {
     caller.require_instance_admin()?;
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let version = parse_version(version)?;
     let runtime = ctx.plugins.runtime();
     runtime.activate(id, &version).map_err(service_error)?;
@@ -156,6 +161,7 @@ pub async fn activate(ctx: &Context, caller: &Caller, id: &str, version: &str) -
 /// Re-activates the previously active version.
 pub async fn rollback(ctx: &Context, caller: &Caller, id: &str) -> Result<PluginSummary> {
     caller.require_instance_admin()?;
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let runtime = ctx.plugins.runtime();
     let version = runtime.rollback(id).map_err(service_error)?;
     let at = ctx.now_millis();
@@ -180,6 +186,7 @@ pub async fn rollback(ctx: &Context, caller: &Caller, id: &str) -> Result<Plugin
 /// Removes one version or (without `version`) the whole plugin.
 pub async fn remove(ctx: &Context, caller: &Caller, id: &str, version: Option<&str>) -> Result<()> {
     caller.require_instance_admin()?;
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let version = version.map(parse_version).transpose()?;
     let runtime = ctx.plugins.runtime();
     runtime.remove(id, version.as_ref()).map_err(service_error)?;
@@ -209,6 +216,7 @@ pub async fn remove(ctx: &Context, caller: &Caller, id: &str, version: Option<&s
 /// Replaces the outbound hosts the operator grants a plugin.
 pub async fn grant_hosts(ctx: &Context, caller: &Caller, id: &str, hosts: Vec<String>) -> Result<PluginSummary> {
     caller.require_instance_admin()?;
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
     if hosts.iter().any(|h| h.trim().is_empty() || h.contains('/') && !h.contains("://")) {
         return Err(Error::invalid_field("hosts", "entries are host, host:port, *.domain or an http(s) URL"));
     }
@@ -260,6 +268,7 @@ pub async fn bind(
     plugin_id: &str,
 ) -> Result<StoredBinding> {
     caller.require(Scope::PluginsWrite)?;
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let kind_parsed = PluginKind::parse(kind)
         .ok_or_else(|| Error::invalid_field("kind", "must be ca-connector, integration or attestation-verifier"))?;
     if service_type.trim().is_empty() {
@@ -295,6 +304,7 @@ pub async fn bind(
 /// Removes a binding of the caller's workspace.
 pub async fn unbind(ctx: &Context, caller: &Caller, kind: &str, service_type: &str) -> Result<()> {
     caller.require(Scope::PluginsWrite)?;
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let kind_parsed = PluginKind::parse(kind)
         .ok_or_else(|| Error::invalid_field("kind", "must be ca-connector, integration or attestation-verifier"))?;
     let at = ctx.now_millis();
@@ -381,6 +391,7 @@ fn urls_in(value: &serde_json::Value) -> Vec<String> {
 /// Brings this replica's runtime in line with the database: loads versions it does not have
 /// (verifying their digest), drops removed ones, applies activation, grants and bindings.
 pub async fn sync(ctx: &Context) -> Result<()> {
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let runtime = ctx.plugins.runtime();
     let stored_versions = ctx.store.list_plugin_versions().await?;
     for stored in &stored_versions {
