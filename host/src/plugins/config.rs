@@ -158,6 +158,24 @@ impl RuntimeConfig {
                 self.cache_dir = Some(PathBuf::from(path));
             }
         }
+        // Per-kind limits: TRELLIS_PLUGIN_<KIND>_{MEMORY_MB,CPU_MS,WALL_MS}, KIND one of
+        // CA_CONNECTOR, INTEGRATION, ATTESTATION_VERIFIER.
+        let number = |name: String| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok());
+        for (prefix, limits) in [
+            ("CA_CONNECTOR", &mut self.limits.ca_connector),
+            ("INTEGRATION", &mut self.limits.integration),
+            ("ATTESTATION_VERIFIER", &mut self.limits.attestation_verifier),
+        ] {
+            if let Some(mb) = number(format!("TRELLIS_PLUGIN_{prefix}_MEMORY_MB")) {
+                limits.memory_bytes = usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+            }
+            if let Some(ms) = number(format!("TRELLIS_PLUGIN_{prefix}_CPU_MS")) {
+                limits.cpu_time = Duration::from_millis(ms);
+            }
+            if let Some(ms) = number(format!("TRELLIS_PLUGIN_{prefix}_WALL_MS")) {
+                limits.wall_time = Duration::from_millis(ms);
+            }
+        }
         if let Some(n) = std::env::var("TRELLIS_PLUGIN_MAX_CONCURRENT_CALLS").ok().and_then(|v| v.parse().ok()) {
             self.max_concurrent_calls = n;
         }

@@ -496,3 +496,82 @@ fn classify_v4(ip: Ipv4Addr) -> AddressClass {
         AddressClass::Public
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use super::{classify_ip, AddressClass, EgressGrant};
+
+    #[track_caller]
+    fn class(ip: &str) -> AddressClass {
+        classify_ip(ip.parse::<IpAddr>().expect("ip"))
+    }
+
+    #[test]
+    fn private_loopback_link_local_and_reserved_addresses_are_private() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.1.1",
+            "100.64.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "224.0.0.1",
+            "198.18.0.1",
+            "240.0.0.1",
+            "::1",
+            "::",
+            "fc00::1",
+            "fd12::1",
+            "fe80::1",
+            "ff02::1",
+            "2001:db8::1",
+            "::ffff:10.0.0.1",
+            "::ffff:127.0.0.1",
+            "64:ff9b::a00:1",
+        ] {
+            assert_eq!(class(ip), AddressClass::Private, "{ip}");
+        }
+    }
+
+    #[test]
+    fn metadata_addresses_are_recognized_in_every_spelling() {
+        for ip in
+            ["169.254.169.254", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe", "fd00:ec2::254", "100.100.100.200"]
+        {
+            assert_eq!(class(ip), AddressClass::Metadata, "{ip}");
+        }
+    }
+
+    #[test]
+    fn global_addresses_are_public() {
+        for ip in ["1.1.1.1", "8.8.8.8", "93.184.216.34", "2606:4700:4700::1111", "::ffff:8.8.8.8"] {
+            assert_eq!(class(ip), AddressClass::Public, "{ip}");
+        }
+    }
+
+    #[test]
+    fn grants_match_host_port_and_wildcards_only() {
+        let grant = EgressGrant::from_entries([
+            "hooks.slack.com",
+            "https://acme.example:8443/directory",
+            "*.pagerduty.com",
+            "[2001:db8::5]:9000",
+        ]);
+        assert!(grant.allows("hooks.slack.com", 443));
+        assert!(grant.allows("hooks.slack.com", 80));
+        assert!(!grant.allows("hooks.slack.com", 8443), "a bare host grants only the default ports");
+        assert!(!grant.allows("evilhooks.slack.com", 443));
+        assert!(grant.allows("acme.example", 8443));
+        assert!(!grant.allows("acme.example", 443));
+        assert!(grant.allows("events.pagerduty.com", 443));
+        assert!(!grant.allows("pagerduty.com", 443), "a wildcard does not match the apex");
+        assert!(!grant.allows("evilpagerduty.com", 443));
+        assert!(grant.allows("2001:db8::5", 9000));
+        assert!(!EgressGrant::from_entries([]).allows("hooks.slack.com", 443), "empty means deny");
+        assert!(!EgressGrant::from_entries(["https://user@"]).allows("user", 443));
+    }
+}

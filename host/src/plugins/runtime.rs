@@ -1,7 +1,7 @@
 //! The plugin runtime: one engine, a registry of installed versions, and the call path
 //! (admission → fresh store with limits → instantiate from `InstancePre` → call → classify).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, RwLock};
@@ -140,7 +140,7 @@ struct Registry {
     /// Operator-granted outbound hosts per plugin id.
     grants: HashMap<String, Vec<String>>,
     /// sha256 of every installed component, for fast duplicate refusal.
-    digests: HashSet<String>,
+    digests: HashMap<String, (String, semver::Version)>,
 }
 
 struct PluginEntry {
@@ -262,8 +262,8 @@ impl PluginRuntime {
             return Err(InstallError::NotAComponent { detail: " (this is a core wasm module)".into() }.into());
         }
         let sha256 = hex::encode(Sha256::digest(wasm));
-        if self.read_registry().digests.contains(&sha256) {
-            return Err(InstallError::DuplicateVersion { id: "(same bytes)".into(), version: sha256 }.into());
+        if let Some((id, version)) = self.read_registry().digests.get(&sha256).cloned() {
+            return Err(InstallError::DuplicateVersion { id, version: version.to_string() }.into());
         }
 
         let engine = self.inner.engine.clone();
@@ -354,7 +354,7 @@ impl PluginRuntime {
             }
         }
         let active = entry.active.as_ref() == Some(&loaded.info.version);
-        registry.digests.insert(sha256);
+        registry.digests.insert(sha256, (loaded.info.id.clone(), loaded.info.version.clone()));
         drop(registry);
         tracing::info!(plugin = %loaded.label, sha256 = %loaded.sha256, active, "plugin installed");
         Ok(describe_version(&loaded, active))
