@@ -240,6 +240,12 @@ async fn guest_logs_and_stderr_reach_tracing_attributed_to_the_plugin() {
             .any(|l| l.contains("state bumped") && l.contains("trellis.fixture.noop@0.1.0") && l.contains("ws_logs")),
         "{logs}"
     );
+    // A flood of output succeeds but only the call's log budget reaches the logs.
+    let flooded = runtime.notify(&noop, &event("fixture.flood")).await.expect("flood call");
+    assert_eq!(flooded.reference.as_deref(), Some("flooded"));
+    let logs_after = String::from_utf8_lossy(&buffer.0.lock().expect("log buffer")).to_string();
+    let flood_lines = logs_after.lines().filter(|l| l.contains("flood")).count();
+    assert!(flood_lines > 0 && flood_lines <= test_limits().max_log_lines as usize, "{flood_lines} flood lines logged");
     // The guest's panic message went to its stderr, which the host captured.
     assert!(logs.lines().any(|l| l.contains("fixture trap: deliberate panic") && l.contains("stderr")), "{logs}");
 }
