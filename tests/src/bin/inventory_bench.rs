@@ -36,6 +36,8 @@ OPTIONS (environment variable in brackets):
   --register-clients N  concurrent register clients           [default 8]
   --list-requests N     measured list requests per run        [default 2400]
   --list-clients N      concurrent list clients               [default 4]
+  --list-seconds S      time budget per list run: stop issuing requests after S
+                        seconds even if fewer than N were sent [INVENTORY_BENCH_LIST_SECONDS, default 90]
   --trellis PATH        server binary                         [TRELLIS_BIN, default: next to this binary]
   --json PATH           also write all samples as JSON
   --keep                keep the temporary directories (printed)
@@ -52,6 +54,7 @@ struct Options {
     register_certs: usize,
     register_clients: usize,
     list_requests: usize,
+    list_seconds: f64,
     list_clients: usize,
     trellis: PathBuf,
     json: Option<PathBuf>,
@@ -82,6 +85,7 @@ fn parse_options() -> Result<Options> {
         register_certs: 20_000,
         register_clients: 8,
         list_requests: 2_400,
+        list_seconds: env_or("INVENTORY_BENCH_LIST_SECONDS", 90.0)?,
         list_clients: 4,
         trellis: default_trellis,
         json: None,
@@ -113,6 +117,7 @@ fn parse_options() -> Result<Options> {
             "--register-certs" => options.register_certs = num(&flag, value(&flag)?)?,
             "--register-clients" => options.register_clients = num(&flag, value(&flag)?)?,
             "--list-requests" => options.list_requests = num(&flag, value(&flag)?)?,
+            "--list-seconds" => options.list_seconds = num(&flag, value(&flag)?)?,
             "--list-clients" => options.list_clients = num(&flag, value(&flag)?)?,
             "--trellis" => options.trellis = PathBuf::from(value(&flag)?),
             "--json" => options.json = Some(PathBuf::from(value(&flag)?)),
@@ -204,6 +209,24 @@ impl Samples {
 
 // ---------------------------------------------------------------------------------------
 // Server process
+
+/// USER_HZ; 100 on every mainstream Linux configuration.
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// 1-minute load average: other work on the machine skews every latency figure.
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
 
 fn free_port() -> Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").context("binding an ephemeral port")?;
@@ -338,6 +361,16 @@ impl Server {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// CPU time (user + system) the server has used so far, in seconds.
+    fn cpu_seconds(&self) -> Result<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).context("reading /proc/<pid>/stat")?;
+        // Fields after the parenthesised command: state is field 3, utime 14, stime 15.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        Ok((ticks(11) + ticks(12)) / clock_ticks())
     }
 
     /// Resident set size (VmRSS) in MiB.
@@ -482,6 +515,8 @@ async fn run_register(options: &Options, certs: &Arc<Vec<String>>, samples: &mut
             c.get(format!("{}/health", server.base)).send().await?.error_for_status()?;
             clients.push(c);
         }
+        let load = load_average();
+        let cpu_before = server.cpu_seconds()?;
         let started = Instant::now();
         let mut tasks = Vec::new();
         for c in clients {
@@ -531,6 +566,7 @@ async fn run_register(options: &Options, certs: &Arc<Vec<String>>, samples: &mut
             failures += f;
         }
         let elapsed = started.elapsed().as_secs_f64();
+        let cpu = server.cpu_seconds()? - cpu_before;
         let ok = latencies.len();
         let rate = ok as f64 / elapsed;
         let latencies = sorted(&latencies);
@@ -563,6 +599,9 @@ async fn run_register(options: &Options, certs: &Arc<Vec<String>>, samples: &mut
         samples.push("register throughput", "certs/s", &target, rate);
         samples.push("register latency p50", "ms", "", percentile(&latencies, 50.0));
         samples.push("register latency p99", "ms", "", percentile(&latencies, 99.0));
+        samples.push("register: server CPU per certificate", "ms", "", cpu * 1000.0 / ok.max(1) as f64);
+        samples.push("register: server CPU utilisation", "cores", "(2 = all)", cpu / elapsed);
+        samples.push("register: load average at start", "", "", load);
         samples.push("RSS after register run", "MiB", "", rss);
     }
     Ok(())
@@ -661,7 +700,9 @@ fn seed(instance: &Instance, rows: u64, pem: &str) -> Result<f64> {
     }
     // n = 1..rows. created_at increases with n (one per 30 s, ending now); expiry is spread
     // pseudo-randomly from 1 year ago to 2 years ahead; ~2% revoked; team = n mod 40;
-    // issuer pseudo-random among 20.
+    // issuer pseudo-random among 20. Rows already expired or expiring are marked as
+    // notified, as the expiry scanner of a running instance would have left them; otherwise
+    // the first start would spend minutes emitting ~360,000 backlog events.
     let _ = write!(
         sql,
         "BEGIN;\n\
@@ -675,12 +716,13 @@ fn seed(instance: &Instance, rows: u64, pem: &str) -> Result<f64> {
          INSERT INTO certificates (workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at,\n\
              signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category,\n\
              subject_alt_names, is_ca, issuance_source, auto_renewal, location, metadata, revoked, revoked_at,\n\
-             revocation_reason, certificate_pem, created_at, updated_at)\n\
+             revocation_reason, certificate_pem, expiring_notified_at, expired_notified_at, created_at, updated_at)\n\
          SELECT {ws}, cn, iss, 'CN=' || cn, printf('%032X', n), exp - 7776000000, exp,\n\
              'SHA256-ECDSA', 'SHA-256', 'ECDSA', 256, printf('%064x', n), 'TLS',\n\
              '[\"DNS:' || cn || '\"]', 0, 'external', 0, NULL, '{{}}', rev,\n\
              CASE WHEN rev = 1 THEN created + 86400000 END, CASE WHEN rev = 1 THEN 'keyCompromise' END,\n\
-             {pem}, created, created\n\
+             {pem}, CASE WHEN rev = 0 AND exp <= {now_ms} + 2592000000 THEN {now_ms} END,\n\
+             CASE WHEN rev = 0 AND exp <= {now_ms} THEN {now_ms} END, created, created\n\
          FROM src;\n\
          COMMIT;\n\
          PRAGMA wal_checkpoint(TRUNCATE);\n",
@@ -771,7 +813,9 @@ async fn list_phase(
     clients: usize,
     rows: u64,
     seed: u64,
+    budget: Duration,
 ) -> Result<Vec<ListResult>> {
+    let deadline = Instant::now() + budget;
     let mut rng = Rng(seed);
     let plan: Vec<_> = (0..requests).map(|i| list_request(i, &mut rng, rows)).collect();
     let plan = Arc::new(plan);
@@ -783,6 +827,9 @@ async fn list_phase(
         tasks.push(tokio::spawn(async move {
             let mut results = Vec::new();
             loop {
+                if Instant::now() >= deadline {
+                    break;
+                }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some((class, query)) = plan.get(i) else {
                     break;
@@ -836,13 +883,30 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
     samples.push("seed time (sqlite3 CLI, once)", "s", "", seconds);
     samples.push("database size after seeding", "MiB", "", db_bytes as f64 / 1048576.0);
 
-    let warmup = 100.min(options.list_requests);
+    let rows_label = match options.rows {
+        n if n % 1_000_000 == 0 => format!("{}M rows", n / 1_000_000),
+        n if n % 1_000 == 0 => format!("{}k rows", n / 1_000),
+        n => format!("{n} rows"),
+    };
+    let warmup = 40.min(options.list_requests);
+    let budget = Duration::from_secs_f64(options.list_seconds);
     for run in 1..=options.runs {
         let server = Server::start(&options.trellis, &instance).await?;
         let started = Instant::now();
-        list_phase(&server, &instance.api_key, warmup, options.list_clients, options.rows, 0xDEAD_BEEF ^ run as u64)
-            .await?;
+        list_phase(
+            &server,
+            &instance.api_key,
+            warmup,
+            options.list_clients,
+            options.rows,
+            0xDEAD_BEEF ^ run as u64,
+            budget / 4,
+        )
+        .await
+        .map_err(|e| anyhow!("{e}\nserver log (tail):\n{}", server.log_tail()))?;
         let warm = started.elapsed().as_secs_f64();
+        let load = load_average();
+        let cpu_before = server.cpu_seconds()?;
         let started = Instant::now();
         let results = list_phase(
             &server,
@@ -851,9 +915,12 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
             options.list_clients,
             options.rows,
             0x5EED_0000 + run as u64,
+            budget,
         )
-        .await?;
+        .await
+        .map_err(|e| anyhow!("{e}\nserver log (tail):\n{}", server.log_tail()))?;
         let elapsed = started.elapsed().as_secs_f64();
+        let cpu = server.cpu_seconds()? - cpu_before;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let rss = server.rss_mib()?;
         let errors = server.logged_errors();
@@ -872,9 +939,15 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
             percentile(&search, 50.0),
             percentile(&search, 95.0),
         );
-        samples.push("list p99, search+status, 1M rows", "ms", "<= 25", p99);
-        samples.push("list p95, search+status, 1M rows", "ms", "", percentile(&search, 95.0));
-        samples.push("list p50, search+status, 1M rows", "ms", "", percentile(&search, 50.0));
+        samples.push(&format!("list p99, search+status, {rows_label}"), "ms", "<= 25", p99);
+        samples.push(&format!("list p95, search+status, {rows_label}"), "ms", "", percentile(&search, 95.0));
+        samples.push(&format!("list p50, search+status, {rows_label}"), "ms", "", percentile(&search, 50.0));
+        samples.push(
+            "list requests measured (all classes)",
+            "",
+            &format!("(up to {})", options.list_requests),
+            results.len() as f64,
+        );
         samples.push(
             "list throughput (all classes)",
             "req/s",
@@ -890,7 +963,15 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
             }
             samples.push(&format!("  {} rows matched (median)", class.name()), "rows", "", median(&totals));
         }
-        samples.push("RSS after list run (1M rows, 2 s idle)", "MiB", "", rss);
+        samples.push(
+            "list: server CPU per request (all classes)",
+            "ms",
+            "",
+            cpu * 1000.0 / results.len().max(1) as f64,
+        );
+        samples.push("list: server CPU utilisation", "cores", "(2 = all)", cpu / elapsed);
+        samples.push("list: load average at start", "", "", load);
+        samples.push(&format!("RSS after list run ({rows_label}, 2 s idle)"), "MiB", "", rss);
     }
     Ok(())
 }
@@ -973,8 +1054,8 @@ async fn main() -> Result<()> {
     }
     if wants("list") {
         eprintln!(
-            "list latency: {} rows seeded once, {} runs x {} requests (after 100 warm-up), {} clients, server restarted each run",
-            options.rows, options.runs, options.list_requests, options.list_clients
+            "list latency: {} rows seeded once, {} runs x up to {} requests or {} s (after up to 40 warm-up), {} clients, server restarted each run",
+            options.rows, options.runs, options.list_requests, options.list_seconds, options.list_clients
         );
         run_list(&options, &certs, &mut samples).await?;
     }
