@@ -28,7 +28,11 @@ pub struct PluginService {
 
 impl PluginService {
     /// Starts the runtime with the service configuration; plugin state lives in `store`.
-    pub fn start(config: &crate::config::Config, store: &Store) -> std::result::Result<PluginService, PluginError> {
+    pub fn start(
+        config: &crate::config::Config,
+        store: &Store,
+        clock: crate::clock::SharedClock,
+    ) -> std::result::Result<PluginService, PluginError> {
         let mut runtime_config = RuntimeConfig::with_data_dir(&config.data_dir);
         // Running from a cargo build tree (development, tests): share one compiled-code cache
         // across every server started from it, so only the first start compiles.
@@ -37,7 +41,7 @@ impl PluginService {
         }
         let mut runtime_config = runtime_config.apply_env();
         runtime_config.egress.allow_private_networks = config.plugin_allow_private_networks;
-        let runtime = PluginRuntime::new(runtime_config, Arc::new(DbPluginState { store: store.clone() }))?;
+        let runtime = PluginRuntime::new(runtime_config, Arc::new(DbPluginState { store: store.clone(), clock }))?;
         Ok(PluginService { runtime, lifecycle: Arc::new(tokio::sync::Mutex::new(())) })
     }
 

@@ -252,6 +252,7 @@ impl Tx {
 #[derive(Clone)]
 pub struct DbPluginState {
     pub store: Store,
+    pub clock: crate::clock::SharedClock,
 }
 
 impl DbPluginState {
@@ -294,7 +295,7 @@ impl DbPluginState {
         .bind(&scope.workspace_id)
         .bind(key)
         .bind(value)
-        .bind(chrono::Utc::now().timestamp_millis())
+        .bind(self.clock.now().timestamp_millis())
         .execute(&mut *tx.inner)
         .await
         .map_err(|err| unavailable(err.into()))?;
