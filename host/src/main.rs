@@ -183,7 +183,8 @@ async fn open(config: Config) -> anyhow::Result<SharedContext> {
         None => MasterKey::load_or_create(&config.master_key_file, entropy.as_ref())?,
     };
     let store = Store::open(&config.database_url).await?;
-    let plugins = PluginService::start(&config, &store, Arc::new(SystemClock)).map_err(|e| anyhow::anyhow!("plugin runtime: {e}"))?;
+    let plugins = PluginService::start(&config, &store, Arc::new(SystemClock))
+        .map_err(|e| anyhow::anyhow!("plugin runtime: {e}"))?;
     Ok(Arc::new(Context::new(config, store, Arc::new(SystemClock), entropy, master_key, plugins)))
 }
 

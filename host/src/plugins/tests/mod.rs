@@ -176,7 +176,8 @@ async fn state_in_the_database_survives_runtimes_and_enforces_the_quota() {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite://{}", dir.path().join("state.db").display());
     let store = crate::store::Store::open(&url).await.expect("store");
-    let state = Arc::new(crate::store::DbPluginState { store: store.clone(), clock: Arc::new(crate::clock::SystemClock) });
+    let state =
+        Arc::new(crate::store::DbPluginState { store: store.clone(), clock: Arc::new(crate::clock::SystemClock) });
     let bump = |runtime: PluginRuntime| async move {
         let target = CallTarget::new("ws_a", PluginRef::Id("trellis.fixture.noop".into()), serde_json::json!({}));
         runtime.notify(&target, &event("fixture.state")).await.expect("state call").reference
