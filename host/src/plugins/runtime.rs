@@ -880,6 +880,11 @@ impl PluginRuntime {
                 found: name.to_owned(),
                 supported: format!("{WIT_PACKAGE_VERSION} compatible"),
             })?;
+            if let Some((_, _, first)) = &found {
+                return Err(InstallError::UnknownWorld {
+                    exports: format!("{first} and {name}: a component implements exactly one Trellis world"),
+                });
+            }
             found = Some((kind, version, name.to_owned()));
         }
         let Some((kind, version, name)) = found else {
