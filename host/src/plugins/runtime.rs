@@ -881,9 +881,9 @@ impl PluginRuntime {
                 supported: format!("{WIT_PACKAGE_VERSION} compatible"),
             })?;
             if let Some((_, _, first)) = &found {
-                return Err(InstallError::UnknownWorld {
-                    exports: format!("{first} and {name}: a component implements exactly one Trellis world"),
-                });
+                return Err(InstallError::InvalidMetadata(format!(
+                    "component exports both {first} and {name}; a component implements exactly one Trellis world"
+                )));
             }
             found = Some((kind, version, name.to_owned()));
         }
