@@ -99,6 +99,25 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
     ApiError(Error::validation_with(message, serde_json::json!({ "reason": detail })))
 }
 
+/// The raw request body, with the body-limit rejection in the spec's error shape.
+pub struct RawBody(pub axum::body::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        axum::body::Bytes::from_request(req, state).await.map(RawBody).map_err(body_rejection)
+    }
+}
+
+fn body_rejection(rejection: axum::extract::rejection::BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError(Error::PayloadTooLarge)
+    } else {
+        ApiError(Error::validation("The request body could not be read"))
+    }
+}
+
 /// A JSON body that may be absent or empty (for action endpoints with optional bodies).
 pub struct OptionalJson<T>(pub Option<T>);
 
@@ -106,13 +125,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError(Error::PayloadTooLarge)
-            } else {
-                ApiError(Error::validation("The request body could not be read"))
-            }
-        })?;
+        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(body_rejection)?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(None));
         }

@@ -3,7 +3,6 @@
 //! Install takes the component bytes as the raw request body (`application/wasm` or
 //! `application/octet-stream`), up to 32 MiB.
 
-use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -12,7 +11,7 @@ use axum::Router;
 use serde::{Deserialize, Serialize};
 
 use crate::api::error::ApiResult;
-use crate::api::extract::{Json, Query};
+use crate::api::extract::{Json, Query, RawBody};
 use crate::api::{created, data};
 use crate::auth::Caller;
 use crate::context::SharedContext;
@@ -47,7 +46,7 @@ async fn install_plugin(
     State(ctx): State<SharedContext>,
     caller: Caller,
     Query(params): Query<InstallParams>,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> ApiResult<Response> {
     let activation = match params.activate {
         Some(false) => Activation::Never,

@@ -68,3 +68,12 @@ async fn unknown_routes_and_methods_use_the_error_shape() {
     assert_eq!(res.status, 405);
     assert_eq!(res.error_code(), "METHOD_NOT_ALLOWED");
 }
+
+#[tokio::test]
+async fn oversized_raw_uploads_are_413_in_the_error_shape() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let res = admin.post_raw("/api/plugins", "application/wasm", vec![0u8; 33 << 20]).await;
+    assert_eq!(res.status, 413);
+    assert_eq!(res.error_code(), "PAYLOAD_TOO_LARGE");
+}
