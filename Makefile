@@ -3,7 +3,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 TEST_RUNNER ?= $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo "$(CARGO) nextest run" || echo "$(CARGO) test")
 
-.PHONY: run test build plugins bench bench-inventory lint fmt deps
+.PHONY: run test build plugins bench bench-inventory bench-plugins lint fmt
 
 ## Serve on 127.0.0.1:8080 with SQLite at ./data/trellis.db and the first-party plugins.
 run: plugins
@@ -28,7 +28,11 @@ bench-inventory:
 	$(CARGO) build --release -p trellis-host --bin trellis -p trellis-tests --bin inventory-bench
 	./target/release/inventory-bench
 
-bench: bench-inventory
+## Plugin runtime figures: call overhead vs bare wasmtime (criterion), cache load, startup, 1,000 calls.
+bench-plugins: plugins
+	$(CARGO) bench -p trellis-host --bench plugin_call --bench plugin_load
+
+bench: bench-inventory bench-plugins
 
 lint:
 	$(CARGO) fmt --all -- --check

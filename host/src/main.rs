@@ -190,6 +190,7 @@ async fn open(config: Config) -> anyhow::Result<SharedContext> {
 
 async fn serve(config: Config) -> anyhow::Result<()> {
     tracing::info!(config = ?config, "starting trellis");
+    trellis_host::api::ops::install_metrics();
     let listen = config.listen;
     let ctx = open(config).await?;
     if let Some(user) =
@@ -203,7 +204,6 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         tracing::info!(dir = %dir.display(), "watching plugin directory");
         plugin_service::spawn_directory_watcher(ctx.clone(), dir, std::time::Duration::from_secs(2));
     }
-    trellis_host::api::ops::install_metrics();
     let expiry_scanner = trellis_host::jobs::spawn_expiry_scanner(ctx.clone(), ctx.config.expiry_scan_interval);
     let app = trellis_host::api::router(ctx.clone());
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
