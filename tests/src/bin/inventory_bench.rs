@@ -982,10 +982,26 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
 fn report(options: &Options, samples: &Samples, started: &str) -> String {
     let mut out = String::new();
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let built = std::fs::metadata(&options.trellis)
+        .and_then(|m| m.modified())
+        .ok()
+        .map(|t| {
+            let t = time::OffsetDateTime::from(t);
+            format!(
+                "{}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+                t.year(),
+                u8::from(t.month()),
+                t.day(),
+                t.hour(),
+                t.minute(),
+                t.second()
+            )
+        })
+        .unwrap_or_default();
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "inventory-bench  {started}  runs={}  cpus={cpus}  server={}",
+        "inventory-bench  {started}  runs={}  cpus={cpus}  server={} (built {built})",
         options.runs,
         options.trellis.display()
     );
