@@ -29,12 +29,19 @@ impl PageRequest {
 pub struct Page<T> {
     pub items: Vec<T>,
     pub total: i64,
+    /// False when `total` is a lower bound (very large result sets are not counted to the end).
+    pub total_exact: bool,
     pub request: PageRequest,
 }
 
 impl<T> Page<T> {
     pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
-        Page { items: self.items.into_iter().map(f).collect(), total: self.total, request: self.request }
+        Page {
+            items: self.items.into_iter().map(f).collect(),
+            total: self.total,
+            total_exact: self.total_exact,
+            request: self.request,
+        }
     }
 }
 

@@ -98,7 +98,9 @@ CREATE TABLE certificates (
     updated_at           BIGINT NOT NULL
 );
 CREATE UNIQUE INDEX certificates_fingerprint ON certificates (workspace_id, fingerprint_sha256);
-CREATE INDEX certificates_created ON certificates (workspace_id, created_at DESC, id DESC);
+-- Lists are newest first by id (creation order); the status columns let a filtered page skip
+-- rows without reading them.
+CREATE INDEX certificates_recent ON certificates (workspace_id, id, revoked, expires_at);
 CREATE INDEX certificates_status ON certificates (workspace_id, revoked, expires_at);
 -- Certificates whose expiry events are still due: small, and what the expiry scanner reads.
 CREATE INDEX certificates_expiry_due ON certificates (expires_at) WHERE revoked = 0 AND expired_notified_at IS NULL;

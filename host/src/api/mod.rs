@@ -105,8 +105,10 @@ pub fn created<T: Serialize>(value: T) -> Response {
 #[serde(rename_all = "camelCase")]
 pub struct ListEnvelope<T> {
     pub data: Vec<T>,
-    /// Items matching the filters, across all pages.
+    /// Items matching the filters, across all pages (a lower bound when `totalExact` is false).
     pub total: i64,
+    /// False when the matches were not counted to the end (certificate lists count up to 10,000).
+    pub total_exact: bool,
     pub page: i64,
     pub limit: i64,
     pub offset: i64,
@@ -119,6 +121,7 @@ pub fn list<T, U: Serialize>(page: Page<T>, convert: impl FnMut(T) -> U) -> axum
     axum::Json(ListEnvelope {
         data: page.items.into_iter().map(convert).collect(),
         total,
+        total_exact: page.total_exact,
         page: request.page(),
         limit: request.limit,
         offset: request.offset,

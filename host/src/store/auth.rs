@@ -110,20 +110,6 @@ impl Store {
         row.as_ref().map(key_from_row).transpose()
     }
 
-    /// Records last use at most once a minute per key, so that authenticated
-    /// reads do not each turn into a write.
-    pub async fn touch_api_key(&self, id: &str, now: i64) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE api_keys SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $3)",
-        )
-        .bind(id)
-        .bind(now)
-        .bind(now - 60_000)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
     pub async fn list_api_keys(&self, workspace_id: &str) -> StoreResult<Vec<ApiKey>> {
         let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE workspace_id = $1 ORDER BY created_at DESC, id");
         let rows = sqlx::query(&sql).bind(workspace_id).fetch_all(&self.pool).await?;
@@ -132,6 +118,18 @@ impl Store {
 }
 
 impl Tx {
+    pub async fn touch_api_key(&mut self, id: &str, now: i64) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE api_keys SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $3)",
+        )
+        .bind(id)
+        .bind(now)
+        .bind(now - 60_000)
+        .execute(&mut *self.inner)
+        .await?;
+        Ok(())
+    }
+
     pub async fn insert_workspace(&mut self, workspace: &Workspace, created_by: Option<&str>) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO workspaces (id, name, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)",

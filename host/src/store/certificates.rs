@@ -9,7 +9,7 @@ use crate::certificates::{
     EXPIRING_WINDOW_MS,
 };
 use crate::pagination::{Page, PageRequest};
-use crate::store::{bool_column, json_column, Bind, Dialect, Store, StoreError, StoreResult, Tx};
+use crate::store::{bind_all, bool_column, json_column, Bind, Dialect, Store, StoreError, StoreResult, Tx};
 
 pub struct NewCertificate<'a> {
     pub workspace_id: &'a str,
@@ -51,6 +51,29 @@ const CERTIFICATE_COLUMNS: &str = "id, workspace_id, common_name, issuer, subjec
     revocation_reason, certificate_pem, CAST(CASE WHEN private_key_sealed IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_private_key, \
     created_at, updated_at";
 
+/// The list omits the PEM (lists never return it), which keeps pages cheap to read.
+const LIST_COLUMNS: &str = "id, workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
+    signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, subject_alt_names, \
+    is_ca, issuance_source, auto_renewal, location, metadata, ca_id, machine_identity_id, revoked, revoked_at, \
+    revocation_reason, '' AS certificate_pem, CAST(CASE WHEN private_key_sealed IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_private_key, \
+    created_at, updated_at";
+
+/// Prefixes every plain column of a column list with `c.`, keeping expressions and aliases.
+fn qualified_columns(columns: &str) -> String {
+    columns
+        .split(", ")
+        .map(|column| {
+            let column = column.trim();
+            if column.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
+                format!("c.{column}")
+            } else {
+                column.replace("private_key_sealed", "c.private_key_sealed")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn certificate_from_row(row: &AnyRow) -> StoreResult<Certificate> {
     let source: String = row.try_get("issuance_source")?;
     let sans: String = row.try_get("subject_alt_names")?;
@@ -89,12 +112,43 @@ fn certificate_from_row(row: &AnyRow) -> StoreResult<Certificate> {
     })
 }
 
-/// Builds the WHERE clause of a certificate list; `$1` is always the workspace.
-fn certificate_where(dialect: Dialect, workspace_id: &str, filter: &CertificateFilter) -> (String, Vec<Bind>) {
-    let mut clauses = vec!["workspace_id = $1".to_string()];
+/// Lists report exact totals up to this many matches; beyond it, `total` is this number and
+/// flagged inexact. Counting a million matches would cost more than the page itself.
+pub const EXACT_TOTAL_LIMIT: i64 = 10_000;
+
+/// The parts of a certificate list query. Columns are qualified with `c.`.
+struct CertificateQuery {
+    from: &'static str,
+    where_clause: String,
+    order_by: &'static str,
+    binds: Vec<Bind>,
+}
+
+/// Whether the query feeds an ordered page or a count; on SQLite the two want different plans.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    Page,
+    Count,
+}
+
+/// Builds the certificate list query; `$1` is always the workspace.
+///
+/// On SQLite the plan is steered: a search walks the trigram index in descending rowid order
+/// (`CROSS JOIN` keeps it the outer loop) and a page without search walks
+/// `certificates_recent` backwards, so `LIMIT` stops early instead of sorting every match.
+/// The unary `+` keeps the planner off `certificates_status` for pages; counts use it.
+fn certificate_query(
+    dialect: Dialect,
+    workspace_id: &str,
+    filter: &CertificateFilter,
+    purpose: Purpose,
+) -> CertificateQuery {
+    let fts = dialect == Dialect::Sqlite && filter.search.as_ref().is_some_and(|s| s.chars().count() >= 3);
+    let hint = if dialect == Dialect::Sqlite && purpose == Purpose::Page { "+" } else { "" };
+    let mut clauses = vec!["c.workspace_id = $1".to_string()];
     let mut binds = vec![Bind::Text(workspace_id.to_string())];
     let mut push = |clause: &str, values: Vec<Bind>, binds: &mut Vec<Bind>| {
-        let mut clause = clause.to_string();
+        let mut clause = clause.replace("{hint}", hint);
         for (i, value) in values.into_iter().enumerate() {
             binds.push(value);
             clause = clause.replace(&format!("${{{i}}}"), &format!("${}", binds.len()));
@@ -104,14 +158,18 @@ fn certificate_where(dialect: Dialect, workspace_id: &str, filter: &CertificateF
     if let Some(status) = filter.status {
         let soon = filter.now.saturating_add(EXPIRING_WINDOW_MS);
         match status {
-            Status::Revoked => push("revoked = 1", vec![], &mut binds),
-            Status::Expired => push("revoked = 0 AND expires_at <= ${0}", vec![Bind::Int(filter.now)], &mut binds),
+            Status::Revoked => push("{hint}c.revoked = 1", vec![], &mut binds),
+            Status::Expired => {
+                push("{hint}c.revoked = 0 AND {hint}c.expires_at <= ${0}", vec![Bind::Int(filter.now)], &mut binds)
+            }
             Status::Expiring => push(
-                "revoked = 0 AND expires_at > ${0} AND expires_at <= ${1}",
+                "{hint}c.revoked = 0 AND {hint}c.expires_at > ${0} AND {hint}c.expires_at <= ${1}",
                 vec![Bind::Int(filter.now), Bind::Int(soon)],
                 &mut binds,
             ),
-            Status::Active => push("revoked = 0 AND expires_at > ${0}", vec![Bind::Int(soon)], &mut binds),
+            Status::Active => {
+                push("{hint}c.revoked = 0 AND {hint}c.expires_at > ${0}", vec![Bind::Int(soon)], &mut binds)
+            }
         }
     }
     if let Some(search) = &filter.search {
@@ -119,18 +177,18 @@ fn certificate_where(dialect: Dialect, workspace_id: &str, filter: &CertificateF
         match dialect {
             // The trigram index answers terms of three or more characters; shorter
             // terms fall back to LIKE, which SQLite compares case-insensitively for ASCII.
-            Dialect::Sqlite if search.chars().count() >= 3 => push(
-                "id IN (SELECT rowid FROM certificates_search WHERE certificates_search MATCH ${0})",
+            Dialect::Sqlite if fts => push(
+                "s.certificates_search MATCH ${0}",
                 vec![Bind::Text(format!("\"{}\"", search.replace('"', "\"\"")))],
                 &mut binds,
             ),
             Dialect::Sqlite => push(
-                "(common_name LIKE ${0} ESCAPE '\\' OR issuer LIKE ${0} ESCAPE '\\')",
+                "(c.common_name LIKE ${0} ESCAPE '\\' OR c.issuer LIKE ${0} ESCAPE '\\')",
                 vec![Bind::Text(pattern)],
                 &mut binds,
             ),
             Dialect::Postgres => push(
-                "(common_name ILIKE ${0} ESCAPE '\\' OR issuer ILIKE ${0} ESCAPE '\\')",
+                "(c.common_name ILIKE ${0} ESCAPE '\\' OR c.issuer ILIKE ${0} ESCAPE '\\')",
                 vec![Bind::Text(pattern)],
                 &mut binds,
             ),
@@ -138,21 +196,26 @@ fn certificate_where(dialect: Dialect, workspace_id: &str, filter: &CertificateF
     }
     if let Some(algorithm) = &filter.signature_algorithm {
         push(
-            "(signature_algorithm = ${0} OR signature_hash = ${0} OR key_algorithm = ${0})",
+            "(c.signature_algorithm = ${0} OR c.signature_hash = ${0} OR c.key_algorithm = ${0})",
             vec![Bind::Text(algorithm.clone())],
             &mut binds,
         );
     }
     if let Some(algorithm) = &filter.key_algorithm {
-        push("key_algorithm = ${0}", vec![Bind::Text(algorithm.clone())], &mut binds);
+        push("c.key_algorithm = ${0}", vec![Bind::Text(algorithm.clone())], &mut binds);
     }
     if let Some(usage) = &filter.usage_category {
-        push("usage_category = ${0}", vec![Bind::Text(usage.clone())], &mut binds);
+        push("c.usage_category = ${0}", vec![Bind::Text(usage.clone())], &mut binds);
     }
     if let Some(source) = filter.issuance_source {
-        push("issuance_source = ${0}", vec![Bind::Text(source.as_str().to_string())], &mut binds);
+        push("c.issuance_source = ${0}", vec![Bind::Text(source.as_str().to_string())], &mut binds);
     }
-    (clauses.join(" AND "), binds)
+    let (from, order_by) = if fts {
+        ("certificates_search s CROSS JOIN certificates c ON c.id = s.rowid", "s.rowid DESC")
+    } else {
+        ("certificates c", "c.id DESC")
+    };
+    CertificateQuery { from, where_clause: clauses.join(" AND "), order_by, binds }
 }
 
 impl Store {
@@ -162,16 +225,45 @@ impl Store {
         row.as_ref().map(certificate_from_row).transpose()
     }
 
+    /// One page of the workspace's certificates, newest first (creation order, i.e. id).
+    /// The total is exact up to [`EXACT_TOTAL_LIMIT`].
     pub async fn list_certificates(
         &self,
         workspace_id: &str,
         filter: &CertificateFilter,
         page: PageRequest,
     ) -> StoreResult<Page<Certificate>> {
-        let (where_clause, binds) = certificate_where(self.dialect, workspace_id, filter);
-        let order = "created_at DESC, id DESC";
-        self.fetch_page(CERTIFICATE_COLUMNS, "certificates", &where_clause, order, &binds, page, certificate_from_row)
-            .await
+        let count = certificate_query(self.dialect, workspace_id, filter, Purpose::Count);
+        let count_sql = format!(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM {} WHERE {} LIMIT {}) AS matches",
+            count.from,
+            count.where_clause,
+            EXACT_TOTAL_LIMIT + 1
+        );
+        let matches: i64 = bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&self.pool).await?.try_get(0)?;
+        let list = certificate_query(self.dialect, workspace_id, filter, Purpose::Page);
+        let n = list.binds.len();
+        let list_sql = format!(
+            "SELECT {} FROM {} WHERE {} ORDER BY {} LIMIT ${} OFFSET ${}",
+            qualified_columns(LIST_COLUMNS),
+            list.from,
+            list.where_clause,
+            list.order_by,
+            n + 1,
+            n + 2
+        );
+        let rows = bind_all(sqlx::query(&list_sql), &list.binds)
+            .bind(page.limit)
+            .bind(page.offset)
+            .fetch_all(&self.pool)
+            .await?;
+        let items = rows.iter().map(certificate_from_row).collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page {
+            items,
+            total: matches.min(EXACT_TOTAL_LIMIT),
+            total_exact: matches <= EXACT_TOTAL_LIMIT,
+            request: page,
+        })
     }
 
     pub async fn certificate_statistics(&self, workspace_id: &str, now: i64) -> StoreResult<Statistics> {

@@ -261,7 +261,7 @@ impl Store {
         let rows =
             bind_all(sqlx::query(&list_sql), binds).bind(page.limit).bind(page.offset).fetch_all(&self.pool).await?;
         let items = rows.iter().map(map).collect::<StoreResult<Vec<_>>>()?;
-        Ok(crate::pagination::Page { items, total, request: page })
+        Ok(crate::pagination::Page { items, total, total_exact: true, request: page })
     }
 }
 

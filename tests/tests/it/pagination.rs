@@ -23,6 +23,7 @@ async fn pagination_follows_the_spec() {
 
     let default = client.get("/api/certificates").await;
     assert_eq!(default.body["total"], 130);
+    assert_eq!(default.body["totalExact"], true);
     assert_eq!(default.body["limit"], 50);
     assert_eq!(default.body["page"], 1);
     assert_eq!(default.body["totalPages"], 3);
