@@ -40,6 +40,8 @@ OPTIONS (environment variable in brackets):
                         seconds even if fewer than N were sent [INVENTORY_BENCH_LIST_SECONDS, default 90]
   --trellis PATH        server binary                         [TRELLIS_BIN, default: next to this binary]
   --json PATH           also write all samples as JSON
+  --with-status-only    add a status-only reference class to the list mix (not part of
+                        the search+status figure; today it is slow enough to crowd it out)
   --keep                keep the temporary directories (printed)
   -h, --help            this text
 ";
@@ -55,6 +57,7 @@ struct Options {
     register_clients: usize,
     list_requests: usize,
     list_seconds: f64,
+    status_only: bool,
     list_clients: usize,
     trellis: PathBuf,
     json: Option<PathBuf>,
@@ -86,6 +89,7 @@ fn parse_options() -> Result<Options> {
         register_clients: 8,
         list_requests: 2_400,
         list_seconds: env_or("INVENTORY_BENCH_LIST_SECONDS", 90.0)?,
+        status_only: false,
         list_clients: 4,
         trellis: default_trellis,
         json: None,
@@ -122,6 +126,7 @@ fn parse_options() -> Result<Options> {
             "--trellis" => options.trellis = PathBuf::from(value(&flag)?),
             "--json" => options.json = Some(PathBuf::from(value(&flag)?)),
             "--keep" => options.keep = true,
+            "--with-status-only" => options.status_only = true,
             other => bail!("unknown argument `{other}`\n\n{HELP}"),
         }
     }
@@ -572,31 +577,29 @@ async fn run_register(options: &Options, certs: &Arc<Vec<String>>, samples: &mut
         let latencies = sorted(&latencies);
         let rss = server.rss_mib()?;
         let errors = server.logged_errors();
-        // The server must agree on what it stored.
-        let list: Value = reqwest::Client::new()
-            .get(format!("{url}?limit=1"))
-            .header("X-API-Key", &instance.api_key)
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        let stored = list["total"].as_i64().unwrap_or(-1);
+        let log = server.log_tail();
         server.stop().await?;
+        // The database must hold exactly what the server acknowledged (the list `total` is
+        // capped, so ask SQLite itself).
+        let stored: i64 = sqlite_query(&instance.db, "SELECT COUNT(*) FROM certificates")?.parse().unwrap_or(-1);
         eprintln!(
             "  register run {run}/{}: {ok} certs in {elapsed:.2} s = {rate:.0}/s; latency p50 {:.1} ms p99 {:.1} ms; {failures} failures; {stored} stored; rss after {rss:.1} MiB",
             options.runs,
             percentile(&latencies, 50.0),
             percentile(&latencies, 99.0)
         );
-        if failures > 0 || stored != ok as i64 {
-            bail!("register run {run}: {failures} failed requests, {stored} stored of {ok} accepted");
+        if stored != ok as i64 {
+            bail!("register run {run}: the server stored {stored} certificates but answered 201 {ok} times");
+        }
+        if failures > 0 {
+            eprintln!("  warning: {failures} registrations failed (not counted in the throughput); server log:\n{log}");
         }
         if errors > 0 {
             eprintln!("  warning: the server logged {errors} ERROR lines");
         }
         let target = format!(">= 1500 ({} clients)", options.register_clients);
         samples.push("register throughput", "certs/s", &target, rate);
+        samples.push("register failures (non-201)", "", "0", failures as f64);
         samples.push("register latency p50", "ms", "", percentile(&latencies, 50.0));
         samples.push("register latency p99", "ms", "", percentile(&latencies, 99.0));
         samples.push("register: server CPU per certificate", "ms", "", cpu * 1000.0 / ok.max(1) as f64);
@@ -783,8 +786,8 @@ impl Class {
     }
 }
 
-fn list_request(i: usize, rng: &mut Rng, rows: u64) -> (Class, Vec<(&'static str, String)>) {
-    let class = Class::ALL[i % Class::ALL.len()];
+fn list_request(i: usize, rng: &mut Rng, rows: u64, classes: &[Class]) -> (Class, Vec<(&'static str, String)>) {
+    let class = classes[i % classes.len()];
     let status = STATUSES[rng.below(4) as usize].to_string();
     let mut query = vec![("status", status), ("limit", "50".to_string())];
     match class {
@@ -814,10 +817,11 @@ async fn list_phase(
     rows: u64,
     seed: u64,
     budget: Duration,
+    classes: &[Class],
 ) -> Result<Vec<ListResult>> {
     let deadline = Instant::now() + budget;
     let mut rng = Rng(seed);
-    let plan: Vec<_> = (0..requests).map(|i| list_request(i, &mut rng, rows)).collect();
+    let plan: Vec<_> = (0..requests).map(|i| list_request(i, &mut rng, rows, classes)).collect();
     let plan = Arc::new(plan);
     let next = Arc::new(AtomicUsize::new(0));
     let url = format!("{}/api/certificates", server.base);
@@ -890,6 +894,7 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
     };
     let warmup = 40.min(options.list_requests);
     let budget = Duration::from_secs_f64(options.list_seconds);
+    let classes: &[Class] = if options.status_only { &Class::ALL } else { &Class::ALL[..3] };
     for run in 1..=options.runs {
         let server = Server::start(&options.trellis, &instance).await?;
         let started = Instant::now();
@@ -901,6 +906,7 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
             options.rows,
             0xDEAD_BEEF ^ run as u64,
             budget / 4,
+            classes,
         )
         .await
         .map_err(|e| anyhow!("{e}\nserver log (tail):\n{}", server.log_tail()))?;
@@ -916,6 +922,7 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
             options.rows,
             0x5EED_0000 + run as u64,
             budget,
+            classes,
         )
         .await
         .map_err(|e| anyhow!("{e}\nserver log (tail):\n{}", server.log_tail()))?;
@@ -954,7 +961,7 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
             &format!("({} clients)", options.list_clients),
             results.len() as f64 / elapsed,
         );
-        for class in Class::ALL {
+        for &class in classes {
             let mine: Vec<&ListResult> = results.iter().filter(|r| r.class == class).collect();
             let ms = sorted(&mine.iter().map(|r| r.ms).collect::<Vec<_>>());
             let totals: Vec<f64> = mine.iter().map(|r| r.total as f64).collect();
