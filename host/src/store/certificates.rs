@@ -116,10 +116,17 @@ fn certificate_from_row(row: &AnyRow) -> StoreResult<Certificate> {
 /// flagged inexact. Counting a million matches would cost more than the page itself.
 pub const EXACT_TOTAL_LIMIT: i64 = 10_000;
 
+/// A search counts by walking at most this many trigram-index matches, newest first: the cost
+/// of a total stays bounded however common the term. Beyond it the total is a lower bound.
+pub const SEARCH_COUNT_SCAN_LIMIT: i64 = 2_000;
+
 /// The parts of a certificate list query. Columns are qualified with `c.`.
 struct CertificateQuery {
     from: &'static str,
+    /// Every condition except the trigram `MATCH`.
     where_clause: String,
+    /// The bind number of the trigram search term, when the search goes through the index.
+    fts_term: Option<usize>,
     order_by: &'static str,
     binds: Vec<Bind>,
 }
@@ -147,6 +154,7 @@ fn certificate_query(
     let hint = if dialect == Dialect::Sqlite && purpose == Purpose::Page { "+" } else { "" };
     let mut clauses = vec!["c.workspace_id = $1".to_string()];
     let mut binds = vec![Bind::Text(workspace_id.to_string())];
+    let mut fts_term = None;
     let mut push = |clause: &str, values: Vec<Bind>, binds: &mut Vec<Bind>| {
         let mut clause = clause.replace("{hint}", hint);
         for (i, value) in values.into_iter().enumerate() {
@@ -177,11 +185,10 @@ fn certificate_query(
         match dialect {
             // The trigram index answers terms of three or more characters; shorter
             // terms fall back to LIKE, which SQLite compares case-insensitively for ASCII.
-            Dialect::Sqlite if fts => push(
-                "s.certificates_search MATCH ${0}",
-                vec![Bind::Text(format!("\"{}\"", search.replace('"', "\"\"")))],
-                &mut binds,
-            ),
+            Dialect::Sqlite if fts => {
+                binds.push(Bind::Text(format!("\"{}\"", search.replace('"', "\"\""))));
+                fts_term = Some(binds.len());
+            }
             Dialect::Sqlite => push(
                 "(c.common_name LIKE ${0} ESCAPE '\\' OR c.issuer LIKE ${0} ESCAPE '\\')",
                 vec![Bind::Text(pattern)],
@@ -215,7 +222,7 @@ fn certificate_query(
     } else {
         ("certificates c", "c.id DESC")
     };
-    CertificateQuery { from, where_clause: clauses.join(" AND "), order_by, binds }
+    CertificateQuery { from, where_clause: clauses.join(" AND "), fts_term, order_by, binds }
 }
 
 impl Store {
@@ -226,7 +233,8 @@ impl Store {
     }
 
     /// One page of the workspace's certificates, newest first (creation order, i.e. id).
-    /// The total is exact up to [`EXACT_TOTAL_LIMIT`].
+    /// The total is exact up to [`EXACT_TOTAL_LIMIT`] matches, and for trigram searches
+    /// as long as the term matches at most [`SEARCH_COUNT_SCAN_LIMIT`] certificates.
     pub async fn list_certificates(
         &self,
         workspace_id: &str,
@@ -234,20 +242,43 @@ impl Store {
         page: PageRequest,
     ) -> StoreResult<Page<Certificate>> {
         let count = certificate_query(self.dialect, workspace_id, filter, Purpose::Count);
-        let count_sql = format!(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM {} WHERE {} LIMIT {}) AS matches",
-            count.from,
-            count.where_clause,
-            EXACT_TOTAL_LIMIT + 1
-        );
-        let matches: i64 = bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&self.pool).await?.try_get(0)?;
+        let (total, total_exact) = match count.fts_term {
+            Some(term) => {
+                let count_sql = format!(
+                    "SELECT COUNT(*), COALESCE(SUM(CASE WHEN {} THEN 1 ELSE 0 END), 0) \
+                     FROM (SELECT rowid FROM certificates_search WHERE certificates_search MATCH ${term} \
+                           ORDER BY rowid DESC LIMIT {}) AS m \
+                     CROSS JOIN certificates c ON c.id = m.rowid",
+                    count.where_clause,
+                    SEARCH_COUNT_SCAN_LIMIT + 1
+                );
+                let row = bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&self.pool).await?;
+                let (scanned, hits): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+                (hits, scanned <= SEARCH_COUNT_SCAN_LIMIT)
+            }
+            None => {
+                let count_sql = format!(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM {} WHERE {} LIMIT {}) AS matches",
+                    count.from,
+                    count.where_clause,
+                    EXACT_TOTAL_LIMIT + 1
+                );
+                let matches: i64 =
+                    bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&self.pool).await?.try_get(0)?;
+                (matches.min(EXACT_TOTAL_LIMIT), matches <= EXACT_TOTAL_LIMIT)
+            }
+        };
         let list = certificate_query(self.dialect, workspace_id, filter, Purpose::Page);
         let n = list.binds.len();
+        let where_clause = match list.fts_term {
+            Some(term) => format!("s.certificates_search MATCH ${term} AND {}", list.where_clause),
+            None => list.where_clause,
+        };
         let list_sql = format!(
             "SELECT {} FROM {} WHERE {} ORDER BY {} LIMIT ${} OFFSET ${}",
             qualified_columns(LIST_COLUMNS),
             list.from,
-            list.where_clause,
+            where_clause,
             list.order_by,
             n + 1,
             n + 2
@@ -258,12 +289,7 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         let items = rows.iter().map(certificate_from_row).collect::<StoreResult<Vec<_>>>()?;
-        Ok(Page {
-            items,
-            total: matches.min(EXACT_TOTAL_LIMIT),
-            total_exact: matches <= EXACT_TOTAL_LIMIT,
-            request: page,
-        })
+        Ok(Page { items, total, total_exact, request: page })
     }
 
     pub async fn certificate_statistics(&self, workspace_id: &str, now: i64) -> StoreResult<Statistics> {
