@@ -77,6 +77,9 @@ pub async fn register(ctx: &Context, caller: &Caller, registration: Registration
         location: location.as_deref(),
         metadata: &metadata,
         created_at: now,
+        // An import that is already expired never made the transition in this inventory:
+        // `certificate.created` carries its status, and no `certificate.expired` follows.
+        expiry_announced: parsed.expires_at <= now,
     };
     let certificate = tx.insert_certificate(&new).await.map_err(|err| match err {
         StoreError::Unique(_) => Error::Conflict(format!(

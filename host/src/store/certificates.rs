@@ -19,6 +19,8 @@ pub struct NewCertificate<'a> {
     pub location: Option<&'a str>,
     pub metadata: &'a Value,
     pub created_at: i64,
+    /// Marks the expiry events as already announced (for certificates that arrive expired).
+    pub expiry_announced: bool,
 }
 
 /// Fields to change; `None` leaves a column alone.
@@ -118,7 +120,7 @@ pub const EXACT_TOTAL_LIMIT: i64 = 10_000;
 
 /// A search counts by walking at most this many trigram-index matches, newest first: the cost
 /// of a total stays bounded however common the term. Beyond it the total is a lower bound.
-pub const SEARCH_COUNT_SCAN_LIMIT: i64 = 2_000;
+pub const SEARCH_COUNT_SCAN_LIMIT: i64 = 1_000;
 
 /// The parts of a certificate list query. Columns are qualified with `c.`.
 struct CertificateQuery {
@@ -218,7 +220,13 @@ fn certificate_query(
         push("c.issuance_source = ${0}", vec![Bind::Text(source.as_str().to_string())], &mut binds);
     }
     let (from, order_by) = if fts {
-        ("certificates_search s CROSS JOIN certificates c ON c.id = s.rowid", "s.rowid DESC")
+        // Each match is checked in the narrow certificates_recent index (workspace, id, status
+        // columns) before its full row is read: a broad term with a rare status stays cheap.
+        (
+            "certificates_search s CROSS JOIN certificates c INDEXED BY certificates_recent \
+             ON c.workspace_id = $1 AND c.id = s.rowid",
+            "s.rowid DESC",
+        )
     } else {
         ("certificates c", "c.id DESC")
     };
@@ -241,33 +249,6 @@ impl Store {
         filter: &CertificateFilter,
         page: PageRequest,
     ) -> StoreResult<Page<Certificate>> {
-        let count = certificate_query(self.dialect, workspace_id, filter, Purpose::Count);
-        let (total, total_exact) = match count.fts_term {
-            Some(term) => {
-                let count_sql = format!(
-                    "SELECT COUNT(*), COALESCE(SUM(CASE WHEN {} THEN 1 ELSE 0 END), 0) \
-                     FROM (SELECT rowid FROM certificates_search WHERE certificates_search MATCH ${term} \
-                           ORDER BY rowid DESC LIMIT {}) AS m \
-                     CROSS JOIN certificates c ON c.id = m.rowid",
-                    count.where_clause,
-                    SEARCH_COUNT_SCAN_LIMIT + 1
-                );
-                let row = bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&self.pool).await?;
-                let (scanned, hits): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
-                (hits, scanned <= SEARCH_COUNT_SCAN_LIMIT)
-            }
-            None => {
-                let count_sql = format!(
-                    "SELECT COUNT(*) FROM (SELECT 1 FROM {} WHERE {} LIMIT {}) AS matches",
-                    count.from,
-                    count.where_clause,
-                    EXACT_TOTAL_LIMIT + 1
-                );
-                let matches: i64 =
-                    bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&self.pool).await?.try_get(0)?;
-                (matches.min(EXACT_TOTAL_LIMIT), matches <= EXACT_TOTAL_LIMIT)
-            }
-        };
         let list = certificate_query(self.dialect, workspace_id, filter, Purpose::Page);
         let n = list.binds.len();
         let where_clause = match list.fts_term {
@@ -289,6 +270,42 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         let items = rows.iter().map(certificate_from_row).collect::<StoreResult<Vec<_>>>()?;
+        // A short page that is not past the end is the last one: its end is the total,
+        // and the (costlier) count is skipped. Selective searches mostly end here.
+        let returned = items.len() as i64;
+        if returned < page.limit && (returned > 0 || page.offset == 0) {
+            return Ok(Page { items, total: page.offset + returned, total_exact: true, request: page });
+        }
+        let count = certificate_query(self.dialect, workspace_id, filter, Purpose::Count);
+        let (total, total_exact) = match count.fts_term {
+            Some(term) => {
+                let count_sql = format!(
+                    "SELECT COUNT(*), COALESCE(SUM(CASE WHEN {} THEN 1 ELSE 0 END), 0) \
+                     FROM (SELECT rowid FROM certificates_search WHERE certificates_search MATCH ${term} \
+                           ORDER BY rowid DESC LIMIT {}) AS m \
+                     LEFT JOIN certificates c INDEXED BY certificates_recent \
+                       ON c.workspace_id = $1 AND c.id = m.rowid",
+                    count.where_clause,
+                    SEARCH_COUNT_SCAN_LIMIT + 1
+                );
+                let row = bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&self.pool).await?;
+                let (scanned, hits): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+                (hits, scanned <= SEARCH_COUNT_SCAN_LIMIT)
+            }
+            None => {
+                let count_sql = format!(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM {} WHERE {} LIMIT {}) AS matches",
+                    count.from,
+                    count.where_clause,
+                    EXACT_TOTAL_LIMIT + 1
+                );
+                let matches: i64 =
+                    bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&self.pool).await?.try_get(0)?;
+                (matches.min(EXACT_TOTAL_LIMIT), matches <= EXACT_TOTAL_LIMIT)
+            }
+        };
+        // A bounded count may not reach the page itself; the page proves at least this many.
+        let total = if returned > 0 { total.max(page.offset + returned) } else { total };
         Ok(Page { items, total, total_exact, request: page })
     }
 
@@ -407,8 +424,9 @@ impl Tx {
         let sql = format!(
             "INSERT INTO certificates (workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
                 signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, \
-                subject_alt_names, is_ca, issuance_source, auto_renewal, location, metadata, certificate_pem, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21) \
+                subject_alt_names, is_ca, issuance_source, auto_renewal, location, metadata, certificate_pem, created_at, updated_at, \
+                expiring_notified_at, expired_notified_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21, $22, $22) \
              RETURNING {CERTIFICATE_COLUMNS}"
         );
         let row = sqlx::query(&sql)
@@ -433,6 +451,7 @@ impl Tx {
             .bind(new.metadata.to_string())
             .bind(parsed.pem.as_str())
             .bind(new.created_at)
+            .bind(new.expiry_announced.then_some(new.created_at))
             .fetch_one(&mut *self.inner)
             .await?;
         certificate_from_row(&row)

@@ -114,7 +114,7 @@ impl Store {
                             conn.execute(
                                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
                                  PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; \
-                                 PRAGMA cache_size = -32768; PRAGMA temp_store = MEMORY;",
+                                 PRAGMA cache_size = -8192; PRAGMA temp_store = MEMORY;",
                             )
                             .await?;
                             Ok(())
