@@ -143,21 +143,24 @@ pub async fn activate(ctx: &Context, caller: &Caller, id: &str, version: &str) -
     let version = parse_version(version)?;
     let runtime = ctx.plugins.runtime();
     runtime.activate(id, &version).map_err(service_error)?;
+    record_activation(ctx, caller, id, "plugin.activated", &version).await
+}
+
+/// Persists the runtime's new activation of `id` with its audit row, and returns the summary.
+async fn record_activation(
+    ctx: &Context,
+    caller: &Caller,
+    id: &str,
+    action: &str,
+    version: &semver::Version,
+) -> Result<PluginSummary> {
+    let runtime = ctx.plugins.runtime();
     let at = ctx.now_millis();
     let mut tx = ctx.store.begin().await?;
     persist_activation(&mut tx, runtime, id, at).await?;
     let details = serde_json::json!({ "version": version.to_string() });
-    audit::record(
-        &mut tx,
-        &Audit::of(caller),
-        Some(&caller.workspace_id),
-        "plugin.activated",
-        "plugin",
-        Some(id),
-        details,
-        at,
-    )
-    .await?;
+    audit::record(&mut tx, &Audit::of(caller), Some(&caller.workspace_id), action, "plugin", Some(id), details, at)
+        .await?;
     tx.commit().await?;
     runtime.show(id).ok_or(Error::NotFound(Entity::Plugin))
 }
@@ -168,23 +171,7 @@ pub async fn rollback(ctx: &Context, caller: &Caller, id: &str) -> Result<Plugin
     let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let runtime = ctx.plugins.runtime();
     let version = runtime.rollback(id).map_err(service_error)?;
-    let at = ctx.now_millis();
-    let mut tx = ctx.store.begin().await?;
-    persist_activation(&mut tx, runtime, id, at).await?;
-    let details = serde_json::json!({ "version": version.to_string() });
-    audit::record(
-        &mut tx,
-        &Audit::of(caller),
-        Some(&caller.workspace_id),
-        "plugin.rolled_back",
-        "plugin",
-        Some(id),
-        details,
-        at,
-    )
-    .await?;
-    tx.commit().await?;
-    runtime.show(id).ok_or(Error::NotFound(Entity::Plugin))
+    record_activation(ctx, caller, id, "plugin.rolled_back", &version).await
 }
 
 /// Removes one version or (without `version`) the whole plugin.
