@@ -141,7 +141,7 @@ async fn main() -> anyhow::Result<()> {
                     let activation = if no_activate { Activation::Never } else { Activation::IfNewer };
                     let installed = plugin_service::install_as(
                         &ctx,
-                        &plugin_service::system_actor("cli"),
+                        &trellis_host::audit::Audit::system("cli"),
                         None,
                         &bytes,
                         activation,

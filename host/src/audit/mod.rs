@@ -16,6 +16,11 @@ pub struct Audit {
 }
 
 impl Audit {
+    /// A change no user made: `source` names the operator path (`cli`, `first-start`, `plugin-dir`).
+    pub fn system(source: &str) -> Self {
+        Audit { actor_type: "system", actor_id: source.to_owned(), request_id: None }
+    }
+
     pub fn of(caller: &Caller) -> Self {
         Audit {
             actor_type: caller.actor.kind(),

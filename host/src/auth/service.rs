@@ -55,7 +55,7 @@ pub async fn create_user(ctx: &Context, new: NewUser) -> Result<(User, Workspace
     })?;
     tx.add_member(&workspace.id, &user.id, Role::Owner, now).await?;
     tx.set_current_workspace(&user.id, &workspace.id).await?;
-    let system = Audit { actor_type: Actor::System.kind(), actor_id: Actor::System.id().to_string(), request_id: None };
+    let system = Audit::system(Actor::System.id());
     audit::record(
         &mut tx,
         &system,
@@ -234,7 +234,7 @@ pub async fn create_api_key_as_operator(ctx: &Context, workspace_id: &str, new: 
         return Err(Error::NotFound(Entity::Workspace));
     }
     let scopes = parse_scopes(&new.scopes)?;
-    let system = Audit { actor_type: "system", actor_id: "cli".into(), request_id: None };
+    let system = Audit::system(Actor::System.id());
     insert_api_key(ctx, workspace_id, new.name, scopes, new.kind, &system).await
 }
 

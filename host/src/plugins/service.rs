@@ -51,11 +51,6 @@ impl PluginService {
     }
 }
 
-/// Audit actor for installs that no user made (first start, watched directory, CLI).
-pub fn system_actor(name: &str) -> Audit {
-    Audit { actor_type: "system", actor_id: name.to_owned(), request_id: None }
-}
-
 /// Maps runtime errors onto the service's error type (codes stay visible in `details`).
 pub fn service_error(err: PluginError) -> Error {
     let code = err.code();
@@ -476,10 +471,16 @@ pub async fn load(ctx: &Context) -> Result<()> {
     for name in FIRST_PARTY_PLUGINS {
         let path = dir.join(format!("{name}.wasm"));
         match tokio::fs::read(&path).await {
-            Ok(bytes) => match install_as(ctx, &system_actor("first-start"), None, &bytes, Activation::IfNewer).await {
-                Ok(v) => tracing::info!(plugin = %v.info.id, version = %v.info.version, "installed first-party plugin"),
-                Err(err) => tracing::error!(file = %path.display(), error = %err, "cannot install first-party plugin"),
-            },
+            Ok(bytes) => {
+                match install_as(ctx, &Audit::system("first-start"), None, &bytes, Activation::IfNewer).await {
+                    Ok(v) => {
+                        tracing::info!(plugin = %v.info.id, version = %v.info.version, "installed first-party plugin")
+                    }
+                    Err(err) => {
+                        tracing::error!(file = %path.display(), error = %err, "cannot install first-party plugin")
+                    }
+                }
+            }
             Err(err) => {
                 tracing::warn!(file = %path.display(), error = %err, "first-party plugin missing; run `make plugins`")
             }
@@ -512,7 +513,7 @@ pub fn spawn_directory_watcher(ctx: SharedContext, dir: PathBuf, interval: Durat
             ticker.tick().await;
             for path in changed_wasm_files(&dir, &mut seen) {
                 let Ok(bytes) = tokio::fs::read(&path).await else { continue };
-                match install_as(&ctx, &system_actor("plugin-dir"), None, &bytes, Activation::IfNewer).await {
+                match install_as(&ctx, &Audit::system("plugin-dir"), None, &bytes, Activation::IfNewer).await {
                     Ok(v) => {
                         tracing::info!(file = %path.display(), plugin = %v.info.id, version = %v.info.version, "installed plugin from TRELLIS_PLUGIN_DIR")
                     }
