@@ -43,6 +43,8 @@ OPTIONS (environment variable in brackets):
   --with-status-only    add a status-only reference class to the list mix (not part of
                         the search+status figure; today it is slow enough to crowd it out)
   --keep                keep the temporary directories (printed)
+  --seeded-dir DIR      list figure: seed into DIR once and reuse it on later invocations
+                        (a `bench.json` there remembers the workspace and key)
   -h, --help            this text
 ";
 
@@ -62,6 +64,7 @@ struct Options {
     trellis: PathBuf,
     json: Option<PathBuf>,
     keep: bool,
+    seeded_dir: Option<PathBuf>,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
@@ -94,6 +97,7 @@ fn parse_options() -> Result<Options> {
         trellis: default_trellis,
         json: None,
         keep: false,
+        seeded_dir: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -126,6 +130,7 @@ fn parse_options() -> Result<Options> {
             "--trellis" => options.trellis = PathBuf::from(value(&flag)?),
             "--json" => options.json = Some(PathBuf::from(value(&flag)?)),
             "--keep" => options.keep = true,
+            "--seeded-dir" => options.seeded_dir = Some(PathBuf::from(value(&flag)?)),
             "--with-status-only" => options.status_only = true,
             other => bail!("unknown argument `{other}`\n\n{HELP}"),
         }
@@ -291,6 +296,10 @@ async fn new_instance(trellis: &Path, keep: bool) -> Result<Instance> {
     } else {
         Some(guard)
     };
+    new_instance_in(trellis, dir, guard).await
+}
+
+async fn new_instance_in(trellis: &Path, dir: PathBuf, guard: Option<tempfile::TempDir>) -> Result<Instance> {
     let db = dir.join("trellis.db");
     let user = trellis_cli(
         trellis,
@@ -380,14 +389,25 @@ impl Server {
 
     /// Resident set size (VmRSS) in MiB.
     fn rss_mib(&self) -> Result<f64> {
+        self.status_mib("VmRSS:")
+    }
+
+    /// Resident memory of the process's own (anonymous) allocations. VmRSS also counts the
+    /// database file pages SQLite reads through its memory map: page cache shared with the
+    /// kernel, counted once per mapping connection, and reclaimable.
+    fn anon_mib(&self) -> Result<f64> {
+        self.status_mib("RssAnon:")
+    }
+
+    fn status_mib(&self, field: &str) -> Result<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
             .context("reading /proc/<pid>/status (Linux only)")?;
         let kib: f64 = status
             .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .find_map(|line| line.strip_prefix(field))
             .and_then(|rest| rest.split_whitespace().next())
             .and_then(|n| n.parse().ok())
-            .ok_or_else(|| anyhow!("no VmRSS in /proc/{}/status", self.pid))?;
+            .ok_or_else(|| anyhow!("no {field} in /proc/{}/status", self.pid))?;
         Ok(kib / 1024.0)
     }
 
@@ -860,8 +880,50 @@ async fn list_phase(
     Ok(all)
 }
 
+/// The seeded instance of a `--seeded-dir` from an earlier invocation, if it has `rows` rows.
+fn reuse_seeded(dir: &Path, rows: u64) -> Result<Option<Instance>> {
+    let Ok(text) = std::fs::read_to_string(dir.join("bench.json")) else { return Ok(None) };
+    let saved: Value = serde_json::from_str(&text).context("reading bench.json")?;
+    let db = dir.join("trellis.db");
+    if saved["rows"].as_u64() != Some(rows)
+        || sqlite_query(&db, "SELECT COUNT(*) FROM certificates")? != rows.to_string()
+    {
+        return Ok(None);
+    }
+    let field = |name: &str| saved[name].as_str().map(str::to_string).ok_or_else(|| anyhow!("bench.json lacks {name}"));
+    Ok(Some(Instance {
+        dir: dir.to_path_buf(),
+        _guard: None,
+        db,
+        workspace_id: field("workspaceId")?,
+        api_key: field("apiKey")?,
+    }))
+}
+
 async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) -> Result<()> {
-    let instance = new_instance(&options.trellis, options.keep).await?;
+    let reused = match &options.seeded_dir {
+        Some(dir) => reuse_seeded(dir, options.rows)?,
+        None => None,
+    };
+    let instance = match reused {
+        Some(instance) => {
+            eprintln!("  reusing the seeded database in {}", instance.dir.display());
+            instance
+        }
+        None => seed_instance(options, certs, samples).await?,
+    };
+    run_list_on(options, &instance, samples).await
+}
+
+async fn seed_instance(options: &Options, certs: &[String], samples: &mut Samples) -> Result<Instance> {
+    let instance = match &options.seeded_dir {
+        Some(dir) => {
+            let _ = std::fs::remove_dir_all(dir);
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            new_instance_in(&options.trellis, dir.clone(), None).await?
+        }
+        None => new_instance(&options.trellis, options.keep).await?,
+    };
     eprintln!("  seeding {} rows into {} ...", options.rows, instance.db.display());
     let pem = certs.first().ok_or_else(|| anyhow!("no certificate"))?;
     let seconds = seed(&instance, options.rows, pem)?;
@@ -886,7 +948,15 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
     }
     samples.push("seed time (sqlite3 CLI, once)", "s", "", seconds);
     samples.push("database size after seeding", "MiB", "", db_bytes as f64 / 1048576.0);
+    if let Some(dir) = &options.seeded_dir {
+        let saved =
+            serde_json::json!({"rows": options.rows, "workspaceId": instance.workspace_id, "apiKey": instance.api_key});
+        std::fs::write(dir.join("bench.json"), saved.to_string()).context("writing bench.json")?;
+    }
+    Ok(instance)
+}
 
+async fn run_list_on(options: &Options, instance: &Instance, samples: &mut Samples) -> Result<()> {
     let rows_label = match options.rows {
         n if n % 1_000_000 == 0 => format!("{}M rows", n / 1_000_000),
         n if n % 1_000 == 0 => format!("{}k rows", n / 1_000),
@@ -896,7 +966,7 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
     let budget = Duration::from_secs_f64(options.list_seconds);
     let classes: &[Class] = if options.status_only { &Class::ALL } else { &Class::ALL[..3] };
     for run in 1..=options.runs {
-        let server = Server::start(&options.trellis, &instance).await?;
+        let server = Server::start(&options.trellis, instance).await?;
         let started = Instant::now();
         list_phase(
             &server,
@@ -930,6 +1000,7 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
         let cpu = server.cpu_seconds()? - cpu_before;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let rss = server.rss_mib()?;
+        let anon = server.anon_mib()?;
         let errors = server.logged_errors();
         server.stop().await?;
         if errors > 0 {
@@ -939,7 +1010,7 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
             sorted(&results.iter().filter(|r| r.class != Class::StatusOnly).map(|r| r.ms).collect::<Vec<_>>());
         let p99 = percentile(&search, 99.0);
         eprintln!(
-            "  list run {run}/{}: {} requests in {elapsed:.1} s ({:.0} req/s, warm-up {warm:.1} s); search+status p50 {:.1} p95 {:.1} p99 {p99:.1} ms; rss {rss:.1} MiB",
+            "  list run {run}/{}: {} requests in {elapsed:.1} s ({:.0} req/s, warm-up {warm:.1} s); search+status p50 {:.1} p95 {:.1} p99 {p99:.1} ms; rss {rss:.1} MiB (anonymous {anon:.1})",
             options.runs,
             results.len(),
             results.len() as f64 / elapsed,
@@ -979,6 +1050,7 @@ async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) ->
         samples.push("list: server CPU utilisation", "cores", "(2 = all)", cpu / elapsed);
         samples.push("list: load average at start", "", "", load);
         samples.push(&format!("RSS after list run ({rows_label}, 2 s idle)"), "MiB", "", rss);
+        samples.push("  of which anonymous (not mapped database pages)", "MiB", "", anon);
     }
     Ok(())
 }
