@@ -68,31 +68,40 @@ pub async fn register(ctx: &Context, caller: &Caller, registration: Registration
     let location = registration.location.map(|l| check_text("location", &l)).transpose()?;
     let metadata = check_metadata(registration.metadata.unwrap_or_else(|| json!({})))?;
     let now = ctx.now_millis();
-    let mut tx = ctx.store.begin().await?;
-    let new = NewCertificate {
-        workspace_id: &caller.workspace_id,
-        parsed: &parsed,
-        issuance_source: source,
-        auto_renewal: registration.auto_renewal.unwrap_or(false),
-        location: location.as_deref(),
-        metadata: &metadata,
-        created_at: now,
-        // An import that is already expired never made the transition in this inventory:
-        // `certificate.created` carries its status, and no `certificate.expired` follows.
-        expiry_announced: parsed.expires_at <= now,
-    };
-    let certificate = tx.insert_certificate(&new).await.map_err(|err| match err {
-        StoreError::Unique(_) => Error::Conflict(format!(
-            "A certificate with SHA-256 fingerprint {} is already registered in this workspace",
-            parsed.fingerprint_sha256
-        )),
-        other => other.into(),
-    })?;
-    audit::record(&mut tx, &Audit::of(caller), Some(&caller.workspace_id), "certificate.created", "certificate", Some(&certificate.id.to_string()), json!({ "commonName": certificate.common_name, "fingerprintSha256": certificate.fingerprint_sha256, "issuanceSource": source.as_str() }), now).await?;
-    events::enqueue(&mut tx, &caller.workspace_id, events::CERTIFICATE_CREATED, event_data(&certificate, now), now)
-        .await?;
-    tx.commit().await?;
-    Ok(certificate)
+    let actor = Audit::of(caller);
+    let workspace_id = caller.workspace_id.clone();
+    let auto_renewal = registration.auto_renewal.unwrap_or(false);
+    // Registrations are the inventory's bulk write: they go through group commit.
+    ctx.store
+        .write(move |tx| {
+            Box::pin(async move {
+                let new = NewCertificate {
+                    workspace_id: &workspace_id,
+                    parsed: &parsed,
+                    issuance_source: source,
+                    auto_renewal,
+                    location: location.as_deref(),
+                    metadata: &metadata,
+                    created_at: now,
+                    // An import that is already expired never made the transition in this
+                    // inventory: `certificate.created` carries its status, and no
+                    // `certificate.expired` follows.
+                    expiry_announced: parsed.expires_at <= now,
+                };
+                let certificate = tx.insert_certificate(&new).await.map_err(|err| match err {
+                    StoreError::Unique(_) => Error::Conflict(format!(
+                        "A certificate with SHA-256 fingerprint {} is already registered in this workspace",
+                        parsed.fingerprint_sha256
+                    )),
+                    other => other.into(),
+                })?;
+                let details = json!({ "commonName": certificate.common_name, "fingerprintSha256": certificate.fingerprint_sha256, "issuanceSource": source.as_str() });
+                audit::record(tx, &actor, Some(&workspace_id), "certificate.created", "certificate", Some(&certificate.id.to_string()), details, now).await?;
+                events::enqueue(tx, &workspace_id, events::CERTIFICATE_CREATED, event_data(&certificate, now), now).await?;
+                Ok(certificate)
+            })
+        })
+        .await
 }
 
 pub async fn list(ctx: &Context, caller: &Caller, query: ListQuery, page: PageRequest) -> Result<Page<Certificate>> {

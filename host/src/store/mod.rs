@@ -10,6 +10,7 @@ mod auth;
 mod certificates;
 mod outbox;
 mod plugins;
+mod writer;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -36,6 +37,13 @@ pub enum StoreError {
     Corrupt(String),
     #[error(transparent)]
     Database(sqlx::Error),
+    /// The group-commit transaction a change was part of did not commit.
+    #[error("the transaction failed: {0}")]
+    BatchFailed(String),
+    #[error("a write job panicked; its changes were rolled back")]
+    JobPanicked,
+    #[error("the database writer has stopped (shutting down)")]
+    WriterStopped,
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -87,6 +95,8 @@ pub struct Store {
     /// SQLite allows one writer; queueing writers here (instead of in SQLite's busy
     /// handler) avoids lock-upgrade deadlocks between deferred transactions.
     write_gate: Option<Arc<Mutex<()>>>,
+    /// SQLite: the queue of the group-commit writer (see [`writer`]).
+    writer: Option<writer::JobSender>,
 }
 
 /// A write transaction. Dropping it without `commit` rolls back.
@@ -137,8 +147,11 @@ impl Store {
                 .map_err(connect_err)?,
         };
         let write_gate = (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(())));
-        let store = Store { pool, dialect, write_gate };
+        let mut store = Store { pool, dialect, write_gate, writer: None };
         store.migrate().await?;
+        if dialect == Dialect::Sqlite {
+            store.writer = Some(writer::spawn(store.clone()));
+        }
         Ok(store)
     }
 

@@ -812,7 +812,7 @@ fn list_request(i: usize, rng: &mut Rng, rows: u64, classes: &[Class]) -> (Class
     let mut query = vec![("status", status), ("limit", "50".to_string())];
     match class {
         Class::Service => {
-            let hi = rows.min(99_999).max(10_001);
+            let hi = rows.clamp(10_001, 99_999);
             let n = 10_000 + rng.below(hi - 10_000);
             query.push(("search", format!("svc-{n}")));
         }
@@ -829,6 +829,7 @@ struct ListResult {
     total: i64,
 }
 
+#[allow(clippy::too_many_arguments, reason = "the knobs of one load phase")]
 async fn list_phase(
     server: &Server,
     api_key: &str,
@@ -1086,7 +1087,7 @@ fn report(options: &Options, samples: &Samples, started: &str) -> String {
     );
     let width = samples.order.iter().map(|n| n.chars().count()).max().unwrap_or(10).max(10);
     let _ =
-        writeln!(out, "{:<width$}  {:>9}  {:>9}  {:>9}  {:<8}  {}", "figure", "median", "min", "max", "unit", "target");
+        writeln!(out, "{:<width$}  {:>9}  {:>9}  {:>9}  {:<8}  target", "figure", "median", "min", "max", "unit");
     for name in &samples.order {
         let values = samples.values.get(name).map(Vec::as_slice).unwrap_or(&[]);
         let (unit, target) = &samples.meta[name];

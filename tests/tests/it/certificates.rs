@@ -125,6 +125,47 @@ async fn duplicate_fingerprint_is_a_conflict_but_other_workspaces_may_hold_it() 
     other.register(&pem).await;
 }
 
+/// Concurrent registrations share group-commit transactions: each duplicate is refused on its
+/// own while the certificates queued beside it commit, with exactly one audit row and one
+/// event per stored certificate.
+#[tokio::test]
+async fn concurrent_registrations_with_duplicates_commit_exactly_the_distinct_ones() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let distinct: Vec<String> = (0..12).map(|i| Spec::tls(&format!("burst-{i}.example.com")).pem()).collect();
+    // Every certificate three times, interleaved, all in flight at once.
+    let attempts: Vec<String> = (0..3).flat_map(|_| distinct.iter().cloned()).collect();
+    let tasks: Vec<_> = attempts
+        .into_iter()
+        .map(|pem| {
+            let admin = admin.clone();
+            tokio::spawn(async move { admin.post("/api/certificates", json!({ "certificate": pem })).await })
+        })
+        .collect();
+    let mut created = Vec::new();
+    let mut conflicts = 0;
+    for task in tasks {
+        let res = task.await.unwrap();
+        match res.status {
+            201 => created.push(res.body["data"]["fingerprintSha256"].as_str().unwrap().to_string()),
+            409 => {
+                assert_eq!(res.error_code(), "CONFLICT");
+                conflicts += 1;
+            }
+            other => panic!("unexpected {other}: {}", res.body),
+        }
+    }
+    created.sort();
+    created.dedup();
+    assert_eq!((created.len(), conflicts), (12, 24));
+    let listed = admin.get("/api/certificates?search=burst-&limit=100").await;
+    assert_eq!(listed.body["total"], 12);
+    let audit = admin.get("/api/audit-logs?action=certificate.created&limit=100").await;
+    assert_eq!(audit.body["total"], 12, "{}", audit.body);
+    let events = admin.get("/api/events?type=certificate.created&limit=100").await;
+    assert_eq!(events.body["total"], 12, "{}", events.body);
+}
+
 #[tokio::test]
 async fn status_is_computed_when_read_and_filterable() {
     let server = Server::start();
