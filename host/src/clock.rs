@@ -20,6 +20,16 @@ impl Clock for SystemClock {
     }
 }
 
+/// A clock stopped at one instant: tests, and scans run "as of" a given time.
+#[derive(Debug, Clone, Copy)]
+pub struct FixedClock(pub DateTime<Utc>);
+
+impl Clock for FixedClock {
+    fn now(&self) -> DateTime<Utc> {
+        self.0
+    }
+}
+
 /// A source of cryptographically secure random bytes.
 pub trait Entropy: Send + Sync + 'static {
     fn fill(&self, buf: &mut [u8]);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use trellis_host::auth::{self, KeyKind, NewApiKey, NewUser};
-use trellis_host::clock::{OsEntropy, SystemClock};
+use trellis_host::clock::{FixedClock, OsEntropy, SharedClock, SystemClock};
 use trellis_host::config::{Config, LogFormat};
 use trellis_host::context::{Context, SharedContext};
 use trellis_host::crypto::MasterKey;
@@ -67,7 +67,12 @@ enum PluginCommand {
 #[derive(Subcommand)]
 enum JobsCommand {
     /// Emit due certificate.expiring / certificate.expired events; prints {"expiring", "expired"}.
-    ExpiryScan,
+    ExpiryScan {
+        /// Scan as if it were this instant (RFC 3339) rather than now. For tests: the events
+        /// it emits are real, so a future instant announces expiries that have not happened.
+        #[arg(long, hide = true, value_name = "RFC3339")]
+        as_of: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -155,8 +160,16 @@ async fn main() -> anyhow::Result<()> {
             ctx.store.close().await;
             Ok(())
         }
-        Command::Jobs { command: JobsCommand::ExpiryScan } => {
-            let ctx = open(config).await?;
+        Command::Jobs { command: JobsCommand::ExpiryScan { as_of } } => {
+            let clock: SharedClock = match as_of {
+                None => Arc::new(SystemClock),
+                Some(text) => Arc::new(FixedClock(
+                    chrono::DateTime::parse_from_rfc3339(&text)
+                        .with_context(|| format!("--as-of `{text}` is not an RFC 3339 time"))?
+                        .with_timezone(&chrono::Utc),
+                )),
+            };
+            let ctx = open_with_clock(config, clock).await?;
             let scan = trellis_host::certificates::scan_expiry(&ctx).await.map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{}", serde_json::json!({ "expiring": scan.expiring, "expired": scan.expired }));
             ctx.store.close().await;
@@ -177,15 +190,19 @@ fn init_tracing(format: LogFormat) {
 }
 
 async fn open(config: Config) -> anyhow::Result<SharedContext> {
+    open_with_clock(config, Arc::new(SystemClock)).await
+}
+
+async fn open_with_clock(config: Config, clock: SharedClock) -> anyhow::Result<SharedContext> {
     let entropy = Arc::new(OsEntropy);
     let master_key = match &config.master_key {
         Some(text) => MasterKey::parse(text).context("TRELLIS_MASTER_KEY")?,
         None => MasterKey::load_or_create(&config.master_key_file, entropy.as_ref())?,
     };
     let store = Store::open(&config.database_url).await?;
-    let plugins = PluginService::start(&config, &store, Arc::new(SystemClock))
-        .map_err(|e| anyhow::anyhow!("plugin runtime: {e}"))?;
-    Ok(Arc::new(Context::new(config, store, Arc::new(SystemClock), entropy, master_key, plugins)))
+    let plugins =
+        PluginService::start(&config, &store, clock.clone()).map_err(|e| anyhow::anyhow!("plugin runtime: {e}"))?;
+    Ok(Arc::new(Context::new(config, store, clock, entropy, master_key, plugins)))
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {

@@ -1086,8 +1086,7 @@ fn report(options: &Options, samples: &Samples, started: &str) -> String {
         options.trellis.display()
     );
     let width = samples.order.iter().map(|n| n.chars().count()).max().unwrap_or(10).max(10);
-    let _ =
-        writeln!(out, "{:<width$}  {:>9}  {:>9}  {:>9}  {:<8}  target", "figure", "median", "min", "max", "unit");
+    let _ = writeln!(out, "{:<width$}  {:>9}  {:>9}  {:>9}  {:<8}  target", "figure", "median", "min", "max", "unit");
     for name in &samples.order {
         let values = samples.values.get(name).map(Vec::as_slice).unwrap_or(&[]);
         let (unit, target) = &samples.meta[name];

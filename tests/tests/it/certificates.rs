@@ -453,4 +453,33 @@ async fn expiry_events_are_emitted_once_per_transition() {
     let created = events("certificate.created").await;
     let gone = created.iter().find(|e| e["payload"]["data"]["certificateId"] == expired).unwrap();
     assert_eq!(gone["payload"]["data"]["status"], "expired");
+
+    // Eleven days on, the expiring certificate has expired: announced once, as of that instant.
+    let as_of = |days: i64| {
+        (time::OffsetDateTime::now_utc() + time::Duration::days(days))
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    let later = as_of(11);
+    assert_eq!(
+        server.cli(&["jobs", "expiry-scan", "--as-of", &later]).unwrap(),
+        json!({ "expiring": 0, "expired": 1 })
+    );
+    assert_eq!(
+        server.cli(&["jobs", "expiry-scan", "--as-of", &later]).unwrap(),
+        json!({ "expiring": 0, "expired": 0 })
+    );
+    let expired_events = events("certificate.expired").await;
+    assert_eq!(expired_events.len(), 1, "{expired_events:?}");
+    assert_eq!(expired_events[0]["payload"]["data"]["certificateId"], expiring);
+    assert_eq!(expired_events[0]["payload"]["data"]["status"], "expired");
+    // A scan that finds a certificate already past expiry (the scanner was down through its
+    // whole expiring window) announces only the expiry; the revoked one is never announced.
+    assert_eq!(
+        server.cli(&["jobs", "expiry-scan", "--as-of", &as_of(400)]).unwrap(),
+        json!({ "expiring": 0, "expired": 1 })
+    );
+    assert_eq!(events("certificate.expiring").await.len(), 1);
+    assert!(events("certificate.expired").await.iter().all(|e| e["payload"]["data"]["certificateId"] != revoked));
+    assert!(server.cli(&["jobs", "expiry-scan", "--as-of", "next tuesday"]).is_err(), "a bad instant is refused");
 }
