@@ -129,7 +129,8 @@ impl Store {
                             conn.execute(
                                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
                                  PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; \
-                                 PRAGMA cache_size = -8192; PRAGMA temp_store = MEMORY; PRAGMA mmap_size = 17179869184;",
+                                 PRAGMA cache_size = -8192; PRAGMA temp_store = MEMORY; PRAGMA mmap_size = 17179869184; \
+                                 PRAGMA wal_autocheckpoint = 10000;",
                             )
                             .await?;
                             Ok(())
@@ -151,6 +152,7 @@ impl Store {
         store.migrate().await?;
         if dialect == Dialect::Sqlite {
             store.writer = Some(writer::spawn(store.clone()));
+            writer::spawn_checkpointer(store.pool.clone());
         }
         Ok(store)
     }

@@ -88,6 +88,29 @@ pub(super) fn spawn(store: Store) -> JobSender {
     sender
 }
 
+/// Copies committed WAL frames into the database file every [`CHECKPOINT_INTERVAL`], on a
+/// reader connection: a passive checkpoint neither waits for nor blocks the writer. Left to
+/// SQLite, the checkpoint would run inside whichever commit crossed the threshold, holding
+/// every queued write behind its file copy and fsync (register p99 7 ms without, 21 ms with).
+/// `wal_autocheckpoint` stays as the safety net should this task fall behind.
+pub(super) fn spawn_checkpointer(pool: sqlx::AnyPool) {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(CHECKPOINT_INTERVAL);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        while !pool.is_closed() {
+            ticks.tick().await;
+            if let Err(error) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await {
+                if !pool.is_closed() {
+                    tracing::warn!(%error, "WAL checkpoint failed; SQLite's own checkpoint takes over");
+                }
+            }
+        }
+    });
+}
+
+/// How often the background checkpointer runs.
+const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The largest batch committed so far, for the tests to see that batching happens.
 #[cfg(test)]
 static LARGEST_BATCH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
