@@ -14,7 +14,8 @@ run: plugins
 test: plugins
 	$(CARGO) build -p trellis-host --bin trellis
 	$(TEST_RUNNER) --no-fail-fast
-	TRELLIS_TEST_POSTGRES_URL="$$(scripts/postgres.sh)" $(TEST_RUNNER) -p trellis-tests --no-fail-fast
+	# `--test it` (the black-box suite) keeps the package set, hence the build, of the first pass.
+	TRELLIS_TEST_POSTGRES_URL="$$(scripts/postgres.sh)" $(TEST_RUNNER) --test it --no-fail-fast
 
 build:
 	$(CARGO) build --release -p trellis-host --bin trellis
