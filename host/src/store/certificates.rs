@@ -122,6 +122,13 @@ pub const EXACT_TOTAL_LIMIT: i64 = 10_000;
 /// of a total stays bounded however common the term. Beyond it the total is a lower bound.
 pub const SEARCH_COUNT_SCAN_LIMIT: i64 = 1_000;
 
+/// The trigram index keys a certificate by `workspace number * 2^40 + id` (migration 0002), so a
+/// workspace's entries form one rowid range. `{t}` stands for the index table's name or alias.
+const SEARCH_IN_WORKSPACE: &str = "{t}.rowid BETWEEN (SELECT number FROM workspaces WHERE id = $1) * 1099511627776 \
+     AND (SELECT number FROM workspaces WHERE id = $1) * 1099511627776 + 1099511627775";
+/// The certificate id inside a trigram index rowid.
+const SEARCH_ID_MASK: i64 = (1 << 40) - 1;
+
 /// The parts of a certificate list query. Columns are qualified with `c.`.
 struct CertificateQuery {
     from: &'static str,
@@ -224,7 +231,7 @@ fn certificate_query(
         // columns) before its full row is read: a broad term with a rare status stays cheap.
         (
             "certificates_search s CROSS JOIN certificates c INDEXED BY certificates_recent \
-             ON c.workspace_id = $1 AND c.id = s.rowid",
+             ON c.workspace_id = $1 AND c.id = (s.rowid & 1099511627775)",
             "s.rowid DESC",
         )
     } else {
@@ -252,7 +259,11 @@ impl Store {
         let list = certificate_query(self.dialect, workspace_id, filter, Purpose::Page);
         let n = list.binds.len();
         let where_clause = match list.fts_term {
-            Some(term) => format!("s.certificates_search MATCH ${term} AND {}", list.where_clause),
+            Some(term) => format!(
+                "s.certificates_search MATCH ${term} AND {} AND {}",
+                SEARCH_IN_WORKSPACE.replace("{t}", "s"),
+                list.where_clause
+            ),
             None => list.where_clause,
         };
         let list_sql = format!(
@@ -281,11 +292,12 @@ impl Store {
             Some(term) => {
                 let count_sql = format!(
                     "SELECT COUNT(*), COALESCE(SUM(CASE WHEN {} THEN 1 ELSE 0 END), 0) \
-                     FROM (SELECT rowid FROM certificates_search WHERE certificates_search MATCH ${term} \
-                           ORDER BY rowid DESC LIMIT {}) AS m \
+                     FROM (SELECT rowid FROM certificates_search s WHERE s.certificates_search MATCH ${term} \
+                           AND {} ORDER BY rowid DESC LIMIT {}) AS m \
                      LEFT JOIN certificates c INDEXED BY certificates_recent \
-                       ON c.workspace_id = $1 AND c.id = m.rowid",
+                       ON c.workspace_id = $1 AND c.id = (m.rowid & {SEARCH_ID_MASK})",
                     count.where_clause,
+                    SEARCH_IN_WORKSPACE.replace("{t}", "s"),
                     SEARCH_COUNT_SCAN_LIMIT + 1
                 );
                 let row = bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&self.pool).await?;

@@ -81,6 +81,12 @@ const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../../../migrations/postgres/0001_foundation.sql"),
     },
     Migration {
+        version: 2,
+        name: "search_by_workspace",
+        sqlite: include_str!("../../../migrations/sqlite/0002_search_by_workspace.sql"),
+        postgres: include_str!("../../../migrations/postgres/0002_search_by_workspace.sql"),
+    },
+    Migration {
         version: 100,
         name: "plugins",
         sqlite: include_str!("../../../migrations/sqlite/0100_plugins.sql"),
@@ -194,6 +200,9 @@ impl Store {
                 Dialect::Sqlite => migration.sqlite,
                 Dialect::Postgres => migration.postgres,
             };
+            // Some migrations rebuild an index over every certificate: say so before the wait.
+            tracing::info!(version = migration.version, name = migration.name, "applying migration");
+            let started = std::time::Instant::now();
             let failed = |source| StoreError::Migration { version: migration.version, name: migration.name, source };
             let mut tx = self.begin().await?;
             sqlx::raw_sql(sql).execute(&mut *tx.inner).await.map_err(failed)?;
@@ -205,7 +214,12 @@ impl Store {
                 .await
                 .map_err(failed)?;
             tx.commit().await?;
-            tracing::info!(version = migration.version, name = migration.name, "applied migration");
+            tracing::info!(
+                version = migration.version,
+                name = migration.name,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "applied migration"
+            );
         }
         Ok(())
     }

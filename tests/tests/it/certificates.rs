@@ -231,6 +231,45 @@ async fn search_is_a_case_insensitive_substring_of_common_name_and_issuer() {
     assert_eq!(combined.body["total"], 2);
 }
 
+/// Each workspace searches only its own certificates, and a deleted certificate leaves the
+/// search index with its row (the index keeps a rowid range per workspace).
+#[tokio::test]
+async fn search_stays_in_the_workspace_and_forgets_deleted_certificates() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let (other, _) = server.new_user("tenant-b@example.com").await;
+    let mut mine = Vec::new();
+    for i in 0..3 {
+        mine.push(admin.register(&Spec::tls(&format!("shared-{i}.example.com")).pem()).await["id"].as_i64().unwrap());
+        other.register(&Spec::tls(&format!("shared-{i}.example.com")).pem()).await;
+        other.register(&Spec::tls(&format!("shared-extra-{i}.example.com")).pem()).await;
+    }
+    let ids = |client: &trellis_tests::Client, query: &'static str| {
+        let client = client.clone();
+        async move {
+            let res = client.get(&format!("/api/certificates?{query}")).await;
+            assert_eq!(res.status, 200, "{}", res.body);
+            let ids: Vec<i64> =
+                res.body["data"].as_array().unwrap().iter().map(|c| c["id"].as_i64().unwrap()).collect();
+            (ids, res.body["total"].as_i64().unwrap())
+        }
+    };
+    let (found, total) = ids(&admin, "search=shared-").await;
+    assert_eq!(total, 3);
+    assert_eq!(found, mine.iter().rev().copied().collect::<Vec<_>>(), "newest first, only this workspace's");
+    assert_eq!(ids(&other, "search=shared-").await.1, 6);
+    assert_eq!(ids(&admin, "search=extra").await, (vec![], 0), "the other workspace's names are not found");
+    // A page past the first still counts only this workspace.
+    let (page, total) = ids(&admin, "search=example.com&limit=2&page=2").await;
+    assert_eq!((page, total), (vec![mine[0]], 3));
+
+    assert_eq!(admin.delete(&format!("/api/certificates/{}", mine[1])).await.status, 204);
+    let (found, total) = ids(&admin, "search=shared-").await;
+    assert_eq!((found, total), (vec![mine[2], mine[0]], 2));
+    assert_eq!(ids(&admin, "search=shared-1").await, (vec![], 0));
+    assert_eq!(ids(&other, "search=shared-1").await.1, 1, "the other workspace's twin is untouched");
+}
+
 #[tokio::test]
 async fn update_auto_renew_and_assign_identity() {
     let server = Server::start();
