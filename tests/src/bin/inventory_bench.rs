@@ -42,6 +42,9 @@ OPTIONS (environment variable in brackets):
   --json PATH           also write all samples as JSON
   --with-status-only    add a status-only reference class to the list mix (not part of
                         the search+status figure; today it is slow enough to crowd it out)
+  --with-small-tenant   add a reference class: broad searches + status by a second
+                        workspace of 1,000 certificates, older than every row of the big one
+                        (tenant isolation of the search index; not part of the figure)
   --keep                keep the temporary directories (printed)
   --seeded-dir DIR      list figure: seed into DIR once and reuse it on later invocations
                         (a `bench.json` there remembers the workspace and key)
@@ -60,6 +63,7 @@ struct Options {
     list_requests: usize,
     list_seconds: f64,
     status_only: bool,
+    small_tenant: bool,
     list_clients: usize,
     trellis: PathBuf,
     json: Option<PathBuf>,
@@ -93,6 +97,7 @@ fn parse_options() -> Result<Options> {
         list_requests: 2_400,
         list_seconds: env_or("INVENTORY_BENCH_LIST_SECONDS", 90.0)?,
         status_only: false,
+        small_tenant: false,
         list_clients: 4,
         trellis: default_trellis,
         json: None,
@@ -132,6 +137,7 @@ fn parse_options() -> Result<Options> {
             "--keep" => options.keep = true,
             "--seeded-dir" => options.seeded_dir = Some(PathBuf::from(value(&flag)?)),
             "--with-status-only" => options.status_only = true,
+            "--with-small-tenant" => options.small_tenant = true,
             other => bail!("unknown argument `{other}`\n\n{HELP}"),
         }
     }
@@ -250,7 +256,13 @@ struct Instance {
     db: PathBuf,
     workspace_id: String,
     api_key: String,
+    /// A second, small workspace (`SMALL_TENANT_ROWS` certificates) and its key.
+    small_workspace_id: String,
+    small_api_key: String,
 }
+
+/// Certificates of the second workspace, seeded before (so older than) the big one's.
+const SMALL_TENANT_ROWS: u64 = 1_000;
 
 fn server_env(cmd: &mut tokio::process::Command, dir: &Path, db: &Path, port: u16) {
     for (name, _) in std::env::vars_os() {
@@ -301,19 +313,21 @@ async fn new_instance(trellis: &Path, keep: bool) -> Result<Instance> {
 
 async fn new_instance_in(trellis: &Path, dir: PathBuf, guard: Option<tempfile::TempDir>) -> Result<Instance> {
     let db = dir.join("trellis.db");
-    let user = trellis_cli(
-        trellis,
-        &dir,
-        &db,
-        &["user", "create", "--email", "bench@example.com", "--password", "bench-password-123"],
-    )
-    .await?;
+    let (workspace_id, api_key) = new_tenant(trellis, &dir, &db, "bench@example.com").await?;
+    let (small_workspace_id, small_api_key) = new_tenant(trellis, &dir, &db, "small-tenant@example.com").await?;
+    Ok(Instance { dir, _guard: guard, db, workspace_id, api_key, small_workspace_id, small_api_key })
+}
+
+/// A user with a new workspace, and an API key of that workspace.
+async fn new_tenant(trellis: &Path, dir: &Path, db: &Path, email: &str) -> Result<(String, String)> {
+    let user = trellis_cli(trellis, dir, db, &["user", "create", "--email", email, "--password", "bench-password-123"])
+        .await?;
     let workspace_id =
         user["workspaceId"].as_str().ok_or_else(|| anyhow!("user create printed no workspaceId: {user}"))?.to_string();
     let key = trellis_cli(
         trellis,
-        &dir,
-        &db,
+        dir,
+        db,
         &[
             "api-key",
             "create",
@@ -327,7 +341,7 @@ async fn new_instance_in(trellis: &Path, dir: PathBuf, guard: Option<tempfile::T
     )
     .await?;
     let api_key = key["key"].as_str().ok_or_else(|| anyhow!("api-key create printed no key: {key}"))?.to_string();
-    Ok(Instance { dir, _guard: guard, db, workspace_id, api_key })
+    Ok((workspace_id, api_key))
 }
 
 struct Server {
@@ -709,7 +723,6 @@ fn sql_text(text: &str) -> String {
 /// Seeds `rows` certificates into the workspace straight through the `sqlite3` CLI
 /// (the server is not running), with the schema's FTS triggers in place. Returns seconds.
 fn seed(instance: &Instance, rows: u64, pem: &str) -> Result<f64> {
-    let now_ms = time::OffsetDateTime::now_utc().unix_timestamp() * 1000;
     let mut sql = String::from(
         "PRAGMA synchronous = OFF;\nPRAGMA cache_size = -262144;\nPRAGMA temp_store = MEMORY;\n\
          CREATE TEMP TABLE bench_teams (i INTEGER PRIMARY KEY, name TEXT NOT NULL);\n\
@@ -721,6 +734,37 @@ fn seed(instance: &Instance, rows: u64, pem: &str) -> Result<f64> {
     for (i, (dn, _)) in ISSUERS.iter().enumerate() {
         let _ = writeln!(sql, "INSERT INTO bench_issuers VALUES ({i}, {});", sql_text(dn));
     }
+    // The small tenant first: its rows are older than all of the big workspace's, the worst
+    // case for a search that walks the index newest-first.
+    sql.push_str(&seed_rows(&instance.small_workspace_id, SMALL_TENANT_ROWS, pem));
+    sql.push_str(&seed_rows(&instance.workspace_id, rows, pem));
+    sql.push_str("PRAGMA wal_checkpoint(TRUNCATE);\n");
+    let started = Instant::now();
+    let mut child = std::process::Command::new("sqlite3")
+        .arg("-bail")
+        .arg(&instance.db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running the sqlite3 CLI (apt-get install sqlite3)")?;
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().ok_or_else(|| anyhow!("sqlite3 stdin"))?;
+        stdin.write_all(sql.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!("seeding failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// One transaction inserting `rows` certificates into `workspace_id` (temp tables
+/// `bench_teams` and `bench_issuers` must exist).
+fn seed_rows(workspace_id: &str, rows: u64, pem: &str) -> String {
+    let now_ms = time::OffsetDateTime::now_utc().unix_timestamp() * 1000;
+    let mut sql = String::new();
     // n = 1..rows. created_at increases with n (one per 30 s, ending now); expiry is spread
     // pseudo-randomly from 1 year ago to 2 years ahead; ~2% revoked; team = n mod 40;
     // issuer pseudo-random among 20. Rows already expired or expiring are marked as
@@ -747,30 +791,11 @@ fn seed(instance: &Instance, rows: u64, pem: &str) -> Result<f64> {
              {pem}, CASE WHEN rev = 0 AND exp <= {now_ms} + 2592000000 THEN {now_ms} END,\n\
              CASE WHEN rev = 0 AND exp <= {now_ms} THEN {now_ms} END, created, created\n\
          FROM src;\n\
-         COMMIT;\n\
-         PRAGMA wal_checkpoint(TRUNCATE);\n",
-        ws = sql_text(&instance.workspace_id),
+         COMMIT;\n",
+        ws = sql_text(workspace_id),
         pem = sql_text(pem),
     );
-    let started = Instant::now();
-    let mut child = std::process::Command::new("sqlite3")
-        .arg("-bail")
-        .arg(&instance.db)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running the sqlite3 CLI (apt-get install sqlite3)")?;
-    {
-        use std::io::Write as _;
-        let mut stdin = child.stdin.take().ok_or_else(|| anyhow!("sqlite3 stdin"))?;
-        stdin.write_all(sql.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    if !out.status.success() {
-        bail!("seeding failed: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(started.elapsed().as_secs_f64())
+    sql
 }
 
 fn sqlite_query(db: &Path, sql: &str) -> Result<String> {
@@ -792,16 +817,24 @@ enum Class {
     Issuer,
     /// Status filter only (reference; not part of the search+status figure).
     StatusOnly,
+    /// A team or issuer name + status, searched by the small second workspace (reference).
+    SmallTenant,
 }
 
 impl Class {
-    const ALL: [Class; 4] = [Class::Service, Class::Team, Class::Issuer, Class::StatusOnly];
+    const FIGURE: [Class; 3] = [Class::Service, Class::Team, Class::Issuer];
+
+    /// Reference classes are measured beside the figure, not in it.
+    fn in_figure(self) -> bool {
+        Class::FIGURE.contains(&self)
+    }
     fn name(self) -> &'static str {
         match self {
             Class::Service => "search=svc-NNNNN (11 rows) + status",
             Class::Team => "search=<team> (2.5%) + status",
             Class::Issuer => "search=<issuer> (5%) + status",
             Class::StatusOnly => "status only (reference)",
+            Class::SmallTenant => "small workspace: search=<team|issuer> + status (reference)",
         }
     }
 }
@@ -819,6 +852,13 @@ fn list_request(i: usize, rng: &mut Rng, rows: u64, classes: &[Class]) -> (Class
         Class::Team => query.push(("search", TEAMS[rng.below(40) as usize].to_string())),
         Class::Issuer => query.push(("search", ISSUERS[rng.below(20) as usize].1.to_string())),
         Class::StatusOnly => {}
+        Class::SmallTenant => query.push((
+            "search",
+            match rng.below(2) {
+                0 => TEAMS[rng.below(40) as usize].to_string(),
+                _ => ISSUERS[rng.below(20) as usize].1.to_string(),
+            },
+        )),
     }
     (class, query)
 }
@@ -832,7 +872,7 @@ struct ListResult {
 #[allow(clippy::too_many_arguments, reason = "the knobs of one load phase")]
 async fn list_phase(
     server: &Server,
-    api_key: &str,
+    instance: &Instance,
     requests: usize,
     clients: usize,
     rows: u64,
@@ -848,7 +888,8 @@ async fn list_phase(
     let url = format!("{}/api/certificates", server.base);
     let mut tasks = Vec::new();
     for _ in 0..clients {
-        let (plan, next, url, key, c) = (plan.clone(), next.clone(), url.clone(), api_key.to_string(), client()?);
+        let (plan, next, url, c) = (plan.clone(), next.clone(), url.clone(), client()?);
+        let (key, small_key) = (instance.api_key.clone(), instance.small_api_key.clone());
         tasks.push(tokio::spawn(async move {
             let mut results = Vec::new();
             loop {
@@ -860,7 +901,8 @@ async fn list_phase(
                     break;
                 };
                 let t = Instant::now();
-                let response = c.get(&url).query(query).header("X-API-Key", &key).send().await?;
+                let key = if *class == Class::SmallTenant { &small_key } else { &key };
+                let response = c.get(&url).query(query).header("X-API-Key", key).send().await?;
                 let status = response.status();
                 let body = response.bytes().await?;
                 let ms = t.elapsed().as_secs_f64() * 1000.0;
@@ -886,18 +928,23 @@ fn reuse_seeded(dir: &Path, rows: u64) -> Result<Option<Instance>> {
     let Ok(text) = std::fs::read_to_string(dir.join("bench.json")) else { return Ok(None) };
     let saved: Value = serde_json::from_str(&text).context("reading bench.json")?;
     let db = dir.join("trellis.db");
+    let field = |name: &str| saved[name].as_str().map(str::to_string).ok_or_else(|| anyhow!("bench.json lacks {name}"));
+    let counted =
+        format!("SELECT COUNT(*) FROM certificates WHERE workspace_id = {}", sql_text(&field("workspaceId")?));
     if saved["rows"].as_u64() != Some(rows)
-        || sqlite_query(&db, "SELECT COUNT(*) FROM certificates")? != rows.to_string()
+        || saved["smallApiKey"].is_null()
+        || sqlite_query(&db, &counted)? != rows.to_string()
     {
         return Ok(None);
     }
-    let field = |name: &str| saved[name].as_str().map(str::to_string).ok_or_else(|| anyhow!("bench.json lacks {name}"));
     Ok(Some(Instance {
         dir: dir.to_path_buf(),
         _guard: None,
         db,
         workspace_id: field("workspaceId")?,
         api_key: field("apiKey")?,
+        small_workspace_id: field("smallWorkspaceId")?,
+        small_api_key: field("smallApiKey")?,
     }))
 }
 
@@ -940,18 +987,18 @@ async fn seed_instance(options: &Options, certs: &[String], samples: &mut Sample
         "SELECT COUNT(*) FROM certificates_search WHERE certificates_search MATCH '\"example.com\"'",
     )?;
     eprintln!(
-        "  seeded {count} rows in {seconds:.1} s ({:.0} rows/s); FTS matches {fts}; database {:.0} MiB",
+        "  seeded {count} rows ({SMALL_TENANT_ROWS} of them in the small workspace) in {seconds:.1} s ({:.0} rows/s); FTS matches {fts}; database {:.0} MiB",
         options.rows as f64 / seconds,
         db_bytes as f64 / 1048576.0
     );
-    if count != options.rows.to_string() || fts != count {
+    if count != (options.rows + SMALL_TENANT_ROWS).to_string() || fts != count {
         bail!("seeding incomplete: {count} rows, FTS index answers {fts}");
     }
     samples.push("seed time (sqlite3 CLI, once)", "s", "", seconds);
     samples.push("database size after seeding", "MiB", "", db_bytes as f64 / 1048576.0);
     if let Some(dir) = &options.seeded_dir {
-        let saved =
-            serde_json::json!({"rows": options.rows, "workspaceId": instance.workspace_id, "apiKey": instance.api_key});
+        let saved = serde_json::json!({"rows": options.rows, "workspaceId": instance.workspace_id, "apiKey": instance.api_key,
+                "smallWorkspaceId": instance.small_workspace_id, "smallApiKey": instance.small_api_key});
         std::fs::write(dir.join("bench.json"), saved.to_string()).context("writing bench.json")?;
     }
     Ok(instance)
@@ -965,13 +1012,20 @@ async fn run_list_on(options: &Options, instance: &Instance, samples: &mut Sampl
     };
     let warmup = 40.min(options.list_requests);
     let budget = Duration::from_secs_f64(options.list_seconds);
-    let classes: &[Class] = if options.status_only { &Class::ALL } else { &Class::ALL[..3] };
+    let mut classes = Class::FIGURE.to_vec();
+    if options.status_only {
+        classes.push(Class::StatusOnly);
+    }
+    if options.small_tenant {
+        classes.push(Class::SmallTenant);
+    }
+    let classes = &classes[..];
     for run in 1..=options.runs {
         let server = Server::start(&options.trellis, instance).await?;
         let started = Instant::now();
         list_phase(
             &server,
-            &instance.api_key,
+            instance,
             warmup,
             options.list_clients,
             options.rows,
@@ -987,7 +1041,7 @@ async fn run_list_on(options: &Options, instance: &Instance, samples: &mut Sampl
         let started = Instant::now();
         let results = list_phase(
             &server,
-            &instance.api_key,
+            instance,
             options.list_requests,
             options.list_clients,
             options.rows,
@@ -1008,7 +1062,7 @@ async fn run_list_on(options: &Options, instance: &Instance, samples: &mut Sampl
             eprintln!("  warning: the server logged {errors} ERROR lines");
         }
         let search: Vec<f64> =
-            sorted(&results.iter().filter(|r| r.class != Class::StatusOnly).map(|r| r.ms).collect::<Vec<_>>());
+            sorted(&results.iter().filter(|r| r.class.in_figure()).map(|r| r.ms).collect::<Vec<_>>());
         let p99 = percentile(&search, 99.0);
         eprintln!(
             "  list run {run}/{}: {} requests in {elapsed:.1} s ({:.0} req/s, warm-up {warm:.1} s); search+status p50 {:.1} p95 {:.1} p99 {p99:.1} ms; rss {rss:.1} MiB (anonymous {anon:.1})",
