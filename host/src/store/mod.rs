@@ -103,6 +103,8 @@ pub struct Store {
     write_gate: Option<Arc<Mutex<()>>>,
     /// SQLite: the queue of the group-commit writer (see [`writer`]).
     writer: Option<writer::JobSender>,
+    /// SQLite: workspace numbers of the trigram index, read once each (they never change).
+    workspace_numbers: Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>,
 }
 
 /// A write transaction. Dropping it without `commit` rolls back.
@@ -154,7 +156,7 @@ impl Store {
                 .map_err(connect_err)?,
         };
         let write_gate = (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(())));
-        let mut store = Store { pool, dialect, write_gate, writer: None };
+        let mut store = Store { pool, dialect, write_gate, writer: None, workspace_numbers: Default::default() };
         store.migrate().await?;
         if dialect == Dialect::Sqlite {
             store.writer = Some(writer::spawn(store.clone()));
