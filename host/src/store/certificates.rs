@@ -234,11 +234,11 @@ fn certificate_query(
         push("c.issuance_source = ${0}", vec![Bind::Text(source.as_str().to_string())], &mut binds);
     }
     let (from, order_by) = if fts {
-        // Each match is checked in the narrow certificates_recent index (workspace, id, status
-        // columns) before its full row is read: a broad term with a rare status stays cheap.
+        // Each match is checked in the narrow certificates_probe index (id, status columns,
+        // workspace) before its full row is read: a broad term with a rare status stays cheap.
         (
-            "certificates_search s CROSS JOIN certificates c INDEXED BY certificates_recent \
-             ON c.workspace_id = $1 AND c.id = (s.rowid & 1099511627775)",
+            "certificates_search s CROSS JOIN certificates c INDEXED BY certificates_probe \
+             ON c.id = (s.rowid & 1099511627775) AND c.workspace_id = $1",
             "s.rowid DESC",
         )
     } else {
@@ -325,8 +325,8 @@ impl Store {
                     "SELECT COUNT(*), COALESCE(SUM(CASE WHEN {} THEN 1 ELSE 0 END), 0) \
                      FROM (SELECT rowid FROM certificates_search s WHERE s.certificates_search MATCH ${term} \
                            AND {} ORDER BY rowid DESC LIMIT {}) AS m \
-                     LEFT JOIN certificates c INDEXED BY certificates_recent \
-                       ON c.workspace_id = $1 AND c.id = (m.rowid & {SEARCH_ID_MASK})",
+                     LEFT JOIN certificates c INDEXED BY certificates_probe \
+                       ON c.id = (m.rowid & {SEARCH_ID_MASK}) AND c.workspace_id = $1",
                     count.where_clause,
                     search_range_clause(&mut count.binds, workspace_number),
                     SEARCH_COUNT_SCAN_LIMIT + 1

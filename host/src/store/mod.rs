@@ -87,6 +87,12 @@ const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../../../migrations/postgres/0002_search_by_workspace.sql"),
     },
     Migration {
+        version: 3,
+        name: "certificate_probe_index",
+        sqlite: include_str!("../../../migrations/sqlite/0003_certificate_probe_index.sql"),
+        postgres: include_str!("../../../migrations/postgres/0003_certificate_probe_index.sql"),
+    },
+    Migration {
         version: 100,
         name: "plugins",
         sqlite: include_str!("../../../migrations/sqlite/0100_plugins.sql"),
