@@ -1,0 +1,210 @@
+//! The certificate inventory: register, list, read, annotate, revoke, delete, download;
+//! usage records and machine identities. Issuance arrives with the PKI and CA areas.
+
+mod service;
+pub mod x509;
+
+pub use self::service::*;
+pub use self::x509::{parse_pem, ParsedCertificate, UsageCategory};
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+/// Certificates inside this window before `expiresAt` read as `expiring`.
+pub const EXPIRING_WINDOW_MS: i64 = 30 * 24 * 3600 * 1000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Active,
+    Expiring,
+    Expired,
+    Revoked,
+}
+
+impl Status {
+    pub const ALL: [Status; 4] = [Status::Active, Status::Expiring, Status::Expired, Status::Revoked];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Active => "active",
+            Status::Expiring => "expiring",
+            Status::Expired => "expired",
+            Status::Revoked => "revoked",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// Status is derived when read, never stored, so it is always right.
+    pub fn at(revoked: bool, expires_at: i64, now: i64) -> Status {
+        if revoked {
+            Status::Revoked
+        } else if expires_at <= now {
+            Status::Expired
+        } else if expires_at <= now + EXPIRING_WINDOW_MS {
+            Status::Expiring
+        } else {
+            Status::Active
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IssuanceSource {
+    Internal,
+    Agent,
+    Vault,
+    External,
+}
+
+impl IssuanceSource {
+    pub const ALL: [IssuanceSource; 4] =
+        [IssuanceSource::Internal, IssuanceSource::Agent, IssuanceSource::Vault, IssuanceSource::External];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IssuanceSource::Internal => "internal",
+            IssuanceSource::Agent => "agent",
+            IssuanceSource::Vault => "vault",
+            IssuanceSource::External => "external",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<IssuanceSource> {
+        IssuanceSource::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Certificate {
+    pub id: i64,
+    pub workspace_id: String,
+    pub common_name: String,
+    pub issuer: String,
+    pub subject: String,
+    pub serial_number: String,
+    pub not_before: i64,
+    pub expires_at: i64,
+    pub signature_algorithm: String,
+    pub signature_hash: Option<String>,
+    pub key_algorithm: String,
+    pub key_size: Option<i64>,
+    pub fingerprint_sha256: String,
+    pub usage_category: String,
+    pub subject_alt_names: Vec<String>,
+    pub is_ca: bool,
+    pub issuance_source: IssuanceSource,
+    pub auto_renewal: bool,
+    pub location: Option<String>,
+    pub metadata: serde_json::Value,
+    pub ca_id: Option<i64>,
+    pub machine_identity_id: Option<i64>,
+    pub revoked: bool,
+    pub revoked_at: Option<i64>,
+    pub revocation_reason: Option<String>,
+    pub certificate_pem: String,
+    pub has_private_key: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Certificate {
+    pub fn status(&self, now: DateTime<Utc>) -> Status {
+        Status::at(self.revoked, self.expires_at, now.timestamp_millis())
+    }
+
+    pub fn days_until_expiry(&self, now: DateTime<Utc>) -> i64 {
+        (self.expires_at - now.timestamp_millis()).div_euclid(24 * 3600 * 1000)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct UsageRecord {
+    pub id: i64,
+    pub workspace_id: String,
+    pub certificate_id: i64,
+    pub host: String,
+    pub port: Option<i64>,
+    pub service: Option<String>,
+    pub location: Option<String>,
+    pub metadata: serde_json::Value,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct MachineIdentity {
+    pub id: i64,
+    pub workspace_id: String,
+    pub name: String,
+    pub kind: String,
+    pub description: Option<String>,
+    pub metadata: serde_json::Value,
+    pub certificate_count: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// Aggregated counts of a workspace's inventory.
+#[derive(Debug, Clone, Default)]
+pub struct Statistics {
+    pub total: i64,
+    pub by_status: Vec<(Status, i64)>,
+    pub expiring_within_7_days: i64,
+    pub auto_renewal_enabled: i64,
+    pub by_usage_category: Vec<(String, i64)>,
+    pub by_issuance_source: Vec<(String, i64)>,
+    pub by_key_algorithm: Vec<(String, i64)>,
+}
+
+/// A certificate to insert.
+pub struct NewCertificate<'a> {
+    pub workspace_id: &'a str,
+    pub parsed: &'a ParsedCertificate,
+    pub issuance_source: IssuanceSource,
+    pub auto_renewal: bool,
+    pub location: Option<&'a str>,
+    pub metadata: &'a Value,
+    pub created_at: i64,
+    /// Marks the expiry events as already announced (for certificates that arrive expired).
+    pub expiry_announced: bool,
+}
+
+/// Fields to change; `None` leaves a column alone.
+#[derive(Debug, Default)]
+pub struct CertificateUpdate<'a> {
+    pub auto_renewal: Option<bool>,
+    pub location: Option<Option<&'a str>>,
+    pub metadata: Option<&'a Value>,
+    pub issuance_source: Option<IssuanceSource>,
+    pub machine_identity_id: Option<i64>,
+    /// Revocation time and reason.
+    pub revoke: Option<(i64, &'a str)>,
+}
+
+#[derive(Debug, Default)]
+pub struct CertificateFilter {
+    pub status: Option<Status>,
+    pub search: Option<String>,
+    pub signature_algorithm: Option<String>,
+    pub key_algorithm: Option<String>,
+    pub usage_category: Option<String>,
+    pub issuance_source: Option<IssuanceSource>,
+    /// The instant status filters are evaluated at.
+    pub now: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_is_derived_from_time_and_revocation() {
+        let now = 1_000_000_000_000;
+        assert_eq!(Status::at(false, now + EXPIRING_WINDOW_MS + 1, now), Status::Active);
+        assert_eq!(Status::at(false, now + EXPIRING_WINDOW_MS, now), Status::Expiring);
+        assert_eq!(Status::at(false, now, now), Status::Expired);
+        assert_eq!(Status::at(true, now + EXPIRING_WINDOW_MS * 10, now), Status::Revoked);
+    }
+}

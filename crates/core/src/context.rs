@@ -1,0 +1,65 @@
+//! The services' shared dependencies, built once at start and passed to every domain call.
+
+use std::sync::Arc;
+
+use crate::audit::Audit;
+use crate::auth::LoginLimiter;
+use crate::clock::{SharedClock, SharedEntropy};
+use crate::crypto::MasterKey;
+use crate::error::Result;
+use crate::plugins::service::PluginService;
+use crate::ports::Store;
+use crate::unit_of_work::UnitOfWork;
+
+/// What the use cases need of the configuration (the binary loads and validates it).
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Bootstrap administrator, created on start when no user exists.
+    pub admin_email: Option<String>,
+    pub admin_password: Option<String>,
+    /// Failed logins per account within `login_window` before 429.
+    pub login_max_failures: u32,
+    pub login_window: std::time::Duration,
+}
+
+pub struct Context {
+    pub settings: Settings,
+    pub store: Arc<dyn Store>,
+    pub clock: SharedClock,
+    pub entropy: SharedEntropy,
+    pub master_key: MasterKey,
+    pub login_limiter: LoginLimiter,
+    /// The plugin runtime (one engine per process) and its lifecycle lock.
+    pub plugins: PluginService,
+}
+
+pub type SharedContext = Arc<Context>;
+
+impl Context {
+    pub fn new(
+        settings: Settings,
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        entropy: SharedEntropy,
+        master_key: MasterKey,
+        plugins: PluginService,
+    ) -> Self {
+        let login_limiter = LoginLimiter::new(settings.login_max_failures, settings.login_window);
+        Context { settings, store, clock, entropy, master_key, login_limiter, plugins }
+    }
+
+    pub fn now_millis(&self) -> i64 {
+        self.clock.now().timestamp_millis()
+    }
+
+    /// A fresh random identifier with a readable prefix, e.g. `ws_3f9c…`.
+    pub fn new_id(&self, prefix: &str) -> String {
+        format!("{prefix}{}", crate::clock::random_hex(self.entropy.as_ref(), 12))
+    }
+
+    /// Opens a unit of work for a change made by `actor` in `workspace_id` (now).
+    pub async fn change(&self, actor: Audit, workspace_id: Option<&str>) -> Result<UnitOfWork<'static>> {
+        let tx = self.store.begin().await?;
+        Ok(UnitOfWork::owning(tx, actor, workspace_id, self.now_millis()))
+    }
+}

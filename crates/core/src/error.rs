@@ -1,0 +1,100 @@
+//! The domain error type. Every variant has one stable code and one HTTP status,
+//! mapped in exactly one place (`api::error`). Domain code never mentions HTTP.
+
+use crate::plugins::PluginError;
+use crate::ports::StoreError;
+
+/// What a resource lookup was about, for `NotFound` messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entity {
+    ApiKey,
+    AuditLog,
+    Certificate,
+    CertificateUsage,
+    MachineIdentity,
+    Plugin,
+    PrivateKey,
+    Workspace,
+}
+
+impl Entity {
+    pub fn label(self) -> &'static str {
+        match self {
+            Entity::ApiKey => "API key",
+            Entity::AuditLog => "Audit log entry",
+            Entity::Certificate => "Certificate",
+            Entity::CertificateUsage => "Certificate usage record",
+            Entity::MachineIdentity => "Machine identity",
+            Entity::Plugin => "Plugin",
+            Entity::PrivateKey => "Private key",
+            Entity::Workspace => "Workspace",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Absent, or present in another workspace: the two are indistinguishable on purpose.
+    #[error("{} not found", .0.label())]
+    NotFound(Entity),
+    /// The request is well-formed but its content is not acceptable.
+    #[error("{message}")]
+    Validation { message: String, details: Option<serde_json::Value> },
+    #[error("{0}")]
+    Conflict(String),
+    #[error("Unauthorized")]
+    Unauthorized,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("This credential lacks the scope {0}")]
+    MissingScope(&'static str),
+    #[error("The private key is only available for certificates issued by the internal PKI")]
+    PrivateKeyNotAvailable,
+    #[error("Too many attempts; retry in {retry_after_secs} seconds")]
+    RateLimited { retry_after_secs: u64 },
+    /// A plugin call or plugin lifecycle operation failed; the variant says how.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    #[error("storage failure: {0}")]
+    Store(#[from] StoreError),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    pub fn validation(message: impl Into<String>) -> Self {
+        Error::Validation { message: message.into(), details: None }
+    }
+
+    pub fn validation_with(message: impl Into<String>, details: serde_json::Value) -> Self {
+        Error::Validation { message: message.into(), details: Some(details) }
+    }
+
+    /// A validation error about one named field.
+    pub fn invalid_field(field: &str, problem: impl Into<String>) -> Self {
+        let problem = problem.into();
+        Error::validation_with(
+            format!("Invalid field `{field}`: {problem}"),
+            serde_json::json!({ "field": field, "problem": problem }),
+        )
+    }
+
+    /// Stable machine-readable code. Never change a value once shipped.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::NotFound(_) => "NOT_FOUND",
+            Error::Validation { .. } => "VALIDATION_ERROR",
+            Error::Conflict(_) => "CONFLICT",
+            Error::Unauthorized => "UNAUTHORIZED",
+            Error::Forbidden(_) => "FORBIDDEN",
+            Error::MissingScope(_) => "INSUFFICIENT_SCOPE",
+            Error::PrivateKeyNotAvailable => "PRIVATE_KEY_NOT_AVAILABLE",
+            Error::RateLimited { .. } => "RATE_LIMITED",
+            Error::Plugin(err) => err.api_code(),
+            Error::Store(_) => "INTERNAL_ERROR",
+            Error::Internal(_) => "INTERNAL_ERROR",
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

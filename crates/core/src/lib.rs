@@ -1,0 +1,23 @@
+//! Trellis's domain: what a certificate, a workspace, a plugin call or an audit row is, the use
+//! cases that change them, and the ports those use cases need (storage, the plugin sandbox,
+//! time, randomness). Nothing here knows HTTP, SQL or wasmtime: Cargo enforces it, since none
+//! of them is a dependency of this crate.
+//!
+//! Data flows one way: `trellis-http` calls the use cases here with a [`auth::Caller`]; the use
+//! cases call the ports, which `trellis-store` and `trellis-plugin-host` implement.
+
+pub mod audit;
+pub mod auth;
+pub mod certificates;
+pub mod clock;
+pub mod context;
+pub mod crypto;
+pub mod error;
+pub mod events;
+pub mod pagination;
+pub mod plugins;
+pub mod ports;
+pub mod unit_of_work;
+
+pub use crate::context::{Context, Settings, SharedContext};
+pub use crate::error::{Entity, Error, Result};

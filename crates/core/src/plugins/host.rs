@@ -1,0 +1,56 @@
+//! The port to the plugin sandbox. `trellis-plugin-host` implements it with wasmtime; the
+//! domain only sees these operations and the plugin vocabulary of [`super::types`].
+
+use async_trait::async_trait;
+
+use super::error::PluginError;
+use super::types::{
+    Activation, CallTarget, CertificatePage, Delivery, Event, InstalledVersion, IssueRequest, IssuedCertificate,
+    PluginKind, PluginSummary, RevokeRequest, TestReport, Verdict, VerifyRequest,
+};
+
+/// This replica's plugin runtime: a registry of installed versions and the typed calls into
+/// them. Lifecycle changes here are not persisted: the domain's plugin service stores them.
+#[async_trait]
+pub trait PluginHost: Send + Sync + 'static {
+    // ---- lifecycle -------------------------------------------------------------------------
+
+    /// Validates and compiles a component and adds it to the registry.
+    async fn install(&self, wasm: &[u8], activation: Activation) -> Result<InstalledVersion, PluginError>;
+    fn activate(&self, id: &str, version: &semver::Version) -> Result<(), PluginError>;
+    /// Re-activates the previously active version; returns it.
+    fn rollback(&self, id: &str) -> Result<semver::Version, PluginError>;
+    /// Removes one version or (without `version`) the whole plugin.
+    fn remove(&self, id: &str, version: Option<&semver::Version>) -> Result<(), PluginError>;
+    fn list(&self) -> Vec<PluginSummary>;
+    fn show(&self, id: &str) -> Option<PluginSummary>;
+    fn bind(&self, workspace_id: &str, kind: PluginKind, service_type: &str, plugin_id: &str)
+        -> Result<(), PluginError>;
+    fn unbind(&self, workspace_id: &str, kind: PluginKind, service_type: &str);
+    fn grant_hosts(&self, plugin_id: &str, hosts: Vec<String>) -> Result<(), PluginError>;
+    /// Sets the active version and the rollback history as the database has them.
+    fn restore_activation(
+        &self,
+        id: &str,
+        active: Option<&semver::Version>,
+        history: &[semver::Version],
+    ) -> Result<(), PluginError>;
+    /// Replaces every binding: `(workspace, kind, service type, plugin id)`.
+    fn replace_bindings(&self, bindings: Vec<(String, PluginKind, String, String)>);
+
+    // ---- calls -------------------------------------------------------------------------------
+
+    async fn validate_config(&self, target: &CallTarget, kind: PluginKind) -> Result<(), PluginError>;
+    async fn integration_test(&self, target: &CallTarget) -> Result<TestReport, PluginError>;
+    async fn notify(&self, target: &CallTarget, event: &Event) -> Result<Delivery, PluginError>;
+    async fn ca_test_connection(&self, target: &CallTarget) -> Result<TestReport, PluginError>;
+    async fn ca_issue(&self, target: &CallTarget, request: &IssueRequest) -> Result<IssuedCertificate, PluginError>;
+    async fn ca_revoke(&self, target: &CallTarget, request: &RevokeRequest) -> Result<(), PluginError>;
+    async fn ca_list_certificates(
+        &self,
+        target: &CallTarget,
+        cursor: Option<String>,
+        limit: u32,
+    ) -> Result<CertificatePage, PluginError>;
+    async fn verify(&self, target: &CallTarget, request: &VerifyRequest) -> Result<Verdict, PluginError>;
+}

@@ -1,0 +1,24 @@
+//! Plugins as the domain sees them: the vocabulary of plugin calls ([`types`]), the runtime's
+//! errors ([`error`]), the ports the runtime implements ([`PluginHost`]) and uses
+//! ([`PluginStateStore`]), and the lifecycle use cases ([`service`]).
+//!
+//! The sandbox itself (wasmtime, WIT bindings, egress) lives in `trellis-plugin-host`.
+
+mod error;
+mod host;
+pub mod service;
+mod state;
+mod stored;
+mod types;
+
+pub use self::error::{InstallError, PluginError};
+pub use self::host::PluginHost;
+pub use self::state::{InMemoryStateStore, PluginStateStore, StateError, StateFuture, StateScope};
+pub use self::stored::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
+pub use self::types::*;
+
+/// Where `make plugins` puts built components, relative to the workspace root.
+pub const BUILT_PLUGINS_DIR: &str = "target/plugins";
+
+/// First-party plugins installed on first start (file stems in [`BUILT_PLUGINS_DIR`]).
+pub const FIRST_PARTY_PLUGINS: &[&str] = &["slack"];

@@ -1,0 +1,373 @@
+//! The plugin service: the runtime plus persistence, authorization and audit.
+//!
+//! The database is the source of truth (every replica runs the same bytes); each replica's
+//! runtime follows it: at start ([`load`]) and every few seconds ([`spawn_sync`]).
+
+use std::sync::Arc;
+
+use crate::audit::Audit;
+use crate::auth::{Caller, Scope};
+use crate::context::Context;
+use crate::error::{Entity, Error, Result};
+use crate::plugins::{
+    Activation, CallTarget, Check, CheckStatus, InstallError, InstalledVersion, NewPluginVersion, PluginError,
+    PluginHost, PluginKind, PluginRef, PluginSummary, StoredBinding, TestReport,
+};
+use crate::ports::Tx;
+use crate::unit_of_work::Target;
+
+/// The process's plugin runtime, as the service holds it.
+#[derive(Clone)]
+pub struct PluginService {
+    host: Arc<dyn PluginHost>,
+    /// Serializes lifecycle changes with `sync`, so a sync never sees a version that is
+    /// installed in the runtime but not yet committed (and drops it).
+    lifecycle: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl PluginService {
+    pub fn new(host: Arc<dyn PluginHost>) -> PluginService {
+        PluginService { host, lifecycle: Arc::new(tokio::sync::Mutex::new(())) }
+    }
+
+    /// The runtime, for domain services that call plugins (CA issuance, integrations).
+    pub fn host(&self) -> &dyn PluginHost {
+        self.host.as_ref()
+    }
+}
+
+fn parse_version(text: &str) -> Result<semver::Version> {
+    semver::Version::parse(text).map_err(|_| Error::invalid_field("version", "must be a semantic version like 1.2.0"))
+}
+
+async fn persist_activation(tx: &mut dyn Tx, runtime: &dyn PluginHost, id: &str, at: i64) -> Result<()> {
+    let summary = runtime.show(id).ok_or(Error::NotFound(Entity::Plugin))?;
+    tx.set_plugin_activation(id, summary.active_version.as_deref(), &summary.previous_versions, at).await?;
+    Ok(())
+}
+
+/// Installs a component (instance administrators only).
+pub async fn install(ctx: &Context, caller: &Caller, wasm: &[u8], activation: Activation) -> Result<InstalledVersion> {
+    caller.require_instance_admin()?;
+    install_as(ctx, &Audit::of(caller), Some(&caller.workspace_id), wasm, activation).await
+}
+
+/// Installs a component on behalf of `actor`: validates it in the runtime, then stores bytes,
+/// version and activation in one transaction with the audit row. Plugins are instance-wide;
+/// the audit row goes to the acting administrator's workspace (`None` for system actors).
+pub async fn install_as(
+    ctx: &Context,
+    actor: &Audit,
+    audit_workspace: Option<&str>,
+    wasm: &[u8],
+    activation: Activation,
+) -> Result<InstalledVersion> {
+    let runtime = ctx.plugins.host();
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
+    let installed = runtime.install(wasm, activation).await?;
+    let id = installed.info.id.clone();
+    let version = installed.info.version.clone();
+    let persisted: Result<()> = async {
+        let info = serde_json::to_value(&installed.info).map_err(|err| Error::Internal(err.to_string()))?;
+        let mut change = ctx.change(actor.clone(), audit_workspace).await?;
+        let at = change.at();
+        change.tx().insert_plugin_version(&NewPluginVersion {
+            plugin_id: &id,
+            kind: installed.info.kind.as_str(),
+            version: &version.to_string(),
+            sha256: &installed.sha256,
+            bytes: wasm,
+            wit_version: &installed.wit_version,
+            info: &info,
+            installed_by: &actor.actor_id,
+            at,
+        })
+        .await?;
+        persist_activation(change.tx(), runtime, &id, at).await?;
+        let details = serde_json::json!({ "version": version.to_string(), "sha256": installed.sha256, "active": installed.active });
+        change.audit("plugin.installed", Target::new("plugin", &id), details);
+        change.commit().await
+    }
+    .await;
+    if let Err(err) = persisted {
+        // Keep runtime and database in agreement: what was not stored is not served.
+        if let Err(remove_err) = runtime.remove(&id, Some(&version)) {
+            tracing::error!(plugin = %id, %version, error = %remove_err, "cannot unload a version that failed to persist");
+        }
+        return Err(err);
+    }
+    Ok(installed)
+}
+
+/// Makes a version active.
+pub async fn activate(ctx: &Context, caller: &Caller, id: &str, version: &str) -> Result<PluginSummary> {
+    caller.require_instance_admin()?;
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
+    let version = parse_version(version)?;
+    let runtime = ctx.plugins.host();
+    runtime.activate(id, &version)?;
+    record_activation(ctx, caller, id, "plugin.activated", &version).await
+}
+
+/// Persists the runtime's new activation of `id` with its audit row, and returns the summary.
+async fn record_activation(
+    ctx: &Context,
+    caller: &Caller,
+    id: &str,
+    action: &str,
+    version: &semver::Version,
+) -> Result<PluginSummary> {
+    let runtime = ctx.plugins.host();
+    let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
+    let at = change.at();
+    persist_activation(change.tx(), runtime, id, at).await?;
+    change.audit(action, Target::new("plugin", id), serde_json::json!({ "version": version.to_string() }));
+    change.commit().await?;
+    runtime.show(id).ok_or(Error::NotFound(Entity::Plugin))
+}
+
+/// Re-activates the previously active version.
+pub async fn rollback(ctx: &Context, caller: &Caller, id: &str) -> Result<PluginSummary> {
+    caller.require_instance_admin()?;
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
+    let runtime = ctx.plugins.host();
+    let version = runtime.rollback(id)?;
+    record_activation(ctx, caller, id, "plugin.rolled_back", &version).await
+}
+
+/// Removes one version or (without `version`) the whole plugin.
+pub async fn remove(ctx: &Context, caller: &Caller, id: &str, version: Option<&str>) -> Result<()> {
+    caller.require_instance_admin()?;
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
+    let version = version.map(parse_version).transpose()?;
+    let runtime = ctx.plugins.host();
+    runtime.remove(id, version.as_ref())?;
+    let version_text = version.as_ref().map(ToString::to_string);
+    let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
+    let at = change.at();
+    change.tx().delete_plugin(id, version_text.as_deref()).await?;
+    if version.is_some() && runtime.show(id).is_some() {
+        persist_activation(change.tx(), runtime, id, at).await?;
+    }
+    let details = serde_json::json!({ "version": version_text });
+    change.audit("plugin.removed", Target::new("plugin", id), details);
+    change.commit().await?;
+    Ok(())
+}
+
+/// Replaces the outbound hosts the operator grants a plugin.
+pub async fn grant_hosts(ctx: &Context, caller: &Caller, id: &str, hosts: Vec<String>) -> Result<PluginSummary> {
+    caller.require_instance_admin()?;
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
+    if hosts.iter().any(|h| h.trim().is_empty() || h.contains('/') && !h.contains("://")) {
+        return Err(Error::invalid_field("hosts", "entries are host, host:port, *.domain or an http(s) URL"));
+    }
+    let runtime = ctx.plugins.host();
+    runtime.grant_hosts(id, hosts.clone())?;
+    let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
+    let at = change.at();
+    change.tx().set_plugin_grants(id, &hosts, at).await?;
+    change.audit("plugin.hosts_granted", Target::new("plugin", id), serde_json::json!({ "hosts": hosts }));
+    change.commit().await?;
+    runtime.show(id).ok_or(Error::NotFound(Entity::Plugin))
+}
+
+/// Every installed plugin.
+pub fn list(ctx: &Context, caller: &Caller) -> Result<Vec<PluginSummary>> {
+    caller.require_instance_admin()?;
+    Ok(ctx.plugins.host().list())
+}
+
+/// One plugin with its versions.
+pub fn show(ctx: &Context, caller: &Caller, id: &str) -> Result<PluginSummary> {
+    caller.require_instance_admin()?;
+    ctx.plugins.host().show(id).ok_or(Error::NotFound(Entity::Plugin))
+}
+
+/// The caller's workspace bindings.
+pub async fn list_bindings(ctx: &Context, caller: &Caller) -> Result<Vec<StoredBinding>> {
+    caller.require(Scope::PluginsRead)?;
+    Ok(ctx.store.list_workspace_plugin_bindings(&caller.workspace_id).await?)
+}
+
+/// Chooses which plugin serves a type in the caller's workspace.
+pub async fn bind(
+    ctx: &Context,
+    caller: &Caller,
+    kind: &str,
+    service_type: &str,
+    plugin_id: &str,
+) -> Result<StoredBinding> {
+    caller.require(Scope::PluginsWrite)?;
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
+    let kind_parsed = PluginKind::parse(kind)
+        .ok_or_else(|| Error::invalid_field("kind", "must be ca-connector, integration or attestation-verifier"))?;
+    if service_type.trim().is_empty() {
+        return Err(Error::invalid_field("type", "must not be empty"));
+    }
+    let runtime = ctx.plugins.host();
+    runtime.bind(&caller.workspace_id, kind_parsed, service_type, plugin_id)?;
+    let binding = StoredBinding {
+        workspace_id: caller.workspace_id.clone(),
+        kind: kind.to_owned(),
+        service_type: service_type.to_owned(),
+        plugin_id: plugin_id.to_owned(),
+    };
+    let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
+    let at = change.at();
+    change.tx().upsert_plugin_binding(&binding, at).await?;
+    let details = serde_json::json!({ "kind": kind, "type": service_type, "pluginId": plugin_id });
+    change.audit("plugin.bound", Target::new("plugin", plugin_id), details);
+    change.commit().await?;
+    Ok(binding)
+}
+
+/// Removes a binding of the caller's workspace.
+pub async fn unbind(ctx: &Context, caller: &Caller, kind: &str, service_type: &str) -> Result<()> {
+    caller.require(Scope::PluginsWrite)?;
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
+    let kind_parsed = PluginKind::parse(kind)
+        .ok_or_else(|| Error::invalid_field("kind", "must be ca-connector, integration or attestation-verifier"))?;
+    let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
+    if !change.tx().delete_plugin_binding(&caller.workspace_id, kind, service_type).await? {
+        return Err(Error::NotFound(Entity::Plugin));
+    }
+    let details = serde_json::json!({ "kind": kind, "type": service_type });
+    change.audit("plugin.unbound", Target::kind("plugin"), details);
+    change.commit().await?;
+    ctx.plugins.host().unbind(&caller.workspace_id, kind_parsed, service_type);
+    Ok(())
+}
+
+/// Runs the connection test of whatever plugin the caller's workspace binds to `service_type`,
+/// with `config` as the record's configuration (every http(s) URL in it counts as the record's
+/// host, as it would for a stored record). Plugin failures become a failed report, so an
+/// operator sees why (the `plugin` check carries the error code).
+pub async fn test_binding(
+    ctx: &Context,
+    caller: &Caller,
+    kind: &str,
+    service_type: &str,
+    config: serde_json::Value,
+) -> Result<TestReport> {
+    caller.require(Scope::PluginsWrite)?;
+    let kind = PluginKind::parse(kind)
+        .ok_or_else(|| Error::invalid_field("kind", "must be ca-connector, integration or attestation-verifier"))?;
+    let mut target = CallTarget::new(&caller.workspace_id, PluginRef::Serving(service_type.to_owned()), config);
+    target.context.request_id = caller.request_id.clone();
+    let urls = urls_in(&target.config);
+    let target = target.with_record_hosts(urls);
+    let runtime = ctx.plugins.host();
+    let outcome = async {
+        runtime.validate_config(&target, kind).await?;
+        match kind {
+            PluginKind::Integration => runtime.integration_test(&target).await,
+            PluginKind::CaConnector => runtime.ca_test_connection(&target).await,
+            PluginKind::AttestationVerifier => Ok(TestReport {
+                success: true,
+                message: "configuration is valid".into(),
+                checks: vec![Check { name: "config".into(), status: CheckStatus::Pass, message: "valid".into() }],
+                details: serde_json::json!({}),
+            }),
+        }
+    }
+    .await;
+    match outcome {
+        Ok(report) => Ok(report),
+        Err(
+            err @ (PluginError::NotFound { .. }
+            | PluginError::NotBound { .. }
+            | PluginError::AmbiguousBinding { .. }
+            | PluginError::WrongKind { .. }),
+        ) => Err(err.into()),
+        Err(err) => Ok(TestReport {
+            success: false,
+            message: err.to_string(),
+            checks: vec![Check { name: "plugin".into(), status: CheckStatus::Fail, message: err.code().into() }],
+            details: serde_json::json!({ "code": err.code() }),
+        }),
+    }
+}
+
+fn urls_in(value: &serde_json::Value) -> Vec<String> {
+    match value {
+        serde_json::Value::String(s) if s.starts_with("https://") || s.starts_with("http://") => vec![s.clone()],
+        serde_json::Value::Array(items) => items.iter().flat_map(urls_in).collect(),
+        serde_json::Value::Object(map) => map.values().flat_map(urls_in).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Brings this replica's runtime in line with the database: loads versions it does not have
+/// (verifying their digest), drops removed ones, applies activation, grants and bindings.
+pub async fn sync(ctx: &Context) -> Result<()> {
+    let _lifecycle = ctx.plugins.lifecycle.lock().await;
+    let runtime = ctx.plugins.host();
+    let stored_versions = ctx.store.list_plugin_versions().await?;
+    for stored in &stored_versions {
+        let Ok(version) = semver::Version::parse(&stored.version) else { continue };
+        let known =
+            runtime.show(&stored.plugin_id).is_some_and(|s| s.versions.iter().any(|v| v.info.version == version));
+        if known {
+            continue;
+        }
+        let Some(bytes) = ctx.store.plugin_component(&stored.sha256).await? else {
+            tracing::error!(plugin = %stored.plugin_id, version = %stored.version, "stored plugin version has no component bytes");
+            continue;
+        };
+        match runtime.install(&bytes, Activation::Never).await {
+            Ok(installed) if installed.sha256 == stored.sha256 && installed.info.id == stored.plugin_id => {}
+            Ok(installed) => {
+                tracing::error!(plugin = %stored.plugin_id, "stored component does not match its digest or id; not serving it");
+                logged(runtime.remove(&installed.info.id, Some(&installed.info.version)), &installed.info.id, "unload mismatched component");
+            }
+            Err(PluginError::Install(InstallError::DuplicateVersion { .. })) => {}
+            Err(err) => {
+                tracing::error!(plugin = %stored.plugin_id, version = %stored.version, code = err.code(), error = %err, "cannot load stored plugin")
+            }
+        }
+    }
+    let stored_plugins = ctx.store.list_plugins().await?;
+    for summary in runtime.list() {
+        match stored_plugins.iter().find(|p| p.plugin_id == summary.id) {
+            None => {
+                logged(runtime.remove(&summary.id, None), &summary.id, "unload removed plugin");
+            }
+            Some(_) => {
+                for v in &summary.versions {
+                    let listed = stored_versions
+                        .iter()
+                        .any(|s| s.plugin_id == summary.id && s.version == v.info.version.to_string());
+                    if !listed && summary.versions.len() > 1 {
+                        logged(runtime.restore_activation(&summary.id, None, &[]), &summary.id, "clear activation");
+                        logged(runtime.remove(&summary.id, Some(&v.info.version)), &summary.id, "unload removed version");
+                    }
+                }
+            }
+        }
+    }
+    for plugin in &stored_plugins {
+        let active = plugin.active_version.as_deref().and_then(|v| semver::Version::parse(v).ok());
+        let history: Vec<semver::Version> =
+            plugin.previous_versions.iter().filter_map(|v| semver::Version::parse(v).ok()).collect();
+        logged(runtime.restore_activation(&plugin.plugin_id, active.as_ref(), &history), &plugin.plugin_id, "restore activation");
+        logged(runtime.grant_hosts(&plugin.plugin_id, plugin.granted_hosts.clone()), &plugin.plugin_id, "restore grants");
+    }
+    let bindings = ctx.store.list_plugin_bindings().await?;
+    runtime.replace_bindings(
+        bindings
+            .into_iter()
+            .filter_map(|b| PluginKind::parse(&b.kind).map(|kind| (b.workspace_id, kind, b.service_type, b.plugin_id)))
+            .collect(),
+    );
+    Ok(())
+}
+
+
+/// `sync` carries on past one plugin's failure so that the others stay served; the failure
+/// is logged with its code, never dropped.
+fn logged<T>(result: std::result::Result<T, PluginError>, plugin: &str, step: &str) {
+    if let Err(err) = result {
+        tracing::warn!(plugin, step, code = err.code(), error = %err, "plugin sync step failed");
+    }
+}

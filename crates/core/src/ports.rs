@@ -1,0 +1,220 @@
+//! The ports of the domain: what use cases need from storage, expressed without SQL.
+//!
+//! `trellis-store` implements them over SQLite and PostgreSQL; tests implement them in
+//! memory. Reads go through [`Store`]; writes through a [`Tx`] that commits with the audit
+//! rows and events of its change (see [`crate::unit_of_work`]).
+//!
+//! Every method that reads or changes workspace data takes the workspace id and must
+//! confine itself to it: a row of another workspace is indistinguishable from an absent one.
+
+use std::any::Any;
+
+use async_trait::async_trait;
+use futures_util::future::BoxFuture;
+
+use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
+use crate::auth::{ApiKey, Role, User, Workspace};
+use crate::certificates::{
+    Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
+};
+use crate::error::Error;
+use crate::events::{NewEvent, OutboxEvent};
+use crate::pagination::{Page, PageRequest};
+use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
+
+/// Why a storage operation failed. Carries no driver types: the store maps its driver's
+/// errors onto these.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open database {url}: {message}")]
+    Connect { url: String, message: String },
+    #[error("migration {version} ({name}) failed: {message}")]
+    Migration { version: i64, name: &'static str, message: String },
+    #[error("uniqueness violated: {0}")]
+    Unique(String),
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    /// The database failed or refused the statement; the message is the driver's.
+    #[error("database error: {0}")]
+    Database(String),
+    /// The group-commit transaction a change was part of did not commit.
+    #[error("the transaction failed: {0}")]
+    BatchFailed(String),
+    #[error("a write job panicked; its changes were rolled back")]
+    JobPanicked,
+    #[error("the database writer has stopped (shutting down)")]
+    WriterStopped,
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[async_trait]
+pub trait CertificateReads: Send + Sync {
+    async fn find_certificate(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>>;
+    async fn list_certificates(
+        &self,
+        workspace_id: &str,
+        filter: &CertificateFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<Certificate>>;
+    async fn certificate_statistics(&self, workspace_id: &str, now: i64) -> StoreResult<Statistics>;
+    async fn list_usage(
+        &self,
+        workspace_id: &str,
+        certificate_id: Option<i64>,
+        page: PageRequest,
+    ) -> StoreResult<Page<UsageRecord>>;
+    async fn list_identities(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<MachineIdentity>>;
+    async fn find_identity(&self, workspace_id: &str, id: i64) -> StoreResult<Option<MachineIdentity>>;
+}
+
+#[async_trait]
+pub trait CertificateWrites: Send {
+    async fn insert_certificate(&mut self, new: &NewCertificate<'_>) -> StoreResult<Certificate>;
+    async fn find_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>>;
+    /// The sealed private key of a certificate, if the service holds one.
+    async fn find_private_key(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<String>>;
+    async fn update_certificate(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        update: &CertificateUpdate<'_>,
+        now: i64,
+    ) -> StoreResult<Option<Certificate>>;
+    async fn delete_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
+    async fn insert_usage(&mut self, record: &UsageRecord) -> StoreResult<UsageRecord>;
+    async fn insert_identity(&mut self, identity: &MachineIdentity) -> StoreResult<MachineIdentity>;
+    async fn delete_identity(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
+    /// Claims up to `limit` certificates (of every workspace) that passed expiry and were not
+    /// announced yet; a claimed row is never returned again, so replicas never announce twice.
+    async fn claim_expired(&mut self, now: i64, limit: i64) -> StoreResult<Vec<Certificate>>;
+    /// As [`CertificateWrites::claim_expired`], for certificates entering the expiring window.
+    async fn claim_expiring(&mut self, now: i64, limit: i64) -> StoreResult<Vec<Certificate>>;
+}
+
+#[async_trait]
+pub trait AuthReads: Send + Sync {
+    async fn count_users(&self) -> StoreResult<i64>;
+    /// The user and their Argon2id password hash.
+    async fn find_user_credentials(&self, email: &str) -> StoreResult<Option<(User, String)>>;
+    async fn find_session_user(&self, token_hash: &str, now: i64) -> StoreResult<Option<User>>;
+    async fn find_membership(&self, workspace_id: &str, user_id: &str) -> StoreResult<Option<Role>>;
+    async fn find_workspace(&self, id: &str) -> StoreResult<Option<Workspace>>;
+    async fn list_user_workspaces(&self, user_id: &str) -> StoreResult<Vec<Workspace>>;
+    async fn find_api_key_by_hash(&self, key_hash: &str) -> StoreResult<Option<ApiKey>>;
+    async fn list_api_keys(&self, workspace_id: &str) -> StoreResult<Vec<ApiKey>>;
+}
+
+#[async_trait]
+pub trait AuthWrites: Send {
+    async fn touch_api_key(&mut self, id: &str, now: i64) -> StoreResult<()>;
+    async fn insert_workspace(&mut self, workspace: &Workspace, created_by: Option<&str>) -> StoreResult<()>;
+    async fn insert_user(&mut self, user: &User, password_hash: &str) -> StoreResult<()>;
+    async fn add_member(&mut self, workspace_id: &str, user_id: &str, role: Role, at: i64) -> StoreResult<()>;
+    async fn set_current_workspace(&mut self, user_id: &str, workspace_id: &str) -> StoreResult<()>;
+    async fn insert_session(&mut self, token_hash: &str, user_id: &str, at: i64, expires_at: i64)
+        -> StoreResult<()>;
+    async fn delete_session(&mut self, token_hash: &str) -> StoreResult<()>;
+    async fn insert_api_key(&mut self, key: &ApiKey, key_hash: &str) -> StoreResult<()>;
+    async fn delete_api_key(&mut self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+}
+
+#[async_trait]
+pub trait AuditReads: Send + Sync {
+    async fn list_audit(
+        &self,
+        workspace_id: &str,
+        filter: &AuditFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<AuditEntry>>;
+}
+
+/// The audit table is append-only: this port has no update or delete.
+#[async_trait]
+pub trait AuditWrites: Send {
+    async fn insert_audit(&mut self, entry: &NewAuditEntry<'_>) -> StoreResult<()>;
+}
+
+#[async_trait]
+pub trait EventReads: Send + Sync {
+    async fn list_events(
+        &self,
+        workspace_id: &str,
+        event_type: Option<&str>,
+        page: PageRequest,
+    ) -> StoreResult<Page<OutboxEvent>>;
+}
+
+#[async_trait]
+pub trait EventWrites: Send {
+    async fn insert_event(&mut self, event: &NewEvent<'_>) -> StoreResult<()>;
+}
+
+#[async_trait]
+pub trait PluginReads: Send + Sync {
+    async fn list_plugin_versions(&self) -> StoreResult<Vec<StoredPluginVersion>>;
+    async fn plugin_component(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>>;
+    async fn list_plugins(&self) -> StoreResult<Vec<StoredPlugin>>;
+    /// Bindings of every workspace: the runtime of each replica serves them all.
+    async fn list_plugin_bindings(&self) -> StoreResult<Vec<StoredBinding>>;
+    /// Bindings of one workspace.
+    async fn list_workspace_plugin_bindings(&self, workspace_id: &str) -> StoreResult<Vec<StoredBinding>>;
+    async fn any_plugin_installed(&self) -> StoreResult<bool>;
+}
+
+#[async_trait]
+pub trait PluginWrites: Send {
+    async fn insert_plugin_version(&mut self, new: &NewPluginVersion<'_>) -> StoreResult<()>;
+    async fn set_plugin_activation(
+        &mut self,
+        plugin_id: &str,
+        active_version: Option<&str>,
+        previous_versions: &[String],
+        at: i64,
+    ) -> StoreResult<()>;
+    async fn set_plugin_grants(&mut self, plugin_id: &str, hosts: &[String], at: i64) -> StoreResult<()>;
+    async fn delete_plugin(&mut self, plugin_id: &str, version: Option<&str>) -> StoreResult<()>;
+    async fn upsert_plugin_binding(&mut self, binding: &StoredBinding, at: i64) -> StoreResult<()>;
+    async fn delete_plugin_binding(&mut self, workspace_id: &str, kind: &str, service_type: &str)
+        -> StoreResult<bool>;
+}
+
+/// A write transaction. Dropping it without [`Tx::commit`] rolls back.
+#[async_trait]
+pub trait Tx: CertificateWrites + AuthWrites + AuditWrites + EventWrites + PluginWrites + Send {
+    async fn commit(self: Box<Self>) -> StoreResult<()>;
+}
+
+/// A group-commit job with its result type erased (see [`Store::write`]).
+pub type ErasedJob =
+    Box<dyn for<'t> FnOnce(&'t mut dyn Tx) -> BoxFuture<'t, Result<Box<dyn Any + Send>, Error>> + Send>;
+
+/// The database.
+#[async_trait]
+pub trait Store: CertificateReads + AuthReads + AuditReads + EventReads + PluginReads + Send + Sync + 'static {
+    /// Opens a write transaction (on SQLite, writers queue for the one write slot).
+    async fn begin(&self) -> StoreResult<Box<dyn Tx>>;
+    /// Runs a job in a write transaction, possibly together with other jobs (group commit
+    /// on SQLite); its changes commit if and only if it returns `Ok`. Use [`Store::write`].
+    async fn write_erased(&self, job: ErasedJob) -> Result<Box<dyn Any + Send>, Error>;
+    /// Readiness probe: the database answers a trivial query.
+    async fn ping(&self) -> StoreResult<()>;
+    async fn close(&self);
+}
+
+impl dyn Store {
+    /// Runs `job` in a write transaction and commits it, possibly together with other jobs.
+    /// The job must touch the database only through the `Tx` it is given: other calls on the
+    /// store inside it would wait for the writer that is running it.
+    pub async fn write<T, F>(&self, job: F) -> Result<T, Error>
+    where
+        T: Send + 'static,
+        F: for<'t> FnOnce(&'t mut dyn Tx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
+    {
+        let erased: ErasedJob = Box::new(move |tx| {
+            Box::pin(async move { job(tx).await.map(|value| Box::new(value) as Box<dyn Any + Send>) })
+        });
+        let value = self.write_erased(erased).await?;
+        value.downcast::<T>().map(|value| *value).map_err(|_| Error::Internal("group commit returned a foreign value".into()))
+    }
+}

@@ -1,0 +1,163 @@
+//! One unit of work: a change, its audit rows and its events commit together or not at all.
+//!
+//! ```ignore
+//! let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
+//! let certificate = change.tx().update_certificate(ws, id, &update, now).await?;
+//! change
+//!     .audit("certificate.updated", Target::new("certificate", id), details)
+//!     .emit(events::CERTIFICATE_UPDATED, data);
+//! change.commit().await?;
+//! ```
+//!
+//! Audit rows and events are buffered and written by [`UnitOfWork::commit`], in the same
+//! transaction as the change: a failed request writes none of the three.
+
+use serde_json::Value;
+
+use crate::audit::{Audit, NewAuditEntry};
+use crate::error::Result;
+use crate::events::{self, NewEvent};
+use crate::ports::Tx;
+
+/// What an audit row is about.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub kind: &'static str,
+    pub id: Option<String>,
+}
+
+impl Target {
+    pub fn new(kind: &'static str, id: impl ToString) -> Target {
+        Target { kind, id: Some(id.to_string()) }
+    }
+
+    /// A row about a kind of thing rather than one instance of it.
+    pub fn kind(kind: &'static str) -> Target {
+        Target { kind, id: None }
+    }
+}
+
+struct PendingAudit {
+    action: String,
+    target: Target,
+    details: Value,
+}
+
+struct PendingEvent {
+    workspace_id: String,
+    event_type: &'static str,
+    data: Value,
+}
+
+enum Slot<'a> {
+    /// Opened by the unit of work, committed by it.
+    Owned(Box<dyn Tx>),
+    /// A group-commit job's transaction: the writer commits it.
+    Borrowed(&'a mut dyn Tx),
+}
+
+/// A change in progress. Dropping it without [`UnitOfWork::commit`] rolls everything back.
+pub struct UnitOfWork<'a> {
+    slot: Slot<'a>,
+    actor: Audit,
+    workspace_id: Option<String>,
+    at: i64,
+    audits: Vec<PendingAudit>,
+    events: Vec<PendingEvent>,
+}
+
+impl UnitOfWork<'static> {
+    /// A unit of work over a transaction it owns (see `Context::change`).
+    pub fn owning(tx: Box<dyn Tx>, actor: Audit, workspace_id: Option<&str>, at: i64) -> Self {
+        UnitOfWork::new(Slot::Owned(tx), actor, workspace_id, at)
+    }
+}
+
+impl<'a> UnitOfWork<'a> {
+    /// A unit of work inside a group-commit job's transaction.
+    pub fn within(tx: &'a mut dyn Tx, actor: Audit, workspace_id: Option<&str>, at: i64) -> Self {
+        UnitOfWork::new(Slot::Borrowed(tx), actor, workspace_id, at)
+    }
+
+    fn new(slot: Slot<'a>, actor: Audit, workspace_id: Option<&str>, at: i64) -> Self {
+        UnitOfWork {
+            slot,
+            actor,
+            workspace_id: workspace_id.map(str::to_owned),
+            at,
+            audits: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// The transaction, for the change's own statements.
+    pub fn tx(&mut self) -> &mut dyn Tx {
+        match &mut self.slot {
+            Slot::Owned(tx) => tx.as_mut(),
+            Slot::Borrowed(tx) => *tx,
+        }
+    }
+
+    /// The instant the change happens at (audit rows and events carry it).
+    pub fn at(&self) -> i64 {
+        self.at
+    }
+
+    /// Records an audit row for the change, in the unit's workspace.
+    pub fn audit(&mut self, action: &str, target: Target, details: Value) -> &mut Self {
+        self.audits.push(PendingAudit { action: action.to_owned(), target, details });
+        self
+    }
+
+    /// Emits an event in the unit's workspace. A unit without a workspace emits nothing here:
+    /// use [`UnitOfWork::emit_in`].
+    pub fn emit(&mut self, event_type: &'static str, data: Value) -> &mut Self {
+        if let Some(workspace_id) = self.workspace_id.clone() {
+            self.emit_in(&workspace_id, event_type, data);
+        }
+        self
+    }
+
+    /// Emits an event in a given workspace (system jobs that span workspaces).
+    pub fn emit_in(&mut self, workspace_id: &str, event_type: &'static str, data: Value) -> &mut Self {
+        self.events.push(PendingEvent { workspace_id: workspace_id.to_owned(), event_type, data });
+        self
+    }
+
+    /// Writes the audit rows and events, then commits (unless a group-commit writer owns the
+    /// transaction, which commits it with its batch).
+    pub async fn commit(mut self) -> Result<()> {
+        let audits = std::mem::take(&mut self.audits);
+        let pending_events = std::mem::take(&mut self.events);
+        let (actor, workspace_id, at) = (self.actor.clone(), self.workspace_id.clone(), self.at);
+        let tx = self.tx();
+        for row in &audits {
+            tx.insert_audit(&NewAuditEntry {
+                workspace_id: workspace_id.as_deref(),
+                actor_type: actor.actor_type,
+                actor_id: &actor.actor_id,
+                action: &row.action,
+                target_type: row.target.kind,
+                target_id: row.target.id.as_deref(),
+                request_id: actor.request_id.as_deref(),
+                details: &row.details,
+                created_at: at,
+            })
+            .await?;
+        }
+        for event in &pending_events {
+            let payload = events::envelope(&event.workspace_id, event.event_type, &event.data, at);
+            tx.insert_event(&NewEvent {
+                workspace_id: &event.workspace_id,
+                event_type: event.event_type,
+                payload: &payload,
+                created_at: at,
+            })
+            .await?;
+        }
+        if let Slot::Owned(tx) = self.slot {
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+}

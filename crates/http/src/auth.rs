@@ -1,0 +1,212 @@
+//! `/api/auth/*`, `/api/workspaces`, `/api/api-keys`.
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::Router;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::error::ApiResult;
+use crate::extract::{Authenticated, session_token, Json, SessionUser};
+use crate::{created, data, RequestId};
+use trellis_core::auth::{self, ApiKey, KeyKind, User, Workspace, SESSION_COOKIE, SESSION_LIFETIME_SECS};
+use trellis_core::context::SharedContext;
+use trellis_core::error::Error;
+
+pub fn routes() -> Router<SharedContext> {
+    Router::new()
+        .route("/api/auth/login", post(login))
+        .route("/api/auth/logout", post(logout))
+        .route("/api/auth/user", get(current_user))
+        .route("/api/workspaces", get(list_workspaces).post(create_workspace))
+        .route("/api/api-keys", get(list_api_keys).post(create_api_key))
+        .route("/api/api-keys/{id}", delete(delete_api_key))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct LoginBody {
+    email: String,
+    password: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserDto {
+    id: String,
+    email: String,
+    first_name: String,
+    current_workspace_id: Option<String>,
+    is_admin: bool,
+}
+
+impl From<User> for UserDto {
+    fn from(user: User) -> Self {
+        UserDto {
+            id: user.id,
+            email: user.email,
+            first_name: user.first_name,
+            current_workspace_id: user.current_workspace_id,
+            is_admin: user.is_admin,
+        }
+    }
+}
+
+/// Signs in with email and password and sets the session cookie.
+#[utoipa::path(post, path = "/api/auth/login", tag = "auth", request_body = LoginBody,
+    responses((status = 200, description = "Signed in; `data: { message, user }`"), (status = 401, description = "Wrong credentials"), (status = 429, description = "Too many failed attempts")))]
+async fn login(
+    State(ctx): State<SharedContext>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request_id: axum::Extension<RequestId>,
+    axum::Extension(settings): axum::Extension<crate::HttpSettings>,
+    Json(body): Json<LoginBody>,
+) -> ApiResult<Response> {
+    let session = auth::login(&ctx, &body.email, &body.password, &peer.ip().to_string(), &request_id.0 .0).await?;
+    let secure = if settings.secure_cookies { "; Secure" } else { "" };
+    let cookie = format!(
+        "{SESSION_COOKIE}={}; HttpOnly; SameSite=Lax; Path=/; Max-Age={SESSION_LIFETIME_SECS}{secure}",
+        session.token
+    );
+    let body = data(serde_json::json!({ "message": "Login successful", "user": UserDto::from(session.user) }));
+    Ok(([(header::SET_COOKIE, cookie)], body).into_response())
+}
+
+/// Ends the session and clears the cookie.
+#[utoipa::path(post, path = "/api/auth/logout", tag = "auth", responses((status = 200, description = "Signed out")))]
+async fn logout(State(ctx): State<SharedContext>, headers: HeaderMap) -> ApiResult<Response> {
+    if let Some(token) = session_token(&headers) {
+        auth::logout(&ctx, &token).await?;
+    }
+    let cookie = format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Lax; Path=/; Max-Age=0");
+    Ok(([(header::SET_COOKIE, cookie)], data(serde_json::json!({ "message": "Logged out" }))).into_response())
+}
+
+/// The signed-in user; the workspace reflects `X-Workspace-Id` when given.
+#[utoipa::path(get, path = "/api/auth/user", tag = "auth", responses((status = 200, body = UserDto), (status = 401, description = "No session")))]
+async fn current_user(SessionUser(user, caller): SessionUser) -> ApiResult<axum::Json<serde_json::Value>> {
+    let mut dto = UserDto::from(user);
+    dto.current_workspace_id = Some(caller.workspace_id);
+    Ok(data(dto))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceDto {
+    id: String,
+    name: String,
+    role: Option<String>,
+    created_at: String,
+}
+
+impl From<Workspace> for WorkspaceDto {
+    fn from(workspace: Workspace) -> Self {
+        WorkspaceDto {
+            id: workspace.id,
+            name: workspace.name,
+            role: workspace.role.map(|r| r.as_str().to_string()),
+            created_at: trellis_core::clock::rfc3339(workspace.created_at),
+        }
+    }
+}
+
+/// Workspaces the caller can act in.
+#[utoipa::path(get, path = "/api/workspaces", tag = "workspaces", responses((status = 200, body = [WorkspaceDto])))]
+async fn list_workspaces(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated) -> ApiResult<axum::Json<serde_json::Value>> {
+    let workspaces = auth::list_workspaces(&ctx, &caller).await?;
+    Ok(data(workspaces.into_iter().map(WorkspaceDto::from).collect::<Vec<_>>()))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateWorkspaceBody {
+    name: String,
+}
+
+/// Creates a workspace owned by the signed-in user.
+#[utoipa::path(post, path = "/api/workspaces", tag = "workspaces", request_body = CreateWorkspaceBody, responses((status = 201, body = WorkspaceDto)))]
+async fn create_workspace(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Json(body): Json<CreateWorkspaceBody>,
+) -> ApiResult<Response> {
+    let workspace = auth::create_workspace(&ctx, &caller, &body.name).await?;
+    Ok(created(WorkspaceDto::from(workspace)))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeyDto {
+    id: String,
+    workspace_id: String,
+    name: String,
+    kind: String,
+    /// The first characters of the key, to recognise it.
+    prefix: String,
+    scopes: Vec<String>,
+    created_by: Option<String>,
+    created_at: String,
+    last_used_at: Option<String>,
+    /// The full key: present only in the response that created it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key: Option<String>,
+}
+
+fn api_key_dto(key: ApiKey, secret: Option<String>) -> ApiKeyDto {
+    ApiKeyDto {
+        id: key.id,
+        workspace_id: key.workspace_id,
+        name: key.name,
+        kind: key.kind.as_str().into(),
+        prefix: key.prefix,
+        scopes: key.scopes.iter().map(|s| s.as_str().to_string()).collect(),
+        created_by: key.created_by,
+        created_at: trellis_core::clock::rfc3339(key.created_at),
+        last_used_at: key.last_used_at.map(trellis_core::clock::rfc3339),
+        key: secret,
+    }
+}
+
+/// API keys of the workspace (never their secrets).
+#[utoipa::path(get, path = "/api/api-keys", tag = "api-keys", responses((status = 200, body = [ApiKeyDto])))]
+async fn list_api_keys(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated) -> ApiResult<axum::Json<serde_json::Value>> {
+    let keys = auth::list_api_keys(&ctx, &caller).await?;
+    Ok(data(keys.into_iter().map(|k| api_key_dto(k, None)).collect::<Vec<_>>()))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateApiKeyBody {
+    name: String,
+    scopes: Vec<String>,
+    /// `client` (default, `ck_…`) or `agent` (`ak_…`).
+    kind: Option<String>,
+}
+
+/// Creates a key; the response carries the full key once.
+#[utoipa::path(post, path = "/api/api-keys", tag = "api-keys", request_body = CreateApiKeyBody, responses((status = 201, body = ApiKeyDto)))]
+async fn create_api_key(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Json(body): Json<CreateApiKeyBody>,
+) -> ApiResult<Response> {
+    let kind = match body.kind.as_deref() {
+        None => KeyKind::Client,
+        Some(text) => KeyKind::parse(text).ok_or_else(|| Error::invalid_field("kind", "must be client or agent"))?,
+    };
+    let (key, secret) =
+        auth::create_api_key(&ctx, &caller, auth::NewApiKey { name: body.name, scopes: body.scopes, kind }).await?;
+    Ok(created(api_key_dto(key, Some(secret))))
+}
+
+/// Deletes a key; requests with it fail from now on.
+#[utoipa::path(delete, path = "/api/api-keys/{id}", tag = "api-keys", responses((status = 204, description = "Deleted"), (status = 404, description = "No such key in this workspace")))]
+async fn delete_api_key(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    auth::delete_api_key(&ctx, &caller, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

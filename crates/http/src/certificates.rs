@@ -1,0 +1,571 @@
+//! `/api/certificates/*`, `/api/certificate-usage`, `/api/machine-identities`.
+
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::Router;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::error::ApiResult;
+use crate::extract::{Authenticated, numeric_id, Json, OptionalJson, Query};
+use crate::{created, data, list, ListEnvelope, PageParams};
+use trellis_core::certificates::{self as inventory, Certificate, MachineIdentity, Statistics, UsageRecord};
+use trellis_core::clock::rfc3339;
+use trellis_core::context::SharedContext;
+
+pub fn routes() -> Router<SharedContext> {
+    Router::new()
+        .route("/api/certificates", get(list_certificates).post(register_certificate))
+        .route("/api/certificates/stats", get(statistics))
+        .route("/api/certificates/{id}", get(get_certificate).put(update_certificate).delete(delete_certificate))
+        .route("/api/certificates/{id}/auto-renew", put(set_auto_renew))
+        .route("/api/certificates/{id}/revoke", post(revoke_certificate))
+        .route("/api/certificates/{id}/download", get(download_certificate))
+        .route("/api/certificates/{id}/private-key", get(private_key))
+        .route("/api/certificates/{id}/private-key-status", get(private_key_status))
+        .route("/api/certificates/{id}/assign-identity", post(assign_identity))
+        .route("/api/certificate-usage", get(list_usage).post(add_usage))
+        .route("/api/machine-identities", get(list_identities).post(create_identity))
+        .route("/api/machine-identities/{id}", get(get_identity).delete(delete_identity))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateDto {
+    id: i64,
+    workspace_id: String,
+    common_name: String,
+    issuer: String,
+    subject: String,
+    serial_number: String,
+    /// `active`, `expiring` (within 30 days), `expired` or `revoked`; computed when read.
+    status: &'static str,
+    not_before: String,
+    expires_at: String,
+    days_until_expiry: i64,
+    /// e.g. `SHA256-RSA`, `SHA384-ECDSA`, `ED25519`.
+    signature_algorithm: String,
+    /// e.g. `SHA-256`; null for EdDSA.
+    signature_hash: Option<String>,
+    /// `RSA`, `ECDSA`, `ED25519`, `ED448`, `DSA`, `UNKNOWN`.
+    key_algorithm: String,
+    key_size: Option<i64>,
+    fingerprint_sha256: String,
+    /// One of `TLS`, `S/MIME`, `Code Signing`, `Client Auth`.
+    usage_category: String,
+    subject_alternative_names: Vec<String>,
+    is_ca: bool,
+    /// `internal`, `agent`, `vault` or `external`.
+    issuance_source: &'static str,
+    auto_renewal: bool,
+    location: Option<String>,
+    metadata: Value,
+    ca_id: Option<i64>,
+    machine_identity_id: Option<i64>,
+    revoked_at: Option<String>,
+    revocation_reason: Option<String>,
+    created_at: String,
+    updated_at: String,
+    /// PEM; present on single reads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    certificate: Option<String>,
+}
+
+fn certificate_dto(certificate: Certificate, now: chrono::DateTime<chrono::Utc>, with_pem: bool) -> CertificateDto {
+    CertificateDto {
+        status: certificate.status(now).as_str(),
+        days_until_expiry: certificate.days_until_expiry(now),
+        id: certificate.id,
+        workspace_id: certificate.workspace_id,
+        common_name: certificate.common_name,
+        issuer: certificate.issuer,
+        subject: certificate.subject,
+        serial_number: certificate.serial_number,
+        not_before: rfc3339(certificate.not_before),
+        expires_at: rfc3339(certificate.expires_at),
+        signature_algorithm: certificate.signature_algorithm,
+        signature_hash: certificate.signature_hash,
+        key_algorithm: certificate.key_algorithm,
+        key_size: certificate.key_size,
+        fingerprint_sha256: certificate.fingerprint_sha256,
+        usage_category: certificate.usage_category,
+        subject_alternative_names: certificate.subject_alt_names,
+        is_ca: certificate.is_ca,
+        issuance_source: certificate.issuance_source.as_str(),
+        auto_renewal: certificate.auto_renewal,
+        location: certificate.location,
+        metadata: certificate.metadata,
+        ca_id: certificate.ca_id,
+        machine_identity_id: certificate.machine_identity_id,
+        revoked_at: certificate.revoked_at.map(rfc3339),
+        revocation_reason: certificate.revocation_reason,
+        created_at: rfc3339(certificate.created_at),
+        updated_at: rfc3339(certificate.updated_at),
+        certificate: with_pem.then_some(certificate.certificate_pem),
+    }
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct CertificateFilters {
+    /// `active`, `expiring`, `expired` or `revoked`.
+    status: Option<String>,
+    /// Case-insensitive substring of commonName or issuer.
+    search: Option<String>,
+    /// Matches the signature algorithm (`SHA256-RSA`), its hash (`SHA-256`) or key type (`RSA`, `ECDSA`, `ED25519`).
+    signature_algorithm: Option<String>,
+    /// `RSA`, `ECDSA`, `ED25519`, …
+    key_algorithm: Option<String>,
+    /// `TLS`, `S/MIME`, `Code Signing`, `Client Auth` (also `tls`, `smime`, `code_signing`, `client_auth`).
+    usage_category: Option<String>,
+    /// `internal`, `agent`, `vault`, `external`.
+    issuance_source: Option<String>,
+}
+
+/// Lists the workspace's certificates, newest first.
+#[utoipa::path(get, path = "/api/certificates", tag = "certificates", params(CertificateFilters, PageParams),
+    responses((status = 200, body = ListEnvelope<CertificateDto>)))]
+async fn list_certificates(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Query(filters): Query<CertificateFilters>,
+    Query(page): Query<PageParams>,
+) -> ApiResult<axum::Json<ListEnvelope<CertificateDto>>> {
+    let query = inventory::ListQuery {
+        status: filters.status,
+        search: filters.search,
+        signature_algorithm: filters.signature_algorithm,
+        key_algorithm: filters.key_algorithm,
+        usage_category: filters.usage_category,
+        issuance_source: filters.issuance_source,
+    };
+    let page = inventory::list(&ctx, &caller, query, page.request()).await?;
+    let now = ctx.clock.now();
+    Ok(list(page, |c| certificate_dto(c, now, false)))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterBody {
+    /// PEM certificate; the first CERTIFICATE block is registered.
+    certificate: String,
+    /// `external` (default), `agent` or `vault`.
+    issuance_source: Option<String>,
+    auto_renewal: Option<bool>,
+    location: Option<String>,
+    metadata: Option<Value>,
+}
+
+/// Registers an existing certificate. 409 if its fingerprint is already in the workspace.
+#[utoipa::path(post, path = "/api/certificates", tag = "certificates", request_body = RegisterBody,
+    responses((status = 201, body = CertificateDto), (status = 400, description = "Bad PEM or field"), (status = 409, description = "Duplicate fingerprint")))]
+async fn register_certificate(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Json(body): Json<RegisterBody>,
+) -> ApiResult<Response> {
+    let registration = inventory::Registration {
+        certificate: body.certificate,
+        issuance_source: body.issuance_source,
+        auto_renewal: body.auto_renewal,
+        location: body.location,
+        metadata: body.metadata,
+    };
+    let certificate = inventory::register(&ctx, &caller, registration).await?;
+    Ok(created(certificate_dto(certificate, ctx.clock.now(), true)))
+}
+
+/// One certificate, with its PEM.
+#[utoipa::path(get, path = "/api/certificates/{id}", tag = "certificates", responses((status = 200, body = CertificateDto), (status = 404, description = "Absent or in another workspace")))]
+async fn get_certificate(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Value>> {
+    let certificate = inventory::get(&ctx, &caller, numeric_id(&id)?).await?;
+    Ok(data(certificate_dto(certificate, ctx.clock.now(), true)))
+}
+
+/// Accepts absent (leave alone), `null` (clear) and a value (set).
+fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateBody {
+    auto_renewal: Option<bool>,
+    /// A string sets it, `null` clears it.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    location: Option<Option<String>>,
+    /// Replaces the metadata object.
+    metadata: Option<Value>,
+    issuance_source: Option<String>,
+    /// The certificate body is immutable; present only to give a clear error.
+    certificate: Option<String>,
+}
+
+/// Changes annotations of a certificate (autoRenewal, location, metadata, issuanceSource).
+#[utoipa::path(put, path = "/api/certificates/{id}", tag = "certificates", request_body = UpdateBody, responses((status = 200, body = CertificateDto)))]
+async fn update_certificate(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+    Json(body): Json<UpdateBody>,
+) -> ApiResult<axum::Json<Value>> {
+    let id = numeric_id(&id)?;
+    if body.certificate.is_some() {
+        return Err(trellis_core::error::Error::invalid_field(
+            "certificate",
+            "the certificate body cannot be replaced; register the new certificate instead",
+        )
+        .into());
+    }
+    let changes = inventory::Changes {
+        auto_renewal: body.auto_renewal,
+        location: body.location,
+        metadata: body.metadata,
+        issuance_source: body.issuance_source,
+    };
+    let certificate = inventory::update(&ctx, &caller, id, changes).await?;
+    Ok(data(certificate_dto(certificate, ctx.clock.now(), true)))
+}
+
+/// Removes the record. Does not revoke the certificate.
+#[utoipa::path(delete, path = "/api/certificates/{id}", tag = "certificates", responses((status = 204, description = "Deleted")))]
+async fn delete_certificate(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    inventory::delete(&ctx, &caller, numeric_id(&id)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoRenewBody {
+    /// The new setting; `autoRenewal` is accepted too. With neither (or no body), the setting flips.
+    enabled: Option<bool>,
+    auto_renewal: Option<bool>,
+}
+
+/// Sets or toggles auto-renewal.
+#[utoipa::path(put, path = "/api/certificates/{id}/auto-renew", tag = "certificates", request_body(content = AutoRenewBody, description = "Optional"), responses((status = 200, body = CertificateDto)))]
+async fn set_auto_renew(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+    OptionalJson(body): OptionalJson<AutoRenewBody>,
+) -> ApiResult<axum::Json<Value>> {
+    let id = numeric_id(&id)?;
+    let enabled = body.and_then(|b| b.enabled.or(b.auto_renewal));
+    let certificate = inventory::set_auto_renewal(&ctx, &caller, id, enabled).await?;
+    Ok(data(certificate_dto(certificate, ctx.clock.now(), false)))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RevokeBody {
+    /// Free-form reason recorded in the audit log; default `unspecified`.
+    reason: Option<String>,
+}
+
+/// Marks the certificate revoked. 400 VALIDATION_ERROR if it already is.
+#[utoipa::path(post, path = "/api/certificates/{id}/revoke", tag = "certificates", request_body(content = RevokeBody, description = "Optional"), responses((status = 200, body = CertificateDto), (status = 400, description = "Already revoked")))]
+async fn revoke_certificate(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+    OptionalJson(body): OptionalJson<RevokeBody>,
+) -> ApiResult<axum::Json<Value>> {
+    let id = numeric_id(&id)?;
+    let certificate = inventory::revoke(&ctx, &caller, id, body.and_then(|b| b.reason)).await?;
+    Ok(data(certificate_dto(certificate, ctx.clock.now(), false)))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DownloadParams {
+    /// `pem` (default) or `der`.
+    format: Option<String>,
+}
+
+/// The certificate as a file attachment.
+#[utoipa::path(get, path = "/api/certificates/{id}/download", tag = "certificates", params(DownloadParams), responses((status = 200, description = "PEM or DER bytes")))]
+async fn download_certificate(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+    Query(params): Query<DownloadParams>,
+) -> ApiResult<Response> {
+    let id = numeric_id(&id)?;
+    let format = inventory::DownloadFormat::parse(params.format.as_deref())?;
+    let download = inventory::download(&ctx, &caller, id, format).await?;
+    let disposition = format!("attachment; filename=\"{}\"", download.file_name);
+    Ok((
+        [(header::CONTENT_TYPE, download.content_type.to_string()), (header::CONTENT_DISPOSITION, disposition)],
+        download.bytes,
+    )
+        .into_response())
+}
+
+/// The private key (PEM), only for internally issued certificates; every download is audited.
+#[utoipa::path(get, path = "/api/certificates/{id}/private-key", tag = "certificates", responses((status = 200, description = "`data: { privateKey, format }`"), (status = 403, description = "PRIVATE_KEY_NOT_AVAILABLE")))]
+async fn private_key(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated, Path(id): Path<String>) -> ApiResult<Response> {
+    let (certificate, key) = inventory::private_key(&ctx, &caller, numeric_id(&id)?).await?;
+    let body = data(serde_json::json!({ "certificateId": certificate.id, "privateKey": key, "format": "pem" }));
+    Ok(([(header::CACHE_CONTROL, "no-store")], body).into_response())
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PrivateKeyStatusDto {
+    downloadable: bool,
+    issuance_source: &'static str,
+    reason: String,
+}
+
+/// Whether the private key can be downloaded, and why.
+#[utoipa::path(get, path = "/api/certificates/{id}/private-key-status", tag = "certificates", responses((status = 200, body = PrivateKeyStatusDto)))]
+async fn private_key_status(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Value>> {
+    let status = inventory::private_key_status(&ctx, &caller, numeric_id(&id)?).await?;
+    Ok(data(PrivateKeyStatusDto {
+        downloadable: status.downloadable,
+        issuance_source: status.issuance_source.as_str(),
+        reason: status.reason,
+    }))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StatisticsDto {
+    total: i64,
+    active: i64,
+    expiring: i64,
+    expired: i64,
+    revoked: i64,
+    expiring_within_7_days: i64,
+    auto_renewal_enabled: i64,
+    #[schema(value_type = Object)]
+    by_usage_category: Value,
+    #[schema(value_type = Object)]
+    by_issuance_source: Value,
+    #[schema(value_type = Object)]
+    by_key_algorithm: Value,
+}
+
+fn statistics_dto(stats: Statistics) -> StatisticsDto {
+    let count = |status: inventory::Status| stats.by_status.iter().find(|(s, _)| *s == status).map_or(0, |(_, n)| *n);
+    let object =
+        |pairs: &[(String, i64)]| Value::Object(pairs.iter().map(|(k, v)| (k.clone(), Value::from(*v))).collect());
+    StatisticsDto {
+        total: stats.total,
+        active: count(inventory::Status::Active),
+        expiring: count(inventory::Status::Expiring),
+        expired: count(inventory::Status::Expired),
+        revoked: count(inventory::Status::Revoked),
+        expiring_within_7_days: stats.expiring_within_7_days,
+        auto_renewal_enabled: stats.auto_renewal_enabled,
+        by_usage_category: object(&stats.by_usage_category),
+        by_issuance_source: object(&stats.by_issuance_source),
+        by_key_algorithm: object(&stats.by_key_algorithm),
+    }
+}
+
+/// Aggregated counts of the workspace's inventory.
+#[utoipa::path(get, path = "/api/certificates/stats", tag = "certificates", responses((status = 200, body = StatisticsDto)))]
+async fn statistics(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated) -> ApiResult<axum::Json<Value>> {
+    Ok(data(statistics_dto(inventory::statistics(&ctx, &caller).await?)))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AssignIdentityBody {
+    machine_identity_id: i64,
+}
+
+/// Attaches the certificate to a machine identity.
+#[utoipa::path(post, path = "/api/certificates/{id}/assign-identity", tag = "certificates", request_body = AssignIdentityBody, responses((status = 200, body = CertificateDto)))]
+async fn assign_identity(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+    Json(body): Json<AssignIdentityBody>,
+) -> ApiResult<axum::Json<Value>> {
+    let id = numeric_id(&id)?;
+    let certificate = inventory::assign_identity(&ctx, &caller, id, body.machine_identity_id).await?;
+    Ok(data(certificate_dto(certificate, ctx.clock.now(), false)))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageDto {
+    id: i64,
+    certificate_id: i64,
+    host: String,
+    port: Option<i64>,
+    service: Option<String>,
+    location: Option<String>,
+    metadata: Value,
+    created_at: String,
+}
+
+fn usage_dto(record: UsageRecord) -> UsageDto {
+    UsageDto {
+        id: record.id,
+        certificate_id: record.certificate_id,
+        host: record.host,
+        port: record.port,
+        service: record.service,
+        location: record.location,
+        metadata: record.metadata,
+        created_at: rfc3339(record.created_at),
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct UsageFilters {
+    /// Only records of this certificate.
+    certificate_id: Option<i64>,
+}
+
+/// Where certificates are deployed.
+#[utoipa::path(get, path = "/api/certificate-usage", tag = "certificates", params(UsageFilters, PageParams), responses((status = 200, body = ListEnvelope<UsageDto>)))]
+async fn list_usage(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Query(filters): Query<UsageFilters>,
+    Query(page): Query<PageParams>,
+) -> ApiResult<axum::Json<ListEnvelope<UsageDto>>> {
+    let page = inventory::list_usage(&ctx, &caller, filters.certificate_id, page.request()).await?;
+    Ok(list(page, usage_dto))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageBody {
+    certificate_id: i64,
+    host: String,
+    port: Option<i64>,
+    service: Option<String>,
+    location: Option<String>,
+    metadata: Option<Value>,
+}
+
+/// Records where a certificate is deployed.
+#[utoipa::path(post, path = "/api/certificate-usage", tag = "certificates", request_body = UsageBody, responses((status = 201, body = UsageDto)))]
+async fn add_usage(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Json(body): Json<UsageBody>,
+) -> ApiResult<Response> {
+    let new = inventory::NewUsage {
+        certificate_id: body.certificate_id,
+        host: body.host,
+        port: body.port,
+        service: body.service,
+        location: body.location,
+        metadata: body.metadata,
+    };
+    Ok(created(usage_dto(inventory::add_usage(&ctx, &caller, new).await?)))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IdentityDto {
+    id: i64,
+    workspace_id: String,
+    name: String,
+    /// `server`, `workload`, `device`, `service_account` or `other`.
+    #[serde(rename = "type")]
+    kind: String,
+    description: Option<String>,
+    metadata: Value,
+    certificate_count: i64,
+    created_at: String,
+    updated_at: String,
+}
+
+fn identity_dto(identity: MachineIdentity) -> IdentityDto {
+    IdentityDto {
+        id: identity.id,
+        workspace_id: identity.workspace_id,
+        name: identity.name,
+        kind: identity.kind,
+        description: identity.description,
+        metadata: identity.metadata,
+        certificate_count: identity.certificate_count,
+        created_at: rfc3339(identity.created_at),
+        updated_at: rfc3339(identity.updated_at),
+    }
+}
+
+/// Machine identities of the workspace.
+#[utoipa::path(get, path = "/api/machine-identities", tag = "machine-identities", params(PageParams), responses((status = 200, body = ListEnvelope<IdentityDto>)))]
+async fn list_identities(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Query(page): Query<PageParams>,
+) -> ApiResult<axum::Json<ListEnvelope<IdentityDto>>> {
+    Ok(list(inventory::list_identities(&ctx, &caller, page.request()).await?, identity_dto))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct IdentityBody {
+    name: String,
+    /// `server` (default), `workload`, `device`, `service_account`, `other`.
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    description: Option<String>,
+    metadata: Option<Value>,
+}
+
+/// Creates a machine identity.
+#[utoipa::path(post, path = "/api/machine-identities", tag = "machine-identities", request_body = IdentityBody, responses((status = 201, body = IdentityDto)))]
+async fn create_identity(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Json(body): Json<IdentityBody>,
+) -> ApiResult<Response> {
+    let new = inventory::NewIdentity {
+        name: body.name,
+        kind: body.kind,
+        description: body.description,
+        metadata: body.metadata,
+    };
+    Ok(created(identity_dto(inventory::create_identity(&ctx, &caller, new).await?)))
+}
+
+/// One machine identity.
+#[utoipa::path(get, path = "/api/machine-identities/{id}", tag = "machine-identities", responses((status = 200, body = IdentityDto)))]
+async fn get_identity(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(data(identity_dto(inventory::get_identity(&ctx, &caller, numeric_id(&id)?).await?)))
+}
+
+/// Deletes a machine identity; its certificates stay and lose the link.
+#[utoipa::path(delete, path = "/api/machine-identities/{id}", tag = "machine-identities", responses((status = 204, description = "Deleted")))]
+async fn delete_identity(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    inventory::delete_identity(&ctx, &caller, numeric_id(&id)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,141 @@
+//! The one place where errors become HTTP responses (spec §7 shape):
+//! `{"error": {"code", "message", "details"?}}`. Each domain error variant gets its status
+//! here and nowhere else; HTTP-only failures (no route, wrong method, body too large) are
+//! this layer's own variants, not the domain's.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use trellis_core::error::Error;
+use trellis_core::plugins::{PluginError, ReportedError};
+
+/// An error on its way to the client.
+#[derive(Debug)]
+pub enum ApiError {
+    /// A use case refused or failed.
+    Domain(Error),
+    /// No route matches the path.
+    RouteNotFound,
+    MethodNotAllowed,
+    /// The body is larger than `TRELLIS_BODY_LIMIT_BYTES`.
+    PayloadTooLarge,
+    /// The dependency the response needs (the database) does not answer.
+    Unavailable(&'static str),
+}
+
+impl<E: Into<Error>> From<E> for ApiError {
+    fn from(err: E) -> Self {
+        ApiError::Domain(err.into())
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+/// The status of a domain error.
+pub fn status_of(err: &Error) -> StatusCode {
+    match err {
+        Error::NotFound(_) => StatusCode::NOT_FOUND,
+        Error::Validation { .. } => StatusCode::BAD_REQUEST,
+        Error::Conflict(_) => StatusCode::CONFLICT,
+        Error::Unauthorized => StatusCode::UNAUTHORIZED,
+        Error::Forbidden(_) | Error::MissingScope(_) | Error::PrivateKeyNotAvailable => StatusCode::FORBIDDEN,
+        Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+        Error::Plugin(err) => plugin_status(err),
+        Error::Store(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// Plugin failures: the caller's input → 4xx; the plugin misbehaving → 502 (504 for time);
+/// the system behind it unavailable or throttling → 503, so clients know a retry may work.
+fn plugin_status(err: &PluginError) -> StatusCode {
+    match err {
+        PluginError::Reported { error, .. } => match error {
+            ReportedError::InvalidConfig { .. } | ReportedError::InvalidInput { .. } => StatusCode::BAD_REQUEST,
+            ReportedError::NotSupported { .. } => StatusCode::BAD_REQUEST,
+            ReportedError::NotFound { .. } => StatusCode::NOT_FOUND,
+            ReportedError::Upstream { retryable: true, .. } | ReportedError::RateLimited { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ReportedError::Unauthorized { .. }
+            | ReportedError::Upstream { retryable: false, .. }
+            | ReportedError::Internal { .. } => StatusCode::BAD_GATEWAY,
+        },
+        PluginError::Trapped { .. }
+        | PluginError::MemoryLimitExceeded { .. }
+        | PluginError::CapabilityDenied { .. }
+        | PluginError::HttpResponseTooLarge { .. } => StatusCode::BAD_GATEWAY,
+        PluginError::CpuTimeExceeded { .. } | PluginError::WallTimeExceeded { .. } => StatusCode::GATEWAY_TIMEOUT,
+        PluginError::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        PluginError::NotFound { .. } => StatusCode::NOT_FOUND,
+        PluginError::Install(trellis_core::plugins::InstallError::DuplicateVersion { .. })
+        | PluginError::VersionActive { .. }
+        | PluginError::NoPreviousVersion { .. } => StatusCode::CONFLICT,
+        PluginError::Install(_)
+        | PluginError::NotBound { .. }
+        | PluginError::AmbiguousBinding { .. }
+        | PluginError::WrongKind { .. } => StatusCode::BAD_REQUEST,
+        PluginError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl ApiError {
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::Domain(err) => (status_of(err), err.code()),
+            ApiError::RouteNotFound => (StatusCode::NOT_FOUND, "NOT_FOUND"),
+            ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED"),
+            ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            ApiError::Domain(err) => err.to_string(),
+            ApiError::RouteNotFound => "Route not found".into(),
+            ApiError::MethodNotAllowed => "Method not allowed".into(),
+            ApiError::PayloadTooLarge => {
+                "Request body exceeds the configured size limit (TRELLIS_BODY_LIMIT_BYTES)".into()
+            }
+            ApiError::Unavailable(what) => format!("{what} unreachable; retry later"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        // Server faults are logged once, here, with their cause; the client gets a stable
+        // code and a generic message, never internals.
+        let message = if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::error!(code, error = ?self, "request failed");
+            "Internal server error; the request id identifies it in the logs".to_string()
+        } else {
+            if status.is_server_error() {
+                tracing::warn!(code, error = %self.message(), "request failed upstream");
+            }
+            self.message()
+        };
+        let mut body = json!({ "error": { "code": code, "message": message } });
+        let retry_after = match &self {
+            ApiError::Domain(Error::Validation { details: Some(details), .. }) => {
+                body["error"]["details"] = details.clone();
+                None
+            }
+            ApiError::Domain(Error::RateLimited { retry_after_secs }) => Some(*retry_after_secs),
+            ApiError::Domain(Error::Plugin(err)) => {
+                body["error"]["details"] = json!({ "code": err.code() });
+                err.retry_after_secs()
+            }
+            _ => None,
+        };
+        let mut response = (status, Json(body)).into_response();
+        if let Some(secs) = retry_after {
+            if let Ok(value) = HeaderValue::from_str(&secs.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+        }
+        response
+    }
+}

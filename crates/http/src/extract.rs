@@ -1,0 +1,170 @@
+//! Request extractors whose rejections use the spec's error shape: the caller
+//! (authentication + workspace), JSON bodies, query strings and numeric ids.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, StatusCode};
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+use crate::RequestId;
+use trellis_core::auth::{self, Caller, User, SESSION_COOKIE};
+use trellis_core::context::SharedContext;
+use trellis_core::error::Error;
+
+/// The authenticated caller. API keys win over cookies; `X-Workspace-Id` applies to sessions only.
+pub struct Authenticated(pub Caller);
+
+impl FromRequestParts<SharedContext> for Authenticated {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
+        let request_id = request_id(parts);
+        if let Some(key) = api_key(&parts.headers) {
+            return Ok(Authenticated(auth::authenticate_key(ctx, &key, &request_id).await?));
+        }
+        let token = session_token(&parts.headers).ok_or(Error::Unauthorized)?;
+        let workspace =
+            parts.headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
+        let (_, caller) = auth::authenticate_session(ctx, &token, workspace, &request_id).await?;
+        Ok(Authenticated(caller))
+    }
+}
+
+/// A session user (not an API key) with their caller.
+pub struct SessionUser(pub User, pub Caller);
+
+impl FromRequestParts<SharedContext> for SessionUser {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
+        let request_id = request_id(parts);
+        let token = session_token(&parts.headers).ok_or(Error::Unauthorized)?;
+        let workspace =
+            parts.headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
+        let (user, caller) = auth::authenticate_session(ctx, &token, workspace, &request_id).await?;
+        Ok(SessionUser(user, caller))
+    }
+}
+
+pub fn request_id(parts: &Parts) -> String {
+    parts.extensions.get::<RequestId>().map(|id| id.0.clone()).unwrap_or_default()
+}
+
+fn api_key(headers: &HeaderMap) -> Option<String> {
+    if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+        return Some(key.trim().to_string());
+    }
+    let authorization = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = authorization.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_string())
+}
+
+pub fn session_token(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value.to_string())
+}
+
+/// `axum::Json` with rejections in the spec's error shape.
+pub struct Json<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(value)) => Ok(Json(value)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::PayloadTooLarge;
+    }
+    let (message, detail) = match &rejection {
+        JsonRejection::MissingJsonContentType(_) => {
+            ("Expected a JSON body with Content-Type: application/json", rejection.body_text())
+        }
+        JsonRejection::JsonSyntaxError(_) => ("The body is not valid JSON", rejection.body_text()),
+        JsonRejection::JsonDataError(_) => ("The JSON body does not match the expected shape", rejection.body_text()),
+        _ => ("The request body could not be read", rejection.body_text()),
+    };
+    ApiError::Domain(Error::validation_with(message, serde_json::json!({ "reason": detail })))
+}
+
+/// The raw request body, with the body-limit rejection in the spec's error shape.
+pub struct RawBody(pub axum::body::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        axum::body::Bytes::from_request(req, state).await.map(RawBody).map_err(body_rejection)
+    }
+}
+
+fn body_rejection(rejection: axum::extract::rejection::BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::PayloadTooLarge
+    } else {
+        ApiError::Domain(Error::validation("The request body could not be read"))
+    }
+}
+
+/// A JSON body that may be absent or empty (for action endpoints with optional bodies).
+pub struct OptionalJson<T>(pub Option<T>);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(body_rejection)?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJson(None));
+        }
+        serde_json::from_slice(&bytes).map(|v| OptionalJson(Some(v))).map_err(|err| {
+            ApiError::Domain(Error::validation_with(
+                "The JSON body is invalid",
+                serde_json::json!({ "reason": err.to_string() }),
+            ))
+        })
+    }
+}
+
+/// `axum::extract::Query` with rejections in the spec's error shape.
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(Query(value)),
+            Err(rejection) => Err(query_rejection(rejection)),
+        }
+    }
+}
+
+fn query_rejection(rejection: QueryRejection) -> ApiError {
+    ApiError::Domain(Error::validation_with("Invalid query string", serde_json::json!({ "reason": rejection.body_text() })))
+}
+
+/// Parses a numeric path id, rejecting anything else with 400.
+pub fn numeric_id(text: &str) -> Result<i64, ApiError> {
+    match text.parse::<i64>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ => Err(ApiError::Domain(Error::validation_with(
+            format!("`{}` is not a valid id; ids are positive integers", text.chars().take(40).collect::<String>()),
+            serde_json::json!({ "field": "id" }),
+        ))),
+    }
+}

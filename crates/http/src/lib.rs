@@ -1,0 +1,157 @@
+//! The HTTP layer: axum routers, request/response types and the error mapping.
+//! Handlers translate HTTP to domain calls and back; they hold no business rules.
+
+mod audit;
+mod auth;
+mod certificates;
+pub mod docs;
+pub mod error;
+pub mod extract;
+pub mod ops;
+mod plugins;
+
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde::Serialize;
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::error::ApiError;
+use trellis_core::context::SharedContext;
+use trellis_core::error::Error;
+use trellis_core::pagination::{Page, PageRequest};
+
+/// The request's correlation id, echoed in `X-Request-Id` and written to audit rows.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// What the HTTP layer itself is configured with (the binary loads and validates it).
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// Larger request bodies get 413.
+    pub body_limit_bytes: usize,
+    /// Mark the session cookie `Secure` (behind HTTPS).
+    pub secure_cookies: bool,
+}
+
+pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
+    let body_limit = settings.body_limit_bytes;
+    Router::new()
+        .merge(ops::routes())
+        .merge(auth::routes())
+        .merge(certificates::routes())
+        .merge(audit::routes())
+        .merge(plugins::routes())
+        .merge(docs::routes())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::Extension(settings))
+        .layer(axum::middleware::from_fn_with_state(ctx.clone(), observe))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .with_state(ctx)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::RouteNotFound
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("handler panicked");
+    ApiError::Domain(Error::Internal("handler panicked".into())).into_response()
+}
+
+/// Assigns the request id, opens the request's tracing span, and records metrics
+/// labelled by the matched route (never the raw path, which may carry ids or secrets).
+async fn observe(State(_ctx): State<SharedContext>, mut request: Request<Body>, next: Next) -> Response {
+    let started = Instant::now();
+    let request_id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        })
+        .map(str::to_string)
+        .unwrap_or_else(|| trellis_core::clock::random_hex(&trellis_core::clock::OsEntropy, 16));
+    let route =
+        request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
+    let method = request.method().clone();
+    request.extensions_mut().insert(RequestId(request_id.clone()));
+    let span = tracing::info_span!("request", request_id = %request_id, method = %method, route = %route);
+    let mut response = tracing::Instrument::instrument(next.run(request), span.clone()).await;
+    let status = response.status().as_u16();
+    let elapsed = started.elapsed();
+    span.in_scope(|| tracing::info!(status, latency_ms = elapsed.as_secs_f64() * 1000.0, "request finished"));
+    let labels = [("method", method.to_string()), ("route", route), ("status", status.to_string())];
+    metrics::counter!("http_requests_total", &labels).increment(1);
+    metrics::histogram!("http_request_duration_seconds", &labels[..2]).record(elapsed.as_secs_f64());
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert("x-request-id", value);
+    }
+    response
+}
+
+/// `{ "data": … }`, the single-resource envelope.
+pub fn data<T: Serialize>(value: T) -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({ "data": value }))
+}
+
+pub fn created<T: Serialize>(value: T) -> Response {
+    (StatusCode::CREATED, data(value)).into_response()
+}
+
+/// A list window: `data` plus totals beside it.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListEnvelope<T> {
+    pub data: Vec<T>,
+    /// Items matching the filters, across all pages (a lower bound when `totalExact` is false).
+    pub total: i64,
+    /// False when the matches were not counted to the end (certificate lists count up to 10,000).
+    pub total_exact: bool,
+    pub page: i64,
+    pub limit: i64,
+    pub offset: i64,
+    pub total_pages: i64,
+}
+
+pub fn list<T, U: Serialize>(page: Page<T>, convert: impl FnMut(T) -> U) -> axum::Json<ListEnvelope<U>> {
+    let request: PageRequest = page.request;
+    let total = page.total;
+    axum::Json(ListEnvelope {
+        data: page.items.into_iter().map(convert).collect(),
+        total,
+        total_exact: page.total_exact,
+        page: request.page(),
+        limit: request.limit,
+        offset: request.offset,
+        total_pages: (total + request.limit - 1) / request.limit,
+    })
+}
+
+/// The pagination parameters of every list endpoint.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+pub struct PageParams {
+    /// 1-indexed page; values below 1 read as 1.
+    pub page: Option<i64>,
+    /// Page size, clamped to [1, 100]; default 50.
+    pub limit: Option<i64>,
+    /// Zero-based offset; overrides `page` when present.
+    pub offset: Option<i64>,
+}
+
+impl PageParams {
+    pub fn request(&self) -> PageRequest {
+        PageRequest::new(self.page, self.limit, self.offset, 50)
+    }
+}

@@ -1,0 +1,181 @@
+//! `/api/plugins` (instance administrators) and `/api/plugin-bindings` (per workspace).
+//!
+//! Install takes the component bytes as the raw request body (`application/wasm` or
+//! `application/octet-stream`), up to 32 MiB.
+
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, put};
+use axum::Router;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiResult;
+use crate::extract::{Authenticated, Json, Query, RawBody};
+use crate::{created, data};
+use trellis_core::context::SharedContext;
+use trellis_core::plugins::service;
+use trellis_core::plugins::Activation;
+use trellis_core::plugins::StoredBinding;
+
+const MAX_COMPONENT_BYTES: usize = 32 << 20;
+
+pub fn routes() -> Router<SharedContext> {
+    Router::new()
+        .route("/api/plugins", get(list_plugins).post(install_plugin).layer(DefaultBodyLimit::max(MAX_COMPONENT_BYTES)))
+        .route("/api/plugins/{id}", get(show_plugin).delete(remove_plugin))
+        .route("/api/plugins/{id}/versions/{version}", delete(remove_version))
+        .route("/api/plugins/{id}/versions/{version}/activate", post(activate_version))
+        .route("/api/plugins/{id}/rollback", post(rollback_plugin))
+        .route("/api/plugins/{id}/grants", put(grant_hosts))
+        .route("/api/plugin-bindings", get(list_bindings).put(bind))
+        .route("/api/plugin-bindings/{kind}/{service_type}", delete(unbind))
+        .route("/api/plugin-bindings/{kind}/{service_type}/test", post(test_binding))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InstallParams {
+    /// `false` stores the version without activating it; default: activate when newer.
+    activate: Option<bool>,
+}
+
+#[utoipa::path(post, path = "/api/plugins", tag = "plugins", request_body(content = Vec<u8>, content_type = "application/wasm", description = "The component bytes (up to 32 MiB)"), params(("activate" = Option<bool>, Query, description = "false: store without activating; true: always activate; absent: activate when newer")), responses((status = 201, description = "Installed version: info (describe()), sha256, sizeBytes, witVersion, active"), (status = 400, description = "Refused: details.code is plugin.not_a_component, plugin.unsupported_import, plugin.incompatible_wit_version, plugin.unknown_world, plugin.invalid_metadata, …"), (status = 409, description = "Same id and version (or same bytes) already installed"), (status = 403, description = "Not an instance administrator")))]
+async fn install_plugin(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Query(params): Query<InstallParams>,
+    RawBody(body): RawBody,
+) -> ApiResult<Response> {
+    let activation = match params.activate {
+        Some(false) => Activation::Never,
+        Some(true) => Activation::Always,
+        None => Activation::IfNewer,
+    };
+    let installed = service::install(&ctx, &caller, &body, activation).await?;
+    Ok(created(installed))
+}
+
+#[utoipa::path(get, path = "/api/plugins", tag = "plugins", responses((status = 200, description = "Every installed plugin with its versions (instance administrators)")))]
+async fn list_plugins(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated) -> ApiResult<axum::Json<serde_json::Value>> {
+    Ok(data(service::list(&ctx, &caller)?))
+}
+
+#[utoipa::path(get, path = "/api/plugins/{id}", tag = "plugins", params(("id" = String, Path)), responses((status = 200, description = "One plugin: id, kind, name, activeVersion, previousVersions, grantedHosts, versions[]"), (status = 404, description = "No such plugin")))]
+async fn show_plugin(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    Ok(data(service::show(&ctx, &caller, &id)?))
+}
+
+#[utoipa::path(post, path = "/api/plugins/{id}/versions/{version}/activate", tag = "plugins", params(("id" = String, Path), ("version" = String, Path)), responses((status = 200, description = "The plugin after activation; calls in flight finish on their version")))]
+async fn activate_version(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path((id, version)): Path<(String, String)>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    Ok(data(service::activate(&ctx, &caller, &id, &version).await?))
+}
+
+#[utoipa::path(post, path = "/api/plugins/{id}/rollback", tag = "plugins", params(("id" = String, Path)), responses((status = 200, description = "The plugin with the previously active version active again"), (status = 409, description = "Nothing to roll back to")))]
+async fn rollback_plugin(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    Ok(data(service::rollback(&ctx, &caller, &id).await?))
+}
+
+#[utoipa::path(delete, path = "/api/plugins/{id}", tag = "plugins", params(("id" = String, Path)), responses((status = 204, description = "Removed with its versions, bindings, grants and state")))]
+async fn remove_plugin(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    service::remove(&ctx, &caller, &id, None).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[utoipa::path(delete, path = "/api/plugins/{id}/versions/{version}", tag = "plugins", params(("id" = String, Path), ("version" = String, Path)), responses((status = 204, description = "Version removed"), (status = 409, description = "The version is active")))]
+async fn remove_version(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path((id, version)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    service::remove(&ctx, &caller, &id, Some(&version)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct GrantBody {
+    hosts: Vec<String>,
+}
+
+#[utoipa::path(put, path = "/api/plugins/{id}/grants", tag = "plugins", params(("id" = String, Path)), request_body(content = Object, description = "{\"hosts\": [\"host\", \"host:port\", \"*.domain\"]}"), responses((status = 200, description = "The plugin with its new grants")))]
+async fn grant_hosts(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+    Json(body): Json<GrantBody>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    Ok(data(service::grant_hosts(&ctx, &caller, &id, body.hosts).await?))
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BindingDto {
+    /// `ca-connector`, `integration` or `attestation-verifier`.
+    kind: String,
+    /// The CA type, integration type or attestation check.
+    #[serde(rename = "type")]
+    service_type: String,
+    plugin_id: String,
+}
+
+fn binding_dto(binding: StoredBinding) -> BindingDto {
+    BindingDto { kind: binding.kind, service_type: binding.service_type, plugin_id: binding.plugin_id }
+}
+
+#[utoipa::path(get, path = "/api/plugin-bindings", tag = "plugins", responses((status = 200, description = "The workspace's bindings: [{kind, type, pluginId}] (scope plugins:read)")))]
+async fn list_bindings(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated) -> ApiResult<axum::Json<serde_json::Value>> {
+    let bindings: Vec<BindingDto> = service::list_bindings(&ctx, &caller).await?.into_iter().map(binding_dto).collect();
+    Ok(data(bindings))
+}
+
+#[utoipa::path(put, path = "/api/plugin-bindings", tag = "plugins", request_body(content = Object, description = "{\"kind\": \"integration\", \"type\": \"slack\", \"pluginId\": \"io.trellis.slack\"}"), responses((status = 200, description = "The binding (scope plugins:write)")))]
+async fn bind(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Json(body): Json<BindingDto>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    let binding = service::bind(&ctx, &caller, &body.kind, &body.service_type, &body.plugin_id).await?;
+    Ok(data(binding_dto(binding)))
+}
+
+#[utoipa::path(delete, path = "/api/plugin-bindings/{kind}/{service_type}", tag = "plugins", params(("kind" = String, Path), ("service_type" = String, Path, description = "CA type, integration type or attestation check")), responses((status = 204, description = "Binding removed; the default choice applies again")))]
+async fn unbind(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path((kind, service_type)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    service::unbind(&ctx, &caller, &kind, &service_type).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct TestBody {
+    #[serde(default)]
+    config: serde_json::Value,
+}
+
+#[utoipa::path(post, path = "/api/plugin-bindings/{kind}/{service_type}/test", tag = "plugins", params(("kind" = String, Path), ("service_type" = String, Path)), request_body(content = Object, description = "{\"config\": {…}}: the configuration a record of this type would carry"), responses((status = 200, description = "Test report {success, message, checks[{name, status, message}], details}, as the CA test response (spec §4.1); plugin failures give success=false with the error code")))]
+async fn test_binding(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path((kind, service_type)): Path<(String, String)>,
+    Json(body): Json<TestBody>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    Ok(data(service::test_binding(&ctx, &caller, &kind, &service_type, body.config).await?))
+}

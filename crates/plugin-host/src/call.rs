@@ -1,0 +1,252 @@
+//! The data of one call's `Store`: WASI context that grants nothing, wasi:http with the egress
+//! hooks, the memory limiter, the guest log, and the host imports (`logging`, `state`, `types`).
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use crate::bindings::{logging, state, wit_types};
+use crate::egress::EgressHooks;
+use crate::{PluginStateStore, StateError, StateScope};
+
+/// Who is running: used for log attribution.
+#[derive(Debug, Clone)]
+pub(crate) struct CallIdentity {
+    /// `id@version`.
+    pub(crate) plugin: Arc<str>,
+    pub(crate) workspace: Arc<str>,
+}
+
+pub(crate) struct CallState {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) http: WasiHttpCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) hooks: EgressHooks,
+    pub(crate) limiter: MemoryLimiter,
+    pub(crate) identity: CallIdentity,
+    pub(crate) log_budget: Arc<AtomicU32>,
+    pub(crate) state_store: Arc<dyn PluginStateStore>,
+    pub(crate) state_scope: StateScope,
+    pub(crate) state_quota: u64,
+    /// Epoch ticks observed while running wasm, and the budget in ticks.
+    pub(crate) ticks: u64,
+    pub(crate) tick_budget: u64,
+    pub(crate) cpu_exhausted: bool,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.hooks }
+    }
+}
+
+/// Per-call memory limit. Growth past the limit is an error (not a failed `memory.grow`), so
+/// the call ends with a distinct memory-limit failure instead of a generic allocator abort.
+#[derive(Debug)]
+pub(crate) struct MemoryLimiter {
+    pub(crate) limit_bytes: usize,
+    pub(crate) exceeded: bool,
+}
+
+/// Marker error returned by the limiter; found again in the error chain when classifying.
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit of {0} bytes exceeded")]
+pub(crate) struct MemoryLimitHit(pub(crate) usize);
+
+impl wasmtime::ResourceLimiter for MemoryLimiter {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.limit_bytes {
+            self.exceeded = true;
+            return Err(wasmtime::Error::new(MemoryLimitHit(self.limit_bytes)));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+
+    fn instances(&self) -> usize {
+        64
+    }
+
+    fn tables(&self) -> usize {
+        64
+    }
+
+    fn memories(&self) -> usize {
+        16
+    }
+}
+
+impl CallState {
+    fn take_log_budget(&self) -> bool {
+        self.log_budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(1)).is_ok()
+    }
+}
+
+impl wit_types::Host for CallState {}
+
+impl logging::Host for CallState {
+    async fn log(
+        &mut self,
+        level: logging::Level,
+        message: String,
+        fields: Vec<logging::Field>,
+    ) -> wasmtime::Result<()> {
+        if !self.take_log_budget() {
+            return Ok(());
+        }
+        let message: String = message.chars().take(4096).collect();
+        let fields = fields
+            .iter()
+            .take(32)
+            .map(|f| {
+                format!(
+                    "{}={}",
+                    f.key.chars().take(64).collect::<String>(),
+                    f.value.chars().take(512).collect::<String>()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        let plugin = &*self.identity.plugin;
+        let workspace = &*self.identity.workspace;
+        match level {
+            logging::Level::Trace => {
+                tracing::trace!(target: "trellis::plugin", plugin, workspace, fields, "{message}")
+            }
+            logging::Level::Debug => {
+                tracing::debug!(target: "trellis::plugin", plugin, workspace, fields, "{message}")
+            }
+            logging::Level::Info => {
+                tracing::info!(target: "trellis::plugin", plugin, workspace, fields, "{message}")
+            }
+            logging::Level::Warn => {
+                tracing::warn!(target: "trellis::plugin", plugin, workspace, fields, "{message}")
+            }
+            logging::Level::Error => {
+                tracing::error!(target: "trellis::plugin", plugin, workspace, fields, "{message}")
+            }
+        }
+        Ok(())
+    }
+}
+
+fn state_error(err: StateError) -> state::StateError {
+    match err {
+        StateError::QuotaExceeded(quota) => state::StateError::QuotaExceeded(quota),
+        StateError::Unavailable(message) => state::StateError::Unavailable(message),
+    }
+}
+
+const MAX_STATE_KEY: usize = 256;
+
+impl state::Host for CallState {
+    async fn get(&mut self, key: String) -> wasmtime::Result<Result<Option<Vec<u8>>, state::StateError>> {
+        if key.len() > MAX_STATE_KEY {
+            return Ok(Ok(None));
+        }
+        Ok(self.state_store.get(&self.state_scope, &key).await.map_err(state_error))
+    }
+
+    async fn set(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<Result<(), state::StateError>> {
+        if key.len() > MAX_STATE_KEY {
+            return Ok(Err(state::StateError::Unavailable(format!("state keys are at most {MAX_STATE_KEY} bytes"))));
+        }
+        Ok(self.state_store.set(&self.state_scope, &key, value, self.state_quota).await.map_err(state_error))
+    }
+
+    async fn delete(&mut self, key: String) -> wasmtime::Result<Result<(), state::StateError>> {
+        Ok(self.state_store.delete(&self.state_scope, &key).await.map_err(state_error))
+    }
+}
+
+/// Guest stdout/stderr: each line becomes a tracing event attributed to the plugin, within the
+/// call's log budget; beyond it lines are dropped silently (never an error, which would make a
+/// chatty plugin trap).
+#[derive(Clone)]
+pub(crate) struct GuestOutput {
+    pub(crate) stream: &'static str,
+    pub(crate) identity: CallIdentity,
+    pub(crate) budget: Arc<AtomicU32>,
+}
+
+impl IsTerminal for GuestOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for GuestOutput {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(GuestLineWriter { out: self.clone(), line: Vec::new() })
+    }
+}
+
+struct GuestLineWriter {
+    out: GuestOutput,
+    line: Vec<u8>,
+}
+
+impl GuestLineWriter {
+    fn emit(&mut self) {
+        let line = String::from_utf8_lossy(&self.line).trim_end().to_owned();
+        self.line.clear();
+        if line.is_empty() {
+            return;
+        }
+        let permitted =
+            self.out.budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(1)).is_ok();
+        if permitted {
+            tracing::info!(
+                target: "trellis::plugin",
+                plugin = &*self.out.identity.plugin,
+                workspace = &*self.out.identity.workspace,
+                stream = self.out.stream,
+                "{line}"
+            );
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for GuestLineWriter {
+    fn poll_write(mut self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        for &byte in buf {
+            if byte == b'\n' || self.line.len() >= 4096 {
+                self.emit();
+            }
+            if byte != b'\n' {
+                self.line.push(byte);
+            }
+        }
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.emit();
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for GuestLineWriter {
+    fn drop(&mut self) {
+        self.emit();
+    }
+}

@@ -1,0 +1,188 @@
+//! Runtime configuration: limits per plugin kind, admission, egress policy, cache.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::PluginKind;
+
+/// Limits applied to every single call of a plugin of one kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallLimits {
+    /// Linear memory a call may grow to, in bytes.
+    pub memory_bytes: usize,
+    /// Time the guest may spend running wasm code (epoch deadline).
+    pub cpu_time: Duration,
+    /// Wall-clock time for the whole call, including time blocked in host calls and outbound HTTP.
+    pub wall_time: Duration,
+    /// Log lines (structured plus stdout/stderr) a call may emit before further lines are dropped.
+    pub max_log_lines: u32,
+}
+
+/// Limits per plugin kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KindLimits {
+    pub ca_connector: CallLimits,
+    pub integration: CallLimits,
+    pub attestation_verifier: CallLimits,
+}
+
+impl KindLimits {
+    /// The limits for one kind.
+    pub fn for_kind(&self, kind: PluginKind) -> CallLimits {
+        match kind {
+            PluginKind::CaConnector => self.ca_connector,
+            PluginKind::Integration => self.integration,
+            PluginKind::AttestationVerifier => self.attestation_verifier,
+        }
+    }
+
+    /// The same limits for every kind (tests, benchmarks).
+    pub fn uniform(limits: CallLimits) -> KindLimits {
+        KindLimits { ca_connector: limits, integration: limits, attestation_verifier: limits }
+    }
+
+    fn max_memory(&self) -> usize {
+        self.ca_connector.memory_bytes.max(self.integration.memory_bytes).max(self.attestation_verifier.memory_bytes)
+    }
+}
+
+impl Default for KindLimits {
+    fn default() -> KindLimits {
+        KindLimits {
+            // ACME orders poll the CA; allow the longest wall time.
+            ca_connector: CallLimits {
+                memory_bytes: 128 << 20,
+                cpu_time: Duration::from_secs(5),
+                wall_time: Duration::from_secs(120),
+                max_log_lines: 500,
+            },
+            integration: CallLimits {
+                memory_bytes: 64 << 20,
+                cpu_time: Duration::from_secs(2),
+                wall_time: Duration::from_secs(30),
+                max_log_lines: 200,
+            },
+            // Pure computation: short wall time, more CPU for signature checks.
+            attestation_verifier: CallLimits {
+                memory_bytes: 64 << 20,
+                cpu_time: Duration::from_secs(5),
+                wall_time: Duration::from_secs(10),
+                max_log_lines: 200,
+            },
+        }
+    }
+}
+
+/// Outbound HTTP policy knobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressConfig {
+    /// Allow private, loopback, link-local and CGNAT destinations
+    /// (`TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS`). Cloud metadata addresses stay refused regardless.
+    pub allow_private_networks: bool,
+    /// PEM bundle of extra CAs trusted for plugin TLS, on top of the system roots
+    /// (`TRELLIS_PLUGIN_CA_BUNDLE`).
+    pub ca_bundle: Option<PathBuf>,
+    /// Whether to load the system trust store (turned off by tests for hermeticity).
+    pub use_system_roots: bool,
+    /// TCP connect timeout (also bounds DNS resolution).
+    pub connect_timeout: Duration,
+    /// Time to the response head.
+    pub first_byte_timeout: Duration,
+    /// Largest response body a plugin may receive.
+    pub max_response_bytes: u64,
+}
+
+impl Default for EgressConfig {
+    fn default() -> EgressConfig {
+        EgressConfig {
+            allow_private_networks: false,
+            ca_bundle: None,
+            use_system_roots: true,
+            connect_timeout: Duration::from_secs(5),
+            first_byte_timeout: Duration::from_secs(20),
+            max_response_bytes: 4 << 20,
+        }
+    }
+}
+
+/// Everything the plugin runtime needs to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeConfig {
+    /// Directory for compiled code; `None` disables the on-disk cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Calls running at once; more calls wait (admission queue) instead of failing.
+    pub max_concurrent_calls: usize,
+    /// How long a call may wait for a slot before failing with `plugin.overloaded`.
+    pub admission_timeout: Duration,
+    /// Per-kind call limits.
+    pub limits: KindLimits,
+    /// Outbound HTTP policy.
+    pub egress: EgressConfig,
+    /// Epoch tick; CPU budgets are enforced with this granularity.
+    pub epoch_tick: Duration,
+    /// Total bytes of state per plugin per workspace.
+    pub state_quota_bytes: u64,
+}
+
+impl RuntimeConfig {
+    /// Production defaults with the compiled-code cache under `data_dir/plugin-cache`.
+    pub fn with_data_dir(data_dir: impl Into<PathBuf>) -> RuntimeConfig {
+        RuntimeConfig { cache_dir: Some(data_dir.into().join("plugin-cache")), ..RuntimeConfig::without_cache() }
+    }
+
+    /// Production defaults without an on-disk cache.
+    pub fn without_cache() -> RuntimeConfig {
+        RuntimeConfig {
+            cache_dir: None,
+            max_concurrent_calls: 256,
+            admission_timeout: Duration::from_secs(30),
+            limits: KindLimits::default(),
+            egress: EgressConfig::default(),
+            epoch_tick: Duration::from_millis(10),
+            state_quota_bytes: 1 << 20,
+        }
+    }
+
+    /// Applies the `TRELLIS_PLUGIN_*` environment variables that concern the runtime.
+    pub fn apply_env(mut self) -> RuntimeConfig {
+        if let Ok(value) = std::env::var("TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS") {
+            self.egress.allow_private_networks = matches!(value.trim(), "1" | "true" | "yes" | "on");
+        }
+        if let Ok(path) = std::env::var("TRELLIS_PLUGIN_CA_BUNDLE") {
+            if !path.is_empty() {
+                self.egress.ca_bundle = Some(PathBuf::from(path));
+            }
+        }
+        if let Ok(path) = std::env::var("TRELLIS_PLUGIN_CACHE_DIR") {
+            if !path.is_empty() {
+                self.cache_dir = Some(PathBuf::from(path));
+            }
+        }
+        // Per-kind limits: TRELLIS_PLUGIN_<KIND>_{MEMORY_MB,CPU_MS,WALL_MS}, KIND one of
+        // CA_CONNECTOR, INTEGRATION, ATTESTATION_VERIFIER.
+        let number = |name: String| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok());
+        for (prefix, limits) in [
+            ("CA_CONNECTOR", &mut self.limits.ca_connector),
+            ("INTEGRATION", &mut self.limits.integration),
+            ("ATTESTATION_VERIFIER", &mut self.limits.attestation_verifier),
+        ] {
+            if let Some(mb) = number(format!("TRELLIS_PLUGIN_{prefix}_MEMORY_MB")) {
+                limits.memory_bytes = usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+            }
+            if let Some(ms) = number(format!("TRELLIS_PLUGIN_{prefix}_CPU_MS")) {
+                limits.cpu_time = Duration::from_millis(ms);
+            }
+            if let Some(ms) = number(format!("TRELLIS_PLUGIN_{prefix}_WALL_MS")) {
+                limits.wall_time = Duration::from_millis(ms);
+            }
+        }
+        if let Some(n) = std::env::var("TRELLIS_PLUGIN_MAX_CONCURRENT_CALLS").ok().and_then(|v| v.parse().ok()) {
+            self.max_concurrent_calls = n;
+        }
+        self
+    }
+
+    pub(crate) fn max_memory_bytes(&self) -> usize {
+        self.limits.max_memory()
+    }
+}

@@ -1,0 +1,36 @@
+//! Plugin runtime: CA connectors, integrations and attestation verifiers are WebAssembly
+//! components (`wit/`, package `trellis:plugin@0.1.0`) run in a sandbox.
+//!
+//! One wasmtime engine per process (pooling allocator, epoch ticker). Each installed version
+//! keeps an `InstancePre`; every call gets a fresh `Store` with a memory limit, an epoch (CPU)
+//! deadline and a wall-clock timeout, behind an admission semaphore (excess calls queue).
+//! The WASI context grants nothing; outbound HTTP goes through [`egress`]'s policy.
+//! A misbehaving plugin fails only its own call, with a distinct [`PluginError`] code.
+//!
+//! Versions are swapped atomically: a call clones the `Arc` of the active version when it
+//! starts, so in-flight calls finish on their version while new calls use the new one.
+
+#[doc(hidden)]
+pub mod bench_support;
+mod bindings;
+mod call;
+mod config;
+mod convert;
+mod egress;
+mod runtime;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{CallLimits, EgressConfig, KindLimits, RuntimeConfig};
+pub use runtime::{PluginRuntime, WIT_PACKAGE_VERSION};
+// The plugin vocabulary is the domain's (`trellis_core::plugins`); re-exported so that users of
+// the runtime need one import path.
+pub use trellis_core::plugins::{
+    Activation, CallContext, CallTarget, CertificatePage, Check, CheckStatus, ConfigIssue, Delivery,
+    DiscoveredCertificate, Event, Evidence, Failure, InMemoryStateStore, InstallError, InstalledVersion, IssueRequest,
+    IssuedCertificate, PcrValue, PluginError, PluginHost, PluginInfo, PluginKind, PluginRef, PluginStateStore,
+    PluginSummary, ReportedError, RevocationReason, RevokeRequest, StateError, StateFuture, StateScope, TestReport,
+    Verdict, VerifyRequest,
+};
+

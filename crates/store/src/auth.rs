@@ -1,0 +1,242 @@
+//! Users, workspaces, memberships, sessions and API keys.
+
+use crate::DbResult;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use trellis_core::auth::{ApiKey, KeyKind, Role, Scope, User, Workspace};
+use async_trait::async_trait;
+use trellis_core::ports::{AuthReads, AuthWrites};
+use crate::{bool_column, Store, StoreError, StoreResult, Tx};
+
+const USER_COLUMNS: &str = "u.id, u.email, u.first_name, u.is_admin, u.current_workspace_id, u.created_at";
+const KEY_COLUMNS: &str = "id, workspace_id, name, kind, key_prefix, scopes, created_by, created_at, last_used_at";
+
+fn user_from_row(row: &AnyRow) -> StoreResult<User> {
+    Ok(User {
+        id: row.try_get("id").db()?,
+        email: row.try_get("email").db()?,
+        first_name: row.try_get("first_name").db()?,
+        is_admin: bool_column(row.try_get("is_admin").db()?),
+        current_workspace_id: row.try_get("current_workspace_id").db()?,
+        created_at: row.try_get("created_at").db()?,
+    })
+}
+
+fn key_from_row(row: &AnyRow) -> StoreResult<ApiKey> {
+    let kind: String = row.try_get("kind").db()?;
+    let scopes: String = row.try_get("scopes").db()?;
+    Ok(ApiKey {
+        id: row.try_get("id").db()?,
+        workspace_id: row.try_get("workspace_id").db()?,
+        name: row.try_get("name").db()?,
+        kind: KeyKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("api key kind `{kind}`")))?,
+        prefix: row.try_get("key_prefix").db()?,
+        // Unknown names (from a newer version) are dropped rather than granted.
+        scopes: scopes.split(',').filter_map(Scope::parse).collect(),
+        created_by: row.try_get("created_by").db()?,
+        created_at: row.try_get("created_at").db()?,
+        last_used_at: row.try_get("last_used_at").db()?,
+    })
+}
+
+fn workspace_from_row(row: &AnyRow, with_role: bool) -> StoreResult<Workspace> {
+    let role = if with_role {
+        let role: String = row.try_get("role").db()?;
+        Some(Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("role `{role}`")))?)
+    } else {
+        None
+    };
+    Ok(Workspace { id: row.try_get("id").db()?, name: row.try_get("name").db()?, role, created_at: row.try_get("created_at").db()? })
+}
+
+#[async_trait]
+impl AuthReads for Store {
+    async fn count_users(&self) -> StoreResult<i64> {
+        Ok(sqlx::query("SELECT COUNT(*) FROM users").fetch_one(&self.pool).await.db()?.try_get(0).db()?)
+    }
+
+    /// The user and their password hash, by normalised email.
+    async fn find_user_credentials(&self, email: &str) -> StoreResult<Option<(User, String)>> {
+        let sql = format!("SELECT {USER_COLUMNS}, u.password_hash FROM users u WHERE u.email = $1");
+        let row = sqlx::query(&sql).bind(email).fetch_optional(&self.pool).await.db()?;
+        match row {
+            Some(row) => Ok(Some((user_from_row(&row)?, row.try_get("password_hash").db()?))),
+            None => Ok(None),
+        }
+    }
+
+    async fn find_session_user(&self, token_hash: &str, now: i64) -> StoreResult<Option<User>> {
+        let sql = format!(
+            "SELECT {USER_COLUMNS} FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = $1 AND s.expires_at > $2"
+        );
+        let row = sqlx::query(&sql).bind(token_hash).bind(now).fetch_optional(&self.pool).await.db()?;
+        row.as_ref().map(user_from_row).transpose()
+    }
+
+    async fn find_membership(&self, workspace_id: &str, user_id: &str) -> StoreResult<Option<Role>> {
+        let row = sqlx::query("SELECT role FROM workspace_members WHERE workspace_id = $1 AND user_id = $2")
+            .bind(workspace_id)
+            .bind(user_id)
+            .fetch_optional(&self.pool)
+            .await.db()?;
+        match row {
+            Some(row) => {
+                let role: String = row.try_get(0).db()?;
+                Ok(Some(Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("role `{role}`")))?))
+            }
+            None => Ok(None),
+        }
+    }
+
+    async fn find_workspace(&self, id: &str) -> StoreResult<Option<Workspace>> {
+        let row = sqlx::query("SELECT id, name, created_at FROM workspaces WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await.db()?;
+        row.as_ref().map(|row| workspace_from_row(row, false)).transpose()
+    }
+
+    async fn list_user_workspaces(&self, user_id: &str) -> StoreResult<Vec<Workspace>> {
+        let rows = sqlx::query(
+            "SELECT w.id, w.name, w.created_at, m.role FROM workspaces w \
+             JOIN workspace_members m ON m.workspace_id = w.id WHERE m.user_id = $1 ORDER BY w.created_at DESC, w.id",
+        )
+        .bind(user_id)
+        .fetch_all(&self.pool)
+        .await.db()?;
+        rows.iter().map(|row| workspace_from_row(row, true)).collect()
+    }
+
+    async fn find_api_key_by_hash(&self, key_hash: &str) -> StoreResult<Option<ApiKey>> {
+        let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE key_hash = $1");
+        let row = sqlx::query(&sql).bind(key_hash).fetch_optional(&self.pool).await.db()?;
+        row.as_ref().map(key_from_row).transpose()
+    }
+
+    async fn list_api_keys(&self, workspace_id: &str) -> StoreResult<Vec<ApiKey>> {
+        let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE workspace_id = $1 ORDER BY created_at DESC, id");
+        let rows = sqlx::query(&sql).bind(workspace_id).fetch_all(&self.pool).await.db()?;
+        rows.iter().map(key_from_row).collect()
+    }
+}
+
+#[async_trait]
+impl AuthWrites for Tx {
+    async fn touch_api_key(&mut self, id: &str, now: i64) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE api_keys SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $3)",
+        )
+        .bind(id)
+        .bind(now)
+        .bind(now - 60_000)
+        .execute(&mut *self.inner)
+        .await.db()?;
+        Ok(())
+    }
+
+    async fn insert_workspace(&mut self, workspace: &Workspace, created_by: Option<&str>) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO workspaces (id, name, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)",
+        )
+        .bind(workspace.id.as_str())
+        .bind(workspace.name.as_str())
+        .bind(created_by)
+        .bind(workspace.created_at)
+        .execute(&mut *self.inner)
+        .await.db()?;
+        Ok(())
+    }
+
+    async fn insert_user(&mut self, user: &User, password_hash: &str) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO users (id, email, password_hash, first_name, is_admin, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6)",
+        )
+        .bind(user.id.as_str())
+        .bind(user.email.as_str())
+        .bind(password_hash)
+        .bind(user.first_name.as_str())
+        .bind(i64::from(user.is_admin))
+        .bind(user.created_at)
+        .execute(&mut *self.inner)
+        .await.db()?;
+        Ok(())
+    }
+
+    async fn add_member(&mut self, workspace_id: &str, user_id: &str, role: Role, at: i64) -> StoreResult<()> {
+        sqlx::query("INSERT INTO workspace_members (workspace_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)")
+            .bind(workspace_id)
+            .bind(user_id)
+            .bind(role.as_str())
+            .bind(at)
+            .execute(&mut *self.inner)
+            .await.db()?;
+        Ok(())
+    }
+
+    async fn set_current_workspace(&mut self, user_id: &str, workspace_id: &str) -> StoreResult<()> {
+        sqlx::query("UPDATE users SET current_workspace_id = $2 WHERE id = $1")
+            .bind(user_id)
+            .bind(workspace_id)
+            .execute(&mut *self.inner)
+            .await.db()?;
+        Ok(())
+    }
+
+    async fn insert_session(
+        &mut self,
+        token_hash: &str,
+        user_id: &str,
+        at: i64,
+        expires_at: i64,
+    ) -> StoreResult<()> {
+        // Expired sessions of this user are swept here rather than by a separate job.
+        sqlx::query("DELETE FROM sessions WHERE user_id = $1 AND expires_at <= $2")
+            .bind(user_id)
+            .bind(at)
+            .execute(&mut *self.inner)
+            .await.db()?;
+        sqlx::query("INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)")
+            .bind(token_hash)
+            .bind(user_id)
+            .bind(at)
+            .bind(expires_at)
+            .execute(&mut *self.inner)
+            .await.db()?;
+        Ok(())
+    }
+
+    async fn delete_session(&mut self, token_hash: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM sessions WHERE token_hash = $1").bind(token_hash).execute(&mut *self.inner).await.db()?;
+        Ok(())
+    }
+
+    async fn insert_api_key(&mut self, key: &ApiKey, key_hash: &str) -> StoreResult<()> {
+        let scopes: Vec<&str> = key.scopes.iter().map(|s| s.as_str()).collect();
+        sqlx::query(
+            "INSERT INTO api_keys (id, workspace_id, name, kind, key_prefix, key_hash, scopes, created_by, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(key.id.as_str())
+        .bind(key.workspace_id.as_str())
+        .bind(key.name.as_str())
+        .bind(key.kind.as_str())
+        .bind(key.prefix.as_str())
+        .bind(key_hash)
+        .bind(scopes.join(","))
+        .bind(key.created_by.as_deref())
+        .bind(key.created_at)
+        .execute(&mut *self.inner)
+        .await.db()?;
+        Ok(())
+    }
+
+    async fn delete_api_key(&mut self, workspace_id: &str, id: &str) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM api_keys WHERE workspace_id = $1 AND id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .execute(&mut *self.inner)
+            .await.db()?;
+        Ok(done.rows_affected() > 0)
+    }
+}

@@ -1,0 +1,634 @@
+//! Certificates, usage records and machine identities.
+
+use crate::DbResult;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use trellis_core::certificates::{
+    Certificate, CertificateFilter, CertificateUpdate, IssuanceSource, MachineIdentity, NewCertificate,
+    Statistics, Status, UsageRecord, EXPIRING_WINDOW_MS,
+};
+use trellis_core::pagination::{Page, PageRequest};
+use async_trait::async_trait;
+use trellis_core::ports::{CertificateReads, CertificateWrites};
+use crate::{bind_all, bool_column, json_column, Bind, Dialect, Store, StoreError, StoreResult, Tx};
+
+const CERTIFICATE_COLUMNS: &str = "id, workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
+    signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, subject_alt_names, \
+    is_ca, issuance_source, auto_renewal, location, metadata, ca_id, machine_identity_id, revoked, revoked_at, \
+    revocation_reason, certificate_pem, CAST(CASE WHEN private_key_sealed IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_private_key, \
+    created_at, updated_at";
+
+/// The list omits the PEM (lists never return it), which keeps pages cheap to read.
+const LIST_COLUMNS: &str = "id, workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
+    signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, subject_alt_names, \
+    is_ca, issuance_source, auto_renewal, location, metadata, ca_id, machine_identity_id, revoked, revoked_at, \
+    revocation_reason, '' AS certificate_pem, CAST(CASE WHEN private_key_sealed IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_private_key, \
+    created_at, updated_at";
+
+/// Prefixes every plain column of a column list with `c.`, keeping expressions and aliases.
+fn qualified_columns(columns: &str) -> String {
+    columns
+        .split(", ")
+        .map(|column| {
+            let column = column.trim();
+            if column.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
+                format!("c.{column}")
+            } else {
+                column.replace("private_key_sealed", "c.private_key_sealed")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn certificate_from_row(row: &AnyRow) -> StoreResult<Certificate> {
+    let source: String = row.try_get("issuance_source").db()?;
+    let sans: String = row.try_get("subject_alt_names").db()?;
+    let metadata: String = row.try_get("metadata").db()?;
+    Ok(Certificate {
+        id: row.try_get("id").db()?,
+        workspace_id: row.try_get("workspace_id").db()?,
+        common_name: row.try_get("common_name").db()?,
+        issuer: row.try_get("issuer").db()?,
+        subject: row.try_get("subject").db()?,
+        serial_number: row.try_get("serial_number").db()?,
+        not_before: row.try_get("not_before").db()?,
+        expires_at: row.try_get("expires_at").db()?,
+        signature_algorithm: row.try_get("signature_algorithm").db()?,
+        signature_hash: row.try_get("signature_hash").db()?,
+        key_algorithm: row.try_get("key_algorithm").db()?,
+        key_size: row.try_get("key_size").db()?,
+        fingerprint_sha256: row.try_get("fingerprint_sha256").db()?,
+        usage_category: row.try_get("usage_category").db()?,
+        subject_alt_names: serde_json::from_str(&sans).unwrap_or_default(),
+        is_ca: bool_column(row.try_get("is_ca").db()?),
+        issuance_source: IssuanceSource::parse(&source)
+            .ok_or_else(|| StoreError::Corrupt(format!("issuance_source `{source}`")))?,
+        auto_renewal: bool_column(row.try_get("auto_renewal").db()?),
+        location: row.try_get("location").db()?,
+        metadata: json_column(&metadata),
+        ca_id: row.try_get("ca_id").db()?,
+        machine_identity_id: row.try_get("machine_identity_id").db()?,
+        revoked: bool_column(row.try_get("revoked").db()?),
+        revoked_at: row.try_get("revoked_at").db()?,
+        revocation_reason: row.try_get("revocation_reason").db()?,
+        certificate_pem: row.try_get("certificate_pem").db()?,
+        has_private_key: bool_column(row.try_get("has_private_key").db()?),
+        created_at: row.try_get("created_at").db()?,
+        updated_at: row.try_get("updated_at").db()?,
+    })
+}
+
+/// Lists report exact totals up to this many matches; beyond it, `total` is this number and
+/// flagged inexact. Counting a million matches would cost more than the page itself.
+pub const EXACT_TOTAL_LIMIT: i64 = 10_000;
+
+/// A search counts by walking at most this many trigram-index matches, newest first: the cost
+/// of a total stays bounded however common the term. Beyond it the total is a lower bound.
+pub const SEARCH_COUNT_SCAN_LIMIT: i64 = 1_000;
+
+/// The trigram index keys a certificate by `workspace number << 40 | id` (migration 0002), so a
+/// workspace's entries form one rowid range; this is the id part.
+const SEARCH_ID_MASK: i64 = (1 << 40) - 1;
+
+/// `s.rowid` within the workspace's range of the trigram index, as bound integers: SQLite
+/// evaluates the bounds of a virtual-table scan before every scan, so scalar subqueries in
+/// their place cost ~0.2 ms per query on a million rows.
+fn search_range_clause(binds: &mut Vec<Bind>, workspace_number: i64) -> String {
+    let low = workspace_number << 40;
+    binds.push(Bind::Int(low));
+    binds.push(Bind::Int(low | SEARCH_ID_MASK));
+    format!("s.rowid BETWEEN ${} AND ${}", binds.len() - 1, binds.len())
+}
+
+/// The parts of a certificate list query. Columns are qualified with `c.`.
+struct CertificateQuery {
+    from: &'static str,
+    /// Every condition except the trigram `MATCH`.
+    where_clause: String,
+    /// The bind number of the trigram search term, when the search goes through the index.
+    fts_term: Option<usize>,
+    order_by: &'static str,
+    binds: Vec<Bind>,
+}
+
+/// Whether the query feeds an ordered page or a count; on SQLite the two want different plans.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    Page,
+    Count,
+}
+
+/// Builds the certificate list query; `$1` is always the workspace.
+///
+/// On SQLite the plan is steered: a search walks the trigram index in descending rowid order
+/// (`CROSS JOIN` keeps it the outer loop) and a page without search walks
+/// `certificates_recent` backwards, so `LIMIT` stops early instead of sorting every match.
+/// The unary `+` keeps the planner off `certificates_status` for pages; counts use it.
+fn certificate_query(
+    dialect: Dialect,
+    workspace_id: &str,
+    filter: &CertificateFilter,
+    purpose: Purpose,
+) -> CertificateQuery {
+    let fts = dialect == Dialect::Sqlite && filter.search.as_ref().is_some_and(|s| s.chars().count() >= 3);
+    let hint = if dialect == Dialect::Sqlite && purpose == Purpose::Page { "+" } else { "" };
+    let mut clauses = vec!["c.workspace_id = $1".to_string()];
+    let mut binds = vec![Bind::Text(workspace_id.to_string())];
+    let mut fts_term = None;
+    let mut push = |clause: &str, values: Vec<Bind>, binds: &mut Vec<Bind>| {
+        let mut clause = clause.replace("{hint}", hint);
+        for (i, value) in values.into_iter().enumerate() {
+            binds.push(value);
+            clause = clause.replace(&format!("${{{i}}}"), &format!("${}", binds.len()));
+        }
+        clauses.push(clause);
+    };
+    if let Some(status) = filter.status {
+        let soon = filter.now.saturating_add(EXPIRING_WINDOW_MS);
+        match status {
+            Status::Revoked => push("{hint}c.revoked = 1", vec![], &mut binds),
+            Status::Expired => {
+                push("{hint}c.revoked = 0 AND {hint}c.expires_at <= ${0}", vec![Bind::Int(filter.now)], &mut binds)
+            }
+            Status::Expiring => push(
+                "{hint}c.revoked = 0 AND {hint}c.expires_at > ${0} AND {hint}c.expires_at <= ${1}",
+                vec![Bind::Int(filter.now), Bind::Int(soon)],
+                &mut binds,
+            ),
+            Status::Active => {
+                push("{hint}c.revoked = 0 AND {hint}c.expires_at > ${0}", vec![Bind::Int(soon)], &mut binds)
+            }
+        }
+    }
+    if let Some(search) = &filter.search {
+        let pattern = format!("%{}%", search.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        match dialect {
+            // The trigram index answers terms of three or more characters; shorter
+            // terms fall back to LIKE, which SQLite compares case-insensitively for ASCII.
+            Dialect::Sqlite if fts => {
+                binds.push(Bind::Text(format!("\"{}\"", search.replace('"', "\"\""))));
+                fts_term = Some(binds.len());
+            }
+            Dialect::Sqlite => push(
+                "(c.common_name LIKE ${0} ESCAPE '\\' OR c.issuer LIKE ${0} ESCAPE '\\')",
+                vec![Bind::Text(pattern)],
+                &mut binds,
+            ),
+            Dialect::Postgres => push(
+                "(c.common_name ILIKE ${0} ESCAPE '\\' OR c.issuer ILIKE ${0} ESCAPE '\\')",
+                vec![Bind::Text(pattern)],
+                &mut binds,
+            ),
+        }
+    }
+    if let Some(algorithm) = &filter.signature_algorithm {
+        push(
+            "(c.signature_algorithm = ${0} OR c.signature_hash = ${0} OR c.key_algorithm = ${0})",
+            vec![Bind::Text(algorithm.clone())],
+            &mut binds,
+        );
+    }
+    if let Some(algorithm) = &filter.key_algorithm {
+        push("c.key_algorithm = ${0}", vec![Bind::Text(algorithm.clone())], &mut binds);
+    }
+    if let Some(usage) = &filter.usage_category {
+        push("c.usage_category = ${0}", vec![Bind::Text(usage.clone())], &mut binds);
+    }
+    if let Some(source) = filter.issuance_source {
+        push("c.issuance_source = ${0}", vec![Bind::Text(source.as_str().to_string())], &mut binds);
+    }
+    let (from, order_by) = if fts {
+        // Each match is checked in the narrow certificates_probe index (id, status columns,
+        // workspace) before its full row is read: a broad term with a rare status stays cheap.
+        (
+            "certificates_search s CROSS JOIN certificates c INDEXED BY certificates_probe \
+             ON c.id = (s.rowid & 1099511627775) AND c.workspace_id = $1",
+            "s.rowid DESC",
+        )
+    } else {
+        ("certificates c", "c.id DESC")
+    };
+    CertificateQuery { from, where_clause: clauses.join(" AND "), fts_term, order_by, binds }
+}
+
+impl Store {
+    /// The workspace's number in the SQLite trigram index (migration 0002); `None` if there is
+    /// no such workspace. Numbers never change, so each is read once per process.
+    pub(crate) async fn workspace_number(&self, workspace_id: &str) -> StoreResult<Option<i64>> {
+        if let Some(number) = self.workspace_numbers.lock().ok().and_then(|known| known.get(workspace_id).copied()) {
+            return Ok(Some(number));
+        }
+        let number: Option<Option<i64>> = sqlx::query_scalar("SELECT number FROM workspaces WHERE id = $1")
+            .bind(workspace_id)
+            .fetch_optional(&self.pool)
+            .await.db()?;
+        let Some(Some(number)) = number else { return Ok(None) };
+        if let Ok(mut known) = self.workspace_numbers.lock() {
+            known.insert(workspace_id.to_string(), number);
+        }
+        Ok(Some(number))
+    }
+}
+
+#[async_trait]
+impl CertificateReads for Store {
+    async fn find_certificate(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>> {
+        let sql = format!("SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE workspace_id = $1 AND id = $2");
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await.db()?;
+        row.as_ref().map(certificate_from_row).transpose()
+    }
+
+    /// One page of the workspace's certificates, newest first (creation order, i.e. id).
+    /// The total is exact up to [`EXACT_TOTAL_LIMIT`] matches, and for trigram searches
+    /// as long as the term matches at most [`SEARCH_COUNT_SCAN_LIMIT`] certificates.
+    async fn list_certificates(
+        &self,
+        workspace_id: &str,
+        filter: &CertificateFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<Certificate>> {
+        let mut list = certificate_query(self.dialect, workspace_id, filter, Purpose::Page);
+        let workspace_number = match list.fts_term {
+            Some(_) => match self.workspace_number(workspace_id).await? {
+                Some(number) => number,
+                None => return Ok(Page { items: Vec::new(), total: 0, total_exact: true, request: page }),
+            },
+            None => 0,
+        };
+        let where_clause = match list.fts_term {
+            Some(term) => format!(
+                "s.certificates_search MATCH ${term} AND {} AND {}",
+                search_range_clause(&mut list.binds, workspace_number),
+                list.where_clause
+            ),
+            None => list.where_clause,
+        };
+        let n = list.binds.len();
+        let list_sql = format!(
+            "SELECT {} FROM {} WHERE {} ORDER BY {} LIMIT ${} OFFSET ${}",
+            qualified_columns(LIST_COLUMNS),
+            list.from,
+            where_clause,
+            list.order_by,
+            n + 1,
+            n + 2
+        );
+        let rows = bind_all(sqlx::query(&list_sql), &list.binds)
+            .bind(page.limit)
+            .bind(page.offset)
+            .fetch_all(&self.pool)
+            .await.db()?;
+        let items = rows.iter().map(certificate_from_row).collect::<StoreResult<Vec<_>>>()?;
+        // A short page that is not past the end is the last one: its end is the total,
+        // and the (costlier) count is skipped. Selective searches mostly end here.
+        let returned = items.len() as i64;
+        if returned < page.limit && (returned > 0 || page.offset == 0) {
+            return Ok(Page { items, total: page.offset + returned, total_exact: true, request: page });
+        }
+        let mut count = certificate_query(self.dialect, workspace_id, filter, Purpose::Count);
+        let (total, total_exact) = match count.fts_term {
+            Some(term) => {
+                let count_sql = format!(
+                    "SELECT COUNT(*), COALESCE(SUM(CASE WHEN {} THEN 1 ELSE 0 END), 0) \
+                     FROM (SELECT rowid FROM certificates_search s WHERE s.certificates_search MATCH ${term} \
+                           AND {} ORDER BY rowid DESC LIMIT {}) AS m \
+                     LEFT JOIN certificates c INDEXED BY certificates_probe \
+                       ON c.id = (m.rowid & {SEARCH_ID_MASK}) AND c.workspace_id = $1",
+                    count.where_clause,
+                    search_range_clause(&mut count.binds, workspace_number),
+                    SEARCH_COUNT_SCAN_LIMIT + 1
+                );
+                let row = bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&self.pool).await.db()?;
+                let (scanned, hits): (i64, i64) = (row.try_get(0).db()?, row.try_get(1).db()?);
+                (hits, scanned <= SEARCH_COUNT_SCAN_LIMIT)
+            }
+            None => {
+                let count_sql = format!(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM {} WHERE {} LIMIT {}) AS matches",
+                    count.from,
+                    count.where_clause,
+                    EXACT_TOTAL_LIMIT + 1
+                );
+                let matches: i64 =
+                    bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&self.pool).await.db()?.try_get(0).db()?;
+                (matches.min(EXACT_TOTAL_LIMIT), matches <= EXACT_TOTAL_LIMIT)
+            }
+        };
+        // A bounded count may not reach the page itself; the page proves at least this many.
+        let total = if returned > 0 { total.max(page.offset + returned) } else { total };
+        Ok(Page { items, total, total_exact, request: page })
+    }
+
+    async fn certificate_statistics(&self, workspace_id: &str, now: i64) -> StoreResult<Statistics> {
+        let soon = now.saturating_add(EXPIRING_WINDOW_MS);
+        let week = now.saturating_add(7 * 24 * 3600 * 1000);
+        let row = sqlx::query(
+            "SELECT COUNT(*), \
+                COALESCE(SUM(CASE WHEN revoked = 1 THEN 1 ELSE 0 END), 0), \
+                COALESCE(SUM(CASE WHEN revoked = 0 AND expires_at <= $2 THEN 1 ELSE 0 END), 0), \
+                COALESCE(SUM(CASE WHEN revoked = 0 AND expires_at > $2 AND expires_at <= $3 THEN 1 ELSE 0 END), 0), \
+                COALESCE(SUM(CASE WHEN revoked = 0 AND expires_at > $3 THEN 1 ELSE 0 END), 0), \
+                COALESCE(SUM(CASE WHEN revoked = 0 AND expires_at > $2 AND expires_at <= $4 THEN 1 ELSE 0 END), 0), \
+                COALESCE(SUM(CASE WHEN auto_renewal = 1 THEN 1 ELSE 0 END), 0) \
+             FROM certificates WHERE workspace_id = $1",
+        )
+        .bind(workspace_id)
+        .bind(now)
+        .bind(soon)
+        .bind(week)
+        .fetch_one(&self.pool)
+        .await.db()?;
+        let mut stats = Statistics {
+            total: row.try_get(0).db()?,
+            by_status: vec![
+                (Status::Active, row.try_get(4).db()?),
+                (Status::Expiring, row.try_get(3).db()?),
+                (Status::Expired, row.try_get(2).db()?),
+                (Status::Revoked, row.try_get(1).db()?),
+            ],
+            expiring_within_7_days: row.try_get(5).db()?,
+            auto_renewal_enabled: row.try_get(6).db()?,
+            ..Default::default()
+        };
+        for (column, target) in [
+            ("usage_category", &mut stats.by_usage_category),
+            ("issuance_source", &mut stats.by_issuance_source),
+            ("key_algorithm", &mut stats.by_key_algorithm),
+        ] {
+            let sql = format!("SELECT {column}, COUNT(*) FROM certificates WHERE workspace_id = $1 GROUP BY {column} ORDER BY {column}");
+            for row in sqlx::query(&sql).bind(workspace_id).fetch_all(&self.pool).await.db()? {
+                target.push((row.try_get(0).db()?, row.try_get(1).db()?));
+            }
+        }
+        Ok(stats)
+    }
+
+    async fn list_usage(
+        &self,
+        workspace_id: &str,
+        certificate_id: Option<i64>,
+        page: PageRequest,
+    ) -> StoreResult<Page<UsageRecord>> {
+        let mut where_clause = "workspace_id = $1".to_string();
+        let mut binds = vec![Bind::Text(workspace_id.to_string())];
+        if let Some(certificate_id) = certificate_id {
+            where_clause.push_str(" AND certificate_id = $2");
+            binds.push(Bind::Int(certificate_id));
+        }
+        let select = "id, workspace_id, certificate_id, host, port, service, location, metadata, created_at";
+        let order = "created_at DESC, id DESC";
+        self.fetch_page(select, "certificate_usage", &where_clause, order, &binds, page, usage_from_row).await
+    }
+
+    async fn list_identities(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<MachineIdentity>> {
+        let binds = [Bind::Text(workspace_id.to_string())];
+        let order = "m.created_at DESC, m.id DESC";
+        self.fetch_page(IDENTITY_COLUMNS, IDENTITY_FROM, "m.workspace_id = $1", order, &binds, page, identity_from_row)
+            .await
+    }
+
+    async fn find_identity(&self, workspace_id: &str, id: i64) -> StoreResult<Option<MachineIdentity>> {
+        let sql = format!("SELECT {IDENTITY_COLUMNS} FROM {IDENTITY_FROM} WHERE m.workspace_id = $1 AND m.id = $2");
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await.db()?;
+        row.as_ref().map(identity_from_row).transpose()
+    }
+}
+
+const IDENTITY_COLUMNS: &str = "m.id, m.workspace_id, m.name, m.kind, m.description, m.metadata, m.created_at, m.updated_at, \
+    (SELECT COUNT(*) FROM certificates c WHERE c.workspace_id = m.workspace_id AND c.machine_identity_id = m.id) AS certificate_count";
+const IDENTITY_FROM: &str = "machine_identities m";
+
+fn identity_from_row(row: &AnyRow) -> StoreResult<MachineIdentity> {
+    let metadata: String = row.try_get("metadata").db()?;
+    Ok(MachineIdentity {
+        id: row.try_get("id").db()?,
+        workspace_id: row.try_get("workspace_id").db()?,
+        name: row.try_get("name").db()?,
+        kind: row.try_get("kind").db()?,
+        description: row.try_get("description").db()?,
+        metadata: json_column(&metadata),
+        certificate_count: row.try_get("certificate_count").db()?,
+        created_at: row.try_get("created_at").db()?,
+        updated_at: row.try_get("updated_at").db()?,
+    })
+}
+
+fn usage_from_row(row: &AnyRow) -> StoreResult<UsageRecord> {
+    let metadata: String = row.try_get("metadata").db()?;
+    Ok(UsageRecord {
+        id: row.try_get("id").db()?,
+        workspace_id: row.try_get("workspace_id").db()?,
+        certificate_id: row.try_get("certificate_id").db()?,
+        host: row.try_get("host").db()?,
+        port: row.try_get("port").db()?,
+        service: row.try_get("service").db()?,
+        location: row.try_get("location").db()?,
+        metadata: json_column(&metadata),
+        created_at: row.try_get("created_at").db()?,
+    })
+}
+
+#[async_trait]
+impl CertificateWrites for Tx {
+    async fn insert_certificate(&mut self, new: &NewCertificate<'_>) -> StoreResult<Certificate> {
+        let parsed = new.parsed;
+        let sql = format!(
+            "INSERT INTO certificates (workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
+                signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, \
+                subject_alt_names, is_ca, issuance_source, auto_renewal, location, metadata, certificate_pem, created_at, updated_at, \
+                expiring_notified_at, expired_notified_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21, $22, $22) \
+             RETURNING {CERTIFICATE_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(new.workspace_id)
+            .bind(parsed.common_name.as_str())
+            .bind(parsed.issuer.as_str())
+            .bind(parsed.subject.as_str())
+            .bind(parsed.serial_number.as_str())
+            .bind(parsed.not_before)
+            .bind(parsed.expires_at)
+            .bind(parsed.signature_algorithm.as_str())
+            .bind(parsed.signature_hash.as_deref())
+            .bind(parsed.key_algorithm.as_str())
+            .bind(parsed.key_size)
+            .bind(parsed.fingerprint_sha256.as_str())
+            .bind(parsed.usage_category.as_str())
+            .bind(serde_json::to_string(&parsed.subject_alt_names).unwrap_or_else(|_| "[]".into()))
+            .bind(i64::from(parsed.is_ca))
+            .bind(new.issuance_source.as_str())
+            .bind(i64::from(new.auto_renewal))
+            .bind(new.location)
+            .bind(new.metadata.to_string())
+            .bind(parsed.pem.as_str())
+            .bind(new.created_at)
+            .bind(new.expiry_announced.then_some(new.created_at))
+            .fetch_one(&mut *self.inner)
+            .await.db()?;
+        certificate_from_row(&row)
+    }
+
+    async fn find_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>> {
+        let sql = format!("SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE workspace_id = $1 AND id = $2");
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.inner).await.db()?;
+        row.as_ref().map(certificate_from_row).transpose()
+    }
+
+    async fn find_private_key(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<String>> {
+        let row = sqlx::query("SELECT private_key_sealed FROM certificates WHERE workspace_id = $1 AND id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .fetch_optional(&mut *self.inner)
+            .await.db()?;
+        Ok(match row {
+            Some(row) => row.try_get::<Option<String>, _>(0).db()?,
+            None => None,
+        })
+    }
+
+    /// Applies `update` and returns the new row, or `None` if the certificate is not in the workspace.
+    async fn update_certificate(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        update: &CertificateUpdate<'_>,
+        now: i64,
+    ) -> StoreResult<Option<Certificate>> {
+        let mut sets = vec!["updated_at = $3".to_string()];
+        let mut binds: Vec<Option<Bind>> = Vec::new();
+        let mut set = |column: &str, value: Option<Bind>, binds: &mut Vec<Option<Bind>>| {
+            binds.push(value);
+            sets.push(format!("{column} = ${}", binds.len() + 3));
+        };
+        if let Some(enabled) = update.auto_renewal {
+            set("auto_renewal", Some(Bind::Int(i64::from(enabled))), &mut binds);
+        }
+        if let Some(location) = update.location {
+            set("location", location.map(|l| Bind::Text(l.to_string())), &mut binds);
+        }
+        if let Some(metadata) = update.metadata {
+            set("metadata", Some(Bind::Text(metadata.to_string())), &mut binds);
+        }
+        if let Some(source) = update.issuance_source {
+            set("issuance_source", Some(Bind::Text(source.as_str().to_string())), &mut binds);
+        }
+        if let Some(identity) = update.machine_identity_id {
+            set("machine_identity_id", Some(Bind::Int(identity)), &mut binds);
+        }
+        if let Some((at, reason)) = update.revoke {
+            set("revoked", Some(Bind::Int(1)), &mut binds);
+            set("revoked_at", Some(Bind::Int(at)), &mut binds);
+            set("revocation_reason", Some(Bind::Text(reason.to_string())), &mut binds);
+        }
+        let sql = format!(
+            "UPDATE certificates SET {} WHERE workspace_id = $1 AND id = $2 RETURNING {CERTIFICATE_COLUMNS}",
+            sets.join(", ")
+        );
+        let mut query = sqlx::query(&sql).bind(workspace_id).bind(id).bind(now);
+        for bind in &binds {
+            query = match bind {
+                Some(Bind::Int(value)) => query.bind(*value),
+                Some(Bind::Text(value)) => query.bind(value.as_str()),
+                None => query.bind(None::<String>),
+            };
+        }
+        let row = query.fetch_optional(&mut *self.inner).await.db()?;
+        row.as_ref().map(certificate_from_row).transpose()
+    }
+
+    async fn delete_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM certificates WHERE workspace_id = $1 AND id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .execute(&mut *self.inner)
+            .await.db()?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn insert_usage(&mut self, record: &UsageRecord) -> StoreResult<UsageRecord> {
+        let row = sqlx::query(
+            "INSERT INTO certificate_usage (workspace_id, certificate_id, host, port, service, location, metadata, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             RETURNING id, workspace_id, certificate_id, host, port, service, location, metadata, created_at",
+        )
+        .bind(record.workspace_id.as_str())
+        .bind(record.certificate_id)
+        .bind(record.host.as_str())
+        .bind(record.port)
+        .bind(record.service.as_deref())
+        .bind(record.location.as_deref())
+        .bind(record.metadata.to_string())
+        .bind(record.created_at)
+        .fetch_one(&mut *self.inner)
+        .await.db()?;
+        usage_from_row(&row)
+    }
+
+    async fn insert_identity(&mut self, identity: &MachineIdentity) -> StoreResult<MachineIdentity> {
+        let row = sqlx::query(
+            "INSERT INTO machine_identities (workspace_id, name, kind, description, metadata, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6) \
+             RETURNING id, workspace_id, name, kind, description, metadata, created_at, updated_at, CAST(0 AS BIGINT) AS certificate_count",
+        )
+        .bind(identity.workspace_id.as_str())
+        .bind(identity.name.as_str())
+        .bind(identity.kind.as_str())
+        .bind(identity.description.as_deref())
+        .bind(identity.metadata.to_string())
+        .bind(identity.created_at)
+        .fetch_one(&mut *self.inner)
+        .await.db()?;
+        identity_from_row(&row)
+    }
+
+    async fn delete_identity(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool> {
+        sqlx::query(
+            "UPDATE certificates SET machine_identity_id = NULL WHERE workspace_id = $1 AND machine_identity_id = $2",
+        )
+        .bind(workspace_id)
+        .bind(id)
+        .execute(&mut *self.inner)
+        .await.db()?;
+        let done = sqlx::query("DELETE FROM machine_identities WHERE workspace_id = $1 AND id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .execute(&mut *self.inner)
+            .await.db()?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Marks up to `limit` certificates that passed `expiresAt` as notified and returns them.
+    /// The re-check in the outer WHERE makes concurrent scanners (replicas) claim each row once.
+    async fn claim_expired(&mut self, now: i64, limit: i64) -> StoreResult<Vec<Certificate>> {
+        let sql = format!(
+            "UPDATE certificates SET expired_notified_at = $1, expiring_notified_at = COALESCE(expiring_notified_at, $1) \
+             WHERE id IN (SELECT id FROM certificates WHERE revoked = 0 AND expired_notified_at IS NULL AND expires_at <= $1 \
+                          ORDER BY expires_at LIMIT $2) \
+               AND expired_notified_at IS NULL \
+             RETURNING {CERTIFICATE_COLUMNS}"
+        );
+        let rows = sqlx::query(&sql).bind(now).bind(limit).fetch_all(&mut *self.inner).await.db()?;
+        rows.iter().map(certificate_from_row).collect()
+    }
+
+    /// Like [`Tx::claim_expired`] for certificates that entered the expiring window.
+    async fn claim_expiring(&mut self, now: i64, limit: i64) -> StoreResult<Vec<Certificate>> {
+        let sql = format!(
+            "UPDATE certificates SET expiring_notified_at = $1 \
+             WHERE id IN (SELECT id FROM certificates WHERE revoked = 0 AND expired_notified_at IS NULL \
+                          AND expiring_notified_at IS NULL AND expires_at > $1 AND expires_at <= $2 \
+                          ORDER BY expires_at LIMIT $3) \
+               AND expiring_notified_at IS NULL \
+             RETURNING {CERTIFICATE_COLUMNS}"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(now)
+            .bind(now.saturating_add(EXPIRING_WINDOW_MS))
+            .bind(limit)
+            .fetch_all(&mut *self.inner)
+            .await.db()?;
+        rows.iter().map(certificate_from_row).collect()
+    }
+}

@@ -1,0 +1,370 @@
+//! Persistence: the core's storage ports (`trellis_core::ports`) over SQLite and PostgreSQL.
+//! All SQL of the service lives in this crate.
+//!
+//! One code path serves SQLite (embedded default) and PostgreSQL through sqlx's `Any`
+//! driver; statements use `$n` placeholders, which both backends accept, and the few
+//! dialect differences (substring search, upserts) branch on [`Dialect`].
+//! Writes go through [`Tx`], so a change, its audit row and its outbox event commit together.
+//! `redact_url` keeps credentials out of connection errors.
+
+mod audit;
+mod auth;
+mod certificates;
+mod outbox;
+mod plugins;
+mod writer;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{Any, AnyPool, Executor};
+use async_trait::async_trait;
+use tokio::sync::{Mutex, OwnedMutexGuard};
+use trellis_core::ports;
+use trellis_core::Error;
+
+pub use self::plugins::DbPluginState;
+
+pub use trellis_core::ports::{StoreError, StoreResult};
+
+/// sqlx errors as the core's storage errors. (A `From` impl is impossible here: both types
+/// are foreign to this crate, which is the point: the core never sees a driver type.)
+pub(crate) fn db(err: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &err {
+        if db.is_unique_violation() {
+            return StoreError::Unique(db.message().to_string());
+        }
+    }
+    StoreError::Database(err.to_string())
+}
+
+/// `.db()?` on sqlx results inside the store.
+pub(crate) trait DbResult<T> {
+    fn db(self) -> StoreResult<T>;
+}
+
+impl<T> DbResult<T> for Result<T, sqlx::Error> {
+    fn db(self) -> StoreResult<T> {
+        self.map_err(db)
+    }
+}
+
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+struct Migration {
+    version: i64,
+    name: &'static str,
+    sqlite: &'static str,
+    postgres: &'static str,
+}
+
+/// Forward-only migrations; both dialects carry the same versions.
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "foundation",
+        sqlite: include_str!("../../../migrations/sqlite/0001_foundation.sql"),
+        postgres: include_str!("../../../migrations/postgres/0001_foundation.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "search_by_workspace",
+        sqlite: include_str!("../../../migrations/sqlite/0002_search_by_workspace.sql"),
+        postgres: include_str!("../../../migrations/postgres/0002_search_by_workspace.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "certificate_probe_index",
+        sqlite: include_str!("../../../migrations/sqlite/0003_certificate_probe_index.sql"),
+        postgres: include_str!("../../../migrations/postgres/0003_certificate_probe_index.sql"),
+    },
+    Migration {
+        version: 100,
+        name: "plugins",
+        sqlite: include_str!("../../../migrations/sqlite/0100_plugins.sql"),
+        postgres: include_str!("../../../migrations/postgres/0100_plugins.sql"),
+    },
+];
+
+#[derive(Clone)]
+pub struct Store {
+    pool: AnyPool,
+    dialect: Dialect,
+    /// SQLite allows one writer; queueing writers here (instead of in SQLite's busy
+    /// handler) avoids lock-upgrade deadlocks between deferred transactions.
+    write_gate: Option<Arc<Mutex<()>>>,
+    /// SQLite: the queue of the group-commit writer (see [`writer`]).
+    writer: Option<writer::JobSender>,
+    /// SQLite: workspace numbers of the trigram index, read once each (they never change).
+    workspace_numbers: Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>,
+}
+
+/// A write transaction. Dropping it without `commit` rolls back.
+pub struct Tx {
+    inner: sqlx::Transaction<'static, Any>,
+    _gate: Option<OwnedMutexGuard<()>>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database and applies pending migrations.
+    pub async fn open(url: &str) -> StoreResult<Self> {
+        sqlx::any::install_default_drivers();
+        let dialect = if url.starts_with("sqlite:") { Dialect::Sqlite } else { Dialect::Postgres };
+        let connect_err = |source: sqlx::Error| StoreError::Connect { url: redact_url(url), message: source.to_string() };
+        let pool = match dialect {
+            Dialect::Sqlite => {
+                let url = sqlite_url(url);
+                let options = AnyConnectOptions::from_str(&url).map_err(connect_err)?;
+                AnyPoolOptions::new()
+                    .max_connections(8)
+                    .min_connections(1)
+                    .idle_timeout(None)
+                    // Reads go through a memory map of the database file (up to 16 GiB; the
+                    // ceiling is compiled in, see .cargo/config.toml): no read syscall or copy
+                    // per page, and the pages are the kernel's page cache, shared by every
+                    // connection, rather than heap. The 8 MiB page cache then mostly holds
+                    // pages written since the last checkpoint.
+                    .after_connect(|conn, _meta| {
+                        Box::pin(async move {
+                            conn.execute(
+                                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                                 PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; \
+                                 PRAGMA cache_size = -8192; PRAGMA temp_store = MEMORY; PRAGMA mmap_size = 17179869184; \
+                                 PRAGMA wal_autocheckpoint = 10000;",
+                            )
+                            .await?;
+                            Ok(())
+                        })
+                    })
+                    .connect_with(options)
+                    .await
+                    .map_err(connect_err)?
+            }
+            Dialect::Postgres => AnyPoolOptions::new()
+                .max_connections(16)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect(url)
+                .await
+                .map_err(connect_err)?,
+        };
+        let write_gate = (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(())));
+        let mut store = Store { pool, dialect, write_gate, writer: None, workspace_numbers: Default::default() };
+        store.migrate().await?;
+        if dialect == Dialect::Sqlite {
+            store.writer = Some(writer::spawn(store.clone()));
+            writer::spawn_checkpointer(store.pool.clone());
+        }
+        Ok(store)
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// A write transaction of this store's own type (the writer and migrations need it).
+    pub(crate) async fn begin_tx(&self) -> StoreResult<Tx> {
+        let gate = match &self.write_gate {
+            Some(gate) => Some(gate.clone().lock_owned().await),
+            None => None,
+        };
+        let inner = self.pool.begin().await.db()?;
+        Ok(Tx { inner, _gate: gate })
+    }
+
+
+    async fn migrate(&self) -> StoreResult<()> {
+        let mut conn = self.pool.acquire().await.db()?;
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
+        )
+        .await.db()?;
+        let applied: Vec<i64> =
+            sqlx::query_scalar("SELECT version FROM schema_migrations").fetch_all(&mut *conn).await.db()?;
+        drop(conn);
+        for migration in MIGRATIONS.iter().filter(|m| !applied.contains(&m.version)) {
+            let sql = match self.dialect {
+                Dialect::Sqlite => migration.sqlite,
+                Dialect::Postgres => migration.postgres,
+            };
+            // Some migrations rebuild an index over every certificate: say so before the wait.
+            tracing::info!(version = migration.version, name = migration.name, "applying migration");
+            let started = std::time::Instant::now();
+            let failed = |source: sqlx::Error| StoreError::Migration { version: migration.version, name: migration.name, message: source.to_string() };
+            let mut tx = self.begin_tx().await?;
+            sqlx::raw_sql(sql).execute(&mut *tx.inner).await.map_err(failed)?;
+            sqlx::query("INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)")
+                .bind(migration.version)
+                .bind(migration.name)
+                .bind(chrono::Utc::now().timestamp_millis())
+                .execute(&mut *tx.inner)
+                .await
+                .map_err(failed)?;
+            tx.commit_tx().await?;
+            tracing::info!(
+                version = migration.version,
+                name = migration.name,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "applied migration"
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Tx {
+    pub(crate) async fn commit_tx(self) -> StoreResult<()> {
+        self.inner.commit().await.db()
+    }
+}
+
+#[async_trait]
+impl ports::Tx for Tx {
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
+        self.commit_tx().await
+    }
+}
+
+#[async_trait]
+impl ports::Store for Store {
+    async fn begin(&self) -> StoreResult<Box<dyn ports::Tx>> {
+        Ok(Box::new(self.begin_tx().await?))
+    }
+
+    async fn write_erased(&self, job: ports::ErasedJob) -> Result<Box<dyn std::any::Any + Send>, Error> {
+        self.write(move |tx: &mut Tx| job(tx)).await
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await.db()?;
+        Ok(())
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// sqlx needs `mode=rwc` to create a missing SQLite file; the directory must exist too.
+fn sqlite_url(url: &str) -> String {
+    let path = url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
+    let file = path.split('?').next().unwrap_or(path);
+    if file != ":memory:" {
+        if let Some(dir) = std::path::Path::new(file).parent() {
+            if !dir.as_os_str().is_empty() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+        }
+    }
+    if url.contains("mode=") {
+        url.to_string()
+    } else if url.contains('?') {
+        format!("{url}&mode=rwc")
+    } else {
+        format!("{url}?mode=rwc")
+    }
+}
+
+/// A value bound to a dynamically built statement.
+enum Bind {
+    Int(i64),
+    Text(String),
+}
+
+type AnyQuery<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>;
+
+fn bind_all<'q>(mut query: AnyQuery<'q>, binds: &'q [Bind]) -> AnyQuery<'q> {
+    for bind in binds {
+        query = match bind {
+            Bind::Int(value) => query.bind(*value),
+            Bind::Text(value) => query.bind(value.as_str()),
+        };
+    }
+    query
+}
+
+impl Store {
+    /// One list window: the number of matches, then `page` of them in `order_by` order.
+    /// `where_clause` refers to `binds` as `$1..$n`.
+    #[allow(clippy::too_many_arguments, reason = "the parts of one SELECT; a builder would only rename them")]
+    async fn fetch_page<T>(
+        &self,
+        select: &str,
+        from: &str,
+        where_clause: &str,
+        order_by: &str,
+        binds: &[Bind],
+        page: trellis_core::pagination::PageRequest,
+        map: fn(&sqlx::any::AnyRow) -> StoreResult<T>,
+    ) -> StoreResult<trellis_core::pagination::Page<T>> {
+        use sqlx::Row;
+        let count_sql = format!("SELECT COUNT(*) FROM {from} WHERE {where_clause}");
+        let total: i64 = bind_all(sqlx::query(&count_sql), binds).fetch_one(&self.pool).await.db()?.try_get(0).db()?;
+        let list_sql = format!(
+            "SELECT {select} FROM {from} WHERE {where_clause} ORDER BY {order_by} LIMIT ${} OFFSET ${}",
+            binds.len() + 1,
+            binds.len() + 2
+        );
+        let rows =
+            bind_all(sqlx::query(&list_sql), binds).bind(page.limit).bind(page.offset).fetch_all(&self.pool).await.db()?;
+        let items = rows.iter().map(map).collect::<StoreResult<Vec<_>>>()?;
+        Ok(trellis_core::pagination::Page { items, total, total_exact: true, request: page })
+    }
+}
+
+/// Maps a JSON text column, tolerating legacy or hand-edited rows.
+fn json_column(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or(serde_json::Value::Null)
+}
+
+fn bool_column(value: i64) -> bool {
+    value != 0
+}
+
+/// Hides the secrets of a database URL: the password of `scheme://user:password@host/db` and
+/// the values of `password`-like query parameters (`?password=…`, `sslpassword=…`).
+pub fn redact_url(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let base = match (base.find("://"), base.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo = &base[scheme_end + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}://{}:***@{}", &base[..scheme_end], user, &base[at + 1..])
+        }
+        _ => base.to_string(),
+    };
+    let Some(query) = query else { return base };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if key.to_ascii_lowercase().contains("pass") => format!("{key}=***"),
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{base}?{}", query.join("&"))
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_are_hidden_in_userinfo_and_query() {
+        assert_eq!(redact_url("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+        assert_eq!(
+            redact_url("postgres://h/db?user=u&password=secret&sslmode=require"),
+            "postgres://h/db?user=u&password=***&sslmode=require"
+        );
+        assert_eq!(redact_url("postgres://u:s@h/db?sslpassword=x"), "postgres://u:***@h/db?sslpassword=***");
+        assert_eq!(redact_url("sqlite://./data/trellis.db"), "sqlite://./data/trellis.db");
+    }
+}

@@ -1,0 +1,246 @@
+//! Group commit for SQLite.
+//!
+//! SQLite has one writer at a time, and a commit costs more than the statements it commits
+//! (WAL frames for every dirty page, the FTS segment flush). [`Store::write`] hands a job to
+//! one writer task, which runs whatever jobs are queued together in one transaction, each
+//! inside its own savepoint: a failing job rolls back only its own changes, and every job
+//! learns its outcome only after the shared commit. Under load the queue fills while a
+//! batch commits, so batches grow with the load, without a timer; a lone job commits alone.
+//!
+//! On PostgreSQL, which has concurrent writers, `write` is simply begin, job, commit.
+
+use crate::DbResult;
+use std::panic::AssertUnwindSafe;
+
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Store, StoreError, Tx};
+
+/// Jobs taken into one transaction at most; bounds how long one batch holds the writer.
+const MAX_BATCH: usize = 64;
+/// Jobs waiting for the writer before `write` callers wait to enqueue.
+const QUEUE_CAPACITY: usize = 1024;
+
+/// A job with its result type erased: runs on the batch transaction and returns how it went
+/// plus the hand-over of its result, called once the batch's commit succeeded or failed.
+pub(super) type Job = Box<dyn for<'t> FnOnce(&'t mut Tx) -> BoxFuture<'t, Finished> + Send>;
+
+pub(super) struct Finished {
+    failed: bool,
+    deliver: Box<dyn FnOnce(Option<StoreError>) + Send>,
+}
+
+pub(super) type JobSender = mpsc::Sender<Job>;
+
+impl Store {
+    /// Runs `job` in a write transaction and commits it, possibly together with other jobs
+    /// (SQLite). The job's changes commit if and only if it returns `Ok`.
+    ///
+    /// The job must only touch the database through `tx`: other calls on the store inside
+    /// it would wait for the writer that is running it.
+    pub async fn write<T, E, F>(&self, job: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        F: for<'t> FnOnce(&'t mut Tx) -> BoxFuture<'t, Result<T, E>> + Send + 'static,
+    {
+        let Some(writer) = &self.writer else {
+            let mut tx = self.begin_tx().await?;
+            let value = job(&mut tx).await?;
+            tx.commit_tx().await?;
+            return Ok(value);
+        };
+        let (sender, receiver) = oneshot::channel::<Result<T, E>>();
+        let erased: Job = Box::new(move |tx| {
+            Box::pin(async move {
+                let result = match AssertUnwindSafe(job(tx)).catch_unwind().await {
+                    Ok(result) => result,
+                    Err(_) => Err(E::from(StoreError::JobPanicked)),
+                };
+                let failed = result.is_err();
+                let deliver = Box::new(move |commit_error: Option<StoreError>| {
+                    let outcome = match (commit_error, result) {
+                        (Some(error), Ok(_)) => Err(E::from(error)),
+                        (_, result) => result,
+                    };
+                    // The caller may have gone away (client disconnected); the change stands.
+                    let _ = sender.send(outcome);
+                });
+                Finished { failed, deliver }
+            })
+        });
+        writer.send(erased).await.map_err(|_| StoreError::WriterStopped)?;
+        // A dropped sender means the batch failed before this job ran.
+        receiver.await.map_err(|_| StoreError::BatchFailed("it failed before this change ran".into()))?
+    }
+}
+
+/// Starts the writer task of an SQLite store; it ends when every sender is dropped.
+pub(super) fn spawn(store: Store) -> JobSender {
+    let (sender, mut receiver) = mpsc::channel::<Job>(QUEUE_CAPACITY);
+    tokio::spawn(async move {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        while receiver.recv_many(&mut batch, MAX_BATCH).await > 0 {
+            run_batch(&store, std::mem::take(&mut batch)).await;
+        }
+    });
+    sender
+}
+
+/// Copies committed WAL frames into the database file every [`CHECKPOINT_INTERVAL`], on a
+/// reader connection: a passive checkpoint neither waits for nor blocks the writer. Left to
+/// SQLite, the checkpoint would run inside whichever commit crossed the threshold, holding
+/// every queued write behind its file copy and fsync (inventory-bench register: 1,672/s that
+/// way, 1,877/s with this task; docs/benchmarks.md).
+/// `wal_autocheckpoint` stays as the safety net should this task fall behind.
+pub(super) fn spawn_checkpointer(pool: sqlx::AnyPool) {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(CHECKPOINT_INTERVAL);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        while !pool.is_closed() {
+            ticks.tick().await;
+            if let Err(error) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await {
+                if !pool.is_closed() {
+                    tracing::warn!(%error, "WAL checkpoint failed; SQLite's own checkpoint takes over");
+                }
+            }
+        }
+    });
+}
+
+/// How often the background checkpointer runs.
+const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The largest batch committed so far, for the tests to see that batching happens.
+#[cfg(test)]
+static LARGEST_BATCH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+async fn run_batch(store: &Store, jobs: Vec<Job>) {
+    metrics::histogram!("trellis_store_group_commit_jobs").record(jobs.len() as f64);
+    #[cfg(test)]
+    LARGEST_BATCH.fetch_max(jobs.len(), std::sync::atomic::Ordering::Relaxed);
+    let mut finished = Vec::with_capacity(jobs.len());
+    let outcome = async {
+        let mut tx = store.begin_tx().await?;
+        for job in jobs {
+            sqlx::query("SAVEPOINT job").execute(&mut *tx.inner).await.db()?;
+            let done = job(&mut tx).await;
+            if done.failed {
+                sqlx::query("ROLLBACK TO job").execute(&mut *tx.inner).await.db()?;
+            }
+            sqlx::query("RELEASE job").execute(&mut *tx.inner).await.db()?;
+            finished.push(done);
+        }
+        tx.commit_tx().await
+    }
+    .await;
+    let failure = outcome.err().map(|error| error.to_string());
+    if let Some(message) = &failure {
+        tracing::error!(error = %message, jobs = finished.len(), "group commit failed; no job of the batch was committed");
+    }
+    // Jobs the batch never reached were dropped, and with them their result senders.
+    for done in finished {
+        (done.deliver)(failure.clone().map(StoreError::BatchFailed));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[derive(Debug, PartialEq)]
+    enum JobError {
+        Refused,
+        Store(String),
+    }
+
+    impl From<StoreError> for JobError {
+        fn from(err: StoreError) -> Self {
+            JobError::Store(err.to_string())
+        }
+    }
+
+    async fn workspace_names(store: &Store) -> Vec<String> {
+        sqlx::query_scalar("SELECT name FROM workspaces ORDER BY name").fetch_all(&store.pool).await.unwrap()
+    }
+
+    fn insert_workspace(name: &'static str) -> impl for<'t> FnOnce(&'t mut Tx) -> BoxFuture<'t, Result<(), JobError>> {
+        move |tx| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO workspaces (id, name, created_at, updated_at) VALUES ($1, $1, 0, 0)")
+                    .bind(name)
+                    .execute(&mut *tx.inner)
+                    .await
+                    .map_err(crate::db)?;
+                Ok(())
+            })
+        }
+    }
+
+    /// Many concurrent jobs share batches; a job that fails after writing, or panics, takes
+    /// back only its own rows, and its batch-mates still commit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failing_jobs_roll_back_alone_and_batch_mates_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/writer.db", dir.path().display());
+        let store = Arc::new(Store::open(&url).await.unwrap());
+        let names: Vec<&'static str> = (0..200).map(|i| &*Box::leak(format!("ws-{i:03}").into_boxed_str())).collect();
+        let mut tasks = Vec::new();
+        for (i, name) in names.iter().copied().enumerate() {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                match i % 10 {
+                    // Writes, then refuses: its row must not survive.
+                    3 => {
+                        store
+                            .write(move |tx| {
+                                Box::pin(async move {
+                                    insert_workspace(name)(tx).await?;
+                                    Err::<(), _>(JobError::Refused)
+                                })
+                            })
+                            .await
+                    }
+                    // Writes, then panics: same, and the writer keeps serving.
+                    7 => {
+                        store
+                            .write(move |tx| {
+                                Box::pin(async move {
+                                    insert_workspace(name)(tx).await?;
+                                    panic!("job {name} panics on purpose");
+                                })
+                            })
+                            .await
+                    }
+                    _ => store.write(insert_workspace(name)).await,
+                }
+            }));
+        }
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap());
+        }
+        for (i, outcome) in outcomes.iter().enumerate() {
+            match i % 10 {
+                3 => assert_eq!(outcome, &Err(JobError::Refused)),
+                7 => assert_eq!(outcome, &Err(JobError::Store(StoreError::JobPanicked.to_string()))),
+                _ => assert_eq!(outcome, &Ok(()), "job {i}"),
+            }
+        }
+        let expected: Vec<String> =
+            names.iter().enumerate().filter(|(i, _)| i % 10 != 3 && i % 10 != 7).map(|(_, n)| n.to_string()).collect();
+        assert_eq!(workspace_names(&store).await, expected);
+        assert!(
+            LARGEST_BATCH.load(std::sync::atomic::Ordering::Relaxed) > 1,
+            "200 concurrent jobs never shared a batch"
+        );
+        // A unique violation inside a job is that job's error; the row stays single.
+        let duplicate = store.write(insert_workspace("ws-000")).await;
+        assert!(matches!(duplicate, Err(JobError::Store(_))), "{duplicate:?}");
+        assert_eq!(workspace_names(&store).await.len(), expected.len());
+    }
+}

@@ -1,0 +1,253 @@
+//! Service configuration: an optional TOML file, overridden by `TRELLIS_*` environment
+//! variables, parsed once at start into a validated [`Config`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use trellis_store::redact_url;
+
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://./data/trellis.db";
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("config file {path} is not valid TOML: {message}")]
+    Parse { path: String, message: String },
+    #[error("{name}: {message}")]
+    Invalid { name: &'static str, message: String },
+}
+
+/// Everything the file may set. Every field is optional; environment variables win.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub database_url: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub master_key_file: Option<PathBuf>,
+    pub body_limit_bytes: Option<usize>,
+    pub secure_cookies: Option<bool>,
+    pub login_max_failures: Option<u32>,
+    pub login_window_secs: Option<u64>,
+    pub log_format: Option<String>,
+    pub plugin_dir: Option<PathBuf>,
+    pub plugin_allow_private_networks: Option<bool>,
+    pub expiry_scan_interval_secs: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Json,
+    Pretty,
+}
+
+/// Validated configuration.
+#[derive(Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub database_url: String,
+    pub data_dir: PathBuf,
+    /// Master key given directly (`TRELLIS_MASTER_KEY`); otherwise `master_key_file` is used.
+    pub master_key: Option<String>,
+    pub master_key_file: PathBuf,
+    pub body_limit_bytes: usize,
+    pub secure_cookies: bool,
+    pub login_max_failures: u32,
+    pub login_window: Duration,
+    pub log_format: LogFormat,
+    pub admin_email: Option<String>,
+    pub admin_password: Option<String>,
+    pub plugin_dir: Option<PathBuf>,
+    pub plugin_allow_private_networks: bool,
+    /// How often the expiry scanner emits certificate.expiring / certificate.expired events.
+    pub expiry_scan_interval: Duration,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("database_url", &redact_url(&self.database_url))
+            .field("data_dir", &self.data_dir)
+            .field("master_key", &self.master_key.as_ref().map(|_| "<redacted>"))
+            .field("master_key_file", &self.master_key_file)
+            .field("body_limit_bytes", &self.body_limit_bytes)
+            .field("secure_cookies", &self.secure_cookies)
+            .field("login_max_failures", &self.login_max_failures)
+            .field("login_window", &self.login_window)
+            .field("plugin_dir", &self.plugin_dir)
+            .field("plugin_allow_private_networks", &self.plugin_allow_private_networks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    /// Loads from `file` (if given) and the process environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        let file_config = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+                toml::from_str(&text)
+                    .map_err(|err| ConfigError::Parse { path: path.display().to_string(), message: err.to_string() })?
+            }
+            None => FileConfig::default(),
+        };
+        Self::from_sources(file_config, |name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// Merges file settings with environment variables (looked up through `env`) and validates.
+    pub fn from_sources(file: FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let listen_text = env("TRELLIS_LISTEN").or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.into());
+        let listen = listen_text.parse::<SocketAddr>().map_err(|_| ConfigError::Invalid {
+            name: "TRELLIS_LISTEN",
+            message: format!("`{listen_text}` is not an address like 127.0.0.1:8080"),
+        })?;
+        let database_url =
+            env("TRELLIS_DATABASE_URL").or(file.database_url).unwrap_or_else(|| DEFAULT_DATABASE_URL.into());
+        if !(database_url.starts_with("sqlite:")
+            || database_url.starts_with("postgres://")
+            || database_url.starts_with("postgresql://"))
+        {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_DATABASE_URL",
+                message: "must start with sqlite:, postgres:// or postgresql://".into(),
+            });
+        }
+        let data_dir = env("TRELLIS_DATA_DIR")
+            .map(PathBuf::from)
+            .or(file.data_dir)
+            .unwrap_or_else(|| default_data_dir(&database_url));
+        let master_key_file = env("TRELLIS_MASTER_KEY_FILE")
+            .map(PathBuf::from)
+            .or(file.master_key_file)
+            .unwrap_or_else(|| data_dir.join("master.key"));
+        let body_limit_bytes =
+            parse_env(&env, "TRELLIS_BODY_LIMIT_BYTES")?.or(file.body_limit_bytes).unwrap_or(1024 * 1024);
+        if body_limit_bytes < 1024 {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_BODY_LIMIT_BYTES",
+                message: "must be at least 1024".into(),
+            });
+        }
+        let login_max_failures =
+            parse_env(&env, "TRELLIS_LOGIN_MAX_FAILURES")?.or(file.login_max_failures).unwrap_or(5);
+        let login_window_secs =
+            parse_env(&env, "TRELLIS_LOGIN_WINDOW_SECS")?.or(file.login_window_secs).unwrap_or(15 * 60);
+        if login_max_failures == 0 || login_window_secs == 0 {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_LOGIN_MAX_FAILURES",
+                message: "login rate limit and window must be positive".into(),
+            });
+        }
+        let log_format = match env("TRELLIS_LOG_FORMAT").or(file.log_format).as_deref() {
+            None | Some("json") => LogFormat::Json,
+            Some("pretty") => LogFormat::Pretty,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    name: "TRELLIS_LOG_FORMAT",
+                    message: format!("`{other}` is neither json nor pretty"),
+                })
+            }
+        };
+        let admin_email = env("TRELLIS_ADMIN_EMAIL");
+        let admin_password = env("TRELLIS_ADMIN_PASSWORD");
+        if admin_email.is_some() != admin_password.is_some() {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_ADMIN_EMAIL",
+                message: "TRELLIS_ADMIN_EMAIL and TRELLIS_ADMIN_PASSWORD must be set together".into(),
+            });
+        }
+        let expiry_scan_secs: u64 =
+            parse_env(&env, "TRELLIS_EXPIRY_SCAN_INTERVAL_SECS")?.or(file.expiry_scan_interval_secs).unwrap_or(300);
+        if expiry_scan_secs == 0 {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_EXPIRY_SCAN_INTERVAL_SECS",
+                message: "must be at least 1".into(),
+            });
+        }
+        Ok(Config {
+            expiry_scan_interval: Duration::from_secs(expiry_scan_secs),
+            listen,
+            database_url,
+            data_dir,
+            master_key: env("TRELLIS_MASTER_KEY"),
+            master_key_file,
+            body_limit_bytes,
+            secure_cookies: parse_env(&env, "TRELLIS_SECURE_COOKIES")?.or(file.secure_cookies).unwrap_or(false),
+            login_max_failures,
+            login_window: Duration::from_secs(login_window_secs),
+            log_format,
+            admin_email,
+            admin_password,
+            plugin_dir: env("TRELLIS_PLUGIN_DIR").map(PathBuf::from).or(file.plugin_dir),
+            plugin_allow_private_networks: parse_env(&env, "TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS")?
+                .or(file.plugin_allow_private_networks)
+                .unwrap_or(false),
+        })
+    }
+}
+
+/// The data directory defaults to the directory holding the SQLite file, else `./data`.
+fn default_data_dir(database_url: &str) -> PathBuf {
+    let Some(path) = database_url.strip_prefix("sqlite://").or_else(|| database_url.strip_prefix("sqlite:")) else {
+        return PathBuf::from("./data");
+    };
+    let path = path.split('?').next().unwrap_or(path);
+    match Path::new(path).parent() {
+        Some(parent) if !parent.as_os_str().is_empty() && path != ":memory:" => parent.to_path_buf(),
+        _ => PathBuf::from("./data"),
+    }
+}
+
+fn parse_env<T: std::str::FromStr>(
+    env: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+) -> Result<Option<T>, ConfigError> {
+    match env(name) {
+        None => Ok(None),
+        Some(text) => text
+            .trim()
+            .parse::<T>()
+            .map(Some)
+            .map_err(|_| ConfigError::Invalid { name, message: format!("`{text}` is not a valid value") }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_sources(FileConfig::default(), |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn defaults_are_the_embedded_sqlite_setup() {
+        let config = load(&[]).unwrap();
+        assert_eq!(config.database_url, DEFAULT_DATABASE_URL);
+        assert_eq!(config.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(config.data_dir, PathBuf::from("./data"));
+        assert_eq!(config.master_key_file, PathBuf::from("./data/master.key"));
+        assert_eq!(config.body_limit_bytes, 1024 * 1024);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let err = load(&[("TRELLIS_LISTEN", "nowhere")]).unwrap_err();
+        assert!(err.to_string().starts_with("TRELLIS_LISTEN"), "{err}");
+        let err = load(&[("TRELLIS_DATABASE_URL", "mysql://x")]).unwrap_err();
+        assert!(err.to_string().starts_with("TRELLIS_DATABASE_URL"), "{err}");
+        let err = load(&[("TRELLIS_ADMIN_EMAIL", "a@b.c")]).unwrap_err();
+        assert!(err.to_string().contains("together"), "{err}");
+    }
+
+    #[test]
+    fn database_password_is_redacted() {
+            }
+}

@@ -1,0 +1,106 @@
+/// `target/` when the binary runs from `target/<profile>/` next to built plugins.
+fn build_tree_target_dir() -> Option<PathBuf> {
+    let target = std::env::current_exe().ok()?.parent()?.parent()?.to_path_buf();
+    target.join("plugins").is_dir().then_some(target)
+}
+
+/// Where the first-party plugin components are: `TRELLIS_FIRST_PARTY_PLUGIN_DIR`, else
+/// `target/plugins` next to the binary's `target/<profile>/`, else `./target/plugins`.
+pub fn first_party_dir() -> Option<PathBuf> {
+    if let Ok(dir) = std::env::var("TRELLIS_FIRST_PARTY_PLUGIN_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    let beside_binary = build_tree_target_dir().map(|t| t.join("plugins"));
+    [beside_binary, Some(PathBuf::from(crate::plugins::BUILT_PLUGINS_DIR))]
+        .into_iter()
+        .flatten()
+        .find(|dir| dir.is_dir())
+}
+
+/// Start-up: load what the database holds; on the very first start, install the first-party
+/// plugins. Missing first-party components are logged (run `make plugins`), not fatal.
+pub async fn load(ctx: &Context) -> Result<()> {
+    sync(ctx).await?;
+    if ctx.store.any_plugin_installed().await? {
+        return Ok(());
+    }
+    let Some(dir) = first_party_dir() else {
+        tracing::warn!("first start: no first-party plugin directory found; run `make plugins`");
+        return Ok(());
+    };
+    for name in FIRST_PARTY_PLUGINS {
+        let path = dir.join(format!("{name}.wasm"));
+        match tokio::fs::read(&path).await {
+            Ok(bytes) => {
+                match install_as(ctx, &Audit::system("first-start"), None, &bytes, Activation::IfNewer).await {
+                    Ok(v) => {
+                        tracing::info!(plugin = %v.info.id, version = %v.info.version, "installed first-party plugin")
+                    }
+                    Err(err) => {
+                        tracing::error!(file = %path.display(), error = %err, "cannot install first-party plugin")
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::warn!(file = %path.display(), error = %err, "first-party plugin missing; run `make plugins`")
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Follows the database every `interval` (installs made by other replicas or the CLI).
+pub fn spawn_sync(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.tick().await;
+        loop {
+            ticker.tick().await;
+            if let Err(err) = sync(&ctx).await {
+                tracing::warn!(error = %err, "plugin sync failed");
+            }
+        }
+    })
+}
+
+/// Watches `TRELLIS_PLUGIN_DIR`: a `*.wasm` dropped or replaced there is installed (and
+/// stored) within `interval`; refusals are logged once per file version.
+pub fn spawn_directory_watcher(ctx: SharedContext, dir: PathBuf, interval: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut seen = std::collections::HashMap::<PathBuf, (SystemTime, u64)>::new();
+        let mut ticker = tokio::time::interval(interval);
+        loop {
+            ticker.tick().await;
+            for path in changed_wasm_files(&dir, &mut seen) {
+                let Ok(bytes) = tokio::fs::read(&path).await else { continue };
+                match install_as(&ctx, &Audit::system("plugin-dir"), None, &bytes, Activation::IfNewer).await {
+                    Ok(v) => {
+                        tracing::info!(file = %path.display(), plugin = %v.info.id, version = %v.info.version, "installed plugin from TRELLIS_PLUGIN_DIR")
+                    }
+                    Err(Error::Conflict(_)) => {}
+                    Err(err) => {
+                        tracing::warn!(file = %path.display(), error = %err, "plugin in TRELLIS_PLUGIN_DIR refused")
+                    }
+                }
+            }
+        }
+    })
+}
+
+fn changed_wasm_files(dir: &Path, seen: &mut std::collections::HashMap<PathBuf, (SystemTime, u64)>) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut changed = Vec::new();
+    for entry in entries.filter_map(std::result::Result::ok) {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "wasm") {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        let stamp = (meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.len());
+        if seen.insert(path.clone(), stamp) != Some(stamp) {
+            changed.push(path);
+        }
+    }
+    changed.sort();
+    changed
+}
