@@ -7,18 +7,18 @@ TEST_RUNNER ?= $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo "$(CAR
 
 ## Serve on 127.0.0.1:8080 with SQLite at ./data/trellis.db and the first-party plugins.
 run: plugins
-	$(CARGO) run --release -p trellis-host --bin trellis -- serve
+	$(CARGO) run --release -p trellis --bin trellis -- serve
 
 ## Everything the tests need (plugins, binary, a throwaway PostgreSQL), then the whole
 ## suite in parallel: once on SQLite, once more on PostgreSQL.
 test: plugins
-	$(CARGO) build -p trellis-host --bin trellis
+	$(CARGO) build -p trellis --bin trellis
 	$(TEST_RUNNER) --no-fail-fast
 	# `--test it` (the black-box suite) keeps the package set, hence the build, of the first pass.
 	TRELLIS_TEST_POSTGRES_URL="$$(scripts/postgres.sh)" $(TEST_RUNNER) --test it --no-fail-fast
 
 build:
-	$(CARGO) build --release -p trellis-host --bin trellis
+	$(CARGO) build --release -p trellis --bin trellis
 
 ## Builds every crate under plugins/ to target/plugins/*.wasm (picks the toolchain route itself).
 plugins:
@@ -26,12 +26,12 @@ plugins:
 
 ## Inventory figures: register throughput, list latency at 1,000,000 rows, idle memory.
 bench-inventory:
-	$(CARGO) build --release -p trellis-host --bin trellis -p trellis-tests --bin inventory-bench
+	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin inventory-bench
 	./target/release/inventory-bench
 
 ## Plugin runtime figures: call overhead vs bare wasmtime (criterion), cache load, startup, 1,000 calls.
 bench-plugins: plugins
-	$(CARGO) bench -p trellis-host --bench plugin_call --bench plugin_load
+	$(CARGO) bench -p trellis-plugin-host --bench plugin_call --bench plugin_load
 
 bench: bench-inventory bench-plugins
 

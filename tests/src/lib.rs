@@ -29,7 +29,7 @@ pub fn trellis_binary() -> PathBuf {
     let path = target.join("debug").join("trellis");
     assert!(
         path.exists(),
-        "{} is missing: build it with `cargo build -p trellis-host --bin trellis` (`make test` does this)",
+        "{} is missing: build it with `cargo build -p trellis --bin trellis` (`make test` does this)",
         path.display()
     );
     path

@@ -2,7 +2,7 @@
 //! instantiate from `InstancePre`, no-op export, result classification) against bare wasmtime
 //! (`Linker::instantiate_async` + the same export) on the same component, in the same run.
 //!
-//! Run: `make plugins && cargo bench -p trellis-host --bench plugin_call`
+//! Run: `make plugins && cargo bench -p trellis-plugin-host --bench plugin_call`
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 

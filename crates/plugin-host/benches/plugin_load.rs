@@ -4,7 +4,7 @@
 //! - start to ready with 10 cached plugins;
 //! - 1,000 concurrent plugin calls: failures and RSS growth.
 //!
-//! Run: `make plugins && cargo bench -p trellis-host --bench plugin_load`
+//! Run: `make plugins && cargo bench -p trellis-plugin-host --bench plugin_load`
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, missing_docs)]
 

@@ -4,6 +4,8 @@
 use crate::DbResult;
 use sqlx::Row;
 
+use trellis_core::clock::OsEntropy;
+use trellis_core::crypto::MasterKey;
 use trellis_core::plugins::{
     NewPluginVersion, PluginStateStore, StateError, StateFuture, StateScope, StoredBinding, StoredPlugin,
     StoredPluginVersion,
@@ -227,14 +229,44 @@ impl PluginWrites for Tx {
     }
 }
 
-/// Plugin state in the database, shared by every replica.
+/// Plugin state in the database, shared by every replica. Values are sealed under the master
+/// key (plugins keep account URLs, order references and the like there); the quota counts
+/// the sealed size.
 #[derive(Clone)]
 pub struct DbPluginState {
-    pub store: Store,
-    pub clock: trellis_core::clock::SharedClock,
+    store: Store,
+    clock: trellis_core::clock::SharedClock,
+    master_key: MasterKey,
 }
 
+/// Marks a sealed value; rows written before sealing existed are read as they are and sealed
+/// on their next write.
+const SEALED_PREFIX: &[u8] = b"sealed:v1:";
+
 impl DbPluginState {
+    pub fn new(store: Store, clock: trellis_core::clock::SharedClock, master_key: MasterKey) -> Self {
+        DbPluginState { store, clock, master_key }
+    }
+
+    fn seal(&self, value: &[u8]) -> Vec<u8> {
+        let mut sealed = SEALED_PREFIX.to_vec();
+        sealed.extend_from_slice(self.master_key.seal(value, &OsEntropy).as_bytes());
+        sealed
+    }
+
+    fn unseal(&self, stored: Vec<u8>) -> Result<Vec<u8>, StateError> {
+        match stored.strip_prefix(SEALED_PREFIX) {
+            None => Ok(stored),
+            Some(sealed) => {
+                let text = std::str::from_utf8(sealed)
+                    .map_err(|_| StateError::Unavailable("a sealed state value is corrupt".into()))?;
+                self.master_key.open(text).map_err(|_| {
+                    StateError::Unavailable("a state value does not open with this master key".into())
+                })
+            }
+        }
+    }
+
     async fn get_value(&self, scope: &StateScope, key: &str) -> StoreResult<Option<Vec<u8>>> {
         let row =
             sqlx::query("SELECT value FROM plugin_state WHERE plugin_id = $1 AND workspace_id = $2 AND state_key = $3")
@@ -250,6 +282,7 @@ impl DbPluginState {
     }
 
     async fn set_value(&self, scope: &StateScope, key: &str, value: Vec<u8>, quota: u64) -> Result<(), StateError> {
+        let value = self.seal(&value);
         let unavailable = |err: crate::StoreError| StateError::Unavailable(err.to_string());
         let mut tx = self.store.begin_tx().await.map_err(unavailable)?;
         let used: i64 = sqlx::query(
@@ -284,9 +317,10 @@ impl DbPluginState {
 
 impl PluginStateStore for DbPluginState {
     fn get<'a>(&'a self, scope: &'a StateScope, key: &'a str) -> StateFuture<'a, Option<Vec<u8>>> {
-        Box::pin(
-            async move { self.get_value(scope, key).await.map_err(|err| StateError::Unavailable(err.to_string())) },
-        )
+        Box::pin(async move {
+            let stored = self.get_value(scope, key).await.map_err(|err| StateError::Unavailable(err.to_string()))?;
+            stored.map(|value| self.unseal(value)).transpose()
+        })
     }
 
     fn set<'a>(&'a self, scope: &'a StateScope, key: &'a str, value: Vec<u8>, quota: u64) -> StateFuture<'a, ()> {
@@ -304,5 +338,41 @@ impl PluginStateStore for DbPluginState {
                 .map(|_| ())
                 .map_err(|err| StateError::Unavailable(err.to_string()))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use sqlx::Row;
+    use trellis_core::clock::SystemClock;
+    use trellis_core::crypto::MasterKey;
+    use trellis_core::plugins::{PluginStateStore, StateError, StateScope};
+
+    use super::DbPluginState;
+    use crate::Store;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn state_is_sealed_at_rest_and_bounded_by_the_quota() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&format!("sqlite://{}", dir.path().join("state.db").display())).await.expect("store");
+        let key = MasterKey::parse(&"7".repeat(64)).expect("key");
+        let state = DbPluginState::new(store.clone(), Arc::new(SystemClock), key);
+        let scope = StateScope { plugin_id: "p".into(), workspace_id: "w".into() };
+
+        state.set(&scope, "account", b"-----BEGIN account url-----".to_vec(), 10_000).await.expect("set");
+        assert_eq!(state.get(&scope, "account").await.expect("get").as_deref(), Some(&b"-----BEGIN account url-----"[..]));
+        let raw: Vec<u8> = sqlx::query("SELECT value FROM plugin_state WHERE state_key = 'account'")
+            .fetch_one(&store.pool)
+            .await
+            .and_then(|row| row.try_get(0))
+            .expect("raw row");
+        assert!(!raw.windows(5).any(|w| w == b"BEGIN"), "state stored in plaintext");
+
+        let err = state.set(&scope, "big", vec![0; 20_000], 10_000).await.expect_err("over quota");
+        assert_eq!(err, StateError::QuotaExceeded(10_000));
+        state.delete(&scope, "account").await.expect("delete");
+        assert_eq!(state.get(&scope, "account").await.expect("get"), None);
     }
 }

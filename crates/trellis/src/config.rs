@@ -36,7 +36,20 @@ pub struct FileConfig {
     pub log_format: Option<String>,
     pub plugin_dir: Option<PathBuf>,
     pub plugin_allow_private_networks: Option<bool>,
+    pub plugin_ca_bundle: Option<PathBuf>,
+    pub plugin_cache_dir: Option<PathBuf>,
+    pub plugin_max_concurrent_calls: Option<usize>,
+    pub first_party_plugin_dir: Option<PathBuf>,
     pub expiry_scan_interval_secs: Option<u64>,
+}
+
+/// Operator overrides of one plugin kind's per-call limits
+/// (`TRELLIS_PLUGIN_<KIND>_{MEMORY_MB,CPU_MS,WALL_MS}`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PluginLimitOverrides {
+    pub memory_mb: Option<u64>,
+    pub cpu_ms: Option<u64>,
+    pub wall_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +76,15 @@ pub struct Config {
     pub admin_password: Option<String>,
     pub plugin_dir: Option<PathBuf>,
     pub plugin_allow_private_networks: bool,
+    /// Extra trust anchors (PEM) for plugins' outbound TLS.
+    pub plugin_ca_bundle: Option<PathBuf>,
+    /// Compiled-code cache; default `<data dir>/plugin-cache` (or `target/plugin-cache` in a build tree).
+    pub plugin_cache_dir: Option<PathBuf>,
+    pub plugin_max_concurrent_calls: Option<usize>,
+    /// `[ca-connector, integration, attestation-verifier]` limit overrides.
+    pub plugin_limits: [PluginLimitOverrides; 3],
+    /// Where first-party plugin components are looked up on the very first start.
+    pub first_party_plugin_dir: Option<PathBuf>,
     /// How often the expiry scanner emits certificate.expiring / certificate.expired events.
     pub expiry_scan_interval: Duration,
 }
@@ -170,7 +192,33 @@ impl Config {
                 message: "must be at least 1".into(),
             });
         }
+        let plugin_ca_bundle = env("TRELLIS_PLUGIN_CA_BUNDLE").map(PathBuf::from).or(file.plugin_ca_bundle);
+        if let Some(path) = &plugin_ca_bundle {
+            if !path.is_file() {
+                return Err(ConfigError::Invalid {
+                    name: "TRELLIS_PLUGIN_CA_BUNDLE",
+                    message: format!("{} is not a readable PEM file", path.display()),
+                });
+            }
+        }
+        let plugin_max_concurrent_calls: Option<usize> =
+            parse_env(&env, "TRELLIS_PLUGIN_MAX_CONCURRENT_CALLS")?.or(file.plugin_max_concurrent_calls);
+        if plugin_max_concurrent_calls == Some(0) {
+            return Err(ConfigError::Invalid { name: "TRELLIS_PLUGIN_MAX_CONCURRENT_CALLS", message: "must be at least 1".into() });
+        }
+        let plugin_limits = [
+            plugin_limits(&env, "CA_CONNECTOR")?,
+            plugin_limits(&env, "INTEGRATION")?,
+            plugin_limits(&env, "ATTESTATION_VERIFIER")?,
+        ];
         Ok(Config {
+            plugin_ca_bundle,
+            plugin_cache_dir: env("TRELLIS_PLUGIN_CACHE_DIR").map(PathBuf::from).or(file.plugin_cache_dir),
+            plugin_max_concurrent_calls,
+            plugin_limits,
+            first_party_plugin_dir: env("TRELLIS_FIRST_PARTY_PLUGIN_DIR")
+                .map(PathBuf::from)
+                .or(file.first_party_plugin_dir),
             expiry_scan_interval: Duration::from_secs(expiry_scan_secs),
             listen,
             database_url,
@@ -190,6 +238,32 @@ impl Config {
                 .unwrap_or(false),
         })
     }
+}
+
+/// `TRELLIS_PLUGIN_<kind>_{MEMORY_MB,CPU_MS,WALL_MS}`: positive integers when set.
+fn plugin_limits(env: &impl Fn(&str) -> Option<String>, kind: &str) -> Result<PluginLimitOverrides, ConfigError> {
+    let names: [&'static str; 3] = match kind {
+        "CA_CONNECTOR" => {
+            ["TRELLIS_PLUGIN_CA_CONNECTOR_MEMORY_MB", "TRELLIS_PLUGIN_CA_CONNECTOR_CPU_MS", "TRELLIS_PLUGIN_CA_CONNECTOR_WALL_MS"]
+        }
+        "INTEGRATION" => {
+            ["TRELLIS_PLUGIN_INTEGRATION_MEMORY_MB", "TRELLIS_PLUGIN_INTEGRATION_CPU_MS", "TRELLIS_PLUGIN_INTEGRATION_WALL_MS"]
+        }
+        _ => [
+            "TRELLIS_PLUGIN_ATTESTATION_VERIFIER_MEMORY_MB",
+            "TRELLIS_PLUGIN_ATTESTATION_VERIFIER_CPU_MS",
+            "TRELLIS_PLUGIN_ATTESTATION_VERIFIER_WALL_MS",
+        ],
+    };
+    let mut values = [None; 3];
+    for (value, name) in values.iter_mut().zip(names) {
+        let parsed: Option<u64> = parse_env(env, name)?;
+        if parsed == Some(0) {
+            return Err(ConfigError::Invalid { name, message: "must be at least 1".into() });
+        }
+        *value = parsed;
+    }
+    Ok(PluginLimitOverrides { memory_mb: values[0], cpu_ms: values[1], wall_ms: values[2] })
 }
 
 /// The data directory defaults to the directory holding the SQLite file, else `./data`.
@@ -235,6 +309,20 @@ mod tests {
         assert_eq!(config.data_dir, PathBuf::from("./data"));
         assert_eq!(config.master_key_file, PathBuf::from("./data/master.key"));
         assert_eq!(config.body_limit_bytes, 1024 * 1024);
+    }
+
+    #[test]
+    fn plugin_settings_are_validated_not_ignored() {
+        let err = load(&[("TRELLIS_PLUGIN_INTEGRATION_CPU_MS", "fast")]).unwrap_err();
+        assert!(err.to_string().starts_with("TRELLIS_PLUGIN_INTEGRATION_CPU_MS"), "{err}");
+        let err = load(&[("TRELLIS_PLUGIN_MAX_CONCURRENT_CALLS", "0")]).unwrap_err();
+        assert!(err.to_string().starts_with("TRELLIS_PLUGIN_MAX_CONCURRENT_CALLS"), "{err}");
+        let err = load(&[("TRELLIS_PLUGIN_CA_BUNDLE", "/nonexistent/bundle.pem")]).unwrap_err();
+        assert!(err.to_string().starts_with("TRELLIS_PLUGIN_CA_BUNDLE"), "{err}");
+        let err = load(&[("TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS", "maybe")]).unwrap_err();
+        assert!(err.to_string().starts_with("TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS"), "{err}");
+        let config = load(&[("TRELLIS_PLUGIN_ATTESTATION_VERIFIER_WALL_MS", "2500")]).unwrap();
+        assert_eq!(config.plugin_limits[2].wall_ms, Some(2500));
     }
 
     #[test]

@@ -1,19 +1,7 @@
-//! Trellis: certificate lifecycle management.
-//!
-//! Data flows one way: HTTP (`api`) → domain services (`auth`, `certificates`,
-//! `audit`, …) → `store` / `plugins`. See ARCHITECTURE.md for the code map.
+//! The `trellis` binary's library half: configuration loading, the wiring of core, store,
+//! plugin host and HTTP into one process, and the background workers. `main.rs` is the CLI.
 
-pub mod api;
-pub mod audit;
-pub mod auth;
-pub mod certificates;
-pub mod clock;
 pub mod config;
-pub mod context;
-pub mod crypto;
-pub mod error;
-pub mod events;
 pub mod jobs;
-pub mod pagination;
-pub mod plugins;
-pub mod store;
+pub mod plugin_workers;
+pub mod wiring;

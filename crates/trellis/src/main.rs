@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use trellis_host::auth::{self, KeyKind, NewApiKey, NewUser};
-use trellis_host::clock::{FixedClock, OsEntropy, SharedClock, SystemClock};
-use trellis_host::config::{Config, LogFormat};
-use trellis_host::context::{Context, SharedContext};
-use trellis_host::crypto::MasterKey;
-use trellis_host::plugins::service::{self as plugin_service, PluginService};
-use trellis_host::plugins::Activation;
-use trellis_host::store::Store;
+use trellis::config::{Config, LogFormat};
+use trellis::{plugin_workers, wiring};
+use trellis_core::audit::Audit;
+use trellis_core::auth::{self, KeyKind, NewApiKey, NewUser};
+use trellis_core::clock::{FixedClock, SharedClock, SystemClock};
+use trellis_core::plugins::service as plugin_service;
+use trellis_core::plugins::Activation;
+use trellis_core::SharedContext;
 
 #[derive(Parser)]
 #[command(name = "trellis", version, about = "Trellis certificate lifecycle management")]
@@ -118,44 +118,38 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve => serve(config).await,
         Command::User { command: UserCommand::Create { email, password, first_name, workspace, admin } } => {
-            let ctx = open(config).await?;
+            let ctx = open(&config).await?;
             let (user, workspace) =
                 auth::create_user(&ctx, NewUser { email, password, first_name, workspace_name: workspace, admin })
                     .await
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    .context("cannot create the user")?;
             println!("{}", serde_json::json!({ "userId": user.id, "workspaceId": workspace.id }));
             ctx.store.close().await;
             Ok(())
         }
         Command::ApiKey { command: ApiKeyCommand::Create { workspace, name, scopes, kind } } => {
-            let ctx = open(config).await?;
+            let ctx = open(&config).await?;
             let kind = KeyKind::parse(&kind).unwrap_or(KeyKind::Client);
             let (key, secret) = auth::create_api_key_as_operator(&ctx, &workspace, NewApiKey { name, scopes, kind })
                 .await
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+                .context("cannot create the API key")?;
             println!("{}", serde_json::json!({ "id": key.id, "key": secret }));
             ctx.store.close().await;
             Ok(())
         }
         Command::Plugin { command } => {
-            let ctx = open(config).await?;
-            plugin_service::sync(&ctx).await.map_err(|e| anyhow::anyhow!("loading plugins: {e}"))?;
+            let ctx = open(&config).await?;
+            plugin_service::sync(&ctx).await.context("loading plugins")?;
             match command {
                 PluginCommand::Install { file, no_activate } => {
                     let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
                     let activation = if no_activate { Activation::Never } else { Activation::IfNewer };
-                    let installed = plugin_service::install_as(
-                        &ctx,
-                        &trellis_host::audit::Audit::system("cli"),
-                        None,
-                        &bytes,
-                        activation,
-                    )
-                    .await
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                    let installed = plugin_service::install_as(&ctx, &Audit::system("cli"), None, &bytes, activation)
+                        .await
+                        .with_context(|| format!("cannot install {}", file.display()))?;
                     println!("{}", serde_json::to_string(&installed)?);
                 }
-                PluginCommand::List => println!("{}", serde_json::to_string(&ctx.plugins.runtime().list())?),
+                PluginCommand::List => println!("{}", serde_json::to_string(&ctx.plugins.host().list())?),
             }
             ctx.store.close().await;
             Ok(())
@@ -169,8 +163,8 @@ async fn main() -> anyhow::Result<()> {
                         .with_timezone(&chrono::Utc),
                 )),
             };
-            let ctx = open_with_clock(config, clock).await?;
-            let scan = trellis_host::certificates::scan_expiry(&ctx).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            let ctx = wiring::open(&config, clock).await.context("cannot start")?;
+            let scan = trellis_core::certificates::scan_expiry(&ctx).await.context("expiry scan failed")?;
             println!("{}", serde_json::json!({ "expiring": scan.expiring, "expired": scan.expired }));
             ctx.store.close().await;
             Ok(())
@@ -189,40 +183,26 @@ fn init_tracing(format: LogFormat) {
     }
 }
 
-async fn open(config: Config) -> anyhow::Result<SharedContext> {
-    open_with_clock(config, Arc::new(SystemClock)).await
-}
-
-async fn open_with_clock(config: Config, clock: SharedClock) -> anyhow::Result<SharedContext> {
-    let entropy = Arc::new(OsEntropy);
-    let master_key = match &config.master_key {
-        Some(text) => MasterKey::parse(text).context("TRELLIS_MASTER_KEY")?,
-        None => MasterKey::load_or_create(&config.master_key_file, entropy.as_ref())?,
-    };
-    let store = Store::open(&config.database_url).await?;
-    let plugins =
-        PluginService::start(&config, &store, clock.clone()).map_err(|e| anyhow::anyhow!("plugin runtime: {e}"))?;
-    Ok(Arc::new(Context::new(config, store, clock, entropy, master_key, plugins)))
+async fn open(config: &Config) -> anyhow::Result<SharedContext> {
+    wiring::open(config, Arc::new(SystemClock)).await.context("cannot start")
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
     tracing::info!(config = ?config, "starting trellis");
-    trellis_host::api::ops::install_metrics();
+    trellis_http::ops::install_metrics();
     let listen = config.listen;
-    let ctx = open(config).await?;
-    if let Some(user) =
-        auth::bootstrap_admin(&ctx).await.map_err(|e| anyhow::anyhow!("creating the admin user: {e}"))?
-    {
+    let ctx = open(&config).await?;
+    if let Some(user) = auth::bootstrap_admin(&ctx).await.context("cannot create the admin user")? {
         tracing::info!(user_id = %user.id, email = %user.email, "created the instance administrator");
     }
-    plugin_service::load(&ctx).await.map_err(|e| anyhow::anyhow!("loading plugins: {e}"))?;
-    plugin_service::spawn_sync(ctx.clone(), std::time::Duration::from_secs(5));
-    if let Some(dir) = ctx.config.plugin_dir.clone() {
+    plugin_workers::load(&ctx, config.first_party_plugin_dir.as_deref()).await.context("cannot load plugins")?;
+    plugin_workers::spawn_sync(ctx.clone(), std::time::Duration::from_secs(5));
+    if let Some(dir) = config.plugin_dir.clone() {
         tracing::info!(dir = %dir.display(), "watching plugin directory");
-        plugin_service::spawn_directory_watcher(ctx.clone(), dir, std::time::Duration::from_secs(2));
+        plugin_workers::spawn_directory_watcher(ctx.clone(), dir, std::time::Duration::from_secs(2));
     }
-    let expiry_scanner = trellis_host::jobs::spawn_expiry_scanner(ctx.clone(), ctx.config.expiry_scan_interval);
-    let app = trellis_host::api::router(ctx.clone());
+    let expiry_scanner = trellis::jobs::spawn_expiry_scanner(ctx.clone(), config.expiry_scan_interval);
+    let app = trellis_http::router(ctx.clone(), wiring::http_settings(&config));
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())

@@ -1,3 +1,65 @@
+//! The plugin runtime's place in the process: starting it with the configuration, loading
+//! what the database holds (and the first-party plugins on the very first start), following
+//! the database, and watching the operator's plugin directory. The use cases themselves
+//! (install, activate, sync, …) are `trellis_core::plugins::service`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use trellis_core::audit::Audit;
+use trellis_core::clock::SharedClock;
+use trellis_core::crypto::MasterKey;
+use trellis_core::plugins::service::{install_as, sync, PluginService};
+use trellis_core::plugins::{Activation, PluginError, BUILT_PLUGINS_DIR, FIRST_PARTY_PLUGINS};
+use trellis_core::{Context, Error, Result, SharedContext};
+use trellis_plugin_host::{PluginRuntime, RuntimeConfig};
+use trellis_store::{DbPluginState, Store};
+
+use crate::config::Config;
+
+/// Starts this process's plugin runtime; plugin state lives (sealed) in `store`.
+pub fn start_runtime(
+    config: &Config,
+    store: &Store,
+    clock: SharedClock,
+    master_key: MasterKey,
+) -> std::result::Result<PluginService, PluginError> {
+    let mut runtime_config = RuntimeConfig::with_data_dir(&config.data_dir);
+    // Running from a cargo build tree (development, tests): share one compiled-code cache
+    // across every server started from it, so only the first start compiles.
+    if let Some(target_dir) = build_tree_target_dir() {
+        runtime_config.cache_dir = Some(target_dir.join("plugin-cache"));
+    }
+    if let Some(dir) = &config.plugin_cache_dir {
+        runtime_config.cache_dir = Some(dir.clone());
+    }
+    runtime_config.egress.allow_private_networks = config.plugin_allow_private_networks;
+    runtime_config.egress.ca_bundle = config.plugin_ca_bundle.clone();
+    if let Some(calls) = config.plugin_max_concurrent_calls {
+        runtime_config.max_concurrent_calls = calls;
+    }
+    let kinds = [
+        &mut runtime_config.limits.ca_connector,
+        &mut runtime_config.limits.integration,
+        &mut runtime_config.limits.attestation_verifier,
+    ];
+    for (limits, overrides) in kinds.into_iter().zip(config.plugin_limits) {
+        if let Some(mb) = overrides.memory_mb {
+            limits.memory_bytes = usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+        }
+        if let Some(ms) = overrides.cpu_ms {
+            limits.cpu_time = Duration::from_millis(ms);
+        }
+        if let Some(ms) = overrides.wall_ms {
+            limits.wall_time = Duration::from_millis(ms);
+        }
+    }
+    let state = DbPluginState::new(store.clone(), clock, master_key);
+    let runtime = PluginRuntime::new(runtime_config, Arc::new(state))?;
+    Ok(PluginService::new(Arc::new(runtime)))
+}
+
 /// `target/` when the binary runs from `target/<profile>/` next to built plugins.
 fn build_tree_target_dir() -> Option<PathBuf> {
     let target = std::env::current_exe().ok()?.parent()?.parent()?.to_path_buf();
@@ -6,12 +68,12 @@ fn build_tree_target_dir() -> Option<PathBuf> {
 
 /// Where the first-party plugin components are: `TRELLIS_FIRST_PARTY_PLUGIN_DIR`, else
 /// `target/plugins` next to the binary's `target/<profile>/`, else `./target/plugins`.
-pub fn first_party_dir() -> Option<PathBuf> {
-    if let Ok(dir) = std::env::var("TRELLIS_FIRST_PARTY_PLUGIN_DIR") {
-        return Some(PathBuf::from(dir));
+pub fn first_party_dir(configured: Option<&Path>) -> Option<PathBuf> {
+    if let Some(dir) = configured {
+        return Some(dir.to_path_buf());
     }
     let beside_binary = build_tree_target_dir().map(|t| t.join("plugins"));
-    [beside_binary, Some(PathBuf::from(crate::plugins::BUILT_PLUGINS_DIR))]
+    [beside_binary, Some(PathBuf::from(BUILT_PLUGINS_DIR))]
         .into_iter()
         .flatten()
         .find(|dir| dir.is_dir())
@@ -19,12 +81,12 @@ pub fn first_party_dir() -> Option<PathBuf> {
 
 /// Start-up: load what the database holds; on the very first start, install the first-party
 /// plugins. Missing first-party components are logged (run `make plugins`), not fatal.
-pub async fn load(ctx: &Context) -> Result<()> {
+pub async fn load(ctx: &Context, first_party: Option<&Path>) -> Result<()> {
     sync(ctx).await?;
     if ctx.store.any_plugin_installed().await? {
         return Ok(());
     }
-    let Some(dir) = first_party_dir() else {
+    let Some(dir) = first_party_dir(first_party) else {
         tracing::warn!("first start: no first-party plugin directory found; run `make plugins`");
         return Ok(());
     };

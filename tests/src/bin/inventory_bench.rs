@@ -1169,7 +1169,7 @@ async fn main() -> Result<()> {
     let options = parse_options()?;
     if !options.trellis.exists() {
         bail!(
-            "{} is missing: build it with `cargo build --release -p trellis-host --bin trellis` (make bench-inventory does)",
+            "{} is missing: build it with `cargo build --release -p trellis --bin trellis` (make bench-inventory does)",
             options.trellis.display()
         );
     }

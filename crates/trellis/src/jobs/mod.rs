@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::certificates;
-use crate::context::SharedContext;
+use trellis_core::certificates;
+use trellis_core::SharedContext;
 
 /// Runs the expiry scan now and then every `interval`, until the process stops.
 pub fn spawn_expiry_scanner(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHandle<()> {

@@ -1,0 +1,53 @@
+//! Builds the process: opens the store, the master key and the plugin runtime, and hands
+//! the domain its ports in one [`Context`].
+
+use std::sync::Arc;
+
+use thiserror::Error;
+use trellis_core::clock::{OsEntropy, SharedClock};
+use trellis_core::crypto::{CryptoError, MasterKey};
+use trellis_core::plugins::PluginError;
+use trellis_core::ports::StoreError;
+use trellis_core::{Context, Settings, SharedContext};
+use trellis_http::HttpSettings;
+use trellis_store::Store;
+
+use crate::config::Config;
+use crate::plugin_workers;
+
+#[derive(Debug, Error)]
+pub enum StartError {
+    #[error("master key: {0}")]
+    MasterKey(#[from] CryptoError),
+    #[error("database: {0}")]
+    Store(#[from] StoreError),
+    #[error("plugin runtime: {0}")]
+    Plugins(#[from] PluginError),
+}
+
+/// The domain's share of the configuration.
+pub fn settings(config: &Config) -> Settings {
+    Settings {
+        admin_email: config.admin_email.clone(),
+        admin_password: config.admin_password.clone(),
+        login_max_failures: config.login_max_failures,
+        login_window: config.login_window,
+    }
+}
+
+/// The HTTP layer's share of the configuration.
+pub fn http_settings(config: &Config) -> HttpSettings {
+    HttpSettings { body_limit_bytes: config.body_limit_bytes, secure_cookies: config.secure_cookies }
+}
+
+/// Opens everything a command needs and returns the shared context.
+pub async fn open(config: &Config, clock: SharedClock) -> Result<SharedContext, StartError> {
+    let entropy = Arc::new(OsEntropy);
+    let master_key = match &config.master_key {
+        Some(text) => MasterKey::parse(text)?,
+        None => MasterKey::load_or_create(&config.master_key_file, entropy.as_ref())?,
+    };
+    let store = Store::open(&config.database_url).await?;
+    let plugins = plugin_workers::start_runtime(config, &store, clock.clone(), master_key.clone())?;
+    Ok(Arc::new(Context::new(settings(config), Arc::new(store), clock, entropy, master_key, plugins)))
+}
