@@ -1,7 +1,6 @@
 //! Domain events. Each is written to the outbox in the transaction of the change that
 //! caused it; delivery workers (webhooks, integrations) read the outbox later.
 
-
 pub const CERTIFICATE_CREATED: &str = "certificate.created";
 pub const CERTIFICATE_UPDATED: &str = "certificate.updated";
 pub const CERTIFICATE_REVOKED: &str = "certificate.revoked";
@@ -37,7 +36,6 @@ pub struct OutboxEvent {
     pub created_at: i64,
     pub processed_at: Option<i64>,
 }
-
 
 /// The workspace's event feed (what webhooks and integrations receive), newest first.
 pub async fn list(

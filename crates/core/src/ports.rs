@@ -112,8 +112,7 @@ pub trait AuthWrites: Send {
     async fn insert_user(&mut self, user: &User, password_hash: &str) -> StoreResult<()>;
     async fn add_member(&mut self, workspace_id: &str, user_id: &str, role: Role, at: i64) -> StoreResult<()>;
     async fn set_current_workspace(&mut self, user_id: &str, workspace_id: &str) -> StoreResult<()>;
-    async fn insert_session(&mut self, token_hash: &str, user_id: &str, at: i64, expires_at: i64)
-        -> StoreResult<()>;
+    async fn insert_session(&mut self, token_hash: &str, user_id: &str, at: i64, expires_at: i64) -> StoreResult<()>;
     async fn delete_session(&mut self, token_hash: &str) -> StoreResult<()>;
     async fn insert_api_key(&mut self, key: &ApiKey, key_hash: &str) -> StoreResult<()>;
     async fn delete_api_key(&mut self, workspace_id: &str, id: &str) -> StoreResult<bool>;
@@ -175,8 +174,7 @@ pub trait PluginWrites: Send {
     async fn set_plugin_grants(&mut self, plugin_id: &str, hosts: &[String], at: i64) -> StoreResult<()>;
     async fn delete_plugin(&mut self, plugin_id: &str, version: Option<&str>) -> StoreResult<()>;
     async fn upsert_plugin_binding(&mut self, binding: &StoredBinding, at: i64) -> StoreResult<()>;
-    async fn delete_plugin_binding(&mut self, workspace_id: &str, kind: &str, service_type: &str)
-        -> StoreResult<bool>;
+    async fn delete_plugin_binding(&mut self, workspace_id: &str, kind: &str, service_type: &str) -> StoreResult<bool>;
 }
 
 /// A write transaction. Dropping it without [`Tx::commit`] rolls back.
@@ -215,6 +213,9 @@ impl dyn Store {
             Box::pin(async move { job(tx).await.map(|value| Box::new(value) as Box<dyn Any + Send>) })
         });
         let value = self.write_erased(erased).await?;
-        value.downcast::<T>().map(|value| *value).map_err(|_| Error::Internal("group commit returned a foreign value".into()))
+        value
+            .downcast::<T>()
+            .map(|value| *value)
+            .map_err(|_| Error::Internal("group commit returned a foreign value".into()))
     }
 }

@@ -7,15 +7,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
-use crate::extract::Authenticated;
 use crate::error::ApiResult;
+use crate::extract::Authenticated;
 use crate::extract::Query;
 use crate::{list, ListEnvelope, PageParams};
+use trellis_core::audit::AuditFilter;
 use trellis_core::audit::{self, AuditEntry};
 use trellis_core::clock::rfc3339;
 use trellis_core::context::SharedContext;
 use trellis_core::error::Error;
-use trellis_core::audit::AuditFilter;
 use trellis_core::events::OutboxEvent;
 
 pub fn routes() -> Router<SharedContext> {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::ApiResult;
-use crate::extract::{Authenticated, session_token, Json, SessionUser};
+use crate::extract::{session_token, Authenticated, Json, SessionUser};
 use crate::{created, data, RequestId};
 use trellis_core::auth::{self, ApiKey, KeyKind, User, Workspace, SESSION_COOKIE, SESSION_LIFETIME_SECS};
 use trellis_core::context::SharedContext;
@@ -115,7 +115,10 @@ impl From<Workspace> for WorkspaceDto {
 
 /// Workspaces the caller can act in.
 #[utoipa::path(get, path = "/api/workspaces", tag = "workspaces", responses((status = 200, body = [WorkspaceDto])))]
-async fn list_workspaces(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated) -> ApiResult<axum::Json<serde_json::Value>> {
+async fn list_workspaces(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+) -> ApiResult<axum::Json<serde_json::Value>> {
     let workspaces = auth::list_workspaces(&ctx, &caller).await?;
     Ok(data(workspaces.into_iter().map(WorkspaceDto::from).collect::<Vec<_>>()))
 }
@@ -171,7 +174,10 @@ fn api_key_dto(key: ApiKey, secret: Option<String>) -> ApiKeyDto {
 
 /// API keys of the workspace (never their secrets).
 #[utoipa::path(get, path = "/api/api-keys", tag = "api-keys", responses((status = 200, body = [ApiKeyDto])))]
-async fn list_api_keys(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated) -> ApiResult<axum::Json<serde_json::Value>> {
+async fn list_api_keys(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+) -> ApiResult<axum::Json<serde_json::Value>> {
     let keys = auth::list_api_keys(&ctx, &caller).await?;
     Ok(data(keys.into_iter().map(|k| api_key_dto(k, None)).collect::<Vec<_>>()))
 }

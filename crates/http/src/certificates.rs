@@ -10,7 +10,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ApiResult;
-use crate::extract::{Authenticated, numeric_id, Json, OptionalJson, Query};
+use crate::extract::{numeric_id, Authenticated, Json, OptionalJson, Query};
 use crate::{created, data, list, ListEnvelope, PageParams};
 use trellis_core::certificates::{self as inventory, Certificate, MachineIdentity, Statistics, UsageRecord};
 use trellis_core::clock::rfc3339;
@@ -318,7 +318,11 @@ async fn download_certificate(
 
 /// The private key (PEM), only for internally issued certificates; every download is audited.
 #[utoipa::path(get, path = "/api/certificates/{id}/private-key", tag = "certificates", responses((status = 200, description = "`data: { privateKey, format }`"), (status = 403, description = "PRIVATE_KEY_NOT_AVAILABLE")))]
-async fn private_key(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated, Path(id): Path<String>) -> ApiResult<Response> {
+async fn private_key(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
     let (certificate, key) = inventory::private_key(&ctx, &caller, numeric_id(&id)?).await?;
     let body = data(serde_json::json!({ "certificateId": certificate.id, "privateKey": key, "format": "pem" }));
     Ok(([(header::CACHE_CONTROL, "no-store")], body).into_response())
@@ -385,7 +389,10 @@ fn statistics_dto(stats: Statistics) -> StatisticsDto {
 
 /// Aggregated counts of the workspace's inventory.
 #[utoipa::path(get, path = "/api/certificates/stats", tag = "certificates", responses((status = 200, body = StatisticsDto)))]
-async fn statistics(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated) -> ApiResult<axum::Json<Value>> {
+async fn statistics(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+) -> ApiResult<axum::Json<Value>> {
     Ok(data(statistics_dto(inventory::statistics(&ctx, &caller).await?)))
 }
 

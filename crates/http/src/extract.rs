@@ -155,7 +155,10 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
 }
 
 fn query_rejection(rejection: QueryRejection) -> ApiError {
-    ApiError::Domain(Error::validation_with("Invalid query string", serde_json::json!({ "reason": rejection.body_text() })))
+    ApiError::Domain(Error::validation_with(
+        "Invalid query string",
+        serde_json::json!({ "reason": rejection.body_text() }),
+    ))
 }
 
 /// Parses a numeric path id, rejecting anything else with 400.

@@ -57,7 +57,10 @@ async fn install_plugin(
 }
 
 #[utoipa::path(get, path = "/api/plugins", tag = "plugins", responses((status = 200, description = "Every installed plugin with its versions (instance administrators)")))]
-async fn list_plugins(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated) -> ApiResult<axum::Json<serde_json::Value>> {
+async fn list_plugins(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+) -> ApiResult<axum::Json<serde_json::Value>> {
     Ok(data(service::list(&ctx, &caller)?))
 }
 
@@ -139,7 +142,10 @@ fn binding_dto(binding: StoredBinding) -> BindingDto {
 }
 
 #[utoipa::path(get, path = "/api/plugin-bindings", tag = "plugins", responses((status = 200, description = "The workspace's bindings: [{kind, type, pluginId}] (scope plugins:read)")))]
-async fn list_bindings(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated) -> ApiResult<axum::Json<serde_json::Value>> {
+async fn list_bindings(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+) -> ApiResult<axum::Json<serde_json::Value>> {
     let bindings: Vec<BindingDto> = service::list_bindings(&ctx, &caller).await?.into_iter().map(binding_dto).collect();
     Ok(data(bindings))
 }

@@ -33,4 +33,3 @@ pub use trellis_core::plugins::{
     PluginSummary, ReportedError, RevocationReason, RevokeRequest, StateError, StateFuture, StateScope, TestReport,
     Verdict, VerifyRequest,
 };
-

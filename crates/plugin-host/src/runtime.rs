@@ -20,12 +20,12 @@ use crate::bindings::{
 };
 use crate::call::{CallIdentity, CallState, GuestOutput, MemoryLimitHit, MemoryLimiter};
 use crate::config::{CallLimits, RuntimeConfig};
-use crate::egress::{EgressCall, EgressGrant, EgressHooks, EgressIncident, EgressPolicy, EgressRecord};
 use crate::convert::plugin_kind_from_wit;
+use crate::egress::{EgressCall, EgressGrant, EgressHooks, EgressIncident, EgressPolicy, EgressRecord};
 use crate::{
-    PluginHost, Activation, CallTarget, CertificatePage, Delivery, Event, InstallError, InstalledVersion, IssueRequest,
-    IssuedCertificate, PluginError, PluginInfo, PluginKind, PluginRef, PluginStateStore, PluginSummary, ReportedError,
-    RevokeRequest, StateScope, TestReport, Verdict, VerifyRequest,
+    Activation, CallTarget, CertificatePage, Delivery, Event, InstallError, InstalledVersion, IssueRequest,
+    IssuedCertificate, PluginError, PluginHost, PluginInfo, PluginKind, PluginRef, PluginStateStore, PluginSummary,
+    ReportedError, RevokeRequest, StateScope, TestReport, Verdict, VerifyRequest,
 };
 
 /// The WIT package version this host implements. Components built against any `0.1.x` load.
@@ -171,17 +171,6 @@ impl PluginRuntime {
 
     // ---- lifecycle ---------------------------------------------------------------------
 
-
-
-
-
-
-
-
-
-
-
-
     /// Installs every `*.wasm` file in `dir` (sorted by name). Already-installed bytes and
     /// versions count as success. Returns one result per file.
     pub async fn install_directory(&self, dir: &Path) -> Vec<(PathBuf, Result<Option<InstalledVersion>, PluginError>)> {
@@ -255,14 +244,6 @@ impl PluginRuntime {
     }
 
     // ---- calls -------------------------------------------------------------------------
-
-
-
-
-
-
-
-
 
     // ---- internals ---------------------------------------------------------------------
 
@@ -825,11 +806,7 @@ impl PluginHost for PluginRuntime {
     }
 
     /// `ca-connector.issue`.
-    async fn ca_issue(
-        &self,
-        target: &CallTarget,
-        request: &IssueRequest,
-    ) -> Result<IssuedCertificate, PluginError> {
+    async fn ca_issue(&self, target: &CallTarget, request: &IssueRequest) -> Result<IssuedCertificate, PluginError> {
         let plugin = self.resolve(target, PluginKind::CaConnector)?;
         let op = Op::Issue((&target.context).into(), target.config.to_string(), request.into());
         match self.call(&plugin, target, op).await? {

@@ -4,11 +4,11 @@ use crate::DbResult;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
+use crate::{json_column, Bind, Store, StoreResult, Tx};
+use async_trait::async_trait;
 use trellis_core::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use trellis_core::pagination::{Page, PageRequest};
-use async_trait::async_trait;
 use trellis_core::ports::{AuditReads, AuditWrites};
-use crate::{json_column, Bind, Store, StoreResult, Tx};
 
 fn entry_from_row(row: &AnyRow) -> StoreResult<AuditEntry> {
     let details: String = row.try_get("details").db()?;

@@ -4,10 +4,10 @@ use crate::DbResult;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use trellis_core::auth::{ApiKey, KeyKind, Role, Scope, User, Workspace};
-use async_trait::async_trait;
-use trellis_core::ports::{AuthReads, AuthWrites};
 use crate::{bool_column, Store, StoreError, StoreResult, Tx};
+use async_trait::async_trait;
+use trellis_core::auth::{ApiKey, KeyKind, Role, Scope, User, Workspace};
+use trellis_core::ports::{AuthReads, AuthWrites};
 
 const USER_COLUMNS: &str = "u.id, u.email, u.first_name, u.is_admin, u.current_workspace_id, u.created_at";
 const KEY_COLUMNS: &str = "id, workspace_id, name, kind, key_prefix, scopes, created_by, created_at, last_used_at";
@@ -47,7 +47,12 @@ fn workspace_from_row(row: &AnyRow, with_role: bool) -> StoreResult<Workspace> {
     } else {
         None
     };
-    Ok(Workspace { id: row.try_get("id").db()?, name: row.try_get("name").db()?, role, created_at: row.try_get("created_at").db()? })
+    Ok(Workspace {
+        id: row.try_get("id").db()?,
+        name: row.try_get("name").db()?,
+        role,
+        created_at: row.try_get("created_at").db()?,
+    })
 }
 
 #[async_trait]
@@ -79,7 +84,8 @@ impl AuthReads for Store {
             .bind(workspace_id)
             .bind(user_id)
             .fetch_optional(&self.pool)
-            .await.db()?;
+            .await
+            .db()?;
         match row {
             Some(row) => {
                 let role: String = row.try_get(0).db()?;
@@ -93,7 +99,8 @@ impl AuthReads for Store {
         let row = sqlx::query("SELECT id, name, created_at FROM workspaces WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
-            .await.db()?;
+            .await
+            .db()?;
         row.as_ref().map(|row| workspace_from_row(row, false)).transpose()
     }
 
@@ -104,7 +111,8 @@ impl AuthReads for Store {
         )
         .bind(user_id)
         .fetch_all(&self.pool)
-        .await.db()?;
+        .await
+        .db()?;
         rows.iter().map(|row| workspace_from_row(row, true)).collect()
     }
 
@@ -131,7 +139,8 @@ impl AuthWrites for Tx {
         .bind(now)
         .bind(now - 60_000)
         .execute(&mut *self.inner)
-        .await.db()?;
+        .await
+        .db()?;
         Ok(())
     }
 
@@ -144,7 +153,8 @@ impl AuthWrites for Tx {
         .bind(created_by)
         .bind(workspace.created_at)
         .execute(&mut *self.inner)
-        .await.db()?;
+        .await
+        .db()?;
         Ok(())
     }
 
@@ -170,7 +180,8 @@ impl AuthWrites for Tx {
             .bind(role.as_str())
             .bind(at)
             .execute(&mut *self.inner)
-            .await.db()?;
+            .await
+            .db()?;
         Ok(())
     }
 
@@ -179,35 +190,36 @@ impl AuthWrites for Tx {
             .bind(user_id)
             .bind(workspace_id)
             .execute(&mut *self.inner)
-            .await.db()?;
+            .await
+            .db()?;
         Ok(())
     }
 
-    async fn insert_session(
-        &mut self,
-        token_hash: &str,
-        user_id: &str,
-        at: i64,
-        expires_at: i64,
-    ) -> StoreResult<()> {
+    async fn insert_session(&mut self, token_hash: &str, user_id: &str, at: i64, expires_at: i64) -> StoreResult<()> {
         // Expired sessions of this user are swept here rather than by a separate job.
         sqlx::query("DELETE FROM sessions WHERE user_id = $1 AND expires_at <= $2")
             .bind(user_id)
             .bind(at)
             .execute(&mut *self.inner)
-            .await.db()?;
+            .await
+            .db()?;
         sqlx::query("INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)")
             .bind(token_hash)
             .bind(user_id)
             .bind(at)
             .bind(expires_at)
             .execute(&mut *self.inner)
-            .await.db()?;
+            .await
+            .db()?;
         Ok(())
     }
 
     async fn delete_session(&mut self, token_hash: &str) -> StoreResult<()> {
-        sqlx::query("DELETE FROM sessions WHERE token_hash = $1").bind(token_hash).execute(&mut *self.inner).await.db()?;
+        sqlx::query("DELETE FROM sessions WHERE token_hash = $1")
+            .bind(token_hash)
+            .execute(&mut *self.inner)
+            .await
+            .db()?;
         Ok(())
     }
 
@@ -236,7 +248,8 @@ impl AuthWrites for Tx {
             .bind(workspace_id)
             .bind(id)
             .execute(&mut *self.inner)
-            .await.db()?;
+            .await
+            .db()?;
         Ok(done.rows_affected() > 0)
     }
 }

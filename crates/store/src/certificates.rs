@@ -4,14 +4,14 @@ use crate::DbResult;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
+use crate::{bind_all, bool_column, json_column, Bind, Dialect, Store, StoreError, StoreResult, Tx};
+use async_trait::async_trait;
 use trellis_core::certificates::{
-    Certificate, CertificateFilter, CertificateUpdate, IssuanceSource, MachineIdentity, NewCertificate,
-    Statistics, Status, UsageRecord, EXPIRING_WINDOW_MS,
+    Certificate, CertificateFilter, CertificateUpdate, IssuanceSource, MachineIdentity, NewCertificate, Statistics,
+    Status, UsageRecord, EXPIRING_WINDOW_MS,
 };
 use trellis_core::pagination::{Page, PageRequest};
-use async_trait::async_trait;
 use trellis_core::ports::{CertificateReads, CertificateWrites};
-use crate::{bind_all, bool_column, json_column, Bind, Dialect, Store, StoreError, StoreResult, Tx};
 
 const CERTIFICATE_COLUMNS: &str = "id, workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
     signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, subject_alt_names, \
@@ -223,7 +223,8 @@ impl Store {
         let number: Option<Option<i64>> = sqlx::query_scalar("SELECT number FROM workspaces WHERE id = $1")
             .bind(workspace_id)
             .fetch_optional(&self.pool)
-            .await.db()?;
+            .await
+            .db()?;
         let Some(Some(number)) = number else { return Ok(None) };
         if let Ok(mut known) = self.workspace_numbers.lock() {
             known.insert(workspace_id.to_string(), number);
@@ -279,7 +280,8 @@ impl CertificateReads for Store {
             .bind(page.limit)
             .bind(page.offset)
             .fetch_all(&self.pool)
-            .await.db()?;
+            .await
+            .db()?;
         let items = rows.iter().map(certificate_from_row).collect::<StoreResult<Vec<_>>>()?;
         // A short page that is not past the end is the last one: its end is the total,
         // and the (costlier) count is skipped. Selective searches mostly end here.
@@ -311,8 +313,12 @@ impl CertificateReads for Store {
                     count.where_clause,
                     EXACT_TOTAL_LIMIT + 1
                 );
-                let matches: i64 =
-                    bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&self.pool).await.db()?.try_get(0).db()?;
+                let matches: i64 = bind_all(sqlx::query(&count_sql), &count.binds)
+                    .fetch_one(&self.pool)
+                    .await
+                    .db()?
+                    .try_get(0)
+                    .db()?;
                 (matches.min(EXACT_TOTAL_LIMIT), matches <= EXACT_TOTAL_LIMIT)
             }
         };
@@ -339,7 +345,8 @@ impl CertificateReads for Store {
         .bind(soon)
         .bind(week)
         .fetch_one(&self.pool)
-        .await.db()?;
+        .await
+        .db()?;
         let mut stats = Statistics {
             total: row.try_get(0).db()?,
             by_status: vec![
@@ -466,7 +473,8 @@ impl CertificateWrites for Tx {
             .bind(new.created_at)
             .bind(new.expiry_announced.then_some(new.created_at))
             .fetch_one(&mut *self.inner)
-            .await.db()?;
+            .await
+            .db()?;
         certificate_from_row(&row)
     }
 
@@ -481,7 +489,8 @@ impl CertificateWrites for Tx {
             .bind(workspace_id)
             .bind(id)
             .fetch_optional(&mut *self.inner)
-            .await.db()?;
+            .await
+            .db()?;
         Ok(match row {
             Some(row) => row.try_get::<Option<String>, _>(0).db()?,
             None => None,
@@ -543,7 +552,8 @@ impl CertificateWrites for Tx {
             .bind(workspace_id)
             .bind(id)
             .execute(&mut *self.inner)
-            .await.db()?;
+            .await
+            .db()?;
         Ok(done.rows_affected() > 0)
     }
 
@@ -590,12 +600,14 @@ impl CertificateWrites for Tx {
         .bind(workspace_id)
         .bind(id)
         .execute(&mut *self.inner)
-        .await.db()?;
+        .await
+        .db()?;
         let done = sqlx::query("DELETE FROM machine_identities WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
             .execute(&mut *self.inner)
-            .await.db()?;
+            .await
+            .db()?;
         Ok(done.rows_affected() > 0)
     }
 
@@ -628,7 +640,8 @@ impl CertificateWrites for Tx {
             .bind(now.saturating_add(EXPIRING_WINDOW_MS))
             .bind(limit)
             .fetch_all(&mut *self.inner)
-            .await.db()?;
+            .await
+            .db()?;
         rows.iter().map(certificate_from_row).collect()
     }
 }

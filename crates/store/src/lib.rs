@@ -18,9 +18,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{Any, AnyPool, Executor};
-use async_trait::async_trait;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 use trellis_core::ports;
 use trellis_core::Error;
@@ -50,7 +50,6 @@ impl<T> DbResult<T> for Result<T, sqlx::Error> {
         self.map_err(db)
     }
 }
-
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -117,7 +116,8 @@ impl Store {
     pub async fn open(url: &str) -> StoreResult<Self> {
         sqlx::any::install_default_drivers();
         let dialect = if url.starts_with("sqlite:") { Dialect::Sqlite } else { Dialect::Postgres };
-        let connect_err = |source: sqlx::Error| StoreError::Connect { url: redact_url(url), message: source.to_string() };
+        let connect_err =
+            |source: sqlx::Error| StoreError::Connect { url: redact_url(url), message: source.to_string() };
         let pool = match dialect {
             Dialect::Sqlite => {
                 let url = sqlite_url(url);
@@ -178,7 +178,6 @@ impl Store {
         Ok(Tx { inner, _gate: gate })
     }
 
-
     async fn migrate(&self) -> StoreResult<()> {
         let mut conn = self.pool.acquire().await.db()?;
         conn.execute(
@@ -196,7 +195,11 @@ impl Store {
             // Some migrations rebuild an index over every certificate: say so before the wait.
             tracing::info!(version = migration.version, name = migration.name, "applying migration");
             let started = std::time::Instant::now();
-            let failed = |source: sqlx::Error| StoreError::Migration { version: migration.version, name: migration.name, message: source.to_string() };
+            let failed = |source: sqlx::Error| StoreError::Migration {
+                version: migration.version,
+                name: migration.name,
+                message: source.to_string(),
+            };
             let mut tx = self.begin_tx().await?;
             sqlx::raw_sql(sql).execute(&mut *tx.inner).await.map_err(failed)?;
             sqlx::query("INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)")
@@ -311,8 +314,12 @@ impl Store {
             binds.len() + 1,
             binds.len() + 2
         );
-        let rows =
-            bind_all(sqlx::query(&list_sql), binds).bind(page.limit).bind(page.offset).fetch_all(&self.pool).await.db()?;
+        let rows = bind_all(sqlx::query(&list_sql), binds)
+            .bind(page.limit)
+            .bind(page.offset)
+            .fetch_all(&self.pool)
+            .await
+            .db()?;
         let items = rows.iter().map(map).collect::<StoreResult<Vec<_>>>()?;
         Ok(trellis_core::pagination::Page { items, total, total_exact: true, request: page })
     }

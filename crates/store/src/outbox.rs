@@ -5,11 +5,11 @@ use crate::DbResult;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
+use crate::{Bind, Store, StoreResult, Tx};
+use async_trait::async_trait;
 use trellis_core::events::{NewEvent, OutboxEvent};
 use trellis_core::pagination::{Page, PageRequest};
-use async_trait::async_trait;
 use trellis_core::ports::{EventReads, EventWrites};
-use crate::{Bind, Store, StoreResult, Tx};
 
 #[async_trait]
 impl EventReads for Store {
@@ -52,7 +52,8 @@ impl EventWrites for Tx {
             .bind(event.payload.to_string())
             .bind(event.created_at)
             .execute(&mut *self.inner)
-            .await.db()?;
+            .await
+            .db()?;
         Ok(())
     }
 }

@@ -4,15 +4,15 @@
 use crate::DbResult;
 use sqlx::Row;
 
+use crate::{Store, StoreResult, Tx};
+use async_trait::async_trait;
 use trellis_core::clock::OsEntropy;
 use trellis_core::crypto::MasterKey;
 use trellis_core::plugins::{
     NewPluginVersion, PluginStateStore, StateError, StateFuture, StateScope, StoredBinding, StoredPlugin,
     StoredPluginVersion,
 };
-use async_trait::async_trait;
 use trellis_core::ports::{PluginReads, PluginWrites};
-use crate::{Store, StoreResult, Tx};
 
 fn binding_from_row(row: &sqlx::any::AnyRow) -> StoreResult<StoredBinding> {
     Ok(StoredBinding {
@@ -33,7 +33,8 @@ impl PluginReads for Store {
         let rows =
             sqlx::query("SELECT plugin_id, version, sha256 FROM plugin_versions ORDER BY plugin_id, installed_at")
                 .fetch_all(&self.pool)
-                .await.db()?;
+                .await
+                .db()?;
         rows.iter()
             .map(|row| {
                 Ok(StoredPluginVersion {
@@ -49,7 +50,8 @@ impl PluginReads for Store {
         let row = sqlx::query("SELECT bytes FROM plugin_components WHERE sha256 = $1")
             .bind(sha256)
             .fetch_optional(&self.pool)
-            .await.db()?;
+            .await
+            .db()?;
         Ok(match row {
             Some(row) => Some(row.try_get("bytes").db()?),
             None => None,
@@ -61,7 +63,8 @@ impl PluginReads for Store {
             "SELECT plugin_id, kind, active_version, previous_versions, granted_hosts FROM plugins ORDER BY plugin_id",
         )
         .fetch_all(&self.pool)
-        .await.db()?;
+        .await
+        .db()?;
         rows.iter()
             .map(|row| {
                 let previous: String = row.try_get("previous_versions").db()?;
@@ -80,7 +83,8 @@ impl PluginReads for Store {
     async fn list_plugin_bindings(&self) -> StoreResult<Vec<StoredBinding>> {
         let rows = sqlx::query("SELECT workspace_id, kind, service_type, plugin_id FROM plugin_bindings")
             .fetch_all(&self.pool)
-            .await.db()?;
+            .await
+            .db()?;
         rows.iter().map(binding_from_row).collect()
     }
 
@@ -91,13 +95,15 @@ impl PluginReads for Store {
         )
         .bind(workspace_id)
         .fetch_all(&self.pool)
-        .await.db()?;
+        .await
+        .db()?;
         rows.iter().map(binding_from_row).collect()
     }
 
     /// Whether any plugin was ever installed (first start installs the first-party ones).
     async fn any_plugin_installed(&self) -> StoreResult<bool> {
-        let count: i64 = sqlx::query("SELECT COUNT(*) FROM plugin_versions").fetch_one(&self.pool).await.db()?.try_get(0).db()?;
+        let count: i64 =
+            sqlx::query("SELECT COUNT(*) FROM plugin_versions").fetch_one(&self.pool).await.db()?.try_get(0).db()?;
         Ok(count > 0)
     }
 }
@@ -115,7 +121,8 @@ impl PluginWrites for Tx {
         .bind(new.bytes.len() as i64)
         .bind(new.at)
         .execute(&mut *self.inner)
-        .await.db()?;
+        .await
+        .db()?;
         sqlx::query(
             "INSERT INTO plugins (plugin_id, kind, active_version, previous_versions, granted_hosts, created_at, updated_at) \
              VALUES ($1, $2, NULL, '[]', '[]', $3, $3) ON CONFLICT (plugin_id) DO NOTHING",
@@ -137,7 +144,8 @@ impl PluginWrites for Tx {
         .bind(new.installed_by)
         .bind(new.at)
         .execute(&mut *self.inner)
-        .await.db()?;
+        .await
+        .db()?;
         Ok(())
     }
 
@@ -157,7 +165,8 @@ impl PluginWrites for Tx {
         .bind(at)
         .bind(plugin_id)
         .execute(&mut *self.inner)
-        .await.db()?;
+        .await
+        .db()?;
         Ok(())
     }
 
@@ -167,7 +176,8 @@ impl PluginWrites for Tx {
             .bind(at)
             .bind(plugin_id)
             .execute(&mut *self.inner)
-            .await.db()?;
+            .await
+            .db()?;
         Ok(())
     }
 
@@ -180,20 +190,23 @@ impl PluginWrites for Tx {
                     .bind(plugin_id)
                     .bind(version)
                     .execute(&mut *self.inner)
-                    .await.db()?;
+                    .await
+                    .db()?;
             }
             None => {
                 for table in ["plugin_bindings", "plugin_versions", "plugin_state", "plugins"] {
                     sqlx::query(&format!("DELETE FROM {table} WHERE plugin_id = $1"))
                         .bind(plugin_id)
                         .execute(&mut *self.inner)
-                        .await.db()?;
+                        .await
+                        .db()?;
                 }
             }
         }
         sqlx::query("DELETE FROM plugin_components WHERE sha256 NOT IN (SELECT sha256 FROM plugin_versions)")
             .execute(&mut *self.inner)
-            .await.db()?;
+            .await
+            .db()?;
         Ok(())
     }
 
@@ -212,19 +225,15 @@ impl PluginWrites for Tx {
         Ok(())
     }
 
-    async fn delete_plugin_binding(
-        &mut self,
-        workspace_id: &str,
-        kind: &str,
-        service_type: &str,
-    ) -> StoreResult<bool> {
+    async fn delete_plugin_binding(&mut self, workspace_id: &str, kind: &str, service_type: &str) -> StoreResult<bool> {
         let done =
             sqlx::query("DELETE FROM plugin_bindings WHERE workspace_id = $1 AND kind = $2 AND service_type = $3")
                 .bind(workspace_id)
                 .bind(kind)
                 .bind(service_type)
                 .execute(&mut *self.inner)
-                .await.db()?;
+                .await
+                .db()?;
         Ok(done.rows_affected() > 0)
     }
 }
@@ -260,9 +269,9 @@ impl DbPluginState {
             Some(sealed) => {
                 let text = std::str::from_utf8(sealed)
                     .map_err(|_| StateError::Unavailable("a sealed state value is corrupt".into()))?;
-                self.master_key.open(text).map_err(|_| {
-                    StateError::Unavailable("a state value does not open with this master key".into())
-                })
+                self.master_key
+                    .open(text)
+                    .map_err(|_| StateError::Unavailable("a state value does not open with this master key".into()))
             }
         }
     }
@@ -274,7 +283,8 @@ impl DbPluginState {
                 .bind(&scope.workspace_id)
                 .bind(key)
                 .fetch_optional(&self.store.pool)
-                .await.db()?;
+                .await
+                .db()?;
         Ok(match row {
             Some(row) => Some(row.try_get("value").db()?),
             None => None,
@@ -362,7 +372,10 @@ mod tests {
         let scope = StateScope { plugin_id: "p".into(), workspace_id: "w".into() };
 
         state.set(&scope, "account", b"-----BEGIN account url-----".to_vec(), 10_000).await.expect("set");
-        assert_eq!(state.get(&scope, "account").await.expect("get").as_deref(), Some(&b"-----BEGIN account url-----"[..]));
+        assert_eq!(
+            state.get(&scope, "account").await.expect("get").as_deref(),
+            Some(&b"-----BEGIN account url-----"[..])
+        );
         let raw: Vec<u8> = sqlx::query("SELECT value FROM plugin_state WHERE state_key = 'account'")
             .fetch_one(&store.pool)
             .await

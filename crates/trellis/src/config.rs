@@ -204,7 +204,10 @@ impl Config {
         let plugin_max_concurrent_calls: Option<usize> =
             parse_env(&env, "TRELLIS_PLUGIN_MAX_CONCURRENT_CALLS")?.or(file.plugin_max_concurrent_calls);
         if plugin_max_concurrent_calls == Some(0) {
-            return Err(ConfigError::Invalid { name: "TRELLIS_PLUGIN_MAX_CONCURRENT_CALLS", message: "must be at least 1".into() });
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_PLUGIN_MAX_CONCURRENT_CALLS",
+                message: "must be at least 1".into(),
+            });
         }
         let plugin_limits = [
             plugin_limits(&env, "CA_CONNECTOR")?,
@@ -243,12 +246,16 @@ impl Config {
 /// `TRELLIS_PLUGIN_<kind>_{MEMORY_MB,CPU_MS,WALL_MS}`: positive integers when set.
 fn plugin_limits(env: &impl Fn(&str) -> Option<String>, kind: &str) -> Result<PluginLimitOverrides, ConfigError> {
     let names: [&'static str; 3] = match kind {
-        "CA_CONNECTOR" => {
-            ["TRELLIS_PLUGIN_CA_CONNECTOR_MEMORY_MB", "TRELLIS_PLUGIN_CA_CONNECTOR_CPU_MS", "TRELLIS_PLUGIN_CA_CONNECTOR_WALL_MS"]
-        }
-        "INTEGRATION" => {
-            ["TRELLIS_PLUGIN_INTEGRATION_MEMORY_MB", "TRELLIS_PLUGIN_INTEGRATION_CPU_MS", "TRELLIS_PLUGIN_INTEGRATION_WALL_MS"]
-        }
+        "CA_CONNECTOR" => [
+            "TRELLIS_PLUGIN_CA_CONNECTOR_MEMORY_MB",
+            "TRELLIS_PLUGIN_CA_CONNECTOR_CPU_MS",
+            "TRELLIS_PLUGIN_CA_CONNECTOR_WALL_MS",
+        ],
+        "INTEGRATION" => [
+            "TRELLIS_PLUGIN_INTEGRATION_MEMORY_MB",
+            "TRELLIS_PLUGIN_INTEGRATION_CPU_MS",
+            "TRELLIS_PLUGIN_INTEGRATION_WALL_MS",
+        ],
         _ => [
             "TRELLIS_PLUGIN_ATTESTATION_VERIFIER_MEMORY_MB",
             "TRELLIS_PLUGIN_ATTESTATION_VERIFIER_CPU_MS",
@@ -336,6 +343,5 @@ mod tests {
     }
 
     #[test]
-    fn database_password_is_redacted() {
-            }
+    fn database_password_is_redacted() {}
 }

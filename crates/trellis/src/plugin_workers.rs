@@ -73,10 +73,7 @@ pub fn first_party_dir(configured: Option<&Path>) -> Option<PathBuf> {
         return Some(dir.to_path_buf());
     }
     let beside_binary = build_tree_target_dir().map(|t| t.join("plugins"));
-    [beside_binary, Some(PathBuf::from(BUILT_PLUGINS_DIR))]
-        .into_iter()
-        .flatten()
-        .find(|dir| dir.is_dir())
+    [beside_binary, Some(PathBuf::from(BUILT_PLUGINS_DIR))].into_iter().flatten().find(|dir| dir.is_dir())
 }
 
 /// Start-up: load what the database holds; on the very first start, install the first-party

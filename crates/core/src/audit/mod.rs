@@ -67,7 +67,6 @@ pub struct AuditFilter {
     pub until: Option<i64>,
 }
 
-
 pub async fn list(ctx: &Context, caller: &Caller, filter: AuditFilter, page: PageRequest) -> Result<Page<AuditEntry>> {
     caller.require(Scope::AuditRead)?;
     Ok(ctx.store.list_audit(&caller.workspace_id, &filter, page).await?)

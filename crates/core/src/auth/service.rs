@@ -1,12 +1,12 @@
 //! Use cases of authentication and tenancy.
 
 use crate::audit::{self, Audit};
-use crate::unit_of_work::Target;
 use crate::auth::{parse_scopes, Actor, ApiKey, Caller, KeyKind, Role, Scope, User, Workspace};
 use crate::clock::random_hex;
 use crate::context::Context;
 use crate::crypto::{hash_password, token_digest, verify_password};
 use crate::error::{Entity, Error, Result};
+use crate::unit_of_work::Target;
 
 pub const SESSION_COOKIE: &str = "trellis_session";
 pub const SESSION_LIFETIME_SECS: i64 = 7 * 24 * 3600;
@@ -57,7 +57,11 @@ pub async fn create_user(ctx: &Context, new: NewUser) -> Result<(User, Workspace
     })?;
     change.tx().add_member(&workspace.id, &user.id, Role::Owner, now).await?;
     change.tx().set_current_workspace(&user.id, &workspace.id).await?;
-    change.audit("user.created", Target::new("user", &user.id), serde_json::json!({ "email": user.email, "admin": user.is_admin }));
+    change.audit(
+        "user.created",
+        Target::new("user", &user.id),
+        serde_json::json!({ "email": user.email, "admin": user.is_admin }),
+    );
     change.commit().await?;
     let user = User { current_workspace_id: Some(workspace.id.clone()), ..user };
     Ok((user, workspace))
@@ -244,7 +248,11 @@ async fn insert_api_key(
     let mut change = ctx.change(actor.clone(), Some(workspace_id)).await?;
     change.tx().insert_api_key(&key, &token_digest(&secret)).await?;
     let scope_names: Vec<&str> = key.scopes.iter().map(|s| s.as_str()).collect();
-    change.audit("api_key.created", Target::new("api_key", &key.id), serde_json::json!({ "name": key.name, "kind": kind.as_str(), "scopes": scope_names }));
+    change.audit(
+        "api_key.created",
+        Target::new("api_key", &key.id),
+        serde_json::json!({ "name": key.name, "kind": kind.as_str(), "scopes": scope_names }),
+    );
     change.commit().await?;
     Ok((key, secret))
 }
@@ -284,7 +292,11 @@ pub async fn create_workspace(ctx: &Context, caller: &Caller, name: &str) -> Res
     let mut change = ctx.change(Audit::of(caller), Some(&workspace.id)).await?;
     change.tx().insert_workspace(&workspace, Some(user_id)).await?;
     change.tx().add_member(&workspace.id, user_id, Role::Owner, now).await?;
-    change.audit("workspace.created", Target::new("workspace", &workspace.id), serde_json::json!({ "name": workspace.name }));
+    change.audit(
+        "workspace.created",
+        Target::new("workspace", &workspace.id),
+        serde_json::json!({ "name": workspace.name }),
+    );
     change.commit().await?;
     Ok(workspace)
 }

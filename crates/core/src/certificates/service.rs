@@ -9,11 +9,11 @@ use crate::auth::{Caller, Scope};
 use crate::certificates::{
     parse_pem, Certificate, IssuanceSource, MachineIdentity, Statistics, Status, UsageCategory, UsageRecord,
 };
+use crate::certificates::{CertificateFilter, CertificateUpdate, NewCertificate};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events;
 use crate::pagination::{Page, PageRequest};
-use crate::certificates::{CertificateFilter, CertificateUpdate, NewCertificate};
 use crate::ports::StoreError;
 use crate::unit_of_work::{Target, UnitOfWork};
 
@@ -264,7 +264,8 @@ pub async fn revoke(ctx: &Context, caller: &Caller, id: i64, reason: Option<Stri
     };
     let now = ctx.now_millis();
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
-    let current = change.tx().find_certificate(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))?;
+    let current =
+        change.tx().find_certificate(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))?;
     if current.revoked {
         return Err(Error::validation_with(
             "Certificate is already revoked",
@@ -293,7 +294,11 @@ pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
     let certificate =
         change.tx().find_certificate(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))?;
     change.tx().delete_certificate(&caller.workspace_id, id).await?;
-    change.audit("certificate.deleted", Target::new("certificate", id), json!({ "commonName": certificate.common_name, "fingerprintSha256": certificate.fingerprint_sha256 }));
+    change.audit(
+        "certificate.deleted",
+        Target::new("certificate", id),
+        json!({ "commonName": certificate.common_name, "fingerprintSha256": certificate.fingerprint_sha256 }),
+    );
     change.emit(events::CERTIFICATE_DELETED, event_data(&certificate, now));
     change.commit().await?;
     Ok(())
@@ -388,10 +393,15 @@ pub async fn private_key(ctx: &Context, caller: &Caller, id: i64) -> Result<(Cer
     if certificate.issuance_source != IssuanceSource::Internal {
         return Err(Error::PrivateKeyNotAvailable);
     }
-    let sealed = change.tx().find_private_key(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::PrivateKey))?;
+    let sealed =
+        change.tx().find_private_key(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::PrivateKey))?;
     let key = ctx.master_key.open(&sealed).map_err(|e| Error::Internal(e.to_string()))?;
     let key = String::from_utf8(key).map_err(|_| Error::Internal("stored private key is not UTF-8 PEM".into()))?;
-    change.audit("certificate.private_key_downloaded", Target::new("certificate", id), json!({ "fingerprintSha256": certificate.fingerprint_sha256 }));
+    change.audit(
+        "certificate.private_key_downloaded",
+        Target::new("certificate", id),
+        json!({ "fingerprintSha256": certificate.fingerprint_sha256 }),
+    );
     change.commit().await?;
     Ok((certificate, key))
 }
@@ -437,7 +447,11 @@ pub async fn add_usage(ctx: &Context, caller: &Caller, new: NewUsage) -> Result<
         return Err(Error::NotFound(Entity::Certificate));
     }
     let record = change.tx().insert_usage(&record).await?;
-    change.audit("certificate_usage.created", Target::new("certificate", record.certificate_id), json!({ "usageId": record.id, "host": record.host, "port": record.port }));
+    change.audit(
+        "certificate_usage.created",
+        Target::new("certificate", record.certificate_id),
+        json!({ "usageId": record.id, "host": record.host, "port": record.port }),
+    );
     change.commit().await?;
     Ok(record)
 }
@@ -482,7 +496,11 @@ pub async fn create_identity(ctx: &Context, caller: &Caller, new: NewIdentity) -
     };
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     let identity = change.tx().insert_identity(&identity).await?;
-    change.audit("machine_identity.created", Target::new("machine_identity", identity.id), json!({ "name": identity.name, "type": identity.kind }));
+    change.audit(
+        "machine_identity.created",
+        Target::new("machine_identity", identity.id),
+        json!({ "name": identity.name, "type": identity.kind }),
+    );
     change.commit().await?;
     Ok(identity)
 }

@@ -24,8 +24,13 @@ pub trait PluginHost: Send + Sync + 'static {
     fn remove(&self, id: &str, version: Option<&semver::Version>) -> Result<(), PluginError>;
     fn list(&self) -> Vec<PluginSummary>;
     fn show(&self, id: &str) -> Option<PluginSummary>;
-    fn bind(&self, workspace_id: &str, kind: PluginKind, service_type: &str, plugin_id: &str)
-        -> Result<(), PluginError>;
+    fn bind(
+        &self,
+        workspace_id: &str,
+        kind: PluginKind,
+        service_type: &str,
+        plugin_id: &str,
+    ) -> Result<(), PluginError>;
     fn unbind(&self, workspace_id: &str, kind: PluginKind, service_type: &str);
     fn grant_hosts(&self, plugin_id: &str, hosts: Vec<String>) -> Result<(), PluginError>;
     /// Sets the active version and the rollback history as the database has them.

@@ -319,7 +319,11 @@ pub async fn sync(ctx: &Context) -> Result<()> {
             Ok(installed) if installed.sha256 == stored.sha256 && installed.info.id == stored.plugin_id => {}
             Ok(installed) => {
                 tracing::error!(plugin = %stored.plugin_id, "stored component does not match its digest or id; not serving it");
-                logged(runtime.remove(&installed.info.id, Some(&installed.info.version)), &installed.info.id, "unload mismatched component");
+                logged(
+                    runtime.remove(&installed.info.id, Some(&installed.info.version)),
+                    &installed.info.id,
+                    "unload mismatched component",
+                );
             }
             Err(PluginError::Install(InstallError::DuplicateVersion { .. })) => {}
             Err(err) => {
@@ -340,7 +344,11 @@ pub async fn sync(ctx: &Context) -> Result<()> {
                         .any(|s| s.plugin_id == summary.id && s.version == v.info.version.to_string());
                     if !listed && summary.versions.len() > 1 {
                         logged(runtime.restore_activation(&summary.id, None, &[]), &summary.id, "clear activation");
-                        logged(runtime.remove(&summary.id, Some(&v.info.version)), &summary.id, "unload removed version");
+                        logged(
+                            runtime.remove(&summary.id, Some(&v.info.version)),
+                            &summary.id,
+                            "unload removed version",
+                        );
                     }
                 }
             }
@@ -350,8 +358,16 @@ pub async fn sync(ctx: &Context) -> Result<()> {
         let active = plugin.active_version.as_deref().and_then(|v| semver::Version::parse(v).ok());
         let history: Vec<semver::Version> =
             plugin.previous_versions.iter().filter_map(|v| semver::Version::parse(v).ok()).collect();
-        logged(runtime.restore_activation(&plugin.plugin_id, active.as_ref(), &history), &plugin.plugin_id, "restore activation");
-        logged(runtime.grant_hosts(&plugin.plugin_id, plugin.granted_hosts.clone()), &plugin.plugin_id, "restore grants");
+        logged(
+            runtime.restore_activation(&plugin.plugin_id, active.as_ref(), &history),
+            &plugin.plugin_id,
+            "restore activation",
+        );
+        logged(
+            runtime.grant_hosts(&plugin.plugin_id, plugin.granted_hosts.clone()),
+            &plugin.plugin_id,
+            "restore grants",
+        );
     }
     let bindings = ctx.store.list_plugin_bindings().await?;
     runtime.replace_bindings(
@@ -362,7 +378,6 @@ pub async fn sync(ctx: &Context) -> Result<()> {
     );
     Ok(())
 }
-
 
 /// `sync` carries on past one plugin's failure so that the others stay served; the failure
 /// is logged with its code, never dropped.

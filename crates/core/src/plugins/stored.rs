@@ -39,4 +39,3 @@ pub struct NewPluginVersion<'a> {
     pub installed_by: &'a str,
     pub at: i64,
 }
-

@@ -2,8 +2,6 @@
 
 use serde::Serialize;
 
-
-
 /// Which world a plugin implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -269,8 +267,6 @@ pub struct Verdict {
     pub trust_score: u8,
 }
 
-
-
 /// Which plugin serves a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PluginRef {
@@ -348,4 +344,3 @@ pub struct PluginSummary {
     /// Previously active versions, most recent last (what `rollback` walks back through).
     pub previous_versions: Vec<String>,
 }
-

@@ -9,7 +9,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::tests::{event, futures_join_all, install, runtime, target, test_config, test_limits};
-use crate::{PluginHost, CallTarget, PluginError, PluginRef};
+use crate::{CallTarget, PluginError, PluginHost, PluginRef};
 
 fn denial_reason(err: &PluginError) -> &str {
     match err {

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use crate::tests::{event, install, plugin_bytes, runtime, test_config};
-use crate::{PluginHost, Activation, CallTarget, PluginError, PluginKind, PluginRef};
+use crate::{Activation, CallTarget, PluginError, PluginHost, PluginKind, PluginRef};
 
 async fn refusal(wasm: &[u8]) -> (String, String) {
     let runtime = runtime(test_config());

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{PluginHost, 
-    Activation, CallLimits, CallTarget, Event, InMemoryStateStore, InstalledVersion, KindLimits, PluginRef,
+use crate::{
+    Activation, CallLimits, CallTarget, Event, InMemoryStateStore, InstalledVersion, KindLimits, PluginHost, PluginRef,
     PluginRuntime, RuntimeConfig,
 };
 

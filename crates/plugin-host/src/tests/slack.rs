@@ -8,7 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use crate::tests::{event, install, runtime, test_config};
-use crate::{PluginHost, CallTarget, PluginKind, PluginRef, ReportedError};
+use crate::{CallTarget, PluginHost, PluginKind, PluginRef, ReportedError};
 
 struct Received {
     head: String,

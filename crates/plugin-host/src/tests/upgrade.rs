@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::tests::{event, install, plugin_bytes, runtime, target, test_config};
-use crate::{PluginHost, Activation, CallLimits, KindLimits, PluginRuntime};
+use crate::{Activation, CallLimits, KindLimits, PluginHost, PluginRuntime};
 
 struct Sample {
     started: Instant,

@@ -3,9 +3,9 @@
 use serde_json::json;
 
 use crate::tests::{install, runtime, target, test_config};
-use crate::{PluginHost, 
-    Evidence, IssueRequest, PcrValue, PluginKind, PluginRef, ReportedError, RevocationReason, RevokeRequest,
-    VerifyRequest,
+use crate::{
+    Evidence, IssueRequest, PcrValue, PluginHost, PluginKind, PluginRef, ReportedError, RevocationReason,
+    RevokeRequest, VerifyRequest,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,10 +43,7 @@ async fn ca_connector_world_round_trip() {
     };
     runtime.ca_revoke(&ca, &revoke("abc")).await.expect("revoke");
     let err = runtime.ca_revoke(&ca, &revoke("dead")).await.expect_err("unknown serial");
-    assert!(
-        matches!(err, crate::PluginError::Reported { error: ReportedError::NotFound { .. }, .. }),
-        "{err}"
-    );
+    assert!(matches!(err, crate::PluginError::Reported { error: ReportedError::NotFound { .. }, .. }), "{err}");
 
     let first = runtime.ca_list_certificates(&ca, None, 2).await.expect("page 1");
     let second = runtime.ca_list_certificates(&ca, first.next_cursor.clone(), 2).await.expect("page 2");
