@@ -19,5 +19,8 @@ pub mod plugins;
 pub mod ports;
 pub mod unit_of_work;
 
+#[cfg(test)]
+mod testing;
+
 pub use crate::context::{Context, Settings, SharedContext};
 pub use crate::error::{Entity, Error, Result};

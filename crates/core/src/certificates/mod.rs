@@ -5,6 +5,9 @@ mod service;
 pub mod x509;
 
 pub use self::service::*;
+
+#[cfg(test)]
+mod use_case_tests;
 pub use self::x509::{parse_pem, ParsedCertificate, UsageCategory};
 
 use chrono::{DateTime, Utc};

@@ -1,0 +1,372 @@
+//! `MemoryStore`: the storage ports over a few vectors. A transaction works on a copy of the
+//! tables and swaps it in on commit, so a change that fails midway leaves nothing behind,
+//! as with a database.
+
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
+use crate::auth::{ApiKey, Role, User, Workspace};
+use crate::certificates::{
+    Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
+};
+use crate::error::Error;
+use crate::events::{NewEvent, OutboxEvent};
+use crate::pagination::{Page, PageRequest};
+use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
+use crate::ports::*;
+
+#[derive(Debug, Clone, Default)]
+pub struct Tables {
+    pub certificates: Vec<Certificate>,
+    pub audit: Vec<AuditEntry>,
+    pub events: Vec<OutboxEvent>,
+    next_id: i64,
+}
+
+impl Tables {
+    fn next_id(&mut self) -> i64 {
+        self.next_id += 1;
+        self.next_id
+    }
+}
+
+#[derive(Clone, Default)]
+pub struct MemoryStore {
+    tables: Arc<Mutex<Tables>>,
+}
+
+impl MemoryStore {
+    /// A copy of the committed tables, for assertions.
+    pub fn snapshot(&self) -> Tables {
+        self.tables.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+}
+
+pub struct MemoryTx {
+    tables: Arc<Mutex<Tables>>,
+    working: Tables,
+}
+
+fn not_faked(what: &str) -> ! {
+    panic!("MemoryStore does not fake `{what}` yet: extend crates/core/src/testing")
+}
+
+#[async_trait]
+impl CertificateReads for MemoryStore {
+    async fn find_certificate(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>> {
+        Ok(self.snapshot().certificates.into_iter().find(|c| c.workspace_id == workspace_id && c.id == id))
+    }
+    async fn list_certificates(
+        &self,
+        workspace_id: &str,
+        _filter: &CertificateFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<Certificate>> {
+        let mut mine: Vec<Certificate> =
+            self.snapshot().certificates.into_iter().filter(|c| c.workspace_id == workspace_id).collect();
+        mine.reverse();
+        let total = mine.len() as i64;
+        let items = mine.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
+        Ok(Page { items, total, total_exact: true, request: page })
+    }
+    async fn certificate_statistics(&self, _: &str, _: i64) -> StoreResult<Statistics> {
+        not_faked("certificate_statistics")
+    }
+    async fn list_usage(&self, _: &str, _: Option<i64>, _: PageRequest) -> StoreResult<Page<UsageRecord>> {
+        not_faked("list_usage")
+    }
+    async fn list_identities(&self, _: &str, _: PageRequest) -> StoreResult<Page<MachineIdentity>> {
+        not_faked("list_identities")
+    }
+    async fn find_identity(&self, _: &str, _: i64) -> StoreResult<Option<MachineIdentity>> {
+        not_faked("find_identity")
+    }
+}
+
+#[async_trait]
+impl CertificateWrites for MemoryTx {
+    async fn insert_certificate(&mut self, new: &NewCertificate<'_>) -> StoreResult<Certificate> {
+        let parsed = new.parsed;
+        let duplicate = self
+            .working
+            .certificates
+            .iter()
+            .any(|c| c.workspace_id == new.workspace_id && c.fingerprint_sha256 == parsed.fingerprint_sha256);
+        if duplicate {
+            return Err(StoreError::Unique("certificates.workspace_id, fingerprint_sha256".into()));
+        }
+        let certificate = Certificate {
+            id: self.working.next_id(),
+            workspace_id: new.workspace_id.into(),
+            common_name: parsed.common_name.clone(),
+            issuer: parsed.issuer.clone(),
+            subject: parsed.subject.clone(),
+            serial_number: parsed.serial_number.clone(),
+            not_before: parsed.not_before,
+            expires_at: parsed.expires_at,
+            signature_algorithm: parsed.signature_algorithm.clone(),
+            signature_hash: parsed.signature_hash.clone(),
+            key_algorithm: parsed.key_algorithm.clone(),
+            key_size: parsed.key_size,
+            fingerprint_sha256: parsed.fingerprint_sha256.clone(),
+            usage_category: parsed.usage_category.as_str().into(),
+            subject_alt_names: parsed.subject_alt_names.clone(),
+            is_ca: parsed.is_ca,
+            issuance_source: new.issuance_source,
+            auto_renewal: new.auto_renewal,
+            location: new.location.map(str::to_owned),
+            metadata: new.metadata.clone(),
+            ca_id: None,
+            machine_identity_id: None,
+            revoked: false,
+            revoked_at: None,
+            revocation_reason: None,
+            certificate_pem: parsed.pem.clone(),
+            has_private_key: false,
+            created_at: new.created_at,
+            updated_at: new.created_at,
+        };
+        self.working.certificates.push(certificate.clone());
+        Ok(certificate)
+    }
+    async fn find_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>> {
+        Ok(self.working.certificates.iter().find(|c| c.workspace_id == workspace_id && c.id == id).cloned())
+    }
+    async fn find_private_key(&mut self, _: &str, _: i64) -> StoreResult<Option<String>> {
+        not_faked("find_private_key")
+    }
+    async fn update_certificate(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        update: &CertificateUpdate<'_>,
+        now: i64,
+    ) -> StoreResult<Option<Certificate>> {
+        let Some(c) = self.working.certificates.iter_mut().find(|c| c.workspace_id == workspace_id && c.id == id)
+        else {
+            return Ok(None);
+        };
+        if let Some(auto_renewal) = update.auto_renewal {
+            c.auto_renewal = auto_renewal;
+        }
+        if let Some(location) = update.location {
+            c.location = location.map(str::to_owned);
+        }
+        if let Some((at, reason)) = update.revoke {
+            c.revoked = true;
+            c.revoked_at = Some(at);
+            c.revocation_reason = Some(reason.to_owned());
+        }
+        c.updated_at = now;
+        Ok(Some(c.clone()))
+    }
+    async fn delete_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool> {
+        let before = self.working.certificates.len();
+        self.working.certificates.retain(|c| !(c.workspace_id == workspace_id && c.id == id));
+        Ok(self.working.certificates.len() < before)
+    }
+    async fn insert_usage(&mut self, _: &UsageRecord) -> StoreResult<UsageRecord> {
+        not_faked("insert_usage")
+    }
+    async fn insert_identity(&mut self, _: &MachineIdentity) -> StoreResult<MachineIdentity> {
+        not_faked("insert_identity")
+    }
+    async fn delete_identity(&mut self, _: &str, _: i64) -> StoreResult<bool> {
+        not_faked("delete_identity")
+    }
+    async fn claim_expired(&mut self, _: i64, _: i64) -> StoreResult<Vec<Certificate>> {
+        not_faked("claim_expired")
+    }
+    async fn claim_expiring(&mut self, _: i64, _: i64) -> StoreResult<Vec<Certificate>> {
+        not_faked("claim_expiring")
+    }
+}
+
+#[async_trait]
+impl AuditReads for MemoryStore {
+    async fn list_audit(
+        &self,
+        workspace_id: &str,
+        _: &AuditFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<AuditEntry>> {
+        let items: Vec<AuditEntry> =
+            self.snapshot().audit.into_iter().filter(|a| a.workspace_id.as_deref() == Some(workspace_id)).collect();
+        Ok(Page { total: items.len() as i64, items, total_exact: true, request: page })
+    }
+}
+
+#[async_trait]
+impl AuditWrites for MemoryTx {
+    async fn insert_audit(&mut self, entry: &NewAuditEntry<'_>) -> StoreResult<()> {
+        let id = self.working.next_id();
+        self.working.audit.push(AuditEntry {
+            id,
+            workspace_id: entry.workspace_id.map(str::to_owned),
+            actor_type: entry.actor_type.into(),
+            actor_id: entry.actor_id.into(),
+            action: entry.action.into(),
+            target_type: entry.target_type.into(),
+            target_id: entry.target_id.map(str::to_owned),
+            request_id: entry.request_id.map(str::to_owned),
+            details: entry.details.clone(),
+            created_at: entry.created_at,
+        });
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl EventReads for MemoryStore {
+    async fn list_events(&self, _: &str, _: Option<&str>, _: PageRequest) -> StoreResult<Page<OutboxEvent>> {
+        not_faked("list_events")
+    }
+}
+
+#[async_trait]
+impl EventWrites for MemoryTx {
+    async fn insert_event(&mut self, event: &NewEvent<'_>) -> StoreResult<()> {
+        let id = self.working.next_id();
+        self.working.events.push(OutboxEvent {
+            id,
+            workspace_id: event.workspace_id.into(),
+            event_type: event.event_type.into(),
+            payload: event.payload.clone(),
+            created_at: event.created_at,
+            processed_at: None,
+        });
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl AuthReads for MemoryStore {
+    async fn count_users(&self) -> StoreResult<i64> {
+        not_faked("count_users")
+    }
+    async fn find_user_credentials(&self, _: &str) -> StoreResult<Option<(User, String)>> {
+        not_faked("find_user_credentials")
+    }
+    async fn find_session_user(&self, _: &str, _: i64) -> StoreResult<Option<User>> {
+        not_faked("find_session_user")
+    }
+    async fn find_membership(&self, _: &str, _: &str) -> StoreResult<Option<Role>> {
+        not_faked("find_membership")
+    }
+    async fn find_workspace(&self, _: &str) -> StoreResult<Option<Workspace>> {
+        not_faked("find_workspace")
+    }
+    async fn list_user_workspaces(&self, _: &str) -> StoreResult<Vec<Workspace>> {
+        not_faked("list_user_workspaces")
+    }
+    async fn find_api_key_by_hash(&self, _: &str) -> StoreResult<Option<ApiKey>> {
+        not_faked("find_api_key_by_hash")
+    }
+    async fn list_api_keys(&self, _: &str) -> StoreResult<Vec<ApiKey>> {
+        not_faked("list_api_keys")
+    }
+}
+
+#[async_trait]
+impl AuthWrites for MemoryTx {
+    async fn touch_api_key(&mut self, _: &str, _: i64) -> StoreResult<()> {
+        not_faked("touch_api_key")
+    }
+    async fn insert_workspace(&mut self, _: &Workspace, _: Option<&str>) -> StoreResult<()> {
+        not_faked("insert_workspace")
+    }
+    async fn insert_user(&mut self, _: &User, _: &str) -> StoreResult<()> {
+        not_faked("insert_user")
+    }
+    async fn add_member(&mut self, _: &str, _: &str, _: Role, _: i64) -> StoreResult<()> {
+        not_faked("add_member")
+    }
+    async fn set_current_workspace(&mut self, _: &str, _: &str) -> StoreResult<()> {
+        not_faked("set_current_workspace")
+    }
+    async fn insert_session(&mut self, _: &str, _: &str, _: i64, _: i64) -> StoreResult<()> {
+        not_faked("insert_session")
+    }
+    async fn delete_session(&mut self, _: &str) -> StoreResult<()> {
+        not_faked("delete_session")
+    }
+    async fn insert_api_key(&mut self, _: &ApiKey, _: &str) -> StoreResult<()> {
+        not_faked("insert_api_key")
+    }
+    async fn delete_api_key(&mut self, _: &str, _: &str) -> StoreResult<bool> {
+        not_faked("delete_api_key")
+    }
+}
+
+#[async_trait]
+impl PluginReads for MemoryStore {
+    async fn list_plugin_versions(&self) -> StoreResult<Vec<StoredPluginVersion>> {
+        not_faked("list_plugin_versions")
+    }
+    async fn plugin_component(&self, _: &str) -> StoreResult<Option<Vec<u8>>> {
+        not_faked("plugin_component")
+    }
+    async fn list_plugins(&self) -> StoreResult<Vec<StoredPlugin>> {
+        not_faked("list_plugins")
+    }
+    async fn list_plugin_bindings(&self) -> StoreResult<Vec<StoredBinding>> {
+        not_faked("list_plugin_bindings")
+    }
+    async fn list_workspace_plugin_bindings(&self, _: &str) -> StoreResult<Vec<StoredBinding>> {
+        not_faked("list_workspace_plugin_bindings")
+    }
+    async fn any_plugin_installed(&self) -> StoreResult<bool> {
+        not_faked("any_plugin_installed")
+    }
+}
+
+#[async_trait]
+impl PluginWrites for MemoryTx {
+    async fn insert_plugin_version(&mut self, _: &NewPluginVersion<'_>) -> StoreResult<()> {
+        not_faked("insert_plugin_version")
+    }
+    async fn set_plugin_activation(&mut self, _: &str, _: Option<&str>, _: &[String], _: i64) -> StoreResult<()> {
+        not_faked("set_plugin_activation")
+    }
+    async fn set_plugin_grants(&mut self, _: &str, _: &[String], _: i64) -> StoreResult<()> {
+        not_faked("set_plugin_grants")
+    }
+    async fn delete_plugin(&mut self, _: &str, _: Option<&str>) -> StoreResult<()> {
+        not_faked("delete_plugin")
+    }
+    async fn upsert_plugin_binding(&mut self, _: &StoredBinding, _: i64) -> StoreResult<()> {
+        not_faked("upsert_plugin_binding")
+    }
+    async fn delete_plugin_binding(&mut self, _: &str, _: &str, _: &str) -> StoreResult<bool> {
+        not_faked("delete_plugin_binding")
+    }
+}
+
+#[async_trait]
+impl Tx for MemoryTx {
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
+        let mut tables = self.tables.lock().map_err(|_| StoreError::Database("poisoned".into()))?;
+        *tables = self.working;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
+        Ok(Box::new(MemoryTx { tables: self.tables.clone(), working: self.snapshot() }))
+    }
+    async fn write_erased(&self, job: ErasedJob) -> Result<Box<dyn Any + Send>, Error> {
+        let mut tx = MemoryTx { tables: self.tables.clone(), working: self.snapshot() };
+        let value = job(&mut tx).await?;
+        Box::new(tx).commit().await?;
+        Ok(value)
+    }
+    async fn ping(&self) -> StoreResult<()> {
+        Ok(())
+    }
+    async fn close(&self) {}
+}

@@ -1,0 +1,43 @@
+//! In-memory fakes of the ports, so use cases are unit-tested without a database or a sandbox.
+//! They implement what the tests here exercise; anything else panics with a clear message,
+//! which is how a test finds out it needs more of the fake.
+
+mod memory_store;
+mod no_plugins;
+
+use std::sync::Arc;
+
+pub use self::memory_store::MemoryStore;
+pub use self::no_plugins::NoPlugins;
+use crate::auth::{Actor, Caller, Role};
+use crate::clock::{FixedClock, OsEntropy};
+use crate::context::{Context, Settings};
+use crate::crypto::MasterKey;
+use crate::plugins::service::PluginService;
+
+/// A context over `store`, stopped at `now` (RFC 3339), with no plugins installed.
+pub fn context(store: MemoryStore, now: &str) -> Context {
+    let now = chrono::DateTime::parse_from_rfc3339(now).map(|t| t.with_timezone(&chrono::Utc)).unwrap_or_default();
+    let settings =
+        Settings { login_max_failures: 5, login_window: std::time::Duration::from_secs(900), ..Settings::default() };
+    let key = MasterKey::parse(&"ab".repeat(32)).unwrap_or_else(|_| unreachable!("a valid test key"));
+    Context::new(
+        settings,
+        Arc::new(store),
+        Arc::new(FixedClock(now)),
+        Arc::new(OsEntropy),
+        key,
+        PluginService::new(Arc::new(NoPlugins)),
+    )
+}
+
+/// A workspace owner signed in to `workspace_id`.
+pub fn owner(workspace_id: &str) -> Caller {
+    Caller {
+        actor: Actor::User { id: "usr_test".into(), email: "owner@example.com".into() },
+        workspace_id: workspace_id.into(),
+        scopes: Role::Owner.scopes(),
+        instance_admin: false,
+        request_id: "req_test".into(),
+    }
+}

@@ -1,0 +1,78 @@
+//! `NoPlugins`: a plugin host with nothing installed. Every call fails as an unbound type would.
+
+use async_trait::async_trait;
+
+use crate::plugins::*;
+
+pub struct NoPlugins;
+
+fn none() -> PluginError {
+    PluginError::NotFound { id: "(no plugins in this test)".into() }
+}
+
+#[async_trait]
+impl PluginHost for NoPlugins {
+    async fn install(&self, _: &[u8], _: Activation) -> Result<InstalledVersion, PluginError> {
+        Err(none())
+    }
+    fn activate(&self, _: &str, _: &semver::Version) -> Result<(), PluginError> {
+        Err(none())
+    }
+    fn rollback(&self, _: &str) -> Result<semver::Version, PluginError> {
+        Err(none())
+    }
+    fn remove(&self, _: &str, _: Option<&semver::Version>) -> Result<(), PluginError> {
+        Err(none())
+    }
+    fn list(&self) -> Vec<PluginSummary> {
+        Vec::new()
+    }
+    fn show(&self, _: &str) -> Option<PluginSummary> {
+        None
+    }
+    fn bind(&self, _: &str, _: PluginKind, _: &str, _: &str) -> Result<(), PluginError> {
+        Err(none())
+    }
+    fn unbind(&self, _: &str, _: PluginKind, _: &str) {}
+    fn grant_hosts(&self, _: &str, _: Vec<String>) -> Result<(), PluginError> {
+        Err(none())
+    }
+    fn restore_activation(
+        &self,
+        _: &str,
+        _: Option<&semver::Version>,
+        _: &[semver::Version],
+    ) -> Result<(), PluginError> {
+        Err(none())
+    }
+    fn replace_bindings(&self, _: Vec<(String, PluginKind, String, String)>) {}
+    async fn validate_config(&self, _: &CallTarget, _: PluginKind) -> Result<(), PluginError> {
+        Err(none())
+    }
+    async fn integration_test(&self, _: &CallTarget) -> Result<TestReport, PluginError> {
+        Err(none())
+    }
+    async fn notify(&self, _: &CallTarget, _: &Event) -> Result<Delivery, PluginError> {
+        Err(none())
+    }
+    async fn ca_test_connection(&self, _: &CallTarget) -> Result<TestReport, PluginError> {
+        Err(none())
+    }
+    async fn ca_issue(&self, _: &CallTarget, _: &IssueRequest) -> Result<IssuedCertificate, PluginError> {
+        Err(none())
+    }
+    async fn ca_revoke(&self, _: &CallTarget, _: &RevokeRequest) -> Result<(), PluginError> {
+        Err(none())
+    }
+    async fn ca_list_certificates(
+        &self,
+        _: &CallTarget,
+        _: Option<String>,
+        _: u32,
+    ) -> Result<CertificatePage, PluginError> {
+        Err(none())
+    }
+    async fn verify(&self, _: &CallTarget, _: &VerifyRequest) -> Result<Verdict, PluginError> {
+        Err(none())
+    }
+}
