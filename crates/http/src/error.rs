@@ -139,3 +139,69 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+    use trellis_core::error::Error;
+    use trellis_core::plugins::{InstallError, PluginError, ReportedError};
+
+    use super::ApiError;
+
+    fn answer(err: PluginError) -> (StatusCode, &'static str) {
+        ApiError::Domain(Error::Plugin(err)).status_and_code()
+    }
+
+    fn plugin() -> String {
+        "io.example.p".into()
+    }
+
+    /// Each plugin failure has its own status and code: the caller's input 4xx, a misbehaving
+    /// plugin 502/504, an unavailable upstream 503; never an anonymous 500.
+    #[test]
+    fn plugin_failures_map_to_their_own_status_and_code() {
+        let reported = |error| PluginError::Reported { plugin: plugin(), error };
+        let cases = [
+            (PluginError::Trapped { plugin: plugin(), message: "unreachable".into() }, 502, "PLUGIN_TRAPPED"),
+            (PluginError::CpuTimeExceeded { plugin: plugin(), budget_ms: 1 }, 504, "PLUGIN_TIMEOUT"),
+            (PluginError::WallTimeExceeded { plugin: plugin(), timeout_ms: 1 }, 504, "PLUGIN_TIMEOUT"),
+            (PluginError::MemoryLimitExceeded { plugin: plugin(), limit_bytes: 1 }, 502, "PLUGIN_MEMORY_EXCEEDED"),
+            (
+                PluginError::CapabilityDenied {
+                    plugin: plugin(),
+                    capability: "http".into(),
+                    reason: "10.0.0.1".into(),
+                },
+                502,
+                "PLUGIN_EGRESS_DENIED",
+            ),
+            (PluginError::HttpResponseTooLarge { plugin: plugin(), limit_bytes: 1 }, 502, "PLUGIN_RESPONSE_TOO_LARGE"),
+            (PluginError::Overloaded { waited_ms: 1 }, 503, "SERVICE_UNAVAILABLE"),
+            (
+                reported(ReportedError::Upstream { status: Some(503), message: "down".into(), retryable: true }),
+                503,
+                "SERVICE_UNAVAILABLE",
+            ),
+            (
+                reported(ReportedError::Upstream { status: Some(400), message: "no".into(), retryable: false }),
+                502,
+                "UPSTREAM_ERROR",
+            ),
+            (reported(ReportedError::RateLimited { retry_after_secs: Some(5) }), 503, "SERVICE_UNAVAILABLE"),
+            (reported(ReportedError::InvalidInput { message: "csr".into() }), 400, "VALIDATION_ERROR"),
+            (reported(ReportedError::NotSupported { message: "revoke".into() }), 400, "UNSUPPORTED_OPERATION"),
+            (reported(ReportedError::Unauthorized { message: "key".into() }), 502, "UPSTREAM_UNAUTHORIZED"),
+            (
+                PluginError::Install(InstallError::DuplicateVersion { id: plugin(), version: "1.0.0".into() }),
+                409,
+                "CONFLICT",
+            ),
+            (PluginError::Install(InstallError::NotAComponent { detail: String::new() }), 400, "VALIDATION_ERROR"),
+            (PluginError::NotFound { id: plugin() }, 404, "NOT_FOUND"),
+        ];
+        for (err, status, code) in cases {
+            let text = err.to_string();
+            assert_eq!(answer(err), (StatusCode::from_u16(status).unwrap_or_default(), code), "{text}");
+        }
+    }
+}

@@ -8,6 +8,7 @@ pub mod docs;
 pub mod error;
 pub mod extract;
 pub mod ops;
+pub mod plugin_dto;
 mod plugins;
 
 use std::time::Instant;

@@ -3,15 +3,17 @@
 //! Install takes the component bytes as the raw request body (`application/wasm` or
 //! `application/octet-stream`), up to 32 MiB.
 
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::body::Body;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
-use crate::error::ApiResult;
-use crate::extract::{Authenticated, Json, Query, RawBody};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Authenticated, Json, Query};
+use crate::plugin_dto::{PluginDto, PluginVersionDto, TestReportDto};
 use crate::{created, data};
 use trellis_core::context::SharedContext;
 use trellis_core::plugins::service;
@@ -22,7 +24,7 @@ const MAX_COMPONENT_BYTES: usize = 32 << 20;
 
 pub fn routes() -> Router<SharedContext> {
     Router::new()
-        .route("/api/plugins", get(list_plugins).post(install_plugin).layer(DefaultBodyLimit::max(MAX_COMPONENT_BYTES)))
+        .route("/api/plugins", get(list_plugins).post(install_plugin))
         .route("/api/plugins/{id}", get(show_plugin).delete(remove_plugin))
         .route("/api/plugins/{id}/versions/{version}", delete(remove_version))
         .route("/api/plugins/{id}/versions/{version}/activate", post(activate_version))
@@ -45,15 +47,24 @@ async fn install_plugin(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
     Query(params): Query<InstallParams>,
-    RawBody(body): RawBody,
+    body: Body,
 ) -> ApiResult<Response> {
+    // Authorize before reading up to 32 MiB: a non-administrator's upload is refused unread.
+    service::authorize_install(&caller)?;
+    let body = axum::body::to_bytes(body, MAX_COMPONENT_BYTES).await.map_err(|err| {
+        if std::error::Error::source(&err).is_some_and(|source| source.is::<http_body_util::LengthLimitError>()) {
+            ApiError::PayloadTooLarge
+        } else {
+            ApiError::Domain(trellis_core::Error::validation("The request body could not be read"))
+        }
+    })?;
     let activation = match params.activate {
         Some(false) => Activation::Never,
         Some(true) => Activation::Always,
         None => Activation::IfNewer,
     };
     let installed = service::install(&ctx, &caller, &body, activation).await?;
-    Ok(created(installed))
+    Ok(created(PluginVersionDto::from(installed)))
 }
 
 #[utoipa::path(get, path = "/api/plugins", tag = "plugins", responses((status = 200, description = "Every installed plugin with its versions (instance administrators)")))]
@@ -61,7 +72,8 @@ async fn list_plugins(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    Ok(data(service::list(&ctx, &caller)?))
+    let plugins: Vec<PluginDto> = service::list(&ctx, &caller)?.into_iter().map(Into::into).collect();
+    Ok(data(plugins))
 }
 
 #[utoipa::path(get, path = "/api/plugins/{id}", tag = "plugins", params(("id" = String, Path)), responses((status = 200, description = "One plugin: id, kind, name, activeVersion, previousVersions, grantedHosts, versions[]"), (status = 404, description = "No such plugin")))]
@@ -70,7 +82,7 @@ async fn show_plugin(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    Ok(data(service::show(&ctx, &caller, &id)?))
+    Ok(data(PluginDto::from(service::show(&ctx, &caller, &id)?)))
 }
 
 #[utoipa::path(post, path = "/api/plugins/{id}/versions/{version}/activate", tag = "plugins", params(("id" = String, Path), ("version" = String, Path)), responses((status = 200, description = "The plugin after activation; calls in flight finish on their version")))]
@@ -79,7 +91,7 @@ async fn activate_version(
     Authenticated(caller): Authenticated,
     Path((id, version)): Path<(String, String)>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    Ok(data(service::activate(&ctx, &caller, &id, &version).await?))
+    Ok(data(PluginDto::from(service::activate(&ctx, &caller, &id, &version).await?)))
 }
 
 #[utoipa::path(post, path = "/api/plugins/{id}/rollback", tag = "plugins", params(("id" = String, Path)), responses((status = 200, description = "The plugin with the previously active version active again"), (status = 409, description = "Nothing to roll back to")))]
@@ -88,7 +100,7 @@ async fn rollback_plugin(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    Ok(data(service::rollback(&ctx, &caller, &id).await?))
+    Ok(data(PluginDto::from(service::rollback(&ctx, &caller, &id).await?)))
 }
 
 #[utoipa::path(delete, path = "/api/plugins/{id}", tag = "plugins", params(("id" = String, Path)), responses((status = 204, description = "Removed with its versions, bindings, grants and state")))]
@@ -123,7 +135,7 @@ async fn grant_hosts(
     Path(id): Path<String>,
     Json(body): Json<GrantBody>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    Ok(data(service::grant_hosts(&ctx, &caller, &id, body.hosts).await?))
+    Ok(data(PluginDto::from(service::grant_hosts(&ctx, &caller, &id, body.hosts).await?)))
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -183,5 +195,5 @@ async fn test_binding(
     Path((kind, service_type)): Path<(String, String)>,
     Json(body): Json<TestBody>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    Ok(data(service::test_binding(&ctx, &caller, &kind, &service_type, body.config).await?))
+    Ok(data(TestReportDto::from(service::test_binding(&ctx, &caller, &kind, &service_type, body.config).await?)))
 }

@@ -14,6 +14,7 @@ use trellis_core::clock::{FixedClock, SharedClock, SystemClock};
 use trellis_core::plugins::service as plugin_service;
 use trellis_core::plugins::Activation;
 use trellis_core::SharedContext;
+use trellis_http::plugin_dto::{PluginDto, PluginVersionDto};
 
 #[derive(Parser)]
 #[command(name = "trellis", version, about = "Trellis certificate lifecycle management")]
@@ -147,9 +148,12 @@ async fn main() -> anyhow::Result<()> {
                     let installed = plugin_service::install_as(&ctx, &Audit::system("cli"), None, &bytes, activation)
                         .await
                         .with_context(|| format!("cannot install {}", file.display()))?;
-                    println!("{}", serde_json::to_string(&installed)?);
+                    println!("{}", serde_json::to_string(&PluginVersionDto::from(installed))?);
                 }
-                PluginCommand::List => println!("{}", serde_json::to_string(&ctx.plugins.host().list())?),
+                PluginCommand::List => {
+                    let plugins: Vec<PluginDto> = ctx.plugins.host().list().into_iter().map(Into::into).collect();
+                    println!("{}", serde_json::to_string(&plugins)?)
+                }
             }
             ctx.store.close().await;
             Ok(())

@@ -107,6 +107,25 @@ async fn install_refusals_are_clear_and_only_admins_install() {
     let refused = member.post_raw("/api/plugins", "application/wasm", plugin_bytes("fixture-trap")).await;
     assert_eq!(refused.status, 403, "{}", refused.body);
     assert_eq!(member.get("/api/plugins").await.status, 403);
+    // Testing a binding makes every URL of the given config reachable: operators only.
+    let probe = member
+        .post(
+            "/api/plugin-bindings/integration/slack/test",
+            json!({ "config": { "webhookUrl": "https://example.com/x" } }),
+        )
+        .await;
+    assert_eq!(probe.status, 403, "{}", probe.body);
+}
+
+#[tokio::test]
+async fn a_large_upload_from_a_non_administrator_is_refused_unread() {
+    let server = Server::start();
+    let (member, _) = server.new_user("uploader@example.com").await;
+    // 40 MiB, over the 32 MiB component limit: read first, this would be a 413; authorized
+    // first, it is a 403 before a byte of the body is read.
+    let refused = member.post_raw("/api/plugins", "application/wasm", vec![0u8; 40 << 20]).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert_eq!(refused.error_code(), "FORBIDDEN");
 }
 
 #[tokio::test]

@@ -46,9 +46,14 @@ async fn persist_activation(tx: &mut dyn Tx, runtime: &dyn PluginHost, id: &str,
     Ok(())
 }
 
+/// Whether `caller` may install components: checked before the bytes are even read.
+pub fn authorize_install(caller: &Caller) -> Result<()> {
+    caller.require_instance_admin()
+}
+
 /// Installs a component (instance administrators only).
 pub async fn install(ctx: &Context, caller: &Caller, wasm: &[u8], activation: Activation) -> Result<InstalledVersion> {
-    caller.require_instance_admin()?;
+    authorize_install(caller)?;
     install_as(ctx, &Audit::of(caller), Some(&caller.workspace_id), wasm, activation).await
 }
 
@@ -239,7 +244,8 @@ pub async fn unbind(ctx: &Context, caller: &Caller, kind: &str, service_type: &s
     Ok(())
 }
 
-/// Runs the connection test of whatever plugin the caller's workspace binds to `service_type`,
+/// Runs the connection test of whatever plugin the caller's workspace binds to `service_type`
+/// (instance administrators only),
 /// with `config` as the record's configuration (every http(s) URL in it counts as the record's
 /// host, as it would for a stored record). Plugin failures become a failed report, so an
 /// operator sees why (the `plugin` check carries the error code).
@@ -250,7 +256,11 @@ pub async fn test_binding(
     service_type: &str,
     config: serde_json::Value,
 ) -> Result<TestReport> {
+    // Every URL in an ad-hoc configuration becomes a host the plugin may reach, so this
+    // diagnostic is the operator's: a workspace owner (any signed-up user) must not be able to
+    // point plugins at hosts of their choice and read part of the answer.
     caller.require(Scope::PluginsWrite)?;
+    caller.require_instance_admin()?;
     let kind = PluginKind::parse(kind)
         .ok_or_else(|| Error::invalid_field("kind", "must be ca-connector, integration or attestation-verifier"))?;
     let mut target = CallTarget::new(&caller.workspace_id, PluginRef::Serving(service_type.to_owned()), config);
@@ -263,10 +273,16 @@ pub async fn test_binding(
         match kind {
             PluginKind::Integration => runtime.integration_test(&target).await,
             PluginKind::CaConnector => runtime.ca_test_connection(&target).await,
+            // A verifier has nothing to connect to: what was checked is that the plugin's own
+            // validate-config accepted the configuration, and the report says exactly that.
             PluginKind::AttestationVerifier => Ok(TestReport {
                 success: true,
-                message: "configuration is valid".into(),
-                checks: vec![Check { name: "config".into(), status: CheckStatus::Pass, message: "valid".into() }],
+                message: "the verifier accepted the configuration; verifiers have no connection to test".into(),
+                checks: vec![Check {
+                    name: "validate-config".into(),
+                    status: CheckStatus::Pass,
+                    message: "accepted by the plugin".into(),
+                }],
                 details: serde_json::json!({}),
             }),
         }
