@@ -96,3 +96,22 @@ async fn sigterm_shuts_down_gracefully() {
     let status = tokio::task::block_in_place(|| server.terminate());
     assert!(status.success(), "graceful shutdown exits 0, got {status}");
 }
+
+/// A failing CLI command prints its cause chain, not just the outermost message.
+#[tokio::test]
+async fn cli_errors_print_their_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(trellis_tests::trellis_binary())
+        .args(["api-key", "create", "--workspace", "ws_x", "--name", "k", "--scopes", "certificates:read"])
+        // Nothing listens on port 1: the database cannot be reached.
+        .env("TRELLIS_DATABASE_URL", "postgres://trellis:secret@127.0.0.1:1/trellis")
+        .env("TRELLIS_DATA_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot start"), "{stderr}");
+    assert!(stderr.contains("Caused by"), "{stderr}");
+    assert!(stderr.contains("cannot open database postgres://trellis:***@127.0.0.1:1/trellis"), "{stderr}");
+    assert!(!stderr.contains("secret"), "the password leaked: {stderr}");
+}
