@@ -34,16 +34,8 @@ if command -v rustup >/dev/null 2>&1 && rustup target list --installed 2>/dev/nu
     echo "build-plugins: rustup has $TARGET; using plain cargo" >&2
     cargo build --release --target "$TARGET" "${PKGS[@]}"
 else
-    if [ ! -x /usr/bin/rustc ] || [ ! -d /usr/lib/wasm32-wasi ] || [ ! -d /usr/lib/rustlib/src/rust/library ]; then
-        if [ "$(id -u)" = 0 ]; then
-            echo "build-plugins: installing Debian rustc-web toolchain for $TARGET" >&2
-            apt-get install -y --no-install-recommends rustc-web cargo-web rust-web-src wasi-libc >&2
-        else
-            echo "build-plugins: no $TARGET toolchain. Either 'rustup target add $TARGET', or as root:" >&2
-            echo "  apt-get install -y --no-install-recommends rustc-web cargo-web rust-web-src wasi-libc" >&2
-            exit 1
-        fi
-    fi
+    # Debian's rustc-web route: install (after refreshing the package lists) and check the version.
+    "$ROOT/scripts/install-deps.sh" wasm
     # rustup's rustc ships rust-lld and wasm-component-ld; Debian's does not.
     LLD_DIR="$(rustup run stable rustc --print sysroot 2>/dev/null || rustc --print sysroot)/lib/rustlib/x86_64-unknown-linux-gnu/bin"
     echo "build-plugins: using Debian rustc ($(/usr/bin/rustc -V)) with -Z build-std" >&2

@@ -6,13 +6,9 @@ DIR=${TRELLIS_PG_DIR:-/tmp/trellis-pg}
 PORT=${TRELLIS_PG_PORT:-55432}
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
 if [ -z "$PGBIN" ]; then
-  if [ "$(id -u)" = 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql postgresql-contrib >&2
-    PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
-  else
-    echo "PostgreSQL is not installed: apt-get install postgresql" >&2
-    exit 1
-  fi
+  "$(dirname "${BASH_SOURCE[0]}")/install-deps.sh" postgres
+  PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+fi
 fi
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 if ! "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT"; then
