@@ -1,7 +1,13 @@
 //! List windows per spec §4.5: `page` is 1-indexed and clamped to ≥ 1, `limit` is
 //! clamped to [1, 100], and `offset`, when present, overrides `page`.
 
+use crate::error::{Error, Result};
+
 pub const MAX_LIMIT: i64 = 100;
+
+/// The deepest window a list serves. Nobody pages a billion items deep; beyond this the
+/// arithmetic of pages and totals would overflow, so such a request is refused with 400.
+pub const MAX_OFFSET: i64 = 1_000_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageRequest {
@@ -10,13 +16,17 @@ pub struct PageRequest {
 }
 
 impl PageRequest {
-    pub fn new(page: Option<i64>, limit: Option<i64>, offset: Option<i64>, default_limit: i64) -> Self {
+    pub fn new(page: Option<i64>, limit: Option<i64>, offset: Option<i64>, default_limit: i64) -> Result<Self> {
         let limit = limit.unwrap_or(default_limit).clamp(1, MAX_LIMIT);
+        let field = if offset.is_some() { "offset" } else { "page" };
         let offset = match offset {
             Some(offset) => offset.max(0),
             None => (page.unwrap_or(1).max(1) - 1).saturating_mul(limit),
         };
-        PageRequest { limit, offset }
+        if offset > MAX_OFFSET {
+            return Err(Error::invalid_field(field, format!("the window may start at most {MAX_OFFSET} items deep")));
+        }
+        Ok(PageRequest { limit, offset })
     }
 
     /// The 1-indexed page containing the first item of the window.
@@ -49,13 +59,24 @@ impl<T> Page<T> {
 mod tests {
     use super::*;
 
+    fn window(page: Option<i64>, limit: Option<i64>, offset: Option<i64>) -> PageRequest {
+        PageRequest::new(page, limit, offset, 50).unwrap_or_else(|err| panic!("{err}"))
+    }
+
     #[test]
     fn clamps_and_offsets() {
-        assert_eq!(PageRequest::new(Some(0), None, None, 50), PageRequest { limit: 50, offset: 0 });
-        assert_eq!(PageRequest::new(None, Some(500), None, 50).limit, 100);
-        assert_eq!(PageRequest::new(None, Some(0), None, 50).limit, 1);
-        assert_eq!(PageRequest::new(Some(3), Some(25), None, 50), PageRequest::new(None, Some(25), Some(50), 50));
-        assert_eq!(PageRequest::new(Some(9), Some(25), Some(50), 50).offset, 50);
-        assert_eq!(PageRequest::new(None, Some(25), Some(50), 50).page(), 3);
+        assert_eq!(window(Some(0), None, None), PageRequest { limit: 50, offset: 0 });
+        assert_eq!(window(None, Some(500), None).limit, 100);
+        assert_eq!(window(None, Some(0), None).limit, 1);
+        assert_eq!(window(Some(3), Some(25), None), window(None, Some(25), Some(50)));
+        assert_eq!(window(Some(9), Some(25), Some(50)).offset, 50);
+        assert_eq!(window(None, Some(25), Some(50)).page(), 3);
+    }
+
+    #[test]
+    fn windows_too_deep_are_refused_not_overflowed() {
+        assert!(PageRequest::new(None, Some(1), Some(i64::MAX), 50).is_err());
+        assert!(PageRequest::new(Some(i64::MAX), Some(100), None, 50).is_err());
+        assert!(PageRequest::new(None, Some(100), Some(MAX_OFFSET), 50).is_ok());
     }
 }

@@ -143,7 +143,7 @@ async fn list_certificates(
         usage_category: filters.usage_category,
         issuance_source: filters.issuance_source,
     };
-    let page = inventory::list(&ctx, &caller, query, page.request()).await?;
+    let page = inventory::list(&ctx, &caller, query, page.request()?).await?;
     let now = ctx.clock.now();
     Ok(list(page, |c| certificate_dto(c, now, false)))
 }
@@ -457,7 +457,7 @@ async fn list_usage(
     Query(filters): Query<UsageFilters>,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<UsageDto>>> {
-    let page = inventory::list_usage(&ctx, &caller, filters.certificate_id, page.request()).await?;
+    let page = inventory::list_usage(&ctx, &caller, filters.certificate_id, page.request()?).await?;
     Ok(list(page, usage_dto))
 }
 
@@ -527,7 +527,7 @@ async fn list_identities(
     Authenticated(caller): Authenticated,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<IdentityDto>>> {
-    Ok(list(inventory::list_identities(&ctx, &caller, page.request()).await?, identity_dto))
+    Ok(list(inventory::list_identities(&ctx, &caller, page.request()?).await?, identity_dto))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

@@ -152,7 +152,7 @@ pub struct PageParams {
 }
 
 impl PageParams {
-    pub fn request(&self) -> PageRequest {
+    pub fn request(&self) -> Result<PageRequest, Error> {
         PageRequest::new(self.page, self.limit, self.offset, 50)
     }
 }

@@ -447,8 +447,30 @@ pub(crate) fn classify_ip(ip: IpAddr) -> AddressClass {
             if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
                 return classify_v4(Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8));
             }
+            let low_v4 = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
             if s[..6] == [0, 0, 0, 0, 0, 0] && !v6.is_loopback() && !v6.is_unspecified() {
-                return classify_v4(Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8));
+                return classify_v4(low_v4);
+            }
+            // IPv4-translated `::ffff:0:a.b.c.d` (RFC 2765): judged by the IPv4 address it carries.
+            if s[..4] == [0, 0, 0, 0] && s[4] == 0xffff && s[5] == 0 {
+                return classify_v4(low_v4);
+            }
+            // Tunnels and translators whose far end the host cannot judge, refused like private
+            // ranges (metadata stays metadata): NAT64 local-use 64:ff9b:1::/48 (RFC 8215), 6to4
+            // 2002::/16 (its IPv4 in bits 16-47) and Teredo 2001::/32.
+            let nat64_local = s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1;
+            let six_to_four = s[0] == 0x2002;
+            let teredo = s[0] == 0x2001 && s[1] == 0;
+            if nat64_local || six_to_four || teredo {
+                let embedded = if six_to_four {
+                    Ipv4Addr::new((s[1] >> 8) as u8, s[1] as u8, (s[2] >> 8) as u8, s[2] as u8)
+                } else {
+                    low_v4
+                };
+                return match classify_v4(embedded) {
+                    AddressClass::Metadata => AddressClass::Metadata,
+                    _ => AddressClass::Private,
+                };
             }
             if v6 == Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254) {
                 return AddressClass::Metadata;
@@ -532,6 +554,14 @@ mod tests {
             "::ffff:10.0.0.1",
             "::ffff:127.0.0.1",
             "64:ff9b::a00:1",
+            // Tunnels and translators (issue 12): NAT64 local-use, 6to4, Teredo, IPv4-translated.
+            "64:ff9b:1::a00:1",
+            "64:ff9b:1::808:808",
+            "2002:0a00:0001::1",
+            "2002:0808:0808::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "::ffff:0:10.0.0.1",
+            "::ffff:0:127.0.0.1",
         ] {
             assert_eq!(class(ip), AddressClass::Private, "{ip}");
         }
@@ -539,9 +569,16 @@ mod tests {
 
     #[test]
     fn metadata_addresses_are_recognized_in_every_spelling() {
-        for ip in
-            ["169.254.169.254", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe", "fd00:ec2::254", "100.100.100.200"]
-        {
+        for ip in [
+            "169.254.169.254",
+            "::ffff:169.254.169.254",
+            "64:ff9b::a9fe:a9fe",
+            "fd00:ec2::254",
+            "100.100.100.200",
+            "::ffff:0:169.254.169.254",
+            "2002:a9fe:a9fe::1",
+            "64:ff9b:1::a9fe:a9fe",
+        ] {
             assert_eq!(class(ip), AddressClass::Metadata, "{ip}");
         }
     }

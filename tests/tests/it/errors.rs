@@ -77,3 +77,24 @@ async fn oversized_raw_uploads_are_413_in_the_error_shape() {
     assert_eq!(res.status, 413);
     assert_eq!(res.error_code(), "PAYLOAD_TOO_LARGE");
 }
+
+/// Windows deeper than any list serves are a 400 naming the parameter, on every list; they
+/// used to overflow the page arithmetic (a panic in debug builds, a negative page in release).
+#[tokio::test]
+async fn out_of_range_pagination_is_a_400() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    for list in
+        ["/api/certificates", "/api/audit-logs", "/api/machine-identities", "/api/certificate-usage", "/api/events"]
+    {
+        let deep = admin.get(&format!("{list}?offset=9223372036854775807&limit=1")).await;
+        assert_eq!(deep.status, 400, "{list}: {}", deep.body);
+        assert_eq!(deep.error_code(), "VALIDATION_ERROR");
+        assert_eq!(deep.body["error"]["details"]["field"], "offset", "{list}: {}", deep.body);
+        let far = admin.get(&format!("{list}?page=92233720368547758&limit=100")).await;
+        assert_eq!(far.status, 400, "{list}: {}", far.body);
+        assert_eq!(far.body["error"]["details"]["field"], "page", "{list}: {}", far.body);
+        let last = admin.get(&format!("{list}?offset=1000000000&limit=100")).await;
+        assert_eq!(last.status, 200, "{list}: {}", last.body);
+    }
+}
