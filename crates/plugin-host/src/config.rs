@@ -143,45 +143,6 @@ impl RuntimeConfig {
         }
     }
 
-    /// Applies the `TRELLIS_PLUGIN_*` environment variables that concern the runtime.
-    pub fn apply_env(mut self) -> RuntimeConfig {
-        if let Ok(value) = std::env::var("TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS") {
-            self.egress.allow_private_networks = matches!(value.trim(), "1" | "true" | "yes" | "on");
-        }
-        if let Ok(path) = std::env::var("TRELLIS_PLUGIN_CA_BUNDLE") {
-            if !path.is_empty() {
-                self.egress.ca_bundle = Some(PathBuf::from(path));
-            }
-        }
-        if let Ok(path) = std::env::var("TRELLIS_PLUGIN_CACHE_DIR") {
-            if !path.is_empty() {
-                self.cache_dir = Some(PathBuf::from(path));
-            }
-        }
-        // Per-kind limits: TRELLIS_PLUGIN_<KIND>_{MEMORY_MB,CPU_MS,WALL_MS}, KIND one of
-        // CA_CONNECTOR, INTEGRATION, ATTESTATION_VERIFIER.
-        let number = |name: String| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok());
-        for (prefix, limits) in [
-            ("CA_CONNECTOR", &mut self.limits.ca_connector),
-            ("INTEGRATION", &mut self.limits.integration),
-            ("ATTESTATION_VERIFIER", &mut self.limits.attestation_verifier),
-        ] {
-            if let Some(mb) = number(format!("TRELLIS_PLUGIN_{prefix}_MEMORY_MB")) {
-                limits.memory_bytes = usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-            }
-            if let Some(ms) = number(format!("TRELLIS_PLUGIN_{prefix}_CPU_MS")) {
-                limits.cpu_time = Duration::from_millis(ms);
-            }
-            if let Some(ms) = number(format!("TRELLIS_PLUGIN_{prefix}_WALL_MS")) {
-                limits.wall_time = Duration::from_millis(ms);
-            }
-        }
-        if let Some(n) = std::env::var("TRELLIS_PLUGIN_MAX_CONCURRENT_CALLS").ok().and_then(|v| v.parse().ok()) {
-            self.max_concurrent_calls = n;
-        }
-        self
-    }
-
     pub(crate) fn max_memory_bytes(&self) -> usize {
         self.limits.max_memory()
     }
