@@ -117,6 +117,19 @@ pub fn verify_password(password: &str, phc: &str) -> bool {
     Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok()
 }
 
+/// Argon2id runs for tens of milliseconds of CPU: off the async workers, on the blocking
+/// pool, and at most one per core at a time, so a burst of logins queues here instead of
+/// stalling every other request.
+pub async fn verify_password_off_thread(password: &str, phc: &str) -> bool {
+    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    let slots = SLOTS.get_or_init(|| {
+        tokio::sync::Semaphore::new(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
+    });
+    let Ok(_slot) = slots.acquire().await else { return false };
+    let (password, phc) = (password.to_owned(), phc.to_owned());
+    tokio::task::spawn_blocking(move || verify_password(&password, &phc)).await.unwrap_or(false)
+}
+
 /// SHA-256 of a high-entropy token (API key, session token), hex-encoded. Tokens carry
 /// 256 bits of entropy, so a fast hash is enough; a slow KDF would only cost latency.
 pub fn token_digest(token: &str) -> String {

@@ -63,9 +63,11 @@ async fn login(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request_id: axum::Extension<RequestId>,
     axum::Extension(settings): axum::Extension<crate::HttpSettings>,
+    headers: HeaderMap,
     Json(body): Json<LoginBody>,
 ) -> ApiResult<Response> {
-    let session = auth::login(&ctx, &body.email, &body.password, &peer.ip().to_string(), &request_id.0 .0).await?;
+    let client = settings.client_address(peer.ip(), &headers);
+    let session = auth::login(&ctx, &body.email, &body.password, &client.to_string(), &request_id.0 .0).await?;
     let secure = if settings.secure_cookies { "; Secure" } else { "" };
     let cookie = format!(
         "{SESSION_COOKIE}={}; HttpOnly; SameSite=Lax; Path=/; Max-Age={SESSION_LIFETIME_SECS}{secure}",

@@ -38,6 +38,42 @@ pub struct HttpSettings {
     pub body_limit_bytes: usize,
     /// Mark the session cookie `Secure` (behind HTTPS).
     pub secure_cookies: bool,
+    /// Reverse proxies whose `X-Forwarded-For` names the client: `(network, prefix length)`.
+    pub trusted_proxies: Vec<(std::net::IpAddr, u8)>,
+}
+
+impl HttpSettings {
+    /// The client's address: the peer, unless the peer is a trusted proxy, in which case the
+    /// rightmost `X-Forwarded-For` hop that is not itself a trusted proxy. A client cannot
+    /// choose its address for throttling by sending the header itself.
+    pub fn client_address(&self, peer: std::net::IpAddr, headers: &axum::http::HeaderMap) -> std::net::IpAddr {
+        if !self.is_trusted(peer) {
+            return peer;
+        }
+        let hops: Vec<std::net::IpAddr> = headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|hop| hop.trim().parse().ok())
+            .collect();
+        hops.into_iter().rev().find(|hop| !self.is_trusted(*hop)).unwrap_or(peer)
+    }
+
+    fn is_trusted(&self, address: std::net::IpAddr) -> bool {
+        self.trusted_proxies.iter().any(|(network, prefix)| in_network(address, *network, *prefix))
+    }
+}
+
+fn in_network(address: std::net::IpAddr, network: std::net::IpAddr, prefix: u8) -> bool {
+    use std::net::IpAddr;
+    let (a, n, bits) = match (address, network) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => (u128::from(u32::from(a)) << 96, u128::from(u32::from(n)) << 96, prefix),
+        (IpAddr::V6(a), IpAddr::V6(n)) => (u128::from(a), u128::from(n), prefix),
+        _ => return false,
+    };
+    let mask = if bits == 0 { 0 } else { u128::MAX << (128 - u32::from(bits.min(128))) };
+    a & mask == n & mask
 }
 
 pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {

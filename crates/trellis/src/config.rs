@@ -41,6 +41,7 @@ pub struct FileConfig {
     pub plugin_max_concurrent_calls: Option<usize>,
     pub first_party_plugin_dir: Option<PathBuf>,
     pub expiry_scan_interval_secs: Option<u64>,
+    pub trusted_proxies: Option<String>,
 }
 
 /// Operator overrides of one plugin kind's per-call limits
@@ -85,6 +86,8 @@ pub struct Config {
     pub plugin_limits: [PluginLimitOverrides; 3],
     /// Where first-party plugin components are looked up on the very first start.
     pub first_party_plugin_dir: Option<PathBuf>,
+    /// Reverse proxies whose `X-Forwarded-For` is believed: `(network, prefix length)`.
+    pub trusted_proxies: Vec<(std::net::IpAddr, u8)>,
     /// How often the expiry scanner emits certificate.expiring / certificate.expired events.
     pub expiry_scan_interval: Duration,
 }
@@ -214,7 +217,13 @@ impl Config {
             plugin_limits(&env, "INTEGRATION")?,
             plugin_limits(&env, "ATTESTATION_VERIFIER")?,
         ];
+        let trusted_proxies = match env("TRELLIS_TRUSTED_PROXIES").or(file.trusted_proxies) {
+            None => Vec::new(),
+            Some(text) => parse_networks(&text)
+                .map_err(|message| ConfigError::Invalid { name: "TRELLIS_TRUSTED_PROXIES", message })?,
+        };
         Ok(Config {
+            trusted_proxies,
             plugin_ca_bundle,
             plugin_cache_dir: env("TRELLIS_PLUGIN_CACHE_DIR").map(PathBuf::from).or(file.plugin_cache_dir),
             plugin_max_concurrent_calls,
@@ -241,6 +250,26 @@ impl Config {
                 .unwrap_or(false),
         })
     }
+}
+
+/// A comma-separated list of addresses and CIDR networks (`10.0.0.5, 10.1.0.0/16, ::1`).
+fn parse_networks(text: &str) -> Result<Vec<(std::net::IpAddr, u8)>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let (address, prefix) = item.split_once('/').unwrap_or((item, ""));
+            let address: std::net::IpAddr =
+                address.parse().map_err(|_| format!("`{item}` is not an IP address or CIDR network"))?;
+            let max = if address.is_ipv4() { 32 } else { 128 };
+            let prefix = if prefix.is_empty() {
+                max
+            } else {
+                prefix.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(|| format!("`{item}`: bad prefix length"))?
+            };
+            Ok((address, prefix))
+        })
+        .collect()
 }
 
 /// `TRELLIS_PLUGIN_<kind>_{MEMORY_MB,CPU_MS,WALL_MS}`: positive integers when set.
@@ -316,6 +345,17 @@ mod tests {
         assert_eq!(config.data_dir, PathBuf::from("./data"));
         assert_eq!(config.master_key_file, PathBuf::from("./data/master.key"));
         assert_eq!(config.body_limit_bytes, 1024 * 1024);
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_or_networks() {
+        let config = load(&[("TRELLIS_TRUSTED_PROXIES", "10.0.0.5, 10.1.0.0/16,::1")]).unwrap();
+        assert_eq!(config.trusted_proxies.len(), 3);
+        assert_eq!(config.trusted_proxies[1].1, 16);
+        let err = load(&[("TRELLIS_TRUSTED_PROXIES", "10.0.0.0/40")]).unwrap_err();
+        assert!(err.to_string().starts_with("TRELLIS_TRUSTED_PROXIES"), "{err}");
+        let err = load(&[("TRELLIS_TRUSTED_PROXIES", "proxy.example")]).unwrap_err();
+        assert!(err.to_string().starts_with("TRELLIS_TRUSTED_PROXIES"), "{err}");
     }
 
     #[test]

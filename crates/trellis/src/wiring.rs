@@ -37,7 +37,11 @@ pub fn settings(config: &Config) -> Settings {
 
 /// The HTTP layer's share of the configuration.
 pub fn http_settings(config: &Config) -> HttpSettings {
-    HttpSettings { body_limit_bytes: config.body_limit_bytes, secure_cookies: config.secure_cookies }
+    HttpSettings {
+        body_limit_bytes: config.body_limit_bytes,
+        secure_cookies: config.secure_cookies,
+        trusted_proxies: config.trusted_proxies.clone(),
+    }
 }
 
 /// Opens everything a command needs and returns the shared context.

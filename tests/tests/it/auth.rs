@@ -68,6 +68,67 @@ async fn login_is_rate_limited_after_repeated_failures() {
     assert!(res.header("retry-after").and_then(|v| v.parse::<u64>().ok()).is_some_and(|s| s > 0));
 }
 
+/// 200 wrong logins at once: the limit is checked and counted in one step, so no more than
+/// the limit get as far as the password check (they all got 401 before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_wrong_logins_cannot_race_past_the_limit() {
+    let server = Server::start_with(&[("TRELLIS_LOGIN_MAX_FAILURES", "5")]);
+    let client = Client::new(&server, None);
+    let attempts = (0..200).map(|_| {
+        let client = client.clone();
+        async move { client.post("/api/auth/login", json!({ "email": ADMIN_EMAIL, "password": "wrong" })).await.status }
+    });
+    let statuses = futures_join_all(attempts).await;
+    let unauthorized = statuses.iter().filter(|s| **s == 401).count();
+    let throttled = statuses.iter().filter(|s| **s == 429).count();
+    assert!(unauthorized <= 5, "{unauthorized} wrong logins were checked (limit 5)");
+    assert_eq!(unauthorized + throttled, 200, "{statuses:?}");
+}
+
+async fn futures_join_all<F: std::future::Future<Output = u16> + Send + 'static>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<u16> {
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for handle in handles {
+        out.push(handle.await.expect("task"));
+    }
+    out
+}
+
+/// A stranger failing on purpose locks out only themselves: the account's owner, from
+/// another address, still signs in. Client addresses come from X-Forwarded-For because the
+/// test's loopback peer is configured as a trusted proxy.
+#[tokio::test]
+async fn a_strangers_failures_do_not_lock_the_owner_out() {
+    let server = Server::start_with(&[("TRELLIS_LOGIN_MAX_FAILURES", "3"), ("TRELLIS_TRUSTED_PROXIES", "127.0.0.1")]);
+    let stranger = Client::new(&server, None).with_header("x-forwarded-for", "203.0.113.9");
+    for _ in 0..3 {
+        let res = stranger.post("/api/auth/login", json!({ "email": ADMIN_EMAIL, "password": "wrong" })).await;
+        assert_eq!(res.status, 401);
+    }
+    let res = stranger.post("/api/auth/login", json!({ "email": ADMIN_EMAIL, "password": ADMIN_PASSWORD })).await;
+    assert_eq!(res.status, 429, "the stranger's client is locked out");
+    let owner = Client::new(&server, None).with_header("x-forwarded-for", "198.51.100.7");
+    let res = owner.post("/api/auth/login", json!({ "email": ADMIN_EMAIL, "password": ADMIN_PASSWORD })).await;
+    assert_eq!(res.status, 200, "the owner must still get in: {}", res.body);
+}
+
+/// Without a trusted proxy, X-Forwarded-For is the client's own claim and is ignored: a new
+/// value per attempt does not buy new attempts.
+#[tokio::test]
+async fn forwarded_for_from_an_untrusted_peer_is_ignored() {
+    let server = Server::start_with(&[("TRELLIS_LOGIN_MAX_FAILURES", "3")]);
+    for i in 0..3 {
+        let client = Client::new(&server, None).with_header("x-forwarded-for", &format!("203.0.113.{i}"));
+        let res = client.post("/api/auth/login", json!({ "email": ADMIN_EMAIL, "password": "wrong" })).await;
+        assert_eq!(res.status, 401);
+    }
+    let client = Client::new(&server, None).with_header("x-forwarded-for", "203.0.113.99");
+    let res = client.post("/api/auth/login", json!({ "email": ADMIN_EMAIL, "password": "wrong" })).await;
+    assert_eq!(res.status, 429);
+}
+
 #[tokio::test]
 async fn api_keys_are_shown_once_and_stored_only_as_hashes() {
     let server = Server::start();

@@ -4,7 +4,7 @@ use crate::audit::{self, Audit};
 use crate::auth::{parse_scopes, Actor, ApiKey, Caller, KeyKind, Role, Scope, User, Workspace};
 use crate::clock::random_hex;
 use crate::context::Context;
-use crate::crypto::{hash_password, token_digest, verify_password};
+use crate::crypto::{hash_password, token_digest, verify_password_off_thread};
 use crate::error::{Entity, Error, Result};
 use crate::unit_of_work::Target;
 
@@ -98,25 +98,26 @@ pub async fn login(
     request_id: &str,
 ) -> Result<Session> {
     let now = ctx.clock.now();
-    if let Some(retry_after_secs) = ctx.login_limiter.retry_after(email, client_address, now) {
+    // The attempt is counted before the password is checked (one lock, no gap), so
+    // concurrent guesses cannot all get past the limit.
+    let reservation = ctx.login_limiter.reserve(email, client_address, now).map_err(|retry_after_secs| {
         tracing::warn!(target: "trellis::security", client_address, "login throttled");
-        return Err(Error::RateLimited { retry_after_secs });
-    }
+        Error::RateLimited { retry_after_secs }
+    })?;
     let email_key = email.trim().to_lowercase();
     let found = ctx.store.find_user_credentials(&email_key).await?;
     let verified = match &found {
-        Some((_, hash)) => verify_password(password, hash),
+        Some((_, hash)) => verify_password_off_thread(password, hash).await,
         None => {
-            verify_password(password, dummy_hash());
+            verify_password_off_thread(password, dummy_hash()).await;
             false
         }
     };
     let (Some((user, _)), true) = (found, verified) else {
-        ctx.login_limiter.record_failure(email, client_address, now);
         tracing::warn!(target: "trellis::security", client_address, "login failed");
         return Err(Error::Unauthorized);
     };
-    ctx.login_limiter.record_success(email);
+    ctx.login_limiter.succeeded(reservation);
     let token = random_hex(ctx.entropy.as_ref(), 32);
     let now_ms = now.timestamp_millis();
     let expires_at = now_ms + SESSION_LIFETIME_SECS * 1000;
