@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::ApiResult;
-use crate::extract::{session_token, Authenticated, Json, SessionUser};
+use crate::extract::{check_same_origin, session_token, Authenticated, Json, SessionUser};
 use crate::{created, data, RequestId};
-use trellis_core::auth::{self, ApiKey, KeyKind, User, Workspace, SESSION_COOKIE, SESSION_LIFETIME_SECS};
+use trellis_core::auth::{self, ApiKey, KeyKind, User, Workspace, SESSION_LIFETIME_SECS};
 use trellis_core::context::SharedContext;
 use trellis_core::error::Error;
 
@@ -70,7 +70,8 @@ async fn login(
     let session = auth::login(&ctx, &body.email, &body.password, &client.to_string(), &request_id.0 .0).await?;
     let secure = if settings.secure_cookies { "; Secure" } else { "" };
     let cookie = format!(
-        "{SESSION_COOKIE}={}; HttpOnly; SameSite=Lax; Path=/; Max-Age={SESSION_LIFETIME_SECS}{secure}",
+        "{}={}; HttpOnly; SameSite=Lax; Path=/; Max-Age={SESSION_LIFETIME_SECS}{secure}",
+        settings.session_cookie(),
         session.token
     );
     let body = data(serde_json::json!({ "message": "Login successful", "user": UserDto::from(session.user) }));
@@ -79,11 +80,18 @@ async fn login(
 
 /// Ends the session and clears the cookie.
 #[utoipa::path(post, path = "/api/auth/logout", tag = "auth", responses((status = 200, description = "Signed out")))]
-async fn logout(State(ctx): State<SharedContext>, headers: HeaderMap) -> ApiResult<Response> {
-    if let Some(token) = session_token(&headers) {
+async fn logout(
+    State(ctx): State<SharedContext>,
+    axum::Extension(settings): axum::Extension<crate::HttpSettings>,
+    method: axum::http::Method,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    if let Some(token) = session_token(&headers, settings.session_cookie()) {
+        check_same_origin(&method, &headers)?;
         auth::logout(&ctx, &token).await?;
     }
-    let cookie = format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Lax; Path=/; Max-Age=0");
+    let secure = if settings.secure_cookies { "; Secure" } else { "" };
+    let cookie = format!("{}=; HttpOnly; SameSite=Lax; Path=/; Max-Age=0{secure}", settings.session_cookie());
     Ok(([(header::SET_COOKIE, cookie)], data(serde_json::json!({ "message": "Logged out" }))).into_response())
 }
 

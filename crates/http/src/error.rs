@@ -22,6 +22,8 @@ pub enum ApiError {
     PayloadTooLarge,
     /// The dependency the response needs (the database) does not answer.
     Unavailable(&'static str),
+    /// A cookie-authenticated change sent from another origin (cross-site request forgery).
+    CrossOrigin,
 }
 
 impl<E: Into<Error>> From<E> for ApiError {
@@ -87,6 +89,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED"),
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
+            ApiError::CrossOrigin => (StatusCode::FORBIDDEN, "CSRF_REJECTED"),
         }
     }
 
@@ -99,6 +102,9 @@ impl ApiError {
                 "Request body exceeds the configured size limit (TRELLIS_BODY_LIMIT_BYTES)".into()
             }
             ApiError::Unavailable(what) => format!("{what} unreachable; retry later"),
+            ApiError::CrossOrigin => "A change authenticated by the session cookie must come from this origin \
+                 (Origin / Sec-Fetch-Site); scripts should use an API key"
+                .into(),
         }
     }
 }

@@ -24,7 +24,8 @@ impl FromRequestParts<SharedContext> for Authenticated {
         if let Some(key) = api_key(&parts.headers) {
             return Ok(Authenticated(auth::authenticate_key(ctx, &key, &request_id).await?));
         }
-        let token = session_token(&parts.headers).ok_or(Error::Unauthorized)?;
+        let token = session_token(&parts.headers, cookie_name(parts)).ok_or(Error::Unauthorized)?;
+        check_same_origin(&parts.method, &parts.headers)?;
         let workspace =
             parts.headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
         let (_, caller) = auth::authenticate_session(ctx, &token, workspace, &request_id).await?;
@@ -40,7 +41,8 @@ impl FromRequestParts<SharedContext> for SessionUser {
 
     async fn from_request_parts(parts: &mut Parts, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
         let request_id = request_id(parts);
-        let token = session_token(&parts.headers).ok_or(Error::Unauthorized)?;
+        let token = session_token(&parts.headers, cookie_name(parts)).ok_or(Error::Unauthorized)?;
+        check_same_origin(&parts.method, &parts.headers)?;
         let workspace =
             parts.headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
         let (user, caller) = auth::authenticate_session(ctx, &token, workspace, &request_id).await?;
@@ -61,14 +63,48 @@ fn api_key(headers: &HeaderMap) -> Option<String> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_string())
 }
 
-pub fn session_token(headers: &HeaderMap) -> Option<String> {
+/// The session cookie's name as configured (see `HttpSettings::session_cookie`).
+fn cookie_name(parts: &Parts) -> &'static str {
+    parts.extensions.get::<crate::HttpSettings>().map_or(SESSION_COOKIE, crate::HttpSettings::session_cookie)
+}
+
+/// Cross-site request forgery: a browser attaches the session cookie to requests that another
+/// site makes it send. A state-changing request authenticated by the cookie must come from
+/// this origin: `Sec-Fetch-Site` (sent by current browsers) must be `same-origin` or `none`;
+/// without it, an `Origin` header must name this host. A request with neither comes from a
+/// client that is not a browser (curl, scripts), which no other site can steer.
+pub fn check_same_origin(method: &axum::http::Method, headers: &HeaderMap) -> Result<(), ApiError> {
+    if method.is_safe() {
+        return Ok(());
+    }
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(site) = header("sec-fetch-site") {
+        return match site {
+            "same-origin" | "none" => Ok(()),
+            _ => Err(ApiError::CrossOrigin),
+        };
+    }
+    match (header("origin"), header("host")) {
+        (None, _) => Ok(()),
+        (Some(origin), Some(host)) if origin_host(origin).is_some_and(|o| o.eq_ignore_ascii_case(host)) => Ok(()),
+        _ => Err(ApiError::CrossOrigin),
+    }
+}
+
+/// `https://host:port` → `host:port`.
+fn origin_host(origin: &str) -> Option<&str> {
+    let (_, rest) = origin.split_once("://")?;
+    Some(rest.trim_end_matches('/'))
+}
+
+pub fn session_token(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == SESSION_COOKIE)
+        .find(|(cookie, _)| *cookie == name)
         .map(|(_, value)| value.to_string())
 }
 

@@ -43,6 +43,16 @@ pub struct HttpSettings {
 }
 
 impl HttpSettings {
+    /// The session cookie's name: with secure cookies on, the `__Host-` prefix makes browsers
+    /// accept it only from this origin over HTTPS, with `Path=/` and no `Domain`.
+    pub fn session_cookie(&self) -> &'static str {
+        if self.secure_cookies {
+            "__Host-trellis_session"
+        } else {
+            trellis_core::auth::SESSION_COOKIE
+        }
+    }
+
     /// The client's address: the peer, unless the peer is a trusted proxy, in which case the
     /// rightmost `X-Forwarded-For` hop that is not itself a trusted proxy. A client cannot
     /// choose its address for throttling by sending the header itself.

@@ -34,7 +34,57 @@ async fn secure_cookies_when_configured() {
     let res = Client::new(&server, None)
         .post("/api/auth/login", json!({ "email": ADMIN_EMAIL, "password": ADMIN_PASSWORD }))
         .await;
-    assert!(res.header("set-cookie").unwrap_or_default().contains("; Secure"));
+    let cookie = res.header("set-cookie").unwrap_or_default();
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    // The __Host- prefix: browsers take it only over HTTPS, from this origin, for Path=/.
+    assert!(cookie.starts_with("__Host-trellis_session="), "{cookie}");
+    assert!(cookie.contains("Path=/") && !cookie.contains("Domain"), "{cookie}");
+    let token = cookie.split(';').next().unwrap_or_default().to_string();
+    let signed_in = Client::new(&server, None).with_header("cookie", &token);
+    assert_eq!(signed_in.get("/api/auth/user").await.status, 200);
+    // The unprefixed name is not accepted when secure cookies are on.
+    let plain = token.replacen("__Host-", "", 1);
+    assert_eq!(Client::new(&server, None).with_header("cookie", &plain).get("/api/auth/user").await.status, 401);
+}
+
+/// Cross-site request forgery: a change authenticated by the session cookie must come from
+/// this origin. API keys are not cookies and are not affected.
+#[tokio::test]
+async fn cross_origin_cookie_mutations_are_refused() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let host = server.base_url.trim_start_matches("http://").to_string();
+    let pem = trellis_tests::certs::Spec::tls("csrf.example.com").pem();
+    let body = json!({ "certificate": pem });
+
+    let evil = admin.with_header("origin", "https://evil.example");
+    let res = evil.post("/api/certificates", body.clone()).await;
+    assert_eq!(res.status, 403, "{}", res.body);
+    assert_eq!(res.error_code(), "CSRF_REJECTED");
+    let res = admin
+        .with_header("sec-fetch-site", "cross-site")
+        .post("/api/api-keys", json!({ "name": "x", "scopes": ["certificates:read"] }))
+        .await;
+    assert_eq!(res.status, 403, "{}", res.body);
+    // A form post from another site (text/plain body, no JSON) is refused before it is read.
+    let form = evil.post_raw("/api/auth/logout", "text/plain", b"x".to_vec()).await;
+    assert_eq!(form.status, 403, "{}", form.body);
+    assert_eq!(admin.get("/api/auth/user").await.status, 200, "the session survived");
+    // Reads stay allowed cross-origin (they change nothing; CORS keeps the answer from the page).
+    assert_eq!(evil.get("/api/certificates").await.status, 200);
+
+    // Same origin, or a client that is not a browser (no Origin, no Sec-Fetch-Site), may change.
+    let same = admin.with_header("origin", &format!("http://{host}"));
+    assert_eq!(same.post("/api/certificates", body.clone()).await.status, 201);
+    let res = admin
+        .with_header("sec-fetch-site", "same-origin")
+        .post("/api/api-keys", json!({ "name": "y", "scopes": ["certificates:read"] }))
+        .await;
+    assert_eq!(res.status, 201, "{}", res.body);
+    let key = server.key_client(&["certificates:read", "certificates:write"]).await;
+    let keyed = key.with_header("origin", "https://evil.example");
+    let pem2 = trellis_tests::certs::Spec::tls("csrf2.example.com").pem();
+    assert_eq!(keyed.post("/api/certificates", json!({ "certificate": pem2 })).await.status, 201);
 }
 
 #[tokio::test]
