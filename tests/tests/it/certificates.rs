@@ -377,6 +377,11 @@ async fn private_keys_are_only_for_internal_certificates() {
     let res = admin.get(&format!("/api/certificates/{id}/private-key")).await;
     assert_eq!(res.status, 403);
     assert_eq!(res.error_code(), "PRIVATE_KEY_NOT_AVAILABLE");
+    // Reading the inventory is not enough to take keys: the download needs certificates:write.
+    let reader = server.key_client(&["certificates:read"]).await;
+    let res = reader.get(&format!("/api/certificates/{id}/private-key")).await;
+    assert_eq!(res.status, 403, "{}", res.body);
+    assert_eq!(res.error_code(), "INSUFFICIENT_SCOPE");
     let status = admin.get(&format!("/api/certificates/{id}/private-key-status")).await;
     assert_eq!(status.status, 200);
     assert_eq!(status.body["data"]["downloadable"], false);

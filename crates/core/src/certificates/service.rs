@@ -385,8 +385,10 @@ pub async fn private_key_status(ctx: &Context, caller: &Caller, id: i64) -> Resu
 }
 
 /// Returns the decrypted private key PEM and audits the download.
+/// Needs `certificates:write`: a key that can read the inventory must not be able to take the
+/// keys of the certificates in it.
 pub async fn private_key(ctx: &Context, caller: &Caller, id: i64) -> Result<(Certificate, String)> {
-    caller.require(Scope::CertificatesRead)?;
+    caller.require(Scope::CertificatesWrite)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     let certificate =
         change.tx().find_certificate(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))?;
