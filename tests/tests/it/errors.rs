@@ -98,3 +98,18 @@ async fn out_of_range_pagination_is_a_400() {
         assert_eq!(last.status, 200, "{list}: {}", last.body);
     }
 }
+
+/// A certificate made to be huge (a 5,000-character common name; 100 of them at 700 KB used to
+/// make one list page over 100 MB) is refused, naming the problem.
+#[tokio::test]
+async fn oversized_certificate_fields_are_refused() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let mut spec = Spec::tls("big.example.com");
+    spec.common_name = "a".repeat(5000);
+    let res = admin.post("/api/certificates", json!({ "certificate": spec.pem() })).await;
+    assert_eq!(res.status, 400, "{}", res.body);
+    assert_eq!(res.error_code(), "VALIDATION_ERROR");
+    assert!(res.body["error"]["message"].as_str().unwrap_or_default().contains("common name"), "{}", res.body);
+    assert_eq!(admin.get("/api/certificates").await.body["total"], 0);
+}

@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::certificates::{
-    parse_pem, Certificate, IssuanceSource, MachineIdentity, Statistics, Status, UsageCategory, UsageRecord,
+    parse_pem, Certificate, IssuanceSource, MachineIdentity, ParsedCertificate, Statistics, Status, UsageCategory,
+    UsageRecord,
 };
 use crate::certificates::{CertificateFilter, CertificateUpdate, NewCertificate};
 use crate::context::Context;
@@ -18,6 +19,12 @@ use crate::ports::StoreError;
 use crate::unit_of_work::{Target, UnitOfWork};
 
 const MAX_TEXT: usize = 1024;
+/// Bounds of what a certificate may carry into the inventory. Real certificates stay far below
+/// them (a DN of a few hundred characters, tens of SANs); a certificate made to be huge would
+/// otherwise make every list page that shows it huge too.
+const MAX_NAME_CHARS: usize = 1024;
+const MAX_DN_CHARS: usize = 4096;
+const MAX_SANS: usize = 1000;
 const MAX_METADATA_BYTES: usize = 64 * 1024;
 
 /// A certificate to register: the PEM plus the annotations a caller may set.
@@ -53,6 +60,7 @@ pub struct ListQuery {
 pub async fn register(ctx: &Context, caller: &Caller, registration: Registration) -> Result<Certificate> {
     caller.require(Scope::CertificatesWrite)?;
     let parsed = parse_pem(&registration.certificate)?;
+    check_certificate_size(&parsed)?;
     // `internal` means "issued by our PKI, key held here"; an import cannot claim it.
     let source = match registration.issuance_source.as_deref() {
         None => IssuanceSource::External,
@@ -585,6 +593,34 @@ fn event_data(certificate: &Certificate, now: i64) -> Value {
         "expiresAt": crate::clock::rfc3339(certificate.expires_at),
         "status": Status::at(certificate.revoked, certificate.expires_at, now).as_str(),
     })
+}
+
+fn check_certificate_size(parsed: &ParsedCertificate) -> Result<()> {
+    let too_long = |what: &str, limit: usize| {
+        Error::validation_with(
+            format!("The certificate's {what} is longer than the {limit} characters the inventory stores"),
+            json!({ "field": "certificate", "problem": format!("{what} over {limit} characters") }),
+        )
+    };
+    if parsed.common_name.chars().count() > MAX_NAME_CHARS {
+        return Err(too_long("common name", MAX_NAME_CHARS));
+    }
+    if parsed.subject.chars().count() > MAX_DN_CHARS {
+        return Err(too_long("subject", MAX_DN_CHARS));
+    }
+    if parsed.issuer.chars().count() > MAX_DN_CHARS {
+        return Err(too_long("issuer", MAX_DN_CHARS));
+    }
+    if parsed.subject_alt_names.len() > MAX_SANS {
+        return Err(Error::validation_with(
+            format!("The certificate has more than {MAX_SANS} subject alternative names"),
+            json!({ "field": "certificate", "problem": format!("over {MAX_SANS} SANs") }),
+        ));
+    }
+    if parsed.subject_alt_names.iter().any(|san| san.chars().count() > MAX_NAME_CHARS) {
+        return Err(too_long("subject alternative name", MAX_NAME_CHARS));
+    }
+    Ok(())
 }
 
 fn check_text(field: &str, text: &str) -> Result<String> {
