@@ -15,7 +15,8 @@ test: plugins
 	$(CARGO) build -p trellis --bin trellis
 	$(TEST_RUNNER) --no-fail-fast
 	# `--test it` (the black-box suite) keeps the package set, hence the build, of the first pass.
-	TRELLIS_TEST_POSTGRES_URL="$$(scripts/postgres.sh)" $(TEST_RUNNER) --test it --no-fail-fast
+	# A PostgreSQL that cannot be started fails the target (never a silent second SQLite pass).
+	url="$$(scripts/postgres.sh)" && [ -n "$$url" ] && TRELLIS_TEST_POSTGRES_URL="$$url" $(TEST_RUNNER) --test it --no-fail-fast
 
 build:
 	$(CARGO) build --release -p trellis --bin trellis

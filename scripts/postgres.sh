@@ -9,7 +9,6 @@ if [ -z "$PGBIN" ]; then
   "$(dirname "${BASH_SOURCE[0]}")/install-deps.sh" postgres
   PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 fi
-fi
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 if ! "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT"; then
   rm -rf "$DIR"

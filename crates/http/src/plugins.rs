@@ -21,6 +21,12 @@ use trellis_core::plugins::Activation;
 use trellis_core::plugins::StoredBinding;
 
 const MAX_COMPONENT_BYTES: usize = 32 << 20;
+/// Refused uploads up to this size are read and dropped before answering (see `install_plugin`).
+const DRAIN_BEFORE_REFUSING: u64 = 1 << 20;
+
+fn declared_length(headers: &axum::http::HeaderMap) -> Option<u64> {
+    headers.get(axum::http::header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
 
 pub fn routes() -> Router<SharedContext> {
     Router::new()
@@ -47,10 +53,18 @@ async fn install_plugin(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
     Query(params): Query<InstallParams>,
+    headers: axum::http::HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
     // Authorize before reading up to 32 MiB: a non-administrator's upload is refused unread.
-    service::authorize_install(&caller)?;
+    // A small body is drained first so that the client reads the refusal on a clean connection
+    // (closing with unread data makes the kernel reset it, and the client may lose the answer).
+    if let Err(refused) = service::authorize_install(&caller) {
+        if declared_length(&headers).is_some_and(|length| length <= DRAIN_BEFORE_REFUSING) {
+            let _ = axum::body::to_bytes(body, DRAIN_BEFORE_REFUSING as usize).await;
+        }
+        return Err(refused.into());
+    }
     let body = axum::body::to_bytes(body, MAX_COMPONENT_BYTES).await.map_err(|err| {
         if std::error::Error::source(&err).is_some_and(|source| source.is::<http_body_util::LengthLimitError>()) {
             ApiError::PayloadTooLarge

@@ -307,8 +307,23 @@ impl Store {
         map: fn(&sqlx::any::AnyRow) -> StoreResult<T>,
     ) -> StoreResult<trellis_core::pagination::Page<T>> {
         use sqlx::Row;
-        let count_sql = format!("SELECT COUNT(*) FROM {from} WHERE {where_clause}");
-        let total: i64 = bind_all(sqlx::query(&count_sql), binds).fetch_one(&self.pool).await.db()?.try_get(0).db()?;
+        // Count no further than needed: exact up to EXACT_TOTAL_LIMIT matches (or the end of the
+        // requested window, if deeper), a lower bound beyond, flagged by `totalExact`. An
+        // unbounded COUNT(*) over a large audit log would cost more than the page itself.
+        let count_cap = crate::certificates::EXACT_TOTAL_LIMIT.max(page.offset.saturating_add(page.limit));
+        let count_sql = format!(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM {from} WHERE {where_clause} LIMIT ${}) AS capped",
+            binds.len() + 1
+        );
+        let counted: i64 = bind_all(sqlx::query(&count_sql), binds)
+            .bind(count_cap.saturating_add(1))
+            .fetch_one(&self.pool)
+            .await
+            .db()?
+            .try_get(0)
+            .db()?;
+        let total_exact = counted <= count_cap;
+        let total = counted.min(count_cap);
         let list_sql = format!(
             "SELECT {select} FROM {from} WHERE {where_clause} ORDER BY {order_by} LIMIT ${} OFFSET ${}",
             binds.len() + 1,
@@ -321,7 +336,7 @@ impl Store {
             .await
             .db()?;
         let items = rows.iter().map(map).collect::<StoreResult<Vec<_>>>()?;
-        Ok(trellis_core::pagination::Page { items, total, total_exact: true, request: page })
+        Ok(trellis_core::pagination::Page { items, total, total_exact, request: page })
     }
 }
 

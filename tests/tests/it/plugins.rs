@@ -119,13 +119,32 @@ async fn install_refusals_are_clear_and_only_admins_install() {
 
 #[tokio::test]
 async fn a_large_upload_from_a_non_administrator_is_refused_unread() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let server = Server::start();
-    let (member, _) = server.new_user("uploader@example.com").await;
-    // 40 MiB, over the 32 MiB component limit: read first, this would be a 413; authorized
-    // first, it is a 403 before a byte of the body is read.
-    let refused = member.post_raw("/api/plugins", "application/wasm", vec![0u8; 40 << 20]).await;
-    assert_eq!(refused.status, 403, "{}", refused.body);
-    assert_eq!(refused.error_code(), "FORBIDDEN");
+    server.cli(&["user", "create", "--email", "uploader@example.com", "--password", "password-123"]).expect("user");
+    let login = trellis_tests::Client::new(&server, None)
+        .post("/api/auth/login", json!({ "email": "uploader@example.com", "password": "password-123" }))
+        .await;
+    let cookie = login.header("set-cookie").unwrap_or_default().split(';').next().unwrap_or_default().to_string();
+    // Announce 40 MiB but send only 1 KiB: a server that reads the body before authorizing
+    // waits for the rest (and would answer 413 at 32 MiB); one that authorizes first answers
+    // 403 at once.
+    let address = server.base_url.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&address).await.expect("connect");
+    let head = format!(
+        "POST /api/plugins HTTP/1.1\r\nHost: {address}\r\nCookie: {cookie}\r\nContent-Type: application/wasm\r\nContent-Length: {}\r\n\r\n",
+        40 << 20
+    );
+    stream.write_all(head.as_bytes()).await.expect("head");
+    stream.write_all(&[0u8; 1024]).await.expect("some body");
+    let mut answer = vec![0u8; 4096];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), stream.read(&mut answer))
+        .await
+        .expect("the server answered without waiting for the body")
+        .expect("read");
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(answer.contains("FORBIDDEN"), "{answer}");
 }
 
 #[tokio::test]
