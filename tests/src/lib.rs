@@ -65,7 +65,7 @@ pub struct Server {
     child: Child,
     pub base_url: String,
     pub dir: tempfile::TempDir,
-    env: Vec<(String, String)>,
+    pub env: Vec<(String, String)>,
 }
 
 impl Server {

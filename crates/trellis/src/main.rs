@@ -82,8 +82,16 @@ enum UserCommand {
     Create {
         #[arg(long)]
         email: String,
-        #[arg(long)]
-        password: String,
+        /// Read the password from the first line of standard input.
+        #[arg(long, group = "password_source")]
+        password_stdin: bool,
+        /// Read the password from the first line of a file (e.g. a secret mounted 0600).
+        #[arg(long, group = "password_source", value_name = "FILE")]
+        password_file: Option<PathBuf>,
+        /// The password on the command line: visible in `ps` and shell history, so hidden and
+        /// meant for throwaway test setups only.
+        #[arg(long, group = "password_source", hide = true)]
+        password: Option<String>,
         #[arg(long, default_value = "")]
         first_name: String,
         /// Name of the workspace created for the user.
@@ -118,7 +126,11 @@ async fn main() -> anyhow::Result<()> {
     init_tracing(config.log_format);
     match cli.command {
         Command::Serve => serve(config).await,
-        Command::User { command: UserCommand::Create { email, password, first_name, workspace, admin } } => {
+        Command::User {
+            command:
+                UserCommand::Create { email, password_stdin, password_file, password, first_name, workspace, admin },
+        } => {
+            let password = read_password(password_stdin, password_file, password)?;
             let ctx = open(&config).await?;
             let (user, workspace) =
                 auth::create_user(&ctx, NewUser { email, password, first_name, workspace_name: workspace, admin })
@@ -174,6 +186,24 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// The new user's password from stdin, a file, or (tests) the command line; never empty.
+fn read_password(stdin: bool, file: Option<PathBuf>, inline: Option<String>) -> anyhow::Result<String> {
+    let text = if stdin {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).context("cannot read the password from standard input")?;
+        line
+    } else if let Some(path) = file {
+        std::fs::read_to_string(&path).with_context(|| format!("cannot read the password file {}", path.display()))?
+    } else if let Some(inline) = inline {
+        inline
+    } else {
+        anyhow::bail!("give the password with --password-stdin or --password-file FILE");
+    };
+    let password = text.lines().next().unwrap_or_default().to_string();
+    anyhow::ensure!(!password.is_empty(), "the password is empty");
+    Ok(password)
 }
 
 /// Logs go to stderr so that subcommands can print JSON on stdout.

@@ -349,3 +349,33 @@ async fn cli_creates_users_and_keys() {
         server.cli_raw(&["api-key", "create", "--workspace", workspace, "--name", "x", "--scopes", "nope"]).unwrap();
     assert!(!bad_scope.status.success());
 }
+
+/// Passwords reach `trellis user create` from stdin or a file, not the command line (where `ps`
+/// and shell history would show them); without one the command says how to give it.
+#[tokio::test]
+async fn the_cli_reads_passwords_from_stdin_or_a_file() {
+    use std::io::Write;
+    let server = Server::start();
+    let mut child = std::process::Command::new(trellis_tests::trellis_binary())
+        .args(["user", "create", "--email", "stdin@example.com", "--password-stdin"])
+        .envs(server.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"from-stdin-123\n").unwrap();
+    assert!(child.wait_with_output().unwrap().status.success());
+    server.login("stdin@example.com", "from-stdin-123").await;
+
+    let file = server.dir.path().join("password.txt");
+    std::fs::write(&file, "from-a-file-123\n").unwrap();
+    let out = server
+        .cli_raw(&["user", "create", "--email", "file@example.com", "--password-file", file.to_str().unwrap()])
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    server.login("file@example.com", "from-a-file-123").await;
+
+    let out = server.cli_raw(&["user", "create", "--email", "none@example.com"]).unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--password-stdin"));
+}
