@@ -24,6 +24,10 @@ pub enum ApiError {
     Unavailable(&'static str),
     /// A cookie-authenticated change sent from another origin (cross-site request forgery).
     CrossOrigin,
+    /// The request took longer than the configured timeout (seconds).
+    Timeout(u64),
+    /// Every request slot is taken.
+    Busy,
 }
 
 impl<E: Into<Error>> From<E> for ApiError {
@@ -90,6 +94,8 @@ impl ApiError {
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
             ApiError::CrossOrigin => (StatusCode::FORBIDDEN, "CSRF_REJECTED"),
+            ApiError::Timeout(_) => (StatusCode::REQUEST_TIMEOUT, "REQUEST_TIMEOUT"),
+            ApiError::Busy => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
         }
     }
 
@@ -102,6 +108,10 @@ impl ApiError {
                 "Request body exceeds the configured size limit (TRELLIS_BODY_LIMIT_BYTES)".into()
             }
             ApiError::Unavailable(what) => format!("{what} unreachable; retry later"),
+            ApiError::Timeout(secs) => {
+                format!("The request took longer than {secs} s (TRELLIS_REQUEST_TIMEOUT_SECS); send it again")
+            }
+            ApiError::Busy => "The server is handling as many requests as it accepts; retry shortly".into(),
             ApiError::CrossOrigin => "A change authenticated by the session cookie must come from this origin \
                  (Origin / Sec-Fetch-Site); scripts should use an API key"
                 .into(),
@@ -130,6 +140,7 @@ impl IntoResponse for ApiError {
                 None
             }
             ApiError::Domain(Error::RateLimited { retry_after_secs }) => Some(*retry_after_secs),
+            ApiError::Busy => Some(1),
             ApiError::Domain(Error::Plugin(err)) => {
                 body["error"]["details"] = json!({ "code": err.code() });
                 err.retry_after_secs()

@@ -11,6 +11,7 @@ pub mod ops;
 pub mod plugin_dto;
 mod plugins;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
@@ -40,6 +41,10 @@ pub struct HttpSettings {
     pub secure_cookies: bool,
     /// Reverse proxies whose `X-Forwarded-For` names the client: `(network, prefix length)`.
     pub trusted_proxies: Vec<(std::net::IpAddr, u8)>,
+    /// A request (reading its body included) that takes longer is answered 408.
+    pub request_timeout: std::time::Duration,
+    /// Requests handled at once; more are answered 503 with `Retry-After` at once.
+    pub max_concurrent_requests: usize,
 }
 
 impl HttpSettings {
@@ -98,6 +103,7 @@ pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(Arc::new(Admission::new(&settings)), admit))
         .layer(axum::Extension(settings))
         .layer(axum::middleware::from_fn_with_state(ctx.clone(), observe))
         .layer(CatchPanicLayer::custom(panic_response))
@@ -115,6 +121,34 @@ async fn method_not_allowed() -> ApiError {
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     tracing::error!("handler panicked");
     ApiError::Domain(Error::Internal("handler panicked".into())).into_response()
+}
+
+/// Bounds on the requests being served: how many at once, and for how long each.
+struct Admission {
+    slots: tokio::sync::Semaphore,
+    timeout: std::time::Duration,
+}
+
+impl Admission {
+    fn new(settings: &HttpSettings) -> Self {
+        Admission {
+            slots: tokio::sync::Semaphore::new(settings.max_concurrent_requests.max(1)),
+            timeout: settings.request_timeout,
+        }
+    }
+}
+
+/// A slow client (a body trickling in) or a stuck handler holds a slot only until the
+/// timeout; when every slot is taken, new requests are refused at once rather than queued
+/// without bound.
+async fn admit(State(admission): State<Arc<Admission>>, request: Request<Body>, next: Next) -> Response {
+    let Ok(_slot) = admission.slots.try_acquire() else {
+        return ApiError::Busy.into_response();
+    };
+    match tokio::time::timeout(admission.timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Timeout(admission.timeout.as_secs()).into_response(),
+    }
 }
 
 /// Assigns the request id, opens the request's tracing span, and records metrics

@@ -42,6 +42,8 @@ pub struct FileConfig {
     pub first_party_plugin_dir: Option<PathBuf>,
     pub expiry_scan_interval_secs: Option<u64>,
     pub trusted_proxies: Option<String>,
+    pub request_timeout_secs: Option<u64>,
+    pub max_concurrent_requests: Option<usize>,
 }
 
 /// Operator overrides of one plugin kind's per-call limits
@@ -88,6 +90,8 @@ pub struct Config {
     pub first_party_plugin_dir: Option<PathBuf>,
     /// Reverse proxies whose `X-Forwarded-For` is believed: `(network, prefix length)`.
     pub trusted_proxies: Vec<(std::net::IpAddr, u8)>,
+    pub request_timeout: Duration,
+    pub max_concurrent_requests: usize,
     /// How often the expiry scanner emits certificate.expiring / certificate.expired events.
     pub expiry_scan_interval: Duration,
 }
@@ -222,7 +226,25 @@ impl Config {
             Some(text) => parse_networks(&text)
                 .map_err(|message| ConfigError::Invalid { name: "TRELLIS_TRUSTED_PROXIES", message })?,
         };
+        let request_timeout_secs: u64 =
+            parse_env(&env, "TRELLIS_REQUEST_TIMEOUT_SECS")?.or(file.request_timeout_secs).unwrap_or(150);
+        if request_timeout_secs == 0 {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_REQUEST_TIMEOUT_SECS",
+                message: "must be at least 1".into(),
+            });
+        }
+        let max_concurrent_requests: usize =
+            parse_env(&env, "TRELLIS_MAX_CONCURRENT_REQUESTS")?.or(file.max_concurrent_requests).unwrap_or(1024);
+        if max_concurrent_requests == 0 {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_MAX_CONCURRENT_REQUESTS",
+                message: "must be at least 1".into(),
+            });
+        }
         Ok(Config {
+            request_timeout: Duration::from_secs(request_timeout_secs),
+            max_concurrent_requests,
             trusted_proxies,
             plugin_ca_bundle,
             plugin_cache_dir: env("TRELLIS_PLUGIN_CACHE_DIR").map(PathBuf::from).or(file.plugin_cache_dir),

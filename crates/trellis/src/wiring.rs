@@ -41,6 +41,8 @@ pub fn http_settings(config: &Config) -> HttpSettings {
         body_limit_bytes: config.body_limit_bytes,
         secure_cookies: config.secure_cookies,
         trusted_proxies: config.trusted_proxies.clone(),
+        request_timeout: config.request_timeout,
+        max_concurrent_requests: config.max_concurrent_requests,
     }
 }
 

@@ -113,3 +113,28 @@ async fn oversized_certificate_fields_are_refused() {
     assert!(res.body["error"]["message"].as_str().unwrap_or_default().contains("common name"), "{}", res.body);
     assert_eq!(admin.get("/api/certificates").await.body["total"], 0);
 }
+
+/// A client that trickles its body holds the server only until the request timeout, then
+/// gets 408 in the error shape.
+#[tokio::test]
+async fn a_slow_body_is_cut_off_at_the_request_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = Server::start_with(&[("TRELLIS_REQUEST_TIMEOUT_SECS", "1")]);
+    let key = server.key_client(&["certificates:write"]).await;
+    let address = server.base_url.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let head = format!(
+        "POST /api/certificates HTTP/1.1\r\nHost: {address}\r\nX-API-Key: {}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"cert",
+        key.api_key().unwrap_or_default()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // The rest of the body never comes; the server answers on its own.
+    let mut answer = vec![0u8; 4096];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), stream.read(&mut answer))
+        .await
+        .expect("answered within the timeout")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("REQUEST_TIMEOUT"), "{answer}");
+}
