@@ -33,3 +33,5 @@ pub use trellis_core::plugins::{
     PluginSummary, ReportedError, RevocationReason, RevokeRequest, StateError, StateFuture, StateScope, TestReport,
     Verdict, VerifyRequest,
 };
+#[cfg(test)]
+mod contract_v0_2;
