@@ -58,9 +58,111 @@ use trellis_core::context::SharedContext;
         super::plugins::bind,
         super::plugins::unbind,
         super::plugins::test_binding,
-    )
+    ),
+    modifiers(&ApiContract)
 )]
 pub struct ApiDoc;
+
+/// What every operation shares, stated once instead of on each annotation: the path parameters
+/// of its template, the error answers any operation may give (in the spec's error shape), and
+/// how to authenticate.
+struct ApiContract;
+
+/// Answers any operation may give, beside its own.
+const COMMON_ERRORS: &[(&str, &str)] = &[
+    ("400", "Invalid input: `VALIDATION_ERROR` with `details`"),
+    ("401", "No or invalid credentials: `UNAUTHORIZED`"),
+    ("403", "Lacks the scope or role, or a cross-origin cookie change: `FORBIDDEN`, `INSUFFICIENT_SCOPE`, `CSRF_REJECTED`"),
+    ("404", "Absent, or in another workspace: `NOT_FOUND`"),
+    ("405", "Method not allowed on this path"),
+    ("408", "The request took longer than the timeout: `REQUEST_TIMEOUT`"),
+    ("409", "Conflicts with an existing resource: `CONFLICT`"),
+    ("413", "Body over the size limit: `PAYLOAD_TOO_LARGE`"),
+    ("429", "Too many attempts: `RATE_LIMITED`, with `Retry-After`"),
+    ("500", "Server fault: `INTERNAL_ERROR` (the X-Request-Id header identifies it in the logs)"),
+    ("502", "A plugin failed: `PLUGIN_*` codes"),
+    ("503", "A dependency is unavailable or the server is busy: `SERVICE_UNAVAILABLE`"),
+    ("504", "A plugin ran out of time: `PLUGIN_TIMEOUT`"),
+];
+
+impl utoipa::Modify for ApiContract {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+        use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+        use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
+        use utoipa::openapi::{ContentBuilder, ResponseBuilder};
+
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.schemas.insert("ErrorBody".into(), error_body_schema().into());
+        components.add_security_scheme("apiKey", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))));
+        components
+            .add_security_scheme("session", SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::new("trellis_session"))));
+        let error = |description: &str| {
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    ContentBuilder::new().schema(Some(utoipa::openapi::Ref::from_schema_name("ErrorBody"))).build(),
+                )
+                .build()
+        };
+
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let template_params: Vec<String> = path
+                .split('/')
+                .filter_map(|segment| segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+                .map(str::to_owned)
+                .collect();
+            // Numeric ids are the certificate inventory's (spec: integer ids); the rest are strings.
+            let numeric = path.starts_with("/api/certificates/") || path.starts_with("/api/machine-identities/");
+            let operations = [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete];
+            for operation in operations.into_iter().flatten() {
+                let params = operation.parameters.get_or_insert_with(Vec::new);
+                for name in &template_params {
+                    let declared = params.iter().any(|p: &Parameter| &p.name == name && p.parameter_in == ParameterIn::Path);
+                    if declared {
+                        continue;
+                    }
+                    let schema = if numeric && name == "id" {
+                        ObjectBuilder::new().schema_type(SchemaType::Type(Type::Integer)).format(Some(
+                            utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Int64),
+                        ))
+                        .minimum(Some(1))
+                        .build()
+                    } else {
+                        ObjectBuilder::new().schema_type(SchemaType::Type(Type::String)).min_length(Some(1)).build()
+                    };
+                    params.push(
+                        ParameterBuilder::new()
+                            .name(name)
+                            .parameter_in(ParameterIn::Path)
+                            .required(utoipa::openapi::Required::True)
+                            .schema(Some(schema))
+                            .build(),
+                    );
+                }
+                for (status, description) in COMMON_ERRORS {
+                    if !operation.responses.responses.contains_key(*status) {
+                        operation.responses.responses.insert((*status).to_owned(), error(description).into());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `{"error": {"code", "message", "details"?}}`.
+fn error_body_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    let string = || ObjectBuilder::new().schema_type(SchemaType::Type(Type::String));
+    let inner = ObjectBuilder::new()
+        .property("code", string())
+        .property("message", string())
+        .property("details", ObjectBuilder::new())
+        .required("code")
+        .required("message");
+    ObjectBuilder::new().property("error", inner).required("error").build()
+}
 
 pub fn routes() -> Router<SharedContext> {
     Router::new().route("/api/openapi.json", get(openapi)).route("/docs", get(docs_page))

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Fuzzes the running binary against its own OpenAPI document with schemathesis (PyPI), every
+# check on, as an API client generating code from the document would meet it.
+# Usage: scripts/schemathesis.sh [TRELLIS_BINARY] [extra schemathesis args...]
+# Exits non-zero on any failure. Installs schemathesis into target/venv on first use.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${1:-$ROOT/target/debug/trellis}"; shift || true
+VERSION=4.32.5
+VENV="$ROOT/target/venv"
+if ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -q "$VERSION"; then
+    command -v python3 >/dev/null || { echo "schemathesis.sh: needs python3 (apt-get install python3-venv)" >&2; exit 1; }
+    python3 -m venv "$VENV" || { echo "schemathesis.sh: python3 -m venv failed: apt-get install python3-venv" >&2; exit 1; }
+    "$VENV/bin/pip" install -q "schemathesis==$VERSION"
+fi
+WORK="$(mktemp -d)"
+trap 'kill "${PID:-0}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+export TRELLIS_DATABASE_URL="sqlite://$WORK/trellis.db" TRELLIS_DATA_DIR="$WORK" TRELLIS_LOG_FORMAT=json RUST_LOG=warn
+export TRELLIS_ADMIN_EMAIL=fuzz@example.com TRELLIS_ADMIN_PASSWORD=fuzz-password-123 TRELLIS_LISTEN="127.0.0.1:$PORT"
+"$BIN" serve > "$WORK/server.log" 2>&1 &
+PID=$!
+for _ in $(seq 200); do curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
+WS=$(curl -fsS -c "$WORK/jar" -H 'content-type: application/json' \
+    -d '{"email":"fuzz@example.com","password":"fuzz-password-123"}' "http://127.0.0.1:$PORT/api/auth/login" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["user"]["currentWorkspaceId"])')
+SCOPES=api-keys:read,api-keys:write,attestation:read,attestation:write,audit:read,cas:read,cas:write,certificates:read,certificates:write,integrations:read,integrations:write,plugins:read,plugins:write
+KEY=$("$BIN" api-key create --workspace "$WS" --name fuzz --scopes "$SCOPES" 2>/dev/null |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+status=0
+"$VENV/bin/schemathesis" run "http://127.0.0.1:$PORT/api/openapi.json" --checks all \
+    -H "X-API-Key: $KEY" --max-examples "${SCHEMATHESIS_MAX_EXAMPLES:-25}" --seed 1 "$@" || status=$?
+if grep -q '"level":"ERROR"' "$WORK/server.log"; then
+    echo "schemathesis.sh: the server logged errors:" >&2; grep '"level":"ERROR"' "$WORK/server.log" | head -20 >&2
+    status=1
+fi
+exit $status
