@@ -1,5 +1,6 @@
 //! List windows per spec §4.5: `page` is 1-indexed and clamped to ≥ 1, `limit` is
-//! clamped to [1, 100], and `offset`, when present, overrides `page`.
+//! clamped to [1, 100], and `offset`, when present, overrides `page` (a negative offset is a
+//! 400: unlike a page number, it has no sensible nearest value).
 
 use crate::error::{Error, Result};
 
@@ -8,6 +9,8 @@ pub const MAX_LIMIT: i64 = 100;
 /// The deepest window a list serves. Nobody pages a billion items deep; beyond this the
 /// arithmetic of pages and totals would overflow, so such a request is refused with 400.
 pub const MAX_OFFSET: i64 = 1_000_000_000;
+/// The highest page number, whatever the limit (with limit 100 it reaches [`MAX_OFFSET`]).
+pub const MAX_PAGE: i64 = 10_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageRequest {
@@ -19,8 +22,14 @@ impl PageRequest {
     pub fn new(page: Option<i64>, limit: Option<i64>, offset: Option<i64>, default_limit: i64) -> Result<Self> {
         let limit = limit.unwrap_or(default_limit).clamp(1, MAX_LIMIT);
         let field = if offset.is_some() { "offset" } else { "page" };
+        if offset.is_none() && page.is_some_and(|page| page > MAX_PAGE) {
+            return Err(Error::invalid_field("page", format!("must be at most {MAX_PAGE}")));
+        }
+        if offset.is_some_and(|offset| offset < 0) {
+            return Err(Error::invalid_field("offset", "must be zero or more"));
+        }
         let offset = match offset {
-            Some(offset) => offset.max(0),
+            Some(offset) => offset,
             None => (page.unwrap_or(1).max(1) - 1).saturating_mul(limit),
         };
         if offset > MAX_OFFSET {
@@ -78,5 +87,6 @@ mod tests {
         assert!(PageRequest::new(None, Some(1), Some(i64::MAX), 50).is_err());
         assert!(PageRequest::new(Some(i64::MAX), Some(100), None, 50).is_err());
         assert!(PageRequest::new(None, Some(100), Some(MAX_OFFSET), 50).is_ok());
+        assert!(PageRequest::new(None, Some(10), Some(-1), 50).is_err());
     }
 }

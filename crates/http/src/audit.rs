@@ -64,8 +64,10 @@ pub struct AuditFilters {
     target_id: Option<String>,
     request_id: Option<String>,
     /// RFC 3339 lower bound (inclusive).
+    #[param(format = DateTime)]
     since: Option<String>,
     /// RFC 3339 upper bound (exclusive).
+    #[param(format = DateTime)]
     until: Option<String>,
 }
 

@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 use crate::error::ApiResult;
 use crate::extract::{check_same_origin, session_token, Authenticated, Json, SessionUser};
-use crate::{created, data, RequestId};
+use crate::{created, data, Data, RequestId};
 use trellis_core::auth::{self, ApiKey, KeyKind, User, Workspace, SESSION_LIFETIME_SECS};
 use trellis_core::context::SharedContext;
 use trellis_core::error::Error;
@@ -96,7 +96,7 @@ async fn logout(
 }
 
 /// The signed-in user; the workspace reflects `X-Workspace-Id` when given.
-#[utoipa::path(get, path = "/api/auth/user", tag = "auth", responses((status = 200, body = UserDto), (status = 401, description = "No session")))]
+#[utoipa::path(get, path = "/api/auth/user", tag = "auth", responses((status = 200, body = Data<UserDto>), (status = 401, description = "No session")))]
 async fn current_user(SessionUser(user, caller): SessionUser) -> ApiResult<axum::Json<serde_json::Value>> {
     let mut dto = UserDto::from(user);
     dto.current_workspace_id = Some(caller.workspace_id);
@@ -124,7 +124,7 @@ impl From<Workspace> for WorkspaceDto {
 }
 
 /// Workspaces the caller can act in.
-#[utoipa::path(get, path = "/api/workspaces", tag = "workspaces", responses((status = 200, body = [WorkspaceDto])))]
+#[utoipa::path(get, path = "/api/workspaces", tag = "workspaces", responses((status = 200, body = Data<Vec<WorkspaceDto>>)))]
 async fn list_workspaces(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -135,11 +135,16 @@ async fn list_workspaces(
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateWorkspaceBody {
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     name: String,
 }
 
 /// Creates a workspace owned by the signed-in user.
-#[utoipa::path(post, path = "/api/workspaces", tag = "workspaces", request_body = CreateWorkspaceBody, responses((status = 201, body = WorkspaceDto)))]
+#[utoipa::path(post, path = "/api/workspaces", tag = "workspaces", request_body = CreateWorkspaceBody, responses((status = 201, body = Data<WorkspaceDto>)))]
 async fn create_workspace(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -183,7 +188,7 @@ fn api_key_dto(key: ApiKey, secret: Option<String>) -> ApiKeyDto {
 }
 
 /// API keys of the workspace (never their secrets).
-#[utoipa::path(get, path = "/api/api-keys", tag = "api-keys", responses((status = 200, body = [ApiKeyDto])))]
+#[utoipa::path(get, path = "/api/api-keys", tag = "api-keys", responses((status = 200, body = Data<Vec<ApiKeyDto>>)))]
 async fn list_api_keys(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -194,14 +199,63 @@ async fn list_api_keys(
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateApiKeyBody {
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     name: String,
+    /// Scopes the key carries; never more than its creator holds.
+    #[schema(value_type = Vec<ScopeName>, min_items = 1)]
     scopes: Vec<String>,
     /// `client` (default, `ck_…`) or `agent` (`ak_…`).
+    #[schema(value_type = Option<KeyKindName>)]
     kind: Option<String>,
 }
 
+/// The scopes an API key may carry.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "a schema of the accepted strings; the domain parses them")]
+pub enum ScopeName {
+    #[schema(rename = "api-keys:read")]
+    ApiKeysRead,
+    #[schema(rename = "api-keys:write")]
+    ApiKeysWrite,
+    #[schema(rename = "attestation:read")]
+    AttestationRead,
+    #[schema(rename = "attestation:write")]
+    AttestationWrite,
+    #[schema(rename = "audit:read")]
+    AuditRead,
+    #[schema(rename = "cas:read")]
+    CasRead,
+    #[schema(rename = "cas:write")]
+    CasWrite,
+    #[schema(rename = "certificates:read")]
+    CertificatesRead,
+    #[schema(rename = "certificates:write")]
+    CertificatesWrite,
+    #[schema(rename = "integrations:read")]
+    IntegrationsRead,
+    #[schema(rename = "integrations:write")]
+    IntegrationsWrite,
+    #[schema(rename = "plugins:read")]
+    PluginsRead,
+    #[schema(rename = "plugins:write")]
+    PluginsWrite,
+}
+
+/// Kinds of API key.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code, reason = "a schema of the accepted strings; the domain parses them")]
+pub enum KeyKindName {
+    Client,
+    Agent,
+}
+
 /// Creates a key; the response carries the full key once.
-#[utoipa::path(post, path = "/api/api-keys", tag = "api-keys", request_body = CreateApiKeyBody, responses((status = 201, body = ApiKeyDto)))]
+#[utoipa::path(post, path = "/api/api-keys", tag = "api-keys", request_body = CreateApiKeyBody, responses((status = 201, body = Data<ApiKeyDto>)))]
 async fn create_api_key(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,

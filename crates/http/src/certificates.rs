@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ApiResult;
 use crate::extract::{numeric_id, Authenticated, Json, OptionalJson, Query};
-use crate::{created, data, list, ListEnvelope, PageParams};
+use crate::{created, data, list, Data, ListEnvelope, PageParams};
 use trellis_core::certificates::{self as inventory, Certificate, MachineIdentity, Statistics, UsageRecord};
 use trellis_core::clock::rfc3339;
 use trellis_core::context::SharedContext;
@@ -112,7 +112,8 @@ fn certificate_dto(certificate: Certificate, now: chrono::DateTime<chrono::Utc>,
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct CertificateFilters {
-    /// `active`, `expiring`, `expired` or `revoked`.
+    /// `active`, `expiring`, `expired` or `revoked` (empty: no filter).
+    #[param(pattern = "^(active|expiring|expired|revoked|)$")]
     status: Option<String>,
     /// Case-insensitive substring of commonName or issuer.
     search: Option<String>,
@@ -120,9 +121,13 @@ pub struct CertificateFilters {
     signature_algorithm: Option<String>,
     /// `RSA`, `ECDSA`, `ED25519`, …
     key_algorithm: Option<String>,
-    /// `TLS`, `S/MIME`, `Code Signing`, `Client Auth` (also `tls`, `smime`, `code_signing`, `client_auth`).
+    /// `TLS`, `S/MIME`, `Code Signing`, `Client Auth` (also `tls`, `smime`, `code_signing`, `client_auth`; empty: no filter).
+    #[param(
+        pattern = "^(TLS|tls|S/MIME|s/mime|smime|SMIME|Code Signing|code signing|code_signing|Client Auth|client auth|client_auth|)$"
+    )]
     usage_category: Option<String>,
-    /// `internal`, `agent`, `vault`, `external`.
+    /// `internal`, `agent`, `vault`, `external` (empty: no filter).
+    #[param(pattern = "^(internal|agent|vault|external|)$")]
     issuance_source: Option<String>,
 }
 
@@ -154,15 +159,18 @@ pub struct RegisterBody {
     /// PEM certificate; the first CERTIFICATE block is registered.
     certificate: String,
     /// `external` (default), `agent` or `vault`.
+    #[schema(pattern = "^(external|agent|vault)$")]
     issuance_source: Option<String>,
     auto_renewal: Option<bool>,
+    #[schema(max_length = 1024, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     location: Option<String>,
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Value>,
 }
 
 /// Registers an existing certificate. 409 if its fingerprint is already in the workspace.
 #[utoipa::path(post, path = "/api/certificates", tag = "certificates", request_body = RegisterBody,
-    responses((status = 201, body = CertificateDto), (status = 400, description = "Bad PEM or field"), (status = 409, description = "Duplicate fingerprint")))]
+    responses((status = 201, body = Data<CertificateDto>), (status = 400, description = "Bad PEM or field"), (status = 409, description = "Duplicate fingerprint")))]
 async fn register_certificate(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -180,7 +188,7 @@ async fn register_certificate(
 }
 
 /// One certificate, with its PEM.
-#[utoipa::path(get, path = "/api/certificates/{id}", tag = "certificates", responses((status = 200, body = CertificateDto), (status = 404, description = "Absent or in another workspace")))]
+#[utoipa::path(get, path = "/api/certificates/{id}", tag = "certificates", responses((status = 200, body = Data<CertificateDto>), (status = 404, description = "Absent or in another workspace")))]
 async fn get_certificate(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -206,14 +214,16 @@ pub struct UpdateBody {
     #[schema(value_type = Option<String>)]
     location: Option<Option<String>>,
     /// Replaces the metadata object.
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Value>,
+    #[schema(pattern = "^(external|agent|vault)$")]
     issuance_source: Option<String>,
     /// The certificate body is immutable; present only to give a clear error.
     certificate: Option<String>,
 }
 
 /// Changes annotations of a certificate (autoRenewal, location, metadata, issuanceSource).
-#[utoipa::path(put, path = "/api/certificates/{id}", tag = "certificates", request_body = UpdateBody, responses((status = 200, body = CertificateDto)))]
+#[utoipa::path(put, path = "/api/certificates/{id}", tag = "certificates", request_body = UpdateBody, responses((status = 200, body = Data<CertificateDto>)))]
 async fn update_certificate(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -258,7 +268,7 @@ pub struct AutoRenewBody {
 }
 
 /// Sets or toggles auto-renewal.
-#[utoipa::path(put, path = "/api/certificates/{id}/auto-renew", tag = "certificates", request_body(content = AutoRenewBody, description = "Optional"), responses((status = 200, body = CertificateDto)))]
+#[utoipa::path(put, path = "/api/certificates/{id}/auto-renew", tag = "certificates", request_body(content = AutoRenewBody, description = "Optional"), responses((status = 200, body = Data<CertificateDto>)))]
 async fn set_auto_renew(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -274,11 +284,12 @@ async fn set_auto_renew(
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct RevokeBody {
     /// Free-form reason recorded in the audit log; default `unspecified`.
+    #[schema(max_length = 1024, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     reason: Option<String>,
 }
 
 /// Marks the certificate revoked. 400 VALIDATION_ERROR if it already is.
-#[utoipa::path(post, path = "/api/certificates/{id}/revoke", tag = "certificates", request_body(content = RevokeBody, description = "Optional"), responses((status = 200, body = CertificateDto), (status = 400, description = "Already revoked")))]
+#[utoipa::path(post, path = "/api/certificates/{id}/revoke", tag = "certificates", request_body(content = RevokeBody, description = "Optional"), responses((status = 200, body = Data<CertificateDto>), (status = 400, description = "Already revoked")))]
 async fn revoke_certificate(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -294,6 +305,7 @@ async fn revoke_certificate(
 #[into_params(parameter_in = Query)]
 pub struct DownloadParams {
     /// `pem` (default) or `der`.
+    #[param(pattern = "^(pem|der)$")]
     format: Option<String>,
 }
 
@@ -337,7 +349,7 @@ pub struct PrivateKeyStatusDto {
 }
 
 /// Whether the private key can be downloaded, and why.
-#[utoipa::path(get, path = "/api/certificates/{id}/private-key-status", tag = "certificates", responses((status = 200, body = PrivateKeyStatusDto)))]
+#[utoipa::path(get, path = "/api/certificates/{id}/private-key-status", tag = "certificates", responses((status = 200, body = Data<PrivateKeyStatusDto>)))]
 async fn private_key_status(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -388,7 +400,7 @@ fn statistics_dto(stats: Statistics) -> StatisticsDto {
 }
 
 /// Aggregated counts of the workspace's inventory.
-#[utoipa::path(get, path = "/api/certificates/stats", tag = "certificates", responses((status = 200, body = StatisticsDto)))]
+#[utoipa::path(get, path = "/api/certificates/stats", tag = "certificates", responses((status = 200, body = Data<StatisticsDto>)))]
 async fn statistics(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -399,11 +411,13 @@ async fn statistics(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AssignIdentityBody {
+    #[schema(minimum = 1)]
+    #[serde(deserialize_with = "crate::extract::integral")]
     machine_identity_id: i64,
 }
 
 /// Attaches the certificate to a machine identity.
-#[utoipa::path(post, path = "/api/certificates/{id}/assign-identity", tag = "certificates", request_body = AssignIdentityBody, responses((status = 200, body = CertificateDto)))]
+#[utoipa::path(post, path = "/api/certificates/{id}/assign-identity", tag = "certificates", request_body = AssignIdentityBody, responses((status = 200, body = Data<CertificateDto>)))]
 async fn assign_identity(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -446,6 +460,7 @@ fn usage_dto(record: UsageRecord) -> UsageDto {
 #[into_params(parameter_in = Query)]
 pub struct UsageFilters {
     /// Only records of this certificate.
+    #[param(minimum = 1)]
     certificate_id: Option<i64>,
 }
 
@@ -464,16 +479,28 @@ async fn list_usage(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageBody {
+    #[schema(minimum = 1)]
+    #[serde(deserialize_with = "crate::extract::integral")]
     certificate_id: i64,
+    #[schema(
+        min_length = 1,
+        max_length = 1024,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     host: String,
+    #[schema(minimum = 1, maximum = 65535)]
+    #[serde(default, deserialize_with = "crate::extract::optional_integral")]
     port: Option<i64>,
+    #[schema(max_length = 1024, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     service: Option<String>,
+    #[schema(max_length = 1024, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     location: Option<String>,
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Value>,
 }
 
 /// Records where a certificate is deployed.
-#[utoipa::path(post, path = "/api/certificate-usage", tag = "certificates", request_body = UsageBody, responses((status = 201, body = UsageDto)))]
+#[utoipa::path(post, path = "/api/certificate-usage", tag = "certificates", request_body = UsageBody, responses((status = 201, body = Data<UsageDto>)))]
 async fn add_usage(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -532,16 +559,24 @@ async fn list_identities(
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct IdentityBody {
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     name: String,
     /// `server` (default), `workload`, `device`, `service_account`, `other`.
     #[serde(rename = "type")]
+    #[schema(pattern = "^(server|workload|device|service_account|other)$")]
     kind: Option<String>,
+    #[schema(max_length = 1024, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     description: Option<String>,
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Value>,
 }
 
 /// Creates a machine identity.
-#[utoipa::path(post, path = "/api/machine-identities", tag = "machine-identities", request_body = IdentityBody, responses((status = 201, body = IdentityDto)))]
+#[utoipa::path(post, path = "/api/machine-identities", tag = "machine-identities", request_body = IdentityBody, responses((status = 201, body = Data<IdentityDto>)))]
 async fn create_identity(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -557,7 +592,7 @@ async fn create_identity(
 }
 
 /// One machine identity.
-#[utoipa::path(get, path = "/api/machine-identities/{id}", tag = "machine-identities", responses((status = 200, body = IdentityDto)))]
+#[utoipa::path(get, path = "/api/machine-identities/{id}", tag = "machine-identities", responses((status = 200, body = Data<IdentityDto>)))]
 async fn get_identity(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,

@@ -72,7 +72,10 @@ struct ApiContract;
 const COMMON_ERRORS: &[(&str, &str)] = &[
     ("400", "Invalid input: `VALIDATION_ERROR` with `details`"),
     ("401", "No or invalid credentials: `UNAUTHORIZED`"),
-    ("403", "Lacks the scope or role, or a cross-origin cookie change: `FORBIDDEN`, `INSUFFICIENT_SCOPE`, `CSRF_REJECTED`"),
+    (
+        "403",
+        "Lacks the scope or role, or a cross-origin cookie change: `FORBIDDEN`, `INSUFFICIENT_SCOPE`, `CSRF_REJECTED`",
+    ),
     ("404", "Absent, or in another workspace: `NOT_FOUND`"),
     ("405", "Method not allowed on this path"),
     ("408", "The request took longer than the timeout: `REQUEST_TIMEOUT`"),
@@ -95,8 +98,10 @@ impl utoipa::Modify for ApiContract {
         let components = openapi.components.get_or_insert_with(Default::default);
         components.schemas.insert("ErrorBody".into(), error_body_schema().into());
         components.add_security_scheme("apiKey", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))));
-        components
-            .add_security_scheme("session", SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::new("trellis_session"))));
+        components.add_security_scheme(
+            "session",
+            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::new("trellis_session"))),
+        );
         let error = |description: &str| {
             ResponseBuilder::new()
                 .description(description)
@@ -119,16 +124,19 @@ impl utoipa::Modify for ApiContract {
             for operation in operations.into_iter().flatten() {
                 let params = operation.parameters.get_or_insert_with(Vec::new);
                 for name in &template_params {
-                    let declared = params.iter().any(|p: &Parameter| &p.name == name && p.parameter_in == ParameterIn::Path);
+                    let declared =
+                        params.iter().any(|p: &Parameter| &p.name == name && p.parameter_in == ParameterIn::Path);
                     if declared {
                         continue;
                     }
                     let schema = if numeric && name == "id" {
-                        ObjectBuilder::new().schema_type(SchemaType::Type(Type::Integer)).format(Some(
-                            utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Int64),
-                        ))
-                        .minimum(Some(1))
-                        .build()
+                        ObjectBuilder::new()
+                            .schema_type(SchemaType::Type(Type::Integer))
+                            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                                utoipa::openapi::KnownFormat::Int64,
+                            )))
+                            .minimum(Some(1))
+                            .build()
                     } else {
                         ObjectBuilder::new().schema_type(SchemaType::Type(Type::String)).min_length(Some(1)).build()
                     };

@@ -6,6 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 use crate::error::ApiError;
 use crate::RequestId;
@@ -206,4 +207,25 @@ pub fn numeric_id(text: &str) -> Result<i64, ApiError> {
             serde_json::json!({ "field": "id" }),
         ))),
     }
+}
+
+/// JSON Schema counts `1.0` as an integer, and so do clients that only have doubles: integer
+/// body fields accept integral numbers written either way (`deserialize_with`).
+pub fn integral<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+    let number = serde_json::Number::deserialize(deserializer)?;
+    as_integer(&number).ok_or_else(|| serde::de::Error::custom(format!("{number} is not an integer")))
+}
+
+/// As [`integral`], for an optional field (use with `#[serde(default)]`).
+pub fn optional_integral<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    match Option::<serde_json::Number>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(number) => {
+            as_integer(&number).map(Some).ok_or_else(|| serde::de::Error::custom(format!("{number} is not an integer")))
+        }
+    }
+}
+
+fn as_integer(number: &serde_json::Number) -> Option<i64> {
+    number.as_i64().or_else(|| number.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15).map(|f| f as i64))
 }

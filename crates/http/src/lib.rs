@@ -191,6 +191,12 @@ pub fn created<T: Serialize>(value: T) -> Response {
     (StatusCode::CREATED, data(value)).into_response()
 }
 
+/// `{ "data": … }`, the single-resource envelope, as the OpenAPI document states it.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Data<T> {
+    pub data: T,
+}
+
 /// A list window: `data` plus totals beside it.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -222,12 +228,15 @@ pub fn list<T, U: Serialize>(page: Page<T>, convert: impl FnMut(T) -> U) -> axum
 
 /// The pagination parameters of every list endpoint.
 #[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PageParams {
     /// 1-indexed page; values below 1 read as 1.
+    #[param(maximum = 10_000_000)]
     pub page: Option<i64>,
     /// Page size, clamped to [1, 100]; default 50.
     pub limit: Option<i64>,
     /// Zero-based offset; overrides `page` when present.
+    #[param(minimum = 0, maximum = 1_000_000_000)]
     pub offset: Option<i64>,
 }
 

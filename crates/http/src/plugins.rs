@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Authenticated, Json, Query};
 use crate::plugin_dto::{PluginDto, PluginVersionDto, TestReportDto};
-use crate::{created, data};
+use crate::{created, data, Data};
 use trellis_core::context::SharedContext;
 use trellis_core::plugins::service;
 use trellis_core::plugins::Activation;
@@ -48,7 +48,7 @@ struct InstallParams {
     activate: Option<bool>,
 }
 
-#[utoipa::path(post, path = "/api/plugins", tag = "plugins", request_body(content = Vec<u8>, content_type = "application/wasm", description = "The component bytes (up to 32 MiB)"), params(("activate" = Option<bool>, Query, description = "false: store without activating; true: always activate; absent: activate when newer")), responses((status = 201, description = "Installed version: info (describe()), sha256, sizeBytes, witVersion, active"), (status = 400, description = "Refused: details.code is plugin.not_a_component, plugin.unsupported_import, plugin.incompatible_wit_version, plugin.unknown_world, plugin.invalid_metadata, …"), (status = 409, description = "Same id and version (or same bytes) already installed"), (status = 403, description = "Not an instance administrator")))]
+#[utoipa::path(post, path = "/api/plugins", tag = "plugins", request_body(content((Vec<u8> = "application/octet-stream"), (Vec<u8> = "application/wasm")), description = "The component bytes (up to 32 MiB)"), params(("activate" = Option<bool>, Query, description = "false: store without activating; true: always activate; absent: activate when newer")), responses((status = 201, body = Data<PluginVersionDto>, description = "Installed version: info (describe()), sha256, sizeBytes, witVersion, active"), (status = 400, description = "Refused: details.code is plugin.not_a_component, plugin.unsupported_import, plugin.incompatible_wit_version, plugin.unknown_world, plugin.invalid_metadata, …"), (status = 409, description = "Same id and version (or same bytes) already installed"), (status = 403, description = "Not an instance administrator")))]
 async fn install_plugin(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -81,7 +81,7 @@ async fn install_plugin(
     Ok(created(PluginVersionDto::from(installed)))
 }
 
-#[utoipa::path(get, path = "/api/plugins", tag = "plugins", responses((status = 200, description = "Every installed plugin with its versions (instance administrators)")))]
+#[utoipa::path(get, path = "/api/plugins", tag = "plugins", responses((status = 200, body = Data<Vec<PluginDto>>, description = "Every installed plugin with its versions (instance administrators)")))]
 async fn list_plugins(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -90,7 +90,7 @@ async fn list_plugins(
     Ok(data(plugins))
 }
 
-#[utoipa::path(get, path = "/api/plugins/{id}", tag = "plugins", params(("id" = String, Path)), responses((status = 200, description = "One plugin: id, kind, name, activeVersion, previousVersions, grantedHosts, versions[]"), (status = 404, description = "No such plugin")))]
+#[utoipa::path(get, path = "/api/plugins/{id}", tag = "plugins", params(("id" = String, Path)), responses((status = 200, body = Data<PluginDto>, description = "One plugin: id, kind, name, activeVersion, previousVersions, grantedHosts, versions[]"), (status = 404, description = "No such plugin")))]
 async fn show_plugin(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -99,7 +99,7 @@ async fn show_plugin(
     Ok(data(PluginDto::from(service::show(&ctx, &caller, &id)?)))
 }
 
-#[utoipa::path(post, path = "/api/plugins/{id}/versions/{version}/activate", tag = "plugins", params(("id" = String, Path), ("version" = String, Path)), responses((status = 200, description = "The plugin after activation; calls in flight finish on their version")))]
+#[utoipa::path(post, path = "/api/plugins/{id}/versions/{version}/activate", tag = "plugins", params(("id" = String, Path), ("version" = String, Path)), responses((status = 200, body = Data<PluginDto>, description = "The plugin after activation; calls in flight finish on their version")))]
 async fn activate_version(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -108,7 +108,7 @@ async fn activate_version(
     Ok(data(PluginDto::from(service::activate(&ctx, &caller, &id, &version).await?)))
 }
 
-#[utoipa::path(post, path = "/api/plugins/{id}/rollback", tag = "plugins", params(("id" = String, Path)), responses((status = 200, description = "The plugin with the previously active version active again"), (status = 409, description = "Nothing to roll back to")))]
+#[utoipa::path(post, path = "/api/plugins/{id}/rollback", tag = "plugins", params(("id" = String, Path)), responses((status = 200, body = Data<PluginDto>, description = "The plugin with the previously active version active again"), (status = 409, description = "Nothing to roll back to")))]
 async fn rollback_plugin(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -137,12 +137,13 @@ async fn remove_version(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct GrantBody {
+    /// `host`, `host:port`, `*.domain` or an http(s) URL.
     hosts: Vec<String>,
 }
 
-#[utoipa::path(put, path = "/api/plugins/{id}/grants", tag = "plugins", params(("id" = String, Path)), request_body(content = Object, description = "{\"hosts\": [\"host\", \"host:port\", \"*.domain\"]}"), responses((status = 200, description = "The plugin with its new grants")))]
+#[utoipa::path(put, path = "/api/plugins/{id}/grants", tag = "plugins", params(("id" = String, Path)), request_body = GrantBody, responses((status = 200, body = Data<PluginDto>, description = "The plugin with its new grants")))]
 async fn grant_hosts(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -152,14 +153,17 @@ async fn grant_hosts(
     Ok(data(PluginDto::from(service::grant_hosts(&ctx, &caller, &id, body.hosts).await?)))
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct BindingDto {
     /// `ca-connector`, `integration` or `attestation-verifier`.
+    #[schema(pattern = "^(ca-connector|integration|attestation-verifier)$")]
     kind: String,
     /// The CA type, integration type or attestation check.
     #[serde(rename = "type")]
+    #[schema(min_length = 1, pattern = r"\S")]
     service_type: String,
+    #[schema(min_length = 1)]
     plugin_id: String,
 }
 
@@ -176,7 +180,7 @@ async fn list_bindings(
     Ok(data(bindings))
 }
 
-#[utoipa::path(put, path = "/api/plugin-bindings", tag = "plugins", request_body(content = Object, description = "{\"kind\": \"integration\", \"type\": \"slack\", \"pluginId\": \"io.trellis.slack\"}"), responses((status = 200, description = "The binding (scope plugins:write)")))]
+#[utoipa::path(put, path = "/api/plugin-bindings", tag = "plugins", request_body = BindingDto, responses((status = 200, description = "The binding (scope plugins:write)")))]
 async fn bind(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -186,7 +190,7 @@ async fn bind(
     Ok(data(binding_dto(binding)))
 }
 
-#[utoipa::path(delete, path = "/api/plugin-bindings/{kind}/{service_type}", tag = "plugins", params(("kind" = String, Path), ("service_type" = String, Path, description = "CA type, integration type or attestation check")), responses((status = 204, description = "Binding removed; the default choice applies again")))]
+#[utoipa::path(delete, path = "/api/plugin-bindings/{kind}/{service_type}", tag = "plugins", params(("kind" = String, Path, pattern = "^(ca-connector|integration|attestation-verifier)$"), ("service_type" = String, Path, description = "CA type, integration type or attestation check")), responses((status = 204, description = "Binding removed; the default choice applies again")))]
 async fn unbind(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -202,7 +206,7 @@ struct TestBody {
     config: serde_json::Value,
 }
 
-#[utoipa::path(post, path = "/api/plugin-bindings/{kind}/{service_type}/test", tag = "plugins", params(("kind" = String, Path), ("service_type" = String, Path)), request_body(content = Object, description = "{\"config\": {…}}: the configuration a record of this type would carry"), responses((status = 200, description = "Test report {success, message, checks[{name, status, message}], details}, as the CA test response (spec §4.1); plugin failures give success=false with the error code")))]
+#[utoipa::path(post, path = "/api/plugin-bindings/{kind}/{service_type}/test", tag = "plugins", params(("kind" = String, Path, pattern = "^(ca-connector|integration|attestation-verifier)$"), ("service_type" = String, Path)), request_body(content = Object, description = "{\"config\": {…}}: the configuration a record of this type would carry"), responses((status = 200, body = Data<TestReportDto>, description = "Test report {success, message, checks[{name, status, message}], details}, as the CA test response (spec §4.1); plugin failures give success=false with the error code")))]
 async fn test_binding(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,

@@ -473,6 +473,9 @@ pub async fn list_usage(
     page: PageRequest,
 ) -> Result<Page<UsageRecord>> {
     caller.require(Scope::CertificatesRead)?;
+    if certificate_id.is_some_and(|id| id < 1) {
+        return Err(Error::invalid_field("certificateId", "must be a positive integer"));
+    }
     Ok(ctx.store.list_usage(&caller.workspace_id, certificate_id, page).await?)
 }
 
