@@ -206,7 +206,7 @@ fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdateBody {
     auto_renewal: Option<bool>,
     /// A string sets it, `null` clears it.
@@ -218,7 +218,9 @@ pub struct UpdateBody {
     metadata: Option<Value>,
     #[schema(pattern = "^(external|agent|vault)$")]
     issuance_source: Option<String>,
-    /// The certificate body is immutable; present only to give a clear error.
+    /// The certificate body is immutable: accepted only to answer with a clear error, so it
+    /// is not part of the documented shape.
+    #[schema(ignore)]
     certificate: Option<String>,
 }
 
