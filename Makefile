@@ -3,7 +3,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 TEST_RUNNER ?= $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo "$(CARGO) nextest run" || echo "$(CARGO) test")
 
-.PHONY: run test build plugins bench bench-inventory bench-plugins lint fmt
+.PHONY: run test build plugins bench bench-inventory bench-plugins lint fmt fuzz-api
 
 ## Serve on 127.0.0.1:8080 with SQLite at ./data/trellis.db and the first-party plugins.
 run: plugins
@@ -14,6 +14,8 @@ run: plugins
 test: plugins
 	$(CARGO) build -p trellis --bin trellis
 	$(TEST_RUNNER) --no-fail-fast
+	# The OpenAPI document against the binary: schemathesis, every check (scripts/schemathesis.sh).
+	scripts/schemathesis.sh target/debug/trellis
 	# `--test it` (the black-box suite) keeps the package set, hence the build, of the first pass.
 	# A PostgreSQL that cannot be started fails the target (never a silent second SQLite pass).
 	url="$$(scripts/postgres.sh)" && [ -n "$$url" ] && TRELLIS_TEST_POSTGRES_URL="$$url" $(TEST_RUNNER) --test it --no-fail-fast
@@ -42,3 +44,8 @@ lint:
 
 fmt:
 	$(CARGO) fmt --all
+
+## The OpenAPI document against the running binary (schemathesis, every check).
+fuzz-api:
+	$(CARGO) build -p trellis --bin trellis
+	scripts/schemathesis.sh target/debug/trellis

@@ -5,7 +5,7 @@
 # Usage: scripts/install-deps.sh GROUP...
 #   wasm      Debian's rustc-web toolchain for the wasm plugins (when rustup lacks wasm32-wasip2)
 #   postgres  a PostgreSQL server for the test suite's second pass
-#   test      tools the tests and CI use (sqlite3, openssl)
+#   test      tools the tests and CI use (sqlite3, openssl, curl, python3-venv for schemathesis)
 #
 # A fresh machine's package lists are stale: without `apt-get update` Debian offers
 # rustc-web 1.85, too old for the plugins. So the lists are refreshed first, once, and only
@@ -41,6 +41,9 @@ for group in "$@"; do
         test)
             want sqlite3 command -v sqlite3
             want openssl command -v openssl
+            want curl command -v curl
+            # schemathesis (PyPI) runs from a venv under target/.
+            want python3-venv python3 -c 'import ensurepip' 
             ;;
         *) echo "install-deps: unknown group '$group' (wasm, postgres, test)" >&2; exit 2 ;;
     esac

@@ -28,8 +28,16 @@ SCOPES=api-keys:read,api-keys:write,attestation:read,attestation:write,audit:rea
 KEY=$("$BIN" api-key create --workspace "$WS" --name fuzz --scopes "$SCOPES" 2>/dev/null |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
 status=0
-"$VENV/bin/schemathesis" run "http://127.0.0.1:$PORT/api/openapi.json" --checks all \
-    -H "X-API-Key: $KEY" --max-examples "${SCHEMATHESIS_MAX_EXAMPLES:-25}" --seed 1 "$@" || status=$?
+run() {
+    "$VENV/bin/schemathesis" run "http://127.0.0.1:$PORT/api/openapi.json" --checks all \
+        -H "X-API-Key: $KEY" --max-examples "${SCHEMATHESIS_MAX_EXAMPLES:-25}" --seed 1 "$@" || status=$?
+}
+# Every operation, every check ...
+run --exclude-name "POST /api/certificates" "$@"
+# ... and registration with every check but one: a schema cannot say "a valid X.509
+# certificate in PEM", so strings that match the documented shape but are not certificates
+# are rightly refused with 400, which `positive_data_acceptance` counts as a failure.
+run --include-name "POST /api/certificates" --exclude-checks positive_data_acceptance "$@"
 if grep -q '"level":"ERROR"' "$WORK/server.log"; then
     echo "schemathesis.sh: the server logged errors:" >&2; grep '"level":"ERROR"' "$WORK/server.log" | head -20 >&2
     status=1

@@ -22,7 +22,7 @@ impl PageRequest {
     pub fn new(page: Option<i64>, limit: Option<i64>, offset: Option<i64>, default_limit: i64) -> Result<Self> {
         let limit = limit.unwrap_or(default_limit).clamp(1, MAX_LIMIT);
         let field = if offset.is_some() { "offset" } else { "page" };
-        if offset.is_none() && page.is_some_and(|page| page > MAX_PAGE) {
+        if page.is_some_and(|page| page > MAX_PAGE) {
             return Err(Error::invalid_field("page", format!("must be at most {MAX_PAGE}")));
         }
         if offset.is_some_and(|offset| offset < 0) {

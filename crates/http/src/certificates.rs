@@ -116,6 +116,7 @@ pub struct CertificateFilters {
     #[param(pattern = "^(active|expiring|expired|revoked|)$")]
     status: Option<String>,
     /// Case-insensitive substring of commonName or issuer.
+    #[param(max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     search: Option<String>,
     /// Matches the signature algorithm (`SHA256-RSA`), its hash (`SHA-256`) or key type (`RSA`, `ECDSA`, `ED25519`).
     signature_algorithm: Option<String>,
@@ -211,7 +212,7 @@ pub struct UpdateBody {
     auto_renewal: Option<bool>,
     /// A string sets it, `null` clears it.
     #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, max_length = 1024, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     location: Option<Option<String>>,
     /// Replaces the metadata object.
     #[schema(value_type = Option<Object>)]

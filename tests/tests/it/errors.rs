@@ -138,3 +138,15 @@ async fn a_slow_body_is_cut_off_at_the_request_timeout() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("REQUEST_TIMEOUT"), "{answer}");
 }
+
+/// Found by schemathesis: a NUL in the search term was a 500 from the search index.
+#[tokio::test]
+async fn control_characters_in_a_search_are_a_400() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    for term in ["h%00x", "a%01", "%7F"] {
+        let res = admin.get(&format!("/api/certificates?search={term}&status=active")).await;
+        assert_eq!(res.status, 400, "{term}: {}", res.body);
+        assert_eq!(res.body["error"]["details"]["field"], "search");
+    }
+}

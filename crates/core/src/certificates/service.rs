@@ -157,6 +157,11 @@ pub async fn list(ctx: &Context, caller: &Caller, query: ListQuery, page: PageRe
     if search.as_ref().is_some_and(|s| s.chars().count() > 200) {
         return Err(Error::invalid_field("search", "must be at most 200 characters"));
     }
+    // A NUL or other control character cannot occur in a name and breaks the search index's
+    // query syntax (found by fuzzing: it was a 500).
+    if search.as_ref().is_some_and(|s| s.chars().any(char::is_control)) {
+        return Err(Error::invalid_field("search", "must not contain control characters"));
+    }
     let filter = CertificateFilter {
         status,
         search,
