@@ -271,7 +271,7 @@ pub struct AutoRenewBody {
 }
 
 /// Sets or toggles auto-renewal.
-#[utoipa::path(put, path = "/api/certificates/{id}/auto-renew", tag = "certificates", request_body(content = AutoRenewBody, description = "Optional"), responses((status = 200, body = Data<CertificateDto>)))]
+#[utoipa::path(put, path = "/api/certificates/{id}/auto-renew", tag = "certificates", request_body(content = Option<AutoRenewBody>, description = "Optional: without a body, auto-renewal is toggled"), responses((status = 200, body = Data<CertificateDto>)))]
 async fn set_auto_renew(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -292,7 +292,7 @@ pub struct RevokeBody {
 }
 
 /// Marks the certificate revoked. 400 VALIDATION_ERROR if it already is.
-#[utoipa::path(post, path = "/api/certificates/{id}/revoke", tag = "certificates", request_body(content = RevokeBody, description = "Optional"), responses((status = 200, body = Data<CertificateDto>), (status = 400, description = "Already revoked")))]
+#[utoipa::path(post, path = "/api/certificates/{id}/revoke", tag = "certificates", request_body(content = Option<RevokeBody>, description = "Optional"), responses((status = 200, body = Data<CertificateDto>), (status = 400, description = "Already revoked")))]
 async fn revoke_certificate(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,

@@ -154,6 +154,15 @@ impl utoipa::Modify for ApiContract {
                         operation.responses.responses.insert((*status).to_owned(), error(description).into());
                     }
                 }
+                // Errors an annotation names with a description only still have the error shape.
+                for (status, response) in operation.responses.responses.iter_mut() {
+                    let is_error = status.starts_with('4') || status.starts_with('5');
+                    if let (true, utoipa::openapi::RefOr::T(response)) = (is_error, response) {
+                        if response.content.is_empty() {
+                            *response = error(&response.description);
+                        }
+                    }
+                }
             }
         }
     }

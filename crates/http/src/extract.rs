@@ -168,7 +168,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(None));
         }
-        serde_json::from_slice(&bytes).map(|v| OptionalJson(Some(v))).map_err(|err| {
+        // `null` is "no body" too (the document declares these bodies optional, i.e. nullable).
+        serde_json::from_slice::<Option<T>>(&bytes).map(OptionalJson).map_err(|err| {
             ApiError::Domain(Error::validation_with(
                 "The JSON body is invalid",
                 serde_json::json!({ "reason": err.to_string() }),
