@@ -112,6 +112,9 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<PathBuf>,
     /// Calls running at once; more calls wait (admission queue) instead of failing.
     pub max_concurrent_calls: usize,
+    /// Calls one workspace may run at once: its fair share, so that one tenant's slow or
+    /// numerous calls cannot take every slot from the others. Default a quarter of the total.
+    pub max_calls_per_workspace: Option<usize>,
     /// How long a call may wait for a slot before failing with `plugin.overloaded`.
     pub admission_timeout: Duration,
     /// Per-kind call limits.
@@ -135,12 +138,17 @@ impl RuntimeConfig {
         RuntimeConfig {
             cache_dir: None,
             max_concurrent_calls: 256,
+            max_calls_per_workspace: None,
             admission_timeout: Duration::from_secs(30),
             limits: KindLimits::default(),
             egress: EgressConfig::default(),
             epoch_tick: Duration::from_millis(10),
             state_quota_bytes: 1 << 20,
         }
+    }
+
+    pub(crate) fn workspace_share(&self) -> usize {
+        self.max_calls_per_workspace.unwrap_or(self.max_concurrent_calls / 4).clamp(1, self.max_concurrent_calls.max(1))
     }
 
     pub(crate) fn max_memory_bytes(&self) -> usize {

@@ -50,6 +50,8 @@ struct Inner {
     egress: Arc<EgressPolicy>,
     state_store: Arc<dyn PluginStateStore>,
     admission: Arc<Semaphore>,
+    /// Per-workspace shares of the admission slots (see `RuntimeConfig::max_calls_per_workspace`).
+    workspace_slots: std::sync::Mutex<HashMap<String, Arc<Semaphore>>>,
     registry: RwLock<Registry>,
     cache: Option<wasmtime::Cache>,
 }
@@ -140,6 +142,7 @@ impl PluginRuntime {
                 engine,
                 linker,
                 admission: Arc::new(Semaphore::new(config.max_concurrent_calls.max(1))),
+                workspace_slots: std::sync::Mutex::new(HashMap::new()),
                 config,
                 egress,
                 state_store,
@@ -247,6 +250,15 @@ impl PluginRuntime {
 
     // ---- internals ---------------------------------------------------------------------
 
+    /// The semaphore of a workspace's share of call slots, created on its first call.
+    fn workspace_share(&self, workspace_id: &str) -> Arc<Semaphore> {
+        let mut slots = self.inner.workspace_slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots
+            .entry(workspace_id.to_owned())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.inner.config.workspace_share())))
+            .clone()
+    }
+
     fn read_registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
         // Registry updates are single assignments; a panic mid-update cannot leave it torn.
         self.inner.registry.read().unwrap_or_else(|p| p.into_inner())
@@ -319,11 +331,20 @@ impl PluginRuntime {
         op: Op,
     ) -> Result<Result<Output, std::convert::Infallible>, PluginError> {
         let waited = Instant::now();
-        let permit =
-            tokio::time::timeout(self.inner.config.admission_timeout, self.inner.admission.clone().acquire_owned())
-                .await
-                .map_err(|_| PluginError::Overloaded { waited_ms: waited.elapsed().as_millis() as u64 })?
-                .map_err(|_| PluginError::Internal("admission semaphore closed".into()))?;
+        // The workspace's share first, then a global slot, both within one admission timeout:
+        // a tenant at its share waits on its own queue and leaves the other slots to others.
+        let deadline = tokio::time::Instant::now() + self.inner.config.admission_timeout;
+        let overloaded = || PluginError::Overloaded { waited_ms: waited.elapsed().as_millis() as u64 };
+        let share = self.workspace_share(&target.context.workspace_id);
+        let share_permit = tokio::time::timeout_at(deadline, share.acquire_owned())
+            .await
+            .map_err(|_| overloaded())?
+            .map_err(|_| PluginError::Internal("workspace admission semaphore closed".into()))?;
+        let permit = tokio::time::timeout_at(deadline, self.inner.admission.clone().acquire_owned())
+            .await
+            .map_err(|_| overloaded())?
+            .map_err(|_| PluginError::Internal("admission semaphore closed".into()))?;
+        let permit = (permit, share_permit);
 
         let kind = plugin.pre.kind();
         let limits = self.inner.config.limits.for_kind(kind);

@@ -39,6 +39,7 @@ pub struct FileConfig {
     pub plugin_ca_bundle: Option<PathBuf>,
     pub plugin_cache_dir: Option<PathBuf>,
     pub plugin_max_concurrent_calls: Option<usize>,
+    pub plugin_max_calls_per_workspace: Option<usize>,
     pub first_party_plugin_dir: Option<PathBuf>,
     pub expiry_scan_interval_secs: Option<u64>,
     pub trusted_proxies: Option<String>,
@@ -84,6 +85,8 @@ pub struct Config {
     /// Compiled-code cache; default `<data dir>/plugin-cache` (or `target/plugin-cache` in a build tree).
     pub plugin_cache_dir: Option<PathBuf>,
     pub plugin_max_concurrent_calls: Option<usize>,
+    /// One workspace's share of the plugin call slots (default a quarter).
+    pub plugin_max_calls_per_workspace: Option<usize>,
     /// `[ca-connector, integration, attestation-verifier]` limit overrides.
     pub plugin_limits: [PluginLimitOverrides; 3],
     /// Where first-party plugin components are looked up on the very first start.
@@ -216,6 +219,14 @@ impl Config {
                 message: "must be at least 1".into(),
             });
         }
+        let plugin_max_calls_per_workspace: Option<usize> =
+            parse_env(&env, "TRELLIS_PLUGIN_MAX_CALLS_PER_WORKSPACE")?.or(file.plugin_max_calls_per_workspace);
+        if plugin_max_calls_per_workspace == Some(0) {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_PLUGIN_MAX_CALLS_PER_WORKSPACE",
+                message: "must be at least 1".into(),
+            });
+        }
         let plugin_limits = [
             plugin_limits(&env, "CA_CONNECTOR")?,
             plugin_limits(&env, "INTEGRATION")?,
@@ -249,6 +260,7 @@ impl Config {
             plugin_ca_bundle,
             plugin_cache_dir: env("TRELLIS_PLUGIN_CACHE_DIR").map(PathBuf::from).or(file.plugin_cache_dir),
             plugin_max_concurrent_calls,
+            plugin_max_calls_per_workspace,
             plugin_limits,
             first_party_plugin_dir: env("TRELLIS_FIRST_PARTY_PLUGIN_DIR")
                 .map(PathBuf::from)

@@ -39,6 +39,7 @@ pub fn start_runtime(
     if let Some(calls) = config.plugin_max_concurrent_calls {
         runtime_config.max_concurrent_calls = calls;
     }
+    runtime_config.max_calls_per_workspace = config.plugin_max_calls_per_workspace;
     let kinds = [
         &mut runtime_config.limits.ca_connector,
         &mut runtime_config.limits.integration,

@@ -161,3 +161,40 @@ async fn oversized_response_fails_with_its_own_code() {
         assert_eq!(err.code(), "plugin.http_response_too_large", "{path}: {err}");
     }
 }
+
+/// One workspace's calls cannot take every slot: with a share of 2 of 8, a workspace stuck in
+/// two slow calls gets `plugin.overloaded` for a third while another workspace is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_gets_its_share_and_no_more() {
+    let mut config = test_config();
+    config.max_concurrent_calls = 8;
+    config.max_calls_per_workspace = Some(2);
+    config.admission_timeout = Duration::from_millis(300);
+    let runtime = runtime(config);
+    install(&runtime, "fixture-slow").await;
+    install(&runtime, "fixture-noop").await;
+    let in_workspace = |workspace: &str, plugin: &str, config: serde_json::Value| {
+        CallTarget::new(workspace, PluginRef::Id(plugin.into()), config)
+    };
+    let mut busy = Vec::new();
+    for _ in 0..2 {
+        let runtime = runtime.clone();
+        let slow = in_workspace("ws_greedy", "trellis.fixture.slow", json!({"sleepMs": 600_000}));
+        busy.push(tokio::spawn(async move { runtime.notify(&slow, &event("certificate.expiring")).await }));
+    }
+    // Until both slow calls hold their slots, the greedy workspace's third call would still fit.
+    while runtime.calls_in_flight() < 2 {
+        tokio::task::yield_now().await;
+    }
+    let third = runtime
+        .notify(&in_workspace("ws_greedy", "trellis.fixture.noop", json!({})), &event("certificate.expiring"))
+        .await;
+    assert!(matches!(third, Err(PluginError::Overloaded { .. })), "{third:?}");
+    let other = runtime
+        .notify(&in_workspace("ws_other", "trellis.fixture.noop", json!({})), &event("certificate.expiring"))
+        .await;
+    assert!(other.is_ok(), "another workspace is served: {other:?}");
+    for handle in busy {
+        handle.abort();
+    }
+}
