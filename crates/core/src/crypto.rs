@@ -118,12 +118,12 @@ pub fn verify_password(password: &str, phc: &str) -> bool {
 }
 
 /// Argon2id runs for tens of milliseconds of CPU: off the async workers, on the blocking
-/// pool, and at most one per core at a time, so a burst of logins queues here instead of
-/// stalling every other request.
+/// pool, and on at most half the cores at a time (at least one), so a burst of logins queues
+/// here and the other half keeps serving every other request.
 pub async fn verify_password_off_thread(password: &str, phc: &str) -> bool {
     static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
     let slots = SLOTS.get_or_init(|| {
-        tokio::sync::Semaphore::new(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
+        tokio::sync::Semaphore::new((std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2) / 2).max(1))
     });
     let Ok(_slot) = slots.acquire().await else { return false };
     let (password, phc) = (password.to_owned(), phc.to_owned());

@@ -47,3 +47,25 @@ pub async fn list(
     caller.require(crate::auth::Scope::IntegrationsRead)?;
     Ok(ctx.store.list_events(&caller.workspace_id, event_type, page).await?)
 }
+
+/// Retention of the outbox: deletes events delivered more than `retention` before now, in
+/// batches (each its own short transaction), and returns how many went. Undelivered events are
+/// never deleted, however old. Safe on several replicas: a row is deleted once.
+pub async fn purge_delivered(
+    ctx: &crate::context::Context,
+    retention: std::time::Duration,
+) -> crate::error::Result<u64> {
+    const BATCH: i64 = 1000;
+    let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+    let before = ctx.now_millis().saturating_sub(retention_ms);
+    let mut purged = 0;
+    loop {
+        let mut tx = ctx.store.begin().await?;
+        let batch = tx.purge_delivered_events(before, BATCH).await?;
+        tx.commit().await?;
+        purged += batch;
+        if batch < BATCH as u64 {
+            return Ok(purged);
+        }
+    }
+}

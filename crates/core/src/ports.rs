@@ -147,6 +147,9 @@ pub trait EventReads: Send + Sync {
 #[async_trait]
 pub trait EventWrites: Send {
     async fn insert_event(&mut self, event: &NewEvent<'_>) -> StoreResult<()>;
+    /// Deletes up to `limit` events delivered (processed) before `before`; never an
+    /// undelivered one. Returns how many went.
+    async fn purge_delivered_events(&mut self, before: i64, limit: i64) -> StoreResult<u64>;
 }
 
 #[async_trait]

@@ -56,4 +56,55 @@ impl EventWrites for Tx {
             .db()?;
         Ok(())
     }
+
+    async fn purge_delivered_events(&mut self, before: i64, limit: i64) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "DELETE FROM event_outbox WHERE id IN (SELECT id FROM event_outbox \
+             WHERE processed_at IS NOT NULL AND processed_at < $1 ORDER BY id LIMIT $2)",
+        )
+        .bind(before)
+        .bind(limit)
+        .execute(&mut *self.inner)
+        .await
+        .db()?;
+        Ok(done.rows_affected())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use trellis_core::events::NewEvent;
+    use trellis_core::ports::{EventWrites, Store as _};
+
+    use crate::Store;
+
+    /// Retention deletes delivered events past their age, and never one still to deliver.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_old_delivered_events_are_purged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&format!("sqlite://{}", dir.path().join("outbox.db").display())).await.expect("store");
+        let payload = serde_json::json!({});
+        let mut tx = store.begin().await.expect("begin");
+        for at in [1_000, 2_000, 3_000, 4_000] {
+            let event =
+                NewEvent { workspace_id: "ws", event_type: "certificate.created", payload: &payload, created_at: at };
+            tx.insert_event(&event).await.expect("insert");
+        }
+        tx.commit().await.expect("commit");
+        // Events 1 and 2 were delivered long ago, 3 recently; 4 is still pending.
+        for (id, processed) in [(1, 10_000), (2, 20_000), (3, 90_000)] {
+            sqlx::query("UPDATE event_outbox SET processed_at = $1 WHERE id = $2")
+                .bind(processed)
+                .bind(id)
+                .execute(&store.pool)
+                .await
+                .expect("mark delivered");
+        }
+        let mut tx = store.begin().await.expect("begin");
+        assert_eq!(tx.purge_delivered_events(50_000, 1_000).await.expect("purge"), 2);
+        tx.commit().await.expect("commit");
+        let left: Vec<i64> =
+            sqlx::query_scalar("SELECT id FROM event_outbox ORDER BY id").fetch_all(&store.pool).await.expect("ids");
+        assert_eq!(left, vec![3, 4]);
+    }
 }

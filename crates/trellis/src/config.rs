@@ -44,6 +44,7 @@ pub struct FileConfig {
     pub expiry_scan_interval_secs: Option<u64>,
     pub trusted_proxies: Option<String>,
     pub request_timeout_secs: Option<u64>,
+    pub outbox_retention_days: Option<u64>,
     pub max_concurrent_requests: Option<usize>,
 }
 
@@ -95,6 +96,8 @@ pub struct Config {
     pub trusted_proxies: Vec<(std::net::IpAddr, u8)>,
     pub request_timeout: Duration,
     pub max_concurrent_requests: usize,
+    /// Delivered outbox events older than this are deleted (undelivered ones never).
+    pub outbox_retention: Duration,
     /// How often the expiry scanner emits certificate.expiring / certificate.expired events.
     pub expiry_scan_interval: Duration,
 }
@@ -253,7 +256,16 @@ impl Config {
                 message: "must be at least 1".into(),
             });
         }
+        let outbox_retention_days: u64 =
+            parse_env(&env, "TRELLIS_OUTBOX_RETENTION_DAYS")?.or(file.outbox_retention_days).unwrap_or(30);
+        if outbox_retention_days == 0 {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_OUTBOX_RETENTION_DAYS",
+                message: "must be at least 1".into(),
+            });
+        }
         Ok(Config {
+            outbox_retention: Duration::from_secs(outbox_retention_days.saturating_mul(86_400)),
             request_timeout: Duration::from_secs(request_timeout_secs),
             max_concurrent_requests,
             trusted_proxies,

@@ -236,6 +236,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         plugin_workers::spawn_directory_watcher(ctx.clone(), dir, std::time::Duration::from_secs(2));
     }
     let expiry_scanner = trellis::jobs::spawn_expiry_scanner(ctx.clone(), config.expiry_scan_interval);
+    let outbox_retention = trellis::jobs::spawn_outbox_retention(
+        ctx.clone(),
+        std::time::Duration::from_secs(3600),
+        config.outbox_retention,
+    );
     let app = trellis_http::router(ctx.clone(), wiring::http_settings(&config));
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
@@ -243,6 +248,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     expiry_scanner.abort();
+    outbox_retention.abort();
     ctx.store.close().await;
     tracing::info!("stopped");
     Ok(())

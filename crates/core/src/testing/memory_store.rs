@@ -240,6 +240,9 @@ impl EventWrites for MemoryTx {
         });
         Ok(())
     }
+    async fn purge_delivered_events(&mut self, _: i64, _: i64) -> StoreResult<u64> {
+        not_faked("purge_delivered_events")
+    }
 }
 
 #[async_trait]

@@ -23,3 +23,23 @@ pub fn spawn_expiry_scanner(ctx: SharedContext, interval: Duration) -> tokio::ta
         }
     })
 }
+
+/// Deletes delivered outbox events older than `retention`, now and then every `interval`.
+pub fn spawn_outbox_retention(
+    ctx: SharedContext,
+    interval: Duration,
+    retention: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            match trellis_core::events::purge_delivered(&ctx, retention).await {
+                Ok(0) => {}
+                Ok(purged) => tracing::info!(purged, "outbox retention deleted delivered events"),
+                Err(err) => tracing::warn!(error = %err, "outbox retention failed; retrying at the next tick"),
+            }
+        }
+    })
+}
