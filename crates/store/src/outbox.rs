@@ -74,7 +74,7 @@ impl EventWrites for Tx {
 #[cfg(test)]
 mod tests {
     use trellis_core::events::NewEvent;
-    use trellis_core::ports::{EventWrites, Store as _};
+    use trellis_core::ports::Store as _;
 
     use crate::Store;
 
