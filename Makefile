@@ -3,7 +3,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 TEST_RUNNER ?= $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo "$(CARGO) nextest run" || echo "$(CARGO) test")
 
-.PHONY: run test build plugins bench bench-inventory bench-plugins lint fmt fuzz-api
+.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login lint fmt fuzz-api
 
 ## Serve on 127.0.0.1:8080 with SQLite at ./data/trellis.db and the first-party plugins.
 run: plugins
@@ -49,3 +49,8 @@ fmt:
 fuzz-api:
 	$(CARGO) build -p trellis --bin trellis
 	scripts/schemathesis.sh target/debug/trellis
+
+## Login figures: wrong logins past the limit under 200-way concurrency, /health during login bursts.
+bench-login:
+	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin login-burst
+	./target/release/login-burst 5
