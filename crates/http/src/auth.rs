@@ -1,7 +1,5 @@
 //! `/api/auth/*`, `/api/workspaces`, `/api/api-keys`.
 
-use std::net::SocketAddr;
-
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -60,7 +58,7 @@ impl From<User> for UserDto {
     responses((status = 200, description = "Signed in; `data: { message, user }`"), (status = 401, description = "Wrong credentials"), (status = 429, description = "Too many failed attempts")))]
 async fn login(
     State(ctx): State<SharedContext>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ConnectInfo(crate::listener::PeerAddr(peer)): ConnectInfo<crate::listener::PeerAddr>,
     request_id: axum::Extension<RequestId>,
     axum::Extension(settings): axum::Extension<crate::HttpSettings>,
     headers: HeaderMap,

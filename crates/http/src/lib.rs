@@ -7,6 +7,7 @@ mod certificates;
 pub mod docs;
 pub mod error;
 pub mod extract;
+pub mod listener;
 pub mod ops;
 pub mod plugin_dto;
 mod plugins;

@@ -45,6 +45,7 @@ pub struct FileConfig {
     pub trusted_proxies: Option<String>,
     pub request_timeout_secs: Option<u64>,
     pub outbox_retention_days: Option<u64>,
+    pub max_connections: Option<usize>,
     pub max_concurrent_requests: Option<usize>,
 }
 
@@ -96,6 +97,8 @@ pub struct Config {
     pub trusted_proxies: Vec<(std::net::IpAddr, u8)>,
     pub request_timeout: Duration,
     pub max_concurrent_requests: usize,
+    /// Open TCP connections at most; beyond, new ones wait in the kernel's backlog.
+    pub max_connections: usize,
     /// Delivered outbox events older than this are deleted (undelivered ones never).
     pub outbox_retention: Duration,
     /// How often the expiry scanner emits certificate.expiring / certificate.expired events.
@@ -264,7 +267,13 @@ impl Config {
                 message: "must be at least 1".into(),
             });
         }
+        let max_connections: usize =
+            parse_env(&env, "TRELLIS_MAX_CONNECTIONS")?.or(file.max_connections).unwrap_or(4096);
+        if max_connections == 0 {
+            return Err(ConfigError::Invalid { name: "TRELLIS_MAX_CONNECTIONS", message: "must be at least 1".into() });
+        }
         Ok(Config {
+            max_connections,
             outbox_retention: Duration::from_secs(outbox_retention_days.saturating_mul(86_400)),
             request_timeout: Duration::from_secs(request_timeout_secs),
             max_concurrent_requests,

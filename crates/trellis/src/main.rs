@@ -1,6 +1,5 @@
 //! The `trellis` binary: `serve` and the operator's admin subcommands.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -244,7 +243,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let app = trellis_http::router(ctx.clone(), wiring::http_settings(&config));
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
-    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+    let listener = trellis_http::listener::LimitedListener::new(listener, config.max_connections);
+    axum::serve(listener, app.into_make_service_with_connect_info::<trellis_http::listener::PeerAddr>())
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     expiry_scanner.abort();

@@ -115,3 +115,19 @@ async fn cli_errors_print_their_cause() {
     assert!(stderr.contains("cannot open database postgres://trellis:***@127.0.0.1:1/trellis"), "{stderr}");
     assert!(!stderr.contains("secret"), "the password leaked: {stderr}");
 }
+
+/// Open connections are capped: with TRELLIS_MAX_CONNECTIONS=2 and two idle connections open,
+/// a third client is not served until one of them closes.
+#[tokio::test]
+async fn open_connections_are_capped() {
+    let server = Server::start_with(&[("TRELLIS_MAX_CONNECTIONS", "2")]);
+    let address = server.base_url.trim_start_matches("http://").to_string();
+    let first = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let _second = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let client = reqwest::Client::builder().timeout(std::time::Duration::from_millis(800)).build().unwrap();
+    let url = format!("{}/health", server.base_url);
+    assert!(client.get(&url).send().await.is_err(), "a third connection was served beside two open ones");
+    drop(first);
+    let served = reqwest::Client::new().get(&url).send().await.unwrap();
+    assert_eq!(served.status(), 200);
+}
