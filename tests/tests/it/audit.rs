@@ -95,3 +95,27 @@ async fn audit_log_filters_and_pages() {
     assert_eq!(audit(&admin, "until=2000-01-01T00:00:00Z").await.len(), 0);
     assert_eq!(admin.get("/api/audit-logs?since=yesterday").await.status, 400);
 }
+
+/// A client's X-Request-Id reaches logs and audit rows only when it is a plain token (at most
+/// 64 characters of letters, digits, `-`, `_`, `.`); anything else is replaced by our own id.
+#[tokio::test]
+async fn client_request_ids_are_checked_before_they_reach_audit_rows() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let plain = admin.with_header("x-request-id", "deploy-42.a_b");
+    let res = plain.post("/api/certificates", json!({ "certificate": Spec::tls("rid1.example.com").pem() })).await;
+    assert_eq!(res.header("x-request-id"), Some("deploy-42.a_b"));
+    assert_eq!(audit(&admin, "requestId=deploy-42.a_b").await.len(), 1);
+
+    for hostile in ["evil\" OR 1=1 --", &"x".repeat(65), "tab\tseparated", "semi;colon"] {
+        let client = admin.with_header("x-request-id", hostile);
+        let pem = Spec::tls(&format!("rid{}.example.com", hostile.len())).pem();
+        let res = client.post("/api/certificates", json!({ "certificate": pem })).await;
+        assert_eq!(res.status, 201, "{}", res.body);
+        let echoed = res.header("x-request-id").unwrap_or_default().to_string();
+        assert_ne!(echoed, hostile);
+        assert!(echoed.len() == 32 && echoed.chars().all(|c| c.is_ascii_hexdigit()), "{echoed}");
+        let rows = audit(&admin, &format!("requestId={echoed}")).await;
+        assert_eq!(rows.len(), 1, "the audit row carries our id, not the client's");
+    }
+}
