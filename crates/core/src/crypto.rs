@@ -36,6 +36,11 @@ impl std::fmt::Debug for MasterKey {
 }
 
 impl MasterKey {
+    /// A key from raw bytes (tests, tools).
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        MasterKey(bytes)
+    }
+
     pub fn parse(text: &str) -> Result<Self, CryptoError> {
         let text = text.trim();
         let bytes = hex::decode(text).ok().or_else(|| B64.decode(text).ok()).ok_or(CryptoError::BadMasterKey)?;
@@ -72,6 +77,35 @@ impl MasterKey {
         let mut out = nonce.to_vec();
         out.extend_from_slice(&sealed);
         B64.encode(out)
+    }
+
+    /// Like [`MasterKey::seal`], bound to `context` (associated data): the result opens only
+    /// with the same context, so a sealed value copied to another row (another plugin, record
+    /// or key) does not open there.
+    pub fn seal_bound(&self, plaintext: &[u8], context: &[u8], entropy: &dyn Entropy) -> String {
+        use chacha20poly1305::aead::Payload;
+        let cipher = XChaCha20Poly1305::new((&self.0).into());
+        let mut nonce = [0u8; 24];
+        entropy.fill(&mut nonce);
+        let sealed =
+            cipher.encrypt(XNonce::from_slice(&nonce), Payload { msg: plaintext, aad: context }).unwrap_or_default();
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&sealed);
+        B64.encode(out)
+    }
+
+    /// Opens what [`MasterKey::seal_bound`] sealed under the same `context`.
+    pub fn open_bound(&self, sealed: &str, context: &[u8]) -> Result<Vec<u8>, CryptoError> {
+        use chacha20poly1305::aead::Payload;
+        let raw = B64.decode(sealed).map_err(|_| CryptoError::Decrypt)?;
+        if raw.len() < 24 {
+            return Err(CryptoError::Decrypt);
+        }
+        let (nonce, ciphertext) = raw.split_at(24);
+        let cipher = XChaCha20Poly1305::new((&self.0).into());
+        cipher
+            .decrypt(XNonce::from_slice(nonce), Payload { msg: ciphertext, aad: context })
+            .map_err(|_| CryptoError::Decrypt)
     }
 
     pub fn open(&self, sealed: &str) -> Result<Vec<u8>, CryptoError> {

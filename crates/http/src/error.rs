@@ -58,7 +58,8 @@ fn plugin_status(err: &PluginError) -> StatusCode {
     match err {
         PluginError::Reported { error, .. } => match error {
             ReportedError::InvalidConfig { .. } | ReportedError::InvalidInput { .. } => StatusCode::BAD_REQUEST,
-            ReportedError::NotSupported { .. } => StatusCode::BAD_REQUEST,
+            ReportedError::NotSupported { .. } | ReportedError::Rejected { .. } => StatusCode::BAD_REQUEST,
+            ReportedError::Conflict { .. } => StatusCode::CONFLICT,
             ReportedError::NotFound { .. } => StatusCode::NOT_FOUND,
             ReportedError::Upstream { retryable: true, .. } | ReportedError::RateLimited { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -208,6 +209,8 @@ mod tests {
             (reported(ReportedError::InvalidInput { message: "csr".into() }), 400, "VALIDATION_ERROR"),
             (reported(ReportedError::NotSupported { message: "revoke".into() }), 400, "UNSUPPORTED_OPERATION"),
             (reported(ReportedError::Unauthorized { message: "key".into() }), 502, "UPSTREAM_UNAUTHORIZED"),
+            (reported(ReportedError::Rejected { message: "CAA forbids".into() }), 400, "CA_REJECTED"),
+            (reported(ReportedError::Conflict { message: "same key".into() }), 409, "CONFLICT"),
             (
                 PluginError::Install(InstallError::DuplicateVersion { id: plugin(), version: "1.0.0".into() }),
                 409,

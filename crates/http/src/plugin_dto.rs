@@ -23,9 +23,24 @@ pub struct PluginInfoDto {
     /// JSON Schema of the configuration the plugin accepts.
     #[schema(value_type = Object)]
     pub config_schema: serde_json::Value,
+    /// Configuration members holding secrets: encrypted at rest, masked in responses.
+    pub secret_fields: Vec<SecretFieldDto>,
+    /// Operations a connector declares: `issue`, `revoke`, `discover`, `renew`, `renewalInfo`
+    /// (empty for other kinds).
+    pub capabilities: Vec<String>,
     pub default_issuer_patterns: Vec<String>,
     /// Hosts the plugin asks to reach (granted by the operator, not by installing).
     pub outbound_hosts: Vec<String>,
+}
+
+/// A secret configuration member.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretFieldDto {
+    /// JSON pointer to the member, e.g. `/apiKey`.
+    pub pointer: String,
+    /// True when the value never enters the sandbox (only host imports read it).
+    pub withheld: bool,
 }
 
 impl From<PluginInfo> for PluginInfoDto {
@@ -38,6 +53,21 @@ impl From<PluginInfo> for PluginInfoDto {
             description: info.description,
             serves: info.serves,
             config_schema: info.config_schema,
+            secret_fields: info
+                .secret_fields
+                .into_iter()
+                .map(|f| SecretFieldDto { pointer: f.pointer, withheld: f.withheld })
+                .collect(),
+            capabilities: [
+                (info.capabilities.issue, "issue"),
+                (info.capabilities.revoke, "revoke"),
+                (info.capabilities.discover, "discover"),
+                (info.capabilities.renew, "renew"),
+                (info.capabilities.renewal_info, "renewalInfo"),
+            ]
+            .into_iter()
+            .filter_map(|(declared, name)| declared.then(|| name.to_owned()))
+            .collect(),
             default_issuer_patterns: info.default_issuer_patterns,
             outbound_hosts: info.outbound_hosts,
         }

@@ -22,7 +22,12 @@ fn noop_component() -> Vec<u8> {
 fn call_overhead(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let wasm = noop_component();
-    let runtime = PluginRuntime::new(RuntimeConfig::without_cache(), Arc::new(InMemoryStateStore::default())).unwrap();
+    let runtime = PluginRuntime::new(
+        RuntimeConfig::without_cache(),
+        Arc::new(InMemoryStateStore::default()),
+        trellis_core::plugins::Keystore::in_memory(),
+    )
+    .unwrap();
     rt.block_on(runtime.install(&wasm, Activation::IfNewer)).unwrap();
     let target = CallTarget::new("ws", PluginRef::Id("trellis.fixture.noop".into()), serde_json::json!({}));
     let bare = BareWasmtime::new(&wasm).unwrap();

@@ -28,7 +28,8 @@ fn read(name: &str) -> Vec<u8> {
 }
 
 fn new_runtime(config: RuntimeConfig) -> PluginRuntime {
-    PluginRuntime::new(config, Arc::new(InMemoryStateStore::default())).unwrap()
+    PluginRuntime::new(config, Arc::new(InMemoryStateStore::default()), trellis_core::plugins::Keystore::in_memory())
+        .unwrap()
 }
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {

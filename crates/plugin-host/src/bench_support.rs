@@ -8,7 +8,7 @@ use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
-use crate::bindings::{integration_world, logging, state, wit_types};
+use crate::bindings::v0_1::{integration_world, logging, state, wit_types};
 
 /// A compiled component plus a linker, ready for bare instantiate-and-call rounds.
 pub struct BareWasmtime {

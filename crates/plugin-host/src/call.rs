@@ -1,5 +1,6 @@
 //! The data of one call's `Store`: WASI context that grants nothing, wasi:http with the egress
-//! hooks, the memory limiter, the guest log, and the host imports (`logging`, `state`, `types`).
+//! hooks, the memory limiter, the guest log, and what the host imports need (state, keystore).
+//! The imports themselves are implemented per contract version in `host_v0_1` and `host_v0_2`.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,9 +12,10 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::bindings::{logging, state, wit_types};
+use trellis_core::plugins::Keystore;
+
 use crate::egress::EgressHooks;
-use crate::{PluginStateStore, StateError, StateScope};
+use crate::{PluginStateStore, StateScope};
 
 /// Who is running: used for log attribution.
 #[derive(Debug, Clone)]
@@ -32,7 +34,9 @@ pub(crate) struct CallState {
     pub(crate) identity: CallIdentity,
     pub(crate) log_budget: Arc<AtomicU32>,
     pub(crate) state_store: Arc<dyn PluginStateStore>,
-    pub(crate) state_scope: StateScope,
+    pub(crate) keystore: Keystore,
+    /// The (plugin, workspace, record) that state and keystore calls are bound to.
+    pub(crate) scope: StateScope,
     pub(crate) state_quota: u64,
     /// Epoch ticks observed while running wasm, and the budget in ticks.
     pub(crate) ticks: u64,
@@ -95,84 +99,46 @@ impl CallState {
     fn take_log_budget(&self) -> bool {
         self.log_budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(1)).is_ok()
     }
-}
 
-impl wit_types::Host for CallState {}
-
-impl logging::Host for CallState {
-    async fn log(
-        &mut self,
-        level: logging::Level,
-        message: String,
-        fields: Vec<logging::Field>,
-    ) -> wasmtime::Result<()> {
+    /// One guest log line into tracing, attributed to the plugin, workspace and record, within
+    /// the call's budget; message and fields are truncated so a plugin cannot flood the log.
+    pub(crate) fn log(&self, level: tracing::Level, message: &str, fields: impl Iterator<Item = (String, String)>) {
         if !self.take_log_budget() {
-            return Ok(());
+            return;
         }
         let message: String = message.chars().take(4096).collect();
         let fields = fields
-            .iter()
             .take(32)
-            .map(|f| {
-                format!(
-                    "{}={}",
-                    f.key.chars().take(64).collect::<String>(),
-                    f.value.chars().take(512).collect::<String>()
-                )
+            .map(|(key, value)| {
+                format!("{}={}", key.chars().take(64).collect::<String>(), value.chars().take(512).collect::<String>())
             })
             .collect::<Vec<_>>()
             .join(" ");
         let plugin = &*self.identity.plugin;
         let workspace = &*self.identity.workspace;
+        let record = self.scope.record_id.as_str();
         match level {
-            logging::Level::Trace => {
-                tracing::trace!(target: "trellis::plugin", plugin, workspace, fields, "{message}")
+            tracing::Level::TRACE => {
+                tracing::trace!(target: "trellis::plugin", plugin, workspace, record, fields, "{message}")
             }
-            logging::Level::Debug => {
-                tracing::debug!(target: "trellis::plugin", plugin, workspace, fields, "{message}")
+            tracing::Level::DEBUG => {
+                tracing::debug!(target: "trellis::plugin", plugin, workspace, record, fields, "{message}")
             }
-            logging::Level::Info => {
-                tracing::info!(target: "trellis::plugin", plugin, workspace, fields, "{message}")
+            tracing::Level::INFO => {
+                tracing::info!(target: "trellis::plugin", plugin, workspace, record, fields, "{message}")
             }
-            logging::Level::Warn => {
-                tracing::warn!(target: "trellis::plugin", plugin, workspace, fields, "{message}")
+            tracing::Level::WARN => {
+                tracing::warn!(target: "trellis::plugin", plugin, workspace, record, fields, "{message}")
             }
-            logging::Level::Error => {
-                tracing::error!(target: "trellis::plugin", plugin, workspace, fields, "{message}")
+            tracing::Level::ERROR => {
+                tracing::error!(target: "trellis::plugin", plugin, workspace, record, fields, "{message}")
             }
         }
-        Ok(())
     }
 }
 
-fn state_error(err: StateError) -> state::StateError {
-    match err {
-        StateError::QuotaExceeded(quota) => state::StateError::QuotaExceeded(quota),
-        StateError::Unavailable(message) => state::StateError::Unavailable(message),
-    }
-}
-
-const MAX_STATE_KEY: usize = 256;
-
-impl state::Host for CallState {
-    async fn get(&mut self, key: String) -> wasmtime::Result<Result<Option<Vec<u8>>, state::StateError>> {
-        if key.len() > MAX_STATE_KEY {
-            return Ok(Ok(None));
-        }
-        Ok(self.state_store.get(&self.state_scope, &key).await.map_err(state_error))
-    }
-
-    async fn set(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<Result<(), state::StateError>> {
-        if key.len() > MAX_STATE_KEY {
-            return Ok(Err(state::StateError::Unavailable(format!("state keys are at most {MAX_STATE_KEY} bytes"))));
-        }
-        Ok(self.state_store.set(&self.state_scope, &key, value, self.state_quota).await.map_err(state_error))
-    }
-
-    async fn delete(&mut self, key: String) -> wasmtime::Result<Result<(), state::StateError>> {
-        Ok(self.state_store.delete(&self.state_scope, &key).await.map_err(state_error))
-    }
-}
+/// Longest state key a plugin may use.
+pub(crate) const MAX_STATE_KEY: usize = 256;
 
 /// Guest stdout/stderr: each line becomes a tracing event attributed to the plugin, within the
 /// call's log budget; beyond it lines are dropped silently (never an error, which would make a

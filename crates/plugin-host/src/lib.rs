@@ -1,5 +1,12 @@
 //! Plugin runtime: CA connectors, integrations and attestation verifiers are WebAssembly
-//! components (`wit/`, package `trellis:plugin@0.1.0`) run in a sandbox.
+//! components (`wit/`: package `trellis:plugin@0.1.0`; `wit/v0.2`: `@0.2.0`) run in a sandbox.
+//! Both contract versions are served side by side; a component is bound to the one it was
+//! built against.
+//!
+//! Code map: `engine` (engine, linker, epoch ticker) · `registry` (installed versions,
+//! bindings, grants) · `install` (validation, compilation, describe) · `invoke` (admission,
+//! store, limits, failure classification) · `worlds` (typed calls per world and version) ·
+//! `bindings` (generated, per version) · `host_v0_1`/`host_v0_2` (host imports) · `egress`.
 //!
 //! One wasmtime engine per process (pooling allocator, epoch ticker). Each installed version
 //! keeps an `InstancePre`; every call gets a fresh `Store` with a memory limit, an epoch (CPU)
@@ -15,9 +22,15 @@ pub mod bench_support;
 mod bindings;
 mod call;
 mod config;
-mod convert;
 mod egress;
+mod engine;
+mod host_v0_1;
+mod host_v0_2;
+mod install;
+mod invoke;
+mod registry;
 mod runtime;
+mod worlds;
 
 #[cfg(test)]
 mod tests;
@@ -27,11 +40,9 @@ pub use runtime::{PluginRuntime, WIT_PACKAGE_VERSION};
 // The plugin vocabulary is the domain's (`trellis_core::plugins`); re-exported so that users of
 // the runtime need one import path.
 pub use trellis_core::plugins::{
-    Activation, CallContext, CallTarget, CertificatePage, Check, CheckStatus, ConfigIssue, Delivery,
-    DiscoveredCertificate, Event, Evidence, Failure, InMemoryStateStore, InstallError, InstalledVersion, IssueRequest,
-    IssuedCertificate, PcrValue, PluginError, PluginHost, PluginInfo, PluginKind, PluginRef, PluginStateStore,
-    PluginSummary, ReportedError, RevocationReason, RevokeRequest, StateError, StateFuture, StateScope, TestReport,
-    Verdict, VerifyRequest,
+    Activation, CallContext, CallTarget, CertificatePage, CertificateProfile, CertificateRef, Check, CheckStatus,
+    ConfigIssue, Delivery, DiscoveredCertificate, Event, Evidence, Failure, InMemoryStateStore, InstallError,
+    InstalledVersion, IssueOutcome, IssueRequest, IssuedCertificate, Keystore, PcrValue, PluginError, PluginHost,
+    PluginInfo, PluginKind, PluginRef, PluginStateStore, PluginSummary, RenewalWindow, ReportedError, RevocationReason,
+    RevokeRequest, StateError, StateFuture, StateScope, SubjectAltName, TestReport, Verdict, VerifyRequest,
 };
-#[cfg(test)]
-mod contract_v0_2;

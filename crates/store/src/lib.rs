@@ -25,7 +25,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 use trellis_core::ports;
 use trellis_core::Error;
 
-pub use self::plugins::DbPluginState;
+pub use self::plugins::{DbPluginKeys, DbPluginState};
 
 pub use trellis_core::ports::{StoreError, StoreResult};
 
@@ -89,6 +89,12 @@ const MIGRATIONS: &[Migration] = &[
         name: "plugins",
         sqlite: include_str!("../../../migrations/sqlite/0100_plugins.sql"),
         postgres: include_str!("../../../migrations/postgres/0100_plugins.sql"),
+    },
+    Migration {
+        version: 101,
+        name: "plugin_records",
+        sqlite: include_str!("../../../migrations/sqlite/0101_plugin_records.sql"),
+        postgres: include_str!("../../../migrations/postgres/0101_plugin_records.sql"),
     },
 ];
 

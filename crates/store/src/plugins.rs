@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use trellis_core::clock::OsEntropy;
 use trellis_core::crypto::MasterKey;
 use trellis_core::plugins::{
-    NewPluginVersion, PluginStateStore, StateError, StateFuture, StateScope, StoredBinding, StoredPlugin,
-    StoredPluginVersion,
+    KeyInsert, NewPluginVersion, PluginKeyRecords, PluginStateStore, SealedKey, StateError, StateFuture, StateScope,
+    StoredBinding, StoredPlugin, StoredPluginVersion,
 };
 use trellis_core::ports::{PluginReads, PluginWrites};
 
@@ -194,7 +194,7 @@ impl PluginWrites for Tx {
                     .db()?;
             }
             None => {
-                for table in ["plugin_bindings", "plugin_versions", "plugin_state", "plugins"] {
+                for table in ["plugin_bindings", "plugin_versions", "plugin_state", "plugin_keys", "plugins"] {
                     sqlx::query(&format!("DELETE FROM {table} WHERE plugin_id = $1"))
                         .bind(plugin_id)
                         .execute(&mut *self.inner)
@@ -239,8 +239,8 @@ impl PluginWrites for Tx {
 }
 
 /// Plugin state in the database, shared by every replica. Values are sealed under the master
-/// key (plugins keep account URLs, order references and the like there); the quota counts
-/// the sealed size.
+/// key, bound to their plugin, workspace, record and key (plugins keep account URLs, order
+/// references and the like there); the quota counts the sealed size.
 #[derive(Clone)]
 pub struct DbPluginState {
     store: Store,
@@ -248,88 +248,166 @@ pub struct DbPluginState {
     master_key: MasterKey,
 }
 
-/// Marks a sealed value; rows written before sealing existed are read as they are and sealed
-/// on their next write.
-const SEALED_PREFIX: &[u8] = b"sealed:v1:";
+/// Marks a value sealed without binding (before contract 0.2); still read, resealed on write.
+const SEALED_V1: &[u8] = b"sealed:v1:";
+/// Marks a value sealed bound to its row's scope and key.
+const SEALED_V2: &[u8] = b"sealed:v2:";
+
+fn state_binding(scope: &StateScope, key: &str) -> Vec<u8> {
+    [
+        b"trellis-state-v2",
+        scope.plugin_id.as_bytes(),
+        scope.workspace_id.as_bytes(),
+        scope.record_id.as_bytes(),
+        key.as_bytes(),
+    ]
+    .join(&0u8)
+}
+
+fn unavailable(err: crate::StoreError) -> StateError {
+    StateError::Unavailable(err.to_string())
+}
+
+const SCOPE: &str = "plugin_id = $1 AND workspace_id = $2 AND record_id = $3";
 
 impl DbPluginState {
     pub fn new(store: Store, clock: trellis_core::clock::SharedClock, master_key: MasterKey) -> Self {
         DbPluginState { store, clock, master_key }
     }
 
-    fn seal(&self, value: &[u8]) -> Vec<u8> {
-        let mut sealed = SEALED_PREFIX.to_vec();
-        sealed.extend_from_slice(self.master_key.seal(value, &OsEntropy).as_bytes());
+    fn seal(&self, scope: &StateScope, key: &str, value: &[u8]) -> Vec<u8> {
+        let mut sealed = SEALED_V2.to_vec();
+        sealed.extend_from_slice(self.master_key.seal_bound(value, &state_binding(scope, key), &OsEntropy).as_bytes());
         sealed
     }
 
-    fn unseal(&self, stored: Vec<u8>) -> Result<Vec<u8>, StateError> {
-        match stored.strip_prefix(SEALED_PREFIX) {
+    fn unseal(&self, scope: &StateScope, key: &str, stored: Vec<u8>) -> Result<Vec<u8>, StateError> {
+        let text = |sealed: &[u8]| {
+            std::str::from_utf8(sealed)
+                .map(str::to_owned)
+                .map_err(|_| StateError::Unavailable("a sealed state value is corrupt".into()))
+        };
+        let wrong_key = |_| StateError::Unavailable("a state value does not open with this master key".into());
+        if let Some(sealed) = stored.strip_prefix(SEALED_V2) {
+            return self.master_key.open_bound(&text(sealed)?, &state_binding(scope, key)).map_err(wrong_key);
+        }
+        match stored.strip_prefix(SEALED_V1) {
+            Some(sealed) => self.master_key.open(&text(sealed)?).map_err(wrong_key),
             None => Ok(stored),
-            Some(sealed) => {
-                let text = std::str::from_utf8(sealed)
-                    .map_err(|_| StateError::Unavailable("a sealed state value is corrupt".into()))?;
-                self.master_key
-                    .open(text)
-                    .map_err(|_| StateError::Unavailable("a state value does not open with this master key".into()))
-            }
         }
     }
 
-    async fn get_value(&self, scope: &StateScope, key: &str) -> StoreResult<Option<Vec<u8>>> {
-        let row =
-            sqlx::query("SELECT value FROM plugin_state WHERE plugin_id = $1 AND workspace_id = $2 AND state_key = $3")
-                .bind(&scope.plugin_id)
-                .bind(&scope.workspace_id)
-                .bind(key)
-                .fetch_optional(&self.store.pool)
-                .await
-                .db()?;
+    async fn get_raw(&self, scope: &StateScope, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        let row = sqlx::query(&format!("SELECT value FROM plugin_state WHERE {SCOPE} AND state_key = $4"))
+            .bind(&scope.plugin_id)
+            .bind(&scope.workspace_id)
+            .bind(&scope.record_id)
+            .bind(key)
+            .fetch_optional(&self.store.pool)
+            .await
+            .db()?;
         Ok(match row {
             Some(row) => Some(row.try_get("value").db()?),
             None => None,
         })
     }
 
-    async fn set_value(&self, scope: &StateScope, key: &str, value: Vec<u8>, quota: u64) -> Result<(), StateError> {
-        let value = self.seal(&value);
-        let unavailable = |err: crate::StoreError| StateError::Unavailable(err.to_string());
-        let mut tx = self.store.begin_tx().await.map_err(unavailable)?;
-        let used: i64 = sqlx::query(
-            "SELECT COALESCE(SUM(LENGTH(state_key) + LENGTH(value)), 0) FROM plugin_state \
-             WHERE plugin_id = $1 AND workspace_id = $2 AND state_key <> $3",
-        )
+    /// Bytes the scope's other keys use.
+    async fn used_by_others(&self, scope: &StateScope, key: &str) -> StoreResult<u64> {
+        let used: i64 = sqlx::query(&format!(
+            "SELECT COALESCE(SUM(LENGTH(state_key) + LENGTH(value)), 0) FROM plugin_state WHERE {SCOPE} AND state_key <> $4"
+        ))
         .bind(&scope.plugin_id)
         .bind(&scope.workspace_id)
+        .bind(&scope.record_id)
         .bind(key)
-        .fetch_one(&mut *tx.inner)
+        .fetch_one(&self.store.pool)
         .await
         .and_then(|row| row.try_get(0))
-        .map_err(|err| unavailable(crate::db(err)))?;
-        if used as u64 + (key.len() + value.len()) as u64 > quota {
+        .db()?;
+        Ok(used.max(0) as u64)
+    }
+
+    async fn set_value(&self, scope: &StateScope, key: &str, value: Vec<u8>, quota: u64) -> Result<(), StateError> {
+        let value = self.seal(scope, key, &value);
+        let used = self.used_by_others(scope, key).await.map_err(unavailable)?;
+        if used + (key.len() + value.len()) as u64 > quota {
             return Err(StateError::QuotaExceeded(quota));
         }
         sqlx::query(
-            "INSERT INTO plugin_state (plugin_id, workspace_id, state_key, value, updated_at) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (plugin_id, workspace_id, state_key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            "INSERT INTO plugin_state (plugin_id, workspace_id, record_id, state_key, value, updated_at) VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (plugin_id, workspace_id, record_id, state_key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
         )
         .bind(&scope.plugin_id)
         .bind(&scope.workspace_id)
+        .bind(&scope.record_id)
         .bind(key)
         .bind(value)
         .bind(self.clock.now().timestamp_millis())
-        .execute(&mut *tx.inner)
+        .execute(&self.store.pool)
         .await
-        .map_err(|err| unavailable(crate::db(err)))?;
-        tx.commit_tx().await.map_err(unavailable)
+        .db()
+        .map_err(unavailable)?;
+        Ok(())
+    }
+
+    /// Optimistic compare-and-swap: the write is conditioned on the exact sealed bytes read, so a
+    /// concurrent writer in between (another call, another replica) makes it affect no row.
+    async fn swap(
+        &self,
+        scope: &StateScope,
+        key: &str,
+        expected: Option<Vec<u8>>,
+        new: Option<Vec<u8>>,
+        quota: u64,
+    ) -> Result<bool, StateError> {
+        let current_raw = self.get_raw(scope, key).await.map_err(unavailable)?;
+        let current = current_raw.clone().map(|raw| self.unseal(scope, key, raw)).transpose()?;
+        if current != expected {
+            return Ok(false);
+        }
+        let new = match new {
+            Some(value) => {
+                let sealed = self.seal(scope, key, &value);
+                let used = self.used_by_others(scope, key).await.map_err(unavailable)?;
+                if used + (key.len() + sealed.len()) as u64 > quota {
+                    return Err(StateError::QuotaExceeded(quota));
+                }
+                Some(sealed)
+            }
+            None => None,
+        };
+        let now = self.clock.now().timestamp_millis();
+        let query = match (&current_raw, &new) {
+            (None, None) => return Ok(true),
+            (None, Some(_)) => {
+                "INSERT INTO plugin_state (plugin_id, workspace_id, record_id, state_key, value, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (plugin_id, workspace_id, record_id, state_key) DO NOTHING"
+                    .to_owned()
+            }
+            (Some(_), Some(_)) => format!(
+                "UPDATE plugin_state SET value = $5, updated_at = $6 WHERE {SCOPE} AND state_key = $4 AND value = $7"
+            ),
+            (Some(_), None) => format!("DELETE FROM plugin_state WHERE {SCOPE} AND state_key = $4 AND value = $5"),
+        };
+        let mut q =
+            sqlx::query(&query).bind(&scope.plugin_id).bind(&scope.workspace_id).bind(&scope.record_id).bind(key);
+        q = match (current_raw, new) {
+            (None, Some(new)) => q.bind(new).bind(now),
+            (Some(old), Some(new)) => q.bind(new).bind(now).bind(old),
+            (Some(old), None) => q.bind(old),
+            (None, None) => q,
+        };
+        let done = q.execute(&self.store.pool).await.db().map_err(unavailable)?;
+        Ok(done.rows_affected() == 1)
     }
 }
 
 impl PluginStateStore for DbPluginState {
     fn get<'a>(&'a self, scope: &'a StateScope, key: &'a str) -> StateFuture<'a, Option<Vec<u8>>> {
         Box::pin(async move {
-            let stored = self.get_value(scope, key).await.map_err(|err| StateError::Unavailable(err.to_string()))?;
-            stored.map(|value| self.unseal(value)).transpose()
+            let stored = self.get_raw(scope, key).await.map_err(unavailable)?;
+            stored.map(|value| self.unseal(scope, key, value)).transpose()
         })
     }
 
@@ -339,15 +417,178 @@ impl PluginStateStore for DbPluginState {
 
     fn delete<'a>(&'a self, scope: &'a StateScope, key: &'a str) -> StateFuture<'a, ()> {
         Box::pin(async move {
-            sqlx::query("DELETE FROM plugin_state WHERE plugin_id = $1 AND workspace_id = $2 AND state_key = $3")
+            sqlx::query(&format!("DELETE FROM plugin_state WHERE {SCOPE} AND state_key = $4"))
                 .bind(&scope.plugin_id)
                 .bind(&scope.workspace_id)
+                .bind(&scope.record_id)
                 .bind(key)
                 .execute(&self.store.pool)
                 .await
+                .db()
                 .map(|_| ())
-                .map_err(|err| StateError::Unavailable(err.to_string()))
+                .map_err(unavailable)
         })
+    }
+
+    fn list_keys<'a>(
+        &'a self,
+        scope: &'a StateScope,
+        prefix: &'a str,
+        after: Option<&'a str>,
+        limit: u32,
+    ) -> StateFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            // Prefix matching by range (no LIKE, whose wildcards a key may contain); byte order
+            // comes from the keys being compared as binary in both dialects' default collation.
+            let rows = sqlx::query(&format!(
+                "SELECT state_key FROM plugin_state WHERE {SCOPE} AND state_key > $4 ORDER BY state_key LIMIT $5"
+            ))
+            .bind(&scope.plugin_id)
+            .bind(&scope.workspace_id)
+            .bind(&scope.record_id)
+            .bind(after.filter(|after| *after >= prefix).unwrap_or(prefix).to_owned())
+            .bind(i64::from(limit.min(10_000)) + 1)
+            .fetch_all(&self.store.pool)
+            .await
+            .db()
+            .map_err(unavailable)?;
+            let mut keys = Vec::new();
+            // `> prefix` skips the prefix itself: add it back when it is a key and no cursor passed it.
+            if after.is_none_or(|after| after < prefix)
+                && !prefix.is_empty()
+                && self.get_raw(scope, prefix).await.map_err(unavailable)?.is_some()
+            {
+                keys.push(prefix.to_owned());
+            }
+            for row in rows {
+                let key: String = row.try_get("state_key").db().map_err(unavailable)?;
+                if !key.starts_with(prefix) {
+                    break;
+                }
+                keys.push(key);
+            }
+            keys.truncate(limit as usize);
+            Ok(keys)
+        })
+    }
+
+    fn compare_and_swap<'a>(
+        &'a self,
+        scope: &'a StateScope,
+        key: &'a str,
+        expected: Option<Vec<u8>>,
+        new: Option<Vec<u8>>,
+        quota: u64,
+    ) -> StateFuture<'a, bool> {
+        Box::pin(self.swap(scope, key, expected, new, quota))
+    }
+}
+
+/// Keystore keys in the database, sealed by the domain's [`trellis_core::plugins::Keystore`].
+#[derive(Clone)]
+pub struct DbPluginKeys {
+    store: Store,
+    clock: trellis_core::clock::SharedClock,
+}
+
+impl DbPluginKeys {
+    pub fn new(store: Store, clock: trellis_core::clock::SharedClock) -> Self {
+        DbPluginKeys { store, clock }
+    }
+
+    async fn insert_key(
+        &self,
+        scope: &StateScope,
+        label: &str,
+        key: SealedKey,
+        max_keys: u32,
+    ) -> StoreResult<KeyInsert> {
+        let count: i64 = sqlx::query(&format!("SELECT COUNT(*) FROM plugin_keys WHERE {SCOPE}"))
+            .bind(&scope.plugin_id)
+            .bind(&scope.workspace_id)
+            .bind(&scope.record_id)
+            .fetch_one(&self.store.pool)
+            .await
+            .and_then(|row| row.try_get(0))
+            .db()?;
+        if count >= i64::from(max_keys) {
+            return Ok(KeyInsert::QuotaExceeded);
+        }
+        let done = sqlx::query(
+            "INSERT INTO plugin_keys (plugin_id, workspace_id, record_id, label, algorithm, sealed, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (plugin_id, workspace_id, record_id, label) DO NOTHING",
+        )
+        .bind(&scope.plugin_id)
+        .bind(&scope.workspace_id)
+        .bind(&scope.record_id)
+        .bind(label)
+        .bind(&key.algorithm)
+        .bind(&key.sealed)
+        .bind(self.clock.now().timestamp_millis())
+        .execute(&self.store.pool)
+        .await
+        .db()?;
+        Ok(if done.rows_affected() == 1 { KeyInsert::Inserted } else { KeyInsert::AlreadyExists })
+    }
+
+    async fn get_key(&self, scope: &StateScope, label: &str) -> StoreResult<Option<SealedKey>> {
+        let row = sqlx::query(&format!("SELECT algorithm, sealed FROM plugin_keys WHERE {SCOPE} AND label = $4"))
+            .bind(&scope.plugin_id)
+            .bind(&scope.workspace_id)
+            .bind(&scope.record_id)
+            .bind(label)
+            .fetch_optional(&self.store.pool)
+            .await
+            .db()?;
+        row.map(|row| Ok(SealedKey { algorithm: row.try_get("algorithm").db()?, sealed: row.try_get("sealed").db()? }))
+            .transpose()
+    }
+
+    async fn key_labels(&self, scope: &StateScope) -> StoreResult<Vec<String>> {
+        let rows = sqlx::query(&format!("SELECT label FROM plugin_keys WHERE {SCOPE} ORDER BY label"))
+            .bind(&scope.plugin_id)
+            .bind(&scope.workspace_id)
+            .bind(&scope.record_id)
+            .fetch_all(&self.store.pool)
+            .await
+            .db()?;
+        rows.iter().map(|row| row.try_get("label").db()).collect()
+    }
+
+    async fn delete_key(&self, scope: &StateScope, label: &str) -> StoreResult<()> {
+        sqlx::query(&format!("DELETE FROM plugin_keys WHERE {SCOPE} AND label = $4"))
+            .bind(&scope.plugin_id)
+            .bind(&scope.workspace_id)
+            .bind(&scope.record_id)
+            .bind(label)
+            .execute(&self.store.pool)
+            .await
+            .db()?;
+        Ok(())
+    }
+}
+
+impl PluginKeyRecords for DbPluginKeys {
+    fn insert<'a>(
+        &'a self,
+        scope: &'a StateScope,
+        label: &'a str,
+        key: SealedKey,
+        max_keys: u32,
+    ) -> StateFuture<'a, KeyInsert> {
+        Box::pin(async move { self.insert_key(scope, label, key, max_keys).await.map_err(unavailable) })
+    }
+
+    fn get<'a>(&'a self, scope: &'a StateScope, label: &'a str) -> StateFuture<'a, Option<SealedKey>> {
+        Box::pin(async move { self.get_key(scope, label).await.map_err(unavailable) })
+    }
+
+    fn labels<'a>(&'a self, scope: &'a StateScope) -> StateFuture<'a, Vec<String>> {
+        Box::pin(async move { self.key_labels(scope).await.map_err(unavailable) })
+    }
+
+    fn delete<'a>(&'a self, scope: &'a StateScope, label: &'a str) -> StateFuture<'a, ()> {
+        Box::pin(async move { self.delete_key(scope, label).await.map_err(unavailable) })
     }
 }
 
@@ -358,18 +599,27 @@ mod tests {
     use sqlx::Row;
     use trellis_core::clock::SystemClock;
     use trellis_core::crypto::MasterKey;
-    use trellis_core::plugins::{PluginStateStore, StateError, StateScope};
+    use trellis_core::plugins::{KeyAlgorithm, Keystore, PluginStateStore, StateError, StateScope};
 
-    use super::DbPluginState;
+    use super::{DbPluginKeys, DbPluginState};
     use crate::Store;
+
+    async fn open() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&format!("sqlite://{}", dir.path().join("state.db").display())).await.expect("store");
+        (dir, store)
+    }
+
+    fn scope(record: &str) -> StateScope {
+        StateScope { plugin_id: "p".into(), workspace_id: "w".into(), record_id: record.into() }
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn state_is_sealed_at_rest_and_bounded_by_the_quota() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(&format!("sqlite://{}", dir.path().join("state.db").display())).await.expect("store");
+        let (_dir, store) = open().await;
         let key = MasterKey::parse(&"7".repeat(64)).expect("key");
         let state = DbPluginState::new(store.clone(), Arc::new(SystemClock), key);
-        let scope = StateScope { plugin_id: "p".into(), workspace_id: "w".into() };
+        let scope = scope("ca_1");
 
         state.set(&scope, "account", b"-----BEGIN account url-----".to_vec(), 10_000).await.expect("set");
         assert_eq!(
@@ -387,5 +637,82 @@ mod tests {
         assert_eq!(err, StateError::QuotaExceeded(10_000));
         state.delete(&scope, "account").await.expect("delete");
         assert_eq!(state.get(&scope, "account").await.expect("get"), None);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn state_is_per_record_lists_by_prefix_and_swaps_atomically() {
+        let (_dir, store) = open().await;
+        let state = DbPluginState::new(store.clone(), Arc::new(SystemClock), MasterKey::from_bytes([3; 32]));
+        for key in ["order/b", "order/a", "order", "orders", "account"] {
+            state.set(&scope("ca_1"), key, key.as_bytes().to_vec(), 10_000).await.expect("set");
+        }
+        assert_eq!(state.get(&scope("ca_2"), "account").await.expect("get"), None, "records do not share state");
+        let list = |prefix: &'static str, after: Option<&'static str>, limit| {
+            let state = state.clone();
+            async move { state.list_keys(&scope("ca_1"), prefix, after, limit).await.expect("list") }
+        };
+        assert_eq!(list("order/", None, 10).await, ["order/a", "order/b"]);
+        assert_eq!(list("order", None, 10).await, ["order", "order/a", "order/b", "orders"]);
+        assert_eq!(list("order", None, 2).await, ["order", "order/a"]);
+        assert_eq!(list("order", Some("order/a"), 2).await, ["order/b", "orders"]);
+        assert_eq!(list("", None, 100).await.len(), 5);
+
+        // A sealed value copied to another record does not open there.
+        sqlx::query("UPDATE plugin_state SET record_id = 'ca_9' WHERE state_key = 'account'")
+            .execute(&store.pool)
+            .await
+            .expect("move row");
+        assert!(matches!(state.get(&scope("ca_9"), "account").await, Err(StateError::Unavailable(_))));
+
+        let swap = |expected: Option<&[u8]>, new: Option<&[u8]>| {
+            let state = state.clone();
+            let (expected, new) = (expected.map(<[u8]>::to_vec), new.map(<[u8]>::to_vec));
+            async move { state.compare_and_swap(&scope("ca_1"), "lock", expected, new, 10_000).await.expect("cas") }
+        };
+        assert!(swap(None, Some(b"one")).await);
+        assert!(!swap(None, Some(b"two")).await, "the key exists");
+        assert!(!swap(Some(b"zero"), Some(b"two")).await, "stale expectation");
+        assert!(swap(Some(b"one"), Some(b"two")).await);
+        assert!(swap(Some(b"two"), None).await);
+        assert_eq!(state.get(&scope("ca_1"), "lock").await.expect("get"), None);
+
+        // Racing swaps from one expected value: exactly one wins.
+        state.set(&scope("ca_1"), "lock", b"free".to_vec(), 10_000).await.expect("set");
+        let racers: Vec<_> = (0..8u8)
+            .map(|n| {
+                let state = state.clone();
+                tokio::spawn(async move {
+                    state.compare_and_swap(&scope("ca_1"), "lock", Some(b"free".to_vec()), Some(vec![n]), 10_000).await
+                })
+            })
+            .collect();
+        let mut winners = 0;
+        for racer in racers {
+            if racer.await.expect("join").expect("cas") {
+                winners += 1;
+            }
+        }
+        assert_eq!(winners, 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keystore_keys_are_sealed_in_the_database() {
+        let (_dir, store) = open().await;
+        let keystore = Keystore::new(
+            Arc::new(DbPluginKeys::new(store.clone(), Arc::new(SystemClock))),
+            MasterKey::from_bytes([5; 32]),
+        );
+        let info = keystore.generate(&scope("ca_1"), "account", KeyAlgorithm::EcdsaP256).await.expect("generate");
+        assert_eq!(keystore.public_key(&scope("ca_1"), "account").await.expect("public"), info);
+        assert_eq!(keystore.labels(&scope("ca_1")).await.expect("labels"), ["account"]);
+        assert!(keystore.labels(&scope("ca_2")).await.expect("labels").is_empty());
+        // Sealed under the master key: another key opens nothing.
+        let records = Arc::new(DbPluginKeys::new(store.clone(), Arc::new(SystemClock)));
+        let other = Keystore::new(records, MasterKey::from_bytes([6; 32]));
+        assert!(matches!(
+            other.sign(&scope("ca_1"), "account", b"m").await,
+            Err(trellis_core::plugins::KeystoreError::Unavailable(_))
+        ));
+        assert_eq!(keystore.sign(&scope("ca_1"), "account", b"m").await.expect("sign").len(), 64);
     }
 }

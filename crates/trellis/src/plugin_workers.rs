@@ -11,10 +11,10 @@ use trellis_core::audit::Audit;
 use trellis_core::clock::SharedClock;
 use trellis_core::crypto::MasterKey;
 use trellis_core::plugins::service::{install_as, sync, PluginService};
-use trellis_core::plugins::{Activation, PluginError, BUILT_PLUGINS_DIR, FIRST_PARTY_PLUGINS};
+use trellis_core::plugins::{Activation, Keystore, PluginError, BUILT_PLUGINS_DIR, FIRST_PARTY_PLUGINS};
 use trellis_core::{Context, Error, Result, SharedContext};
 use trellis_plugin_host::{PluginRuntime, RuntimeConfig};
-use trellis_store::{DbPluginState, Store};
+use trellis_store::{DbPluginKeys, DbPluginState, Store};
 
 use crate::config::Config;
 
@@ -56,8 +56,9 @@ pub fn start_runtime(
             limits.wall_time = Duration::from_millis(ms);
         }
     }
-    let state = DbPluginState::new(store.clone(), clock, master_key);
-    let runtime = PluginRuntime::new(runtime_config, Arc::new(state))?;
+    let state = DbPluginState::new(store.clone(), clock.clone(), master_key.clone());
+    let keystore = Keystore::new(Arc::new(DbPluginKeys::new(store.clone(), clock)), master_key);
+    let runtime = PluginRuntime::new(runtime_config, Arc::new(state), keystore)?;
     Ok(PluginService::new(Arc::new(runtime)))
 }
 

@@ -131,15 +131,33 @@ pub fn parse_der(der: &[u8]) -> Result<ParsedCertificate> {
 }
 
 pub fn to_pem(der: &[u8]) -> String {
+    pem_encode("CERTIFICATE", der)
+}
+
+/// PEM text of `der` under `label` (`CERTIFICATE`, `CERTIFICATE REQUEST`, …).
+pub fn pem_encode(label: &str, der: &[u8]) -> String {
     use base64::Engine;
     let body = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    let mut pem = format!("-----BEGIN {label}-----\n");
     for line in body.as_bytes().chunks(64) {
         pem.push_str(&String::from_utf8_lossy(line));
         pem.push('\n');
     }
-    pem.push_str("-----END CERTIFICATE-----\n");
+    pem.push_str(&format!("-----END {label}-----\n"));
     pem
+}
+
+/// The DER of every `CERTIFICATE` block of a PEM text, in order (other blocks skipped).
+/// `None` when the text is not PEM or holds no certificate.
+pub fn pem_certificates(text: &str) -> Option<Vec<Vec<u8>>> {
+    let mut certificates = Vec::new();
+    for block in Pem::iter_from_buffer(text.as_bytes()) {
+        let block = block.ok()?;
+        if block.label == "CERTIFICATE" {
+            certificates.push(block.contents);
+        }
+    }
+    (!certificates.is_empty()).then_some(certificates)
 }
 
 /// SANs as `DNS:…`, `IP:…`, `email:…`, `URI:…`.

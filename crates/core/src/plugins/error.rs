@@ -110,6 +110,8 @@ impl PluginError {
                     "SERVICE_UNAVAILABLE"
                 }
                 ReportedError::Upstream { retryable: false, .. } => "UPSTREAM_ERROR",
+                ReportedError::Conflict { .. } => "CONFLICT",
+                ReportedError::Rejected { .. } => "CA_REJECTED",
                 ReportedError::Internal { .. } => "PLUGIN_FAILED",
             },
             PluginError::Trapped { .. } => "PLUGIN_TRAPPED",

@@ -1,12 +1,16 @@
 //! The port to the plugin sandbox. `trellis-plugin-host` implements it with wasmtime; the
 //! domain only sees these operations and the plugin vocabulary of [`super::types`].
+//!
+//! The calls take the newest contract's shape (`trellis:plugin@0.2`); the host adapts them for
+//! components built against older contracts (see `trellis-plugin-host`'s `worlds`).
 
 use async_trait::async_trait;
 
 use super::error::PluginError;
 use super::types::{
-    Activation, CallTarget, CertificatePage, Delivery, Event, InstalledVersion, IssueRequest, IssuedCertificate,
-    PluginKind, PluginSummary, RevokeRequest, TestReport, Verdict, VerifyRequest,
+    Activation, CallTarget, CertificatePage, CertificateRef, Delivery, Event, InstalledVersion, IssueOutcome,
+    IssueRequest, IssuedCertificate, PluginKind, PluginSummary, RenewalWindow, RevokeRequest, TestReport, Verdict,
+    VerifyRequest,
 };
 
 /// This replica's plugin runtime: a registry of installed versions and the typed calls into
@@ -46,10 +50,29 @@ pub trait PluginHost: Send + Sync + 'static {
     // ---- calls -------------------------------------------------------------------------------
 
     async fn validate_config(&self, target: &CallTarget, kind: PluginKind) -> Result<(), PluginError>;
+
+    // integration
     async fn integration_test(&self, target: &CallTarget) -> Result<TestReport, PluginError>;
     async fn notify(&self, target: &CallTarget, event: &Event) -> Result<Delivery, PluginError>;
+
+    // ca-connector
+    /// Prepares a record (account registration, internal CA creation); a no-op for 0.1.
+    async fn ca_setup(&self, target: &CallTarget) -> Result<(), PluginError>;
     async fn ca_test_connection(&self, target: &CallTarget) -> Result<TestReport, PluginError>;
-    async fn ca_issue(&self, target: &CallTarget, request: &IssueRequest) -> Result<IssuedCertificate, PluginError>;
+    async fn ca_issue(&self, target: &CallTarget, request: &IssueRequest) -> Result<IssueOutcome, PluginError>;
+    async fn ca_poll_issue(
+        &self,
+        target: &CallTarget,
+        reference: &str,
+        request: &IssueRequest,
+    ) -> Result<IssueOutcome, PluginError>;
+    async fn ca_fetch_certificate(
+        &self,
+        target: &CallTarget,
+        ca_reference: &str,
+    ) -> Result<IssuedCertificate, PluginError>;
+    /// The CA's own chain, issuing CA first, DER.
+    async fn ca_chain(&self, target: &CallTarget) -> Result<Vec<Vec<u8>>, PluginError>;
     async fn ca_revoke(&self, target: &CallTarget, request: &RevokeRequest) -> Result<(), PluginError>;
     async fn ca_list_certificates(
         &self,
@@ -57,5 +80,12 @@ pub trait PluginHost: Send + Sync + 'static {
         cursor: Option<String>,
         limit: u32,
     ) -> Result<CertificatePage, PluginError>;
+    async fn ca_renewal_info(
+        &self,
+        target: &CallTarget,
+        certificate: &CertificateRef,
+    ) -> Result<Option<RenewalWindow>, PluginError>;
+
+    // attestation-verifier
     async fn verify(&self, target: &CallTarget, request: &VerifyRequest) -> Result<Verdict, PluginError>;
 }

@@ -6,6 +6,7 @@
 
 mod error;
 mod host;
+mod keystore;
 pub mod service;
 mod state;
 mod stored;
@@ -13,6 +14,10 @@ mod types;
 
 pub use self::error::{InstallError, PluginError};
 pub use self::host::PluginHost;
+pub use self::keystore::{
+    InMemoryKeyRecords, KeyAlgorithm, KeyInsert, Keystore, KeystoreError, PluginKeyRecords, PublicKeyInfo, SealedKey,
+    MAX_KEYS_PER_RECORD, MAX_SIGNED_MESSAGE,
+};
 pub use self::state::{InMemoryStateStore, PluginStateStore, StateError, StateFuture, StateScope};
 pub use self::stored::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 pub use self::types::*;

@@ -1,16 +1,19 @@
-//! Per-plugin, per-workspace key/value state behind the `trellis:plugin/state` import.
+//! Per-plugin, per-record key/value state behind the `trellis:plugin/state` import.
 //! The runtime only knows this trait; the service backs it with the database.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
 
-/// Where a value lives: one plugin (by id, across its versions) in one workspace.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// Where a value (or keystore key) lives: one plugin (by id, across its versions) serving one
+/// record of one workspace. Contract 0.1 calls carry no record: their `record_id` is empty,
+/// which makes the scope workspace-wide as it was.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StateScope {
     pub plugin_id: String,
     pub workspace_id: String,
+    pub record_id: String,
 }
 
 /// Why a state operation failed.
@@ -33,16 +36,34 @@ pub trait PluginStateStore: Send + Sync + 'static {
     fn set<'a>(&'a self, scope: &'a StateScope, key: &'a str, value: Vec<u8>, quota: u64) -> StateFuture<'a, ()>;
     /// Removes one value.
     fn delete<'a>(&'a self, scope: &'a StateScope, key: &'a str) -> StateFuture<'a, ()>;
+    /// Keys starting with `prefix`, in byte order, after `after`, at most `limit`.
+    fn list_keys<'a>(
+        &'a self,
+        scope: &'a StateScope,
+        prefix: &'a str,
+        after: Option<&'a str>,
+        limit: u32,
+    ) -> StateFuture<'a, Vec<String>>;
+    /// Replaces `key`'s value with `new` (`None` deletes) if it currently equals `expected`
+    /// (`None`: absent); returns whether it did. Atomic against concurrent callers.
+    fn compare_and_swap<'a>(
+        &'a self,
+        scope: &'a StateScope,
+        key: &'a str,
+        expected: Option<Vec<u8>>,
+        new: Option<Vec<u8>>,
+        quota: u64,
+    ) -> StateFuture<'a, bool>;
 }
 
 /// Process-local state, for tests and single-node development.
 #[derive(Debug, Default)]
 pub struct InMemoryStateStore {
-    values: Mutex<HashMap<StateScope, HashMap<String, Vec<u8>>>>,
+    values: Mutex<HashMap<StateScope, BTreeMap<String, Vec<u8>>>>,
 }
 
 impl InMemoryStateStore {
-    fn with_scope<T>(&self, scope: &StateScope, f: impl FnOnce(&mut HashMap<String, Vec<u8>>) -> T) -> T {
+    fn with_scope<T>(&self, scope: &StateScope, f: impl FnOnce(&mut BTreeMap<String, Vec<u8>>) -> T) -> T {
         // A panic while holding the lock cannot leave a half-written map, so poisoning is ignored.
         let mut values = self.values.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         f(values.entry(scope.clone()).or_default())
@@ -70,5 +91,52 @@ impl PluginStateStore for InMemoryStateStore {
     fn delete<'a>(&'a self, scope: &'a StateScope, key: &'a str) -> StateFuture<'a, ()> {
         self.with_scope(scope, |map| map.remove(key));
         Box::pin(async move { Ok(()) })
+    }
+
+    fn list_keys<'a>(
+        &'a self,
+        scope: &'a StateScope,
+        prefix: &'a str,
+        after: Option<&'a str>,
+        limit: u32,
+    ) -> StateFuture<'a, Vec<String>> {
+        let keys = self.with_scope(scope, |map| {
+            map.keys()
+                .filter(|k| k.starts_with(prefix) && after.is_none_or(|after| k.as_str() > after))
+                .take(limit as usize)
+                .cloned()
+                .collect()
+        });
+        Box::pin(async move { Ok(keys) })
+    }
+
+    fn compare_and_swap<'a>(
+        &'a self,
+        scope: &'a StateScope,
+        key: &'a str,
+        expected: Option<Vec<u8>>,
+        new: Option<Vec<u8>>,
+        quota: u64,
+    ) -> StateFuture<'a, bool> {
+        let result = self.with_scope(scope, |map| {
+            if map.get(key) != expected.as_ref() {
+                return Ok(false);
+            }
+            match new {
+                Some(value) => {
+                    let others: usize =
+                        map.iter().filter(|(k, _)| k.as_str() != key).map(|(k, v)| k.len() + v.len()).sum();
+                    if (others + key.len() + value.len()) as u64 > quota {
+                        return Err(StateError::QuotaExceeded(quota));
+                    }
+                    map.insert(key.to_owned(), value);
+                }
+                None => {
+                    map.remove(key);
+                }
+            }
+            Ok(true)
+        });
+        Box::pin(async move { result })
     }
 }

@@ -50,8 +50,33 @@ pub struct PluginInfo {
     pub description: String,
     pub serves: Vec<String>,
     pub config_schema: serde_json::Value,
+    /// Configuration members that hold secrets (contract 0.2; empty for 0.1 plugins).
+    pub secret_fields: Vec<SecretField>,
+    /// What a connector can do (contract 0.2; a 0.1 connector is taken to issue, revoke and discover).
+    pub capabilities: Capabilities,
     pub default_issuer_patterns: Vec<String>,
     pub outbound_hosts: Vec<String>,
+}
+
+/// A configuration member that holds a secret: encrypted at rest and masked in responses;
+/// `withheld` ones never enter the sandbox at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretField {
+    /// RFC 6901 JSON pointer to an object member, e.g. `/apiKey`.
+    pub pointer: String,
+    pub withheld: bool,
+}
+
+/// The operations a connector declares; the host calls only those.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    pub issue: bool,
+    pub revoke: bool,
+    pub discover: bool,
+    pub renew: bool,
+    pub renewal_info: bool,
 }
 
 fn serialize_display<S: serde::Serializer>(value: &semver::Version, s: S) -> Result<S::Ok, S::Error> {
@@ -76,6 +101,10 @@ pub enum ReportedError {
     Upstream { status: Option<u16>, message: String, retryable: bool },
     #[error("rate limited (retry after {retry_after_secs:?} s)")]
     RateLimited { retry_after_secs: Option<u32> },
+    #[error("conflict: {message}")]
+    Conflict { message: String },
+    #[error("rejected by the CA: {message}")]
+    Rejected { message: String },
     #[error("internal plugin error: {message}")]
     Internal { message: String },
 }
@@ -99,6 +128,8 @@ impl ReportedError {
             ReportedError::NotSupported { .. } => "not_supported",
             ReportedError::Upstream { .. } => "upstream",
             ReportedError::RateLimited { .. } => "rate_limited",
+            ReportedError::Conflict { .. } => "conflict",
+            ReportedError::Rejected { .. } => "rejected",
             ReportedError::Internal { .. } => "internal",
         }
     }
@@ -142,7 +173,12 @@ pub struct TestReport {
 #[derive(Debug, Clone, Default)]
 pub struct CallContext {
     pub workspace_id: String,
+    /// The record the plugin serves (CA, integration, device). Plugin state and keystore keys
+    /// are scoped to (plugin, workspace, record); empty for calls that serve no record.
+    pub record_id: String,
     pub request_id: String,
+    /// The record's endpoint URL, when it has one (a CA's `url`); its host is always reachable.
+    pub endpoint: Option<String>,
 }
 
 /// A lifecycle event for an integration.
@@ -163,7 +199,7 @@ pub struct Delivery {
     pub reference: Option<String>,
 }
 
-/// RFC 5280 revocation reasons.
+/// RFC 5280 CRLReason, the full set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum RevocationReason {
@@ -174,51 +210,164 @@ pub enum RevocationReason {
     Superseded,
     CessationOfOperation,
     CertificateHold,
+    RemoveFromCrl,
     PrivilegeWithdrawn,
+    AaCompromise,
 }
 
-/// What to issue.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IssueRequest {
-    pub csr_pem: String,
-    pub subject_alt_names: Vec<String>,
-    pub validity_days: Option<u32>,
-    pub profile: Option<String>,
-    pub metadata: serde_json::Value,
+/// When and why a certificate was revoked (`revoked_at` in seconds, when the CA said).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevocationInfo {
+    pub revoked_at: Option<i64>,
+    pub reason: RevocationReason,
 }
 
-/// A certificate the CA issued.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct IssuedCertificate {
-    pub certificate_pem: String,
-    pub chain_pem: Vec<String>,
+/// A subject alternative name, classified.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", content = "value", rename_all = "lowercase")]
+pub enum SubjectAltName {
+    Dns(String),
+    Ip(std::net::IpAddr),
+    Email(String),
+    Uri(String),
+}
+
+impl std::fmt::Display for SubjectAltName {
+    /// The text form 0.1 plugins receive: the bare name.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubjectAltName::Dns(name) | SubjectAltName::Email(name) | SubjectAltName::Uri(name) => f.write_str(name),
+            SubjectAltName::Ip(ip) => write!(f, "{ip}"),
+        }
+    }
+}
+
+/// Distinguished-name parts of a certificate's subject; `None` members are absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Subject {
+    pub common_name: Option<String>,
+    pub organization: Option<String>,
+    pub organizational_unit: Option<String>,
+    pub country: Option<String>,
+    pub state: Option<String>,
+    pub locality: Option<String>,
+    /// Every other attribute as (dotted OID, value), in order.
+    pub other: Vec<(String, String)>,
+}
+
+/// RFC 5280 key usages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum KeyUsage {
+    DigitalSignature,
+    ContentCommitment,
+    KeyEncipherment,
+    DataEncipherment,
+    KeyAgreement,
+    KeyCertSign,
+    CrlSign,
+    EncipherOnly,
+    DecipherOnly,
+}
+
+/// What a certificate is to contain, as the host resolved it from the request, the template
+/// and the issuance policies. A connector must not widen it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CertificateProfile {
+    pub subject: Subject,
+    pub subject_alt_names: Vec<SubjectAltName>,
+    pub key_usages: Vec<KeyUsage>,
+    /// Dotted OIDs, e.g. `1.3.6.1.5.5.7.3.1`.
+    pub extended_key_usages: Vec<String>,
+    pub validity_days: u32,
+}
+
+/// A certificate the host already holds, with what the host derived from it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CertificateRef {
+    pub certificate_der: Option<Vec<u8>>,
+    /// Content octets of the DER INTEGER, lowercase hex.
     pub serial_number: String,
+    pub authority_key_id: Option<Vec<u8>>,
     pub not_before: i64,
     pub not_after: i64,
     pub ca_reference: Option<String>,
 }
 
+/// What to issue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssueRequest {
+    /// Stable across retries of one logical issuance, never reused for another.
+    pub idempotency_key: String,
+    /// PKCS#10 CSR, DER, its signature verified by the host.
+    pub csr_der: Vec<u8>,
+    pub template: Option<String>,
+    pub profile: CertificateProfile,
+    pub replaces: Option<CertificateRef>,
+    pub metadata: serde_json::Value,
+}
+
+/// A certificate the CA issued, as DER. Serial and validity are not taken from the plugin:
+/// the domain reads them from the certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuedCertificate {
+    #[serde(skip)]
+    pub certificate_der: Vec<u8>,
+    /// Intermediates, leaf-most first.
+    #[serde(skip)]
+    pub chain_der: Vec<Vec<u8>>,
+    pub ca_reference: Option<String>,
+}
+
+/// An order the CA accepted but has not finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingIssue {
+    pub reference: String,
+    pub retry_after_secs: Option<u32>,
+    pub status_message: String,
+}
+
+/// The outcome of `issue` and `poll-issue`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IssueOutcome {
+    Issued(IssuedCertificate),
+    Pending(PendingIssue),
+}
+
 /// What to revoke.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevokeRequest {
-    pub serial_number: String,
-    pub certificate_pem: Option<String>,
+    pub certificate: CertificateRef,
     pub reason: RevocationReason,
 }
 
 /// A page of discovery results.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CertificatePage {
     pub items: Vec<DiscoveredCertificate>,
     pub next_cursor: Option<String>,
 }
 
 /// One certificate found on a CA.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiscoveredCertificate {
-    pub certificate_pem: String,
+    pub certificate_der: Vec<u8>,
+    pub chain_der: Vec<Vec<u8>>,
     pub ca_reference: Option<String>,
-    pub revoked: bool,
+    pub revocation: Option<RevocationInfo>,
+}
+
+/// A renewal window the CA suggests (ACME ARI).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenewalWindow {
+    pub start: i64,
+    pub end: i64,
+    pub explanation_url: Option<String>,
+    pub retry_after_secs: Option<u32>,
 }
 
 /// A PCR value.
@@ -293,11 +442,17 @@ impl CallTarget {
     /// A target in `workspace_id` for `plugin`, with configuration `config`.
     pub fn new(workspace_id: &str, plugin: PluginRef, config: serde_json::Value) -> CallTarget {
         CallTarget {
-            context: CallContext { workspace_id: workspace_id.to_owned(), request_id: String::new() },
+            context: CallContext { workspace_id: workspace_id.to_owned(), ..CallContext::default() },
             plugin,
             config,
             record_hosts: Vec::new(),
         }
+    }
+
+    /// Names the record the call serves (state and keystore are scoped to it).
+    pub fn for_record(mut self, record_id: &str) -> CallTarget {
+        self.context.record_id = record_id.to_owned();
+        self
     }
 
     /// Adds the record's hosts (for example the integration's webhook URL).

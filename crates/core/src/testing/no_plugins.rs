@@ -58,7 +58,22 @@ impl PluginHost for NoPlugins {
     async fn ca_test_connection(&self, _: &CallTarget) -> Result<TestReport, PluginError> {
         Err(none())
     }
-    async fn ca_issue(&self, _: &CallTarget, _: &IssueRequest) -> Result<IssuedCertificate, PluginError> {
+    async fn ca_setup(&self, _: &CallTarget) -> Result<(), PluginError> {
+        Err(none())
+    }
+    async fn ca_issue(&self, _: &CallTarget, _: &IssueRequest) -> Result<IssueOutcome, PluginError> {
+        Err(none())
+    }
+    async fn ca_poll_issue(&self, _: &CallTarget, _: &str, _: &IssueRequest) -> Result<IssueOutcome, PluginError> {
+        Err(none())
+    }
+    async fn ca_fetch_certificate(&self, _: &CallTarget, _: &str) -> Result<IssuedCertificate, PluginError> {
+        Err(none())
+    }
+    async fn ca_chain(&self, _: &CallTarget) -> Result<Vec<Vec<u8>>, PluginError> {
+        Err(none())
+    }
+    async fn ca_renewal_info(&self, _: &CallTarget, _: &CertificateRef) -> Result<Option<RenewalWindow>, PluginError> {
         Err(none())
     }
     async fn ca_revoke(&self, _: &CallTarget, _: &RevokeRequest) -> Result<(), PluginError> {

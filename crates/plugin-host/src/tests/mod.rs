@@ -51,7 +51,8 @@ pub(crate) fn test_config() -> RuntimeConfig {
 }
 
 pub(crate) fn runtime(config: RuntimeConfig) -> PluginRuntime {
-    PluginRuntime::new(config, Arc::new(InMemoryStateStore::default())).expect("runtime starts")
+    PluginRuntime::new(config, Arc::new(InMemoryStateStore::default()), trellis_core::plugins::Keystore::in_memory())
+        .expect("runtime starts")
 }
 
 pub(crate) async fn install(runtime: &PluginRuntime, name: &str) -> InstalledVersion {
@@ -182,7 +183,8 @@ async fn state_survives_runtimes() {
     };
     for expected in ["1", "2"] {
         // A fresh runtime each time: the count lives in the store, not in the process.
-        let runtime = PluginRuntime::new(test_config(), state.clone()).expect("runtime");
+        let runtime = PluginRuntime::new(test_config(), state.clone(), trellis_core::plugins::Keystore::in_memory())
+            .expect("runtime");
         install(&runtime, "fixture-noop").await;
         assert_eq!(bump(runtime).await.as_deref(), Some(expected));
     }

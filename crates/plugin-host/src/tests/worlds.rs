@@ -4,9 +4,25 @@ use serde_json::json;
 
 use crate::tests::{install, runtime, target, test_config};
 use crate::{
-    Evidence, IssueRequest, PcrValue, PluginHost, PluginKind, PluginRef, ReportedError, RevocationReason,
-    RevokeRequest, VerifyRequest,
+    CertificateProfile, CertificateRef, Evidence, IssueOutcome, IssueRequest, PcrValue, PluginHost, PluginKind,
+    PluginRef, ReportedError, RevocationReason, RevokeRequest, SubjectAltName, VerifyRequest,
 };
+
+/// A 0.2-shaped request (the domain's), which the host flattens for 0.1 connectors.
+pub(crate) fn issue_request(names: &[&str], validity_days: u32) -> IssueRequest {
+    IssueRequest {
+        idempotency_key: "req_1".into(),
+        csr_der: vec![0x30, 0x03, 0x02, 0x01, 0x00],
+        template: None,
+        profile: CertificateProfile {
+            subject_alt_names: names.iter().map(|n| SubjectAltName::Dns((*n).into())).collect(),
+            validity_days,
+            ..CertificateProfile::default()
+        },
+        replaces: None,
+        metadata: json!({}),
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ca_connector_world_round_trip() {
@@ -20,25 +36,20 @@ async fn ca_connector_world_round_trip() {
     assert!(report.success);
     assert_eq!(report.details, json!({"endpoints": ["static"]}));
 
-    let issued = runtime
-        .ca_issue(
-            &ca,
-            &IssueRequest {
-                csr_pem: "-----BEGIN CERTIFICATE REQUEST-----\n...".into(),
-                subject_alt_names: vec!["a.example".into(), "b.example".into()],
-                validity_days: Some(30),
-                profile: None,
-                metadata: json!({}),
-            },
-        )
-        .await
-        .expect("issue");
+    let outcome = runtime.ca_issue(&ca, &issue_request(&["a.example", "b.example"], 30)).await.expect("issue");
+    let IssueOutcome::Issued(issued) = outcome else { panic!("a 0.1 connector issues at once: {outcome:?}") };
     assert_eq!(issued.ca_reference.as_deref(), Some("a.example,b.example"));
-    assert_eq!(issued.not_after - issued.not_before, 30 * 86_400);
+    // The PEM the 0.1 plugin returned arrives as DER, its chain block too.
+    assert_eq!(issued.certificate_der.first(), Some(&0x30));
+    assert_eq!(issued.chain_der.len(), 1);
+    // Operations 0.1 lacks are answered by the host.
+    runtime.ca_setup(&ca).await.expect("setup is a no-op for 0.1");
+    assert!(runtime.ca_chain(&ca).await.expect("chain").is_empty());
+    let err = runtime.ca_poll_issue(&ca, "ref", &issue_request(&["a.example"], 30)).await.expect_err("no poll in 0.1");
+    assert!(matches!(err, crate::PluginError::Reported { error: ReportedError::NotSupported { .. }, .. }), "{err}");
 
     let revoke = |serial: &str| RevokeRequest {
-        serial_number: serial.into(),
-        certificate_pem: None,
+        certificate: CertificateRef { serial_number: serial.into(), ..CertificateRef::default() },
         reason: RevocationReason::KeyCompromise,
     };
     runtime.ca_revoke(&ca, &revoke("abc")).await.expect("revoke");
@@ -49,7 +60,7 @@ async fn ca_connector_world_round_trip() {
     let second = runtime.ca_list_certificates(&ca, first.next_cursor.clone(), 2).await.expect("page 2");
     assert_eq!((first.items.len(), second.items.len()), (2, 1));
     assert_eq!(second.next_cursor, None);
-    assert!(second.items[0].revoked);
+    assert!(second.items[0].revocation.is_some());
 
     // A CA connector is not an integration.
     let err = runtime

@@ -1,8 +1,7 @@
-//! wasmtime bindings for `trellis:plugin@0.1.0`, one module per world.
+//! wasmtime bindings for `trellis:plugin@0.1.0` (`wit/`), one module per world. Frozen: 0.1
+//! components keep loading against exactly these.
 //! The shared interfaces (`types`, `logging`, `state`) are generated once, in `integration`,
 //! and reused by the other worlds so one set of host implementations serves all three.
-//!
-//! When `0.2.0` ships, copy this file to `since_v0_1.rs` and dispatch per version (Zed pattern).
 
 #![allow(clippy::all, missing_docs)]
 
@@ -30,9 +29,9 @@ pub(crate) mod ca_world {
             "wasi:http": wasmtime_wasi_http::p2::bindings::http,
             "wasi:io": wasmtime_wasi::p2::bindings::io,
             "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
-            "trellis:plugin/types": crate::bindings::integration_world::trellis::plugin::types,
-            "trellis:plugin/logging": crate::bindings::integration_world::trellis::plugin::logging,
-            "trellis:plugin/state": crate::bindings::integration_world::trellis::plugin::state,
+            "trellis:plugin/types": crate::bindings::v0_1::integration_world::trellis::plugin::types,
+            "trellis:plugin/logging": crate::bindings::v0_1::integration_world::trellis::plugin::logging,
+            "trellis:plugin/state": crate::bindings::v0_1::integration_world::trellis::plugin::state,
         },
     });
 }
@@ -44,9 +43,9 @@ pub(crate) mod verifier_world {
         imports: { default: async | trappable },
         exports: { default: async },
         with: {
-            "trellis:plugin/types": crate::bindings::integration_world::trellis::plugin::types,
-            "trellis:plugin/logging": crate::bindings::integration_world::trellis::plugin::logging,
-            "trellis:plugin/state": crate::bindings::integration_world::trellis::plugin::state,
+            "trellis:plugin/types": crate::bindings::v0_1::integration_world::trellis::plugin::types,
+            "trellis:plugin/logging": crate::bindings::v0_1::integration_world::trellis::plugin::logging,
+            "trellis:plugin/state": crate::bindings::v0_1::integration_world::trellis::plugin::state,
         },
     });
 }
@@ -57,8 +56,3 @@ pub(crate) use integration_world::trellis::plugin::logging;
 pub(crate) use integration_world::trellis::plugin::state;
 pub(crate) use integration_world::trellis::plugin::types as wit_types;
 pub(crate) use verifier_world::exports::trellis::plugin::verifier;
-
-/// The interface names a component exports, per world, without version.
-pub(crate) const CONNECTOR_EXPORT: &str = "trellis:plugin/connector";
-pub(crate) const NOTIFIER_EXPORT: &str = "trellis:plugin/notifier";
-pub(crate) const VERIFIER_EXPORT: &str = "trellis:plugin/verifier";

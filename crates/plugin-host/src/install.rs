@@ -1,0 +1,299 @@
+//! Installing a component: checks that it is a component, compiles it (or loads it from the
+//! cache), reads which world and contract version it exports, binds it to that version's
+//! typed exports, asks it to describe itself and validates the answer. Also the plugin
+//! directory: install on start and watch for files dropped in.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+
+use crate::bindings::{CONNECTOR_EXPORT, NOTIFIER_EXPORT, VERIFIER_EXPORT};
+use crate::registry::LoadedPlugin;
+use crate::runtime::PluginRuntime;
+use crate::worlds::{served, Described, WorldPre, SERVED_VERSIONS};
+use crate::{Activation, CallTarget, InstallError, InstalledVersion, PluginError, PluginInfo, PluginKind, PluginRef};
+
+/// What the host says it supports, in refusals: `0.1.x, 0.2.x`.
+fn supported_versions() -> String {
+    SERVED_VERSIONS.iter().map(|(major, minor)| format!("{major}.{minor}.x")).collect::<Vec<_>>().join(", ")
+}
+
+impl PluginRuntime {
+    /// Validates, compiles (or loads from the cache) and registers a component.
+    ///
+    /// Refuses non-components, components importing what the host does not provide,
+    /// unserved WIT versions, bad metadata and duplicate id+version.
+    pub(crate) async fn install_component(
+        &self,
+        wasm: &[u8],
+        activation: Activation,
+    ) -> Result<InstalledVersion, PluginError> {
+        if wasm.len() < 8 || wasm.get(..4) != Some(b"\0asm") {
+            return Err(InstallError::NotAComponent { detail: " (no wasm header)".into() }.into());
+        }
+        // Components carry version 0x0d and layer 1; core modules version 1, layer 0.
+        if wasm.get(6..8) != Some(&[0x01, 0x00]) {
+            return Err(InstallError::NotAComponent { detail: " (this is a core wasm module)".into() }.into());
+        }
+        let sha256 = hex::encode(Sha256::digest(wasm));
+        if let Some((id, version)) = self.read_registry().installed_digest(&sha256) {
+            return Err(InstallError::DuplicateVersion { id, version: version.to_string() }.into());
+        }
+
+        let engine = self.engine().clone();
+        let bytes = wasm.to_vec();
+        // Compilation is CPU-bound (hundreds of ms per MB); keep it off the async workers.
+        let component = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
+            .await
+            .map_err(|err| PluginError::Internal(format!("compile task: {err}")))?
+            .map_err(|err| InstallError::CompileFailed(format!("{err:#}")))?;
+
+        let unsupported = self.unsupported_imports(&component);
+        if !unsupported.is_empty() {
+            return Err(InstallError::UnsupportedImports { imports: unsupported.join(", ") }.into());
+        }
+        let (kind, wit_version) = self.exported_world(&component)?;
+        let instance_pre = self
+            .linker()
+            .instantiate_pre(&component)
+            .map_err(|err| InstallError::UnsupportedImports { imports: format!("{err:#}") })?;
+        let pre =
+            WorldPre::new(kind, &wit_version, instance_pre).map_err(|err| InstallError::IncompatibleWitVersion {
+                found: format!("{wit_version} with mismatching types ({err:#})"),
+                supported: supported_versions(),
+            })?;
+
+        let mut loaded = LoadedPlugin {
+            info: placeholder_info(kind),
+            sha256,
+            size: wasm.len(),
+            wit_version,
+            label: Arc::from(format!("(installing {})", "component")),
+            pre,
+        };
+        let target = CallTarget::new("", PluginRef::Id(String::new()), serde_json::Value::Null);
+        let described = self
+            .invoke(&loaded, &target, loaded.pre.describe())
+            .await
+            .map_err(|err| InstallError::DescribeFailed(Box::new(err)))?
+            .value;
+        let info = validate_info(described, kind)?;
+        loaded.label = Arc::from(format!("{}@{}", info.id, info.version));
+        loaded.info = info;
+        let loaded = Arc::new(loaded);
+
+        let active = self.write_registry().insert(loaded.clone(), |active| match activation {
+            Activation::Always => true,
+            Activation::Never => false,
+            Activation::IfNewer => active.is_none_or(|active| loaded.info.version > *active),
+        })?;
+        tracing::info!(plugin = %loaded.label, sha256 = %loaded.sha256, wit = %loaded.wit_version, active, "plugin installed");
+        Ok(loaded.describe(active))
+    }
+
+    /// Installs every `*.wasm` file in `dir` (sorted by name). Already-installed bytes and
+    /// versions count as success. Returns one result per file.
+    pub async fn install_directory(&self, dir: &Path) -> Vec<(PathBuf, Result<Option<InstalledVersion>, PluginError>)> {
+        let mut files = match std::fs::read_dir(dir) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+                .collect::<Vec<_>>(),
+            Err(err) => {
+                return vec![(
+                    dir.to_owned(),
+                    Err(PluginError::Internal(format!("cannot read {}: {err}", dir.display()))),
+                )];
+            }
+        };
+        files.sort();
+        let mut results = Vec::with_capacity(files.len());
+        for path in files {
+            let result = match tokio::fs::read(&path).await {
+                Ok(bytes) => match self.install_component(&bytes, Activation::IfNewer).await {
+                    Ok(installed) => Ok(Some(installed)),
+                    Err(PluginError::Install(InstallError::DuplicateVersion { .. })) => Ok(None),
+                    Err(err) => Err(err),
+                },
+                Err(err) => Err(PluginError::Internal(format!("cannot read {}: {err}", path.display()))),
+            };
+            results.push((path, result));
+        }
+        results
+    }
+
+    /// Watches `dir` (`TRELLIS_PLUGIN_DIR`): a `*.wasm` file dropped or replaced there is
+    /// installed within `interval`. Refusals are logged once per file version.
+    pub fn spawn_directory_watcher(&self, dir: PathBuf, interval: Duration) -> tokio::task::JoinHandle<()> {
+        let runtime = self.clone();
+        tokio::spawn(async move {
+            let mut seen: HashMap<PathBuf, (SystemTime, u64)> = HashMap::new();
+            let mut ticker = tokio::time::interval(interval);
+            loop {
+                ticker.tick().await;
+                let Ok(entries) = std::fs::read_dir(&dir) else {
+                    continue;
+                };
+                for entry in entries.filter_map(Result::ok) {
+                    let path = entry.path();
+                    if path.extension().is_none_or(|e| e != "wasm") {
+                        continue;
+                    }
+                    let Ok(meta) = entry.metadata() else { continue };
+                    let stamp = (meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.len());
+                    if seen.get(&path) == Some(&stamp) {
+                        continue;
+                    }
+                    seen.insert(path.clone(), stamp);
+                    let Ok(bytes) = tokio::fs::read(&path).await else {
+                        continue;
+                    };
+                    match runtime.install_component(&bytes, Activation::IfNewer).await {
+                        Ok(v) => {
+                            tracing::info!(file = %path.display(), plugin = %v.info.id, version = %v.info.version, "installed plugin from watched directory")
+                        }
+                        Err(PluginError::Install(InstallError::DuplicateVersion { .. })) => {}
+                        Err(err) => {
+                            tracing::warn!(file = %path.display(), code = err.code(), error = %err, "plugin in watched directory refused")
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    /// The one Trellis world the component exports, and the contract version it was built for.
+    fn exported_world(&self, component: &Component) -> Result<(PluginKind, semver::Version), InstallError> {
+        let ty = component.component_type();
+        let mut names = Vec::new();
+        let mut found = None;
+        for (name, _) in ty.exports(self.engine()) {
+            names.push(name.to_owned());
+            let (interface, version) = name.split_once('@').unwrap_or((name, ""));
+            let kind = match interface {
+                CONNECTOR_EXPORT => PluginKind::CaConnector,
+                NOTIFIER_EXPORT => PluginKind::Integration,
+                VERIFIER_EXPORT => PluginKind::AttestationVerifier,
+                _ => continue,
+            };
+            let version = semver::Version::parse(version).map_err(|_| InstallError::IncompatibleWitVersion {
+                found: name.to_owned(),
+                supported: supported_versions(),
+            })?;
+            if let Some((_, _, first)) = &found {
+                return Err(InstallError::InvalidMetadata(format!(
+                    "component exports both {first} and {name}; a component implements exactly one Trellis world"
+                )));
+            }
+            found = Some((kind, version, name.to_owned()));
+        }
+        let Some((kind, version, name)) = found else {
+            return Err(InstallError::UnknownWorld {
+                exports: if names.is_empty() { "none".into() } else { names.join(", ") },
+            });
+        };
+        if !served(&version) {
+            return Err(InstallError::IncompatibleWitVersion { found: name, supported: supported_versions() });
+        }
+        Ok((kind, version))
+    }
+
+    fn unsupported_imports(&self, component: &Component) -> Vec<String> {
+        const KNOWN: [&str; 8] = [
+            "wasi:cli/",
+            "wasi:io/",
+            "wasi:clocks/",
+            "wasi:random/",
+            "wasi:filesystem/",
+            "wasi:sockets/",
+            "wasi:http/",
+            "trellis:plugin/",
+        ];
+        component
+            .component_type()
+            .imports(self.engine())
+            .map(|(name, _)| name.to_owned())
+            .filter(|name| !KNOWN.iter().any(|prefix| name.starts_with(prefix)))
+            .collect()
+    }
+}
+
+fn placeholder_info(kind: PluginKind) -> PluginInfo {
+    PluginInfo {
+        id: String::new(),
+        version: semver::Version::new(0, 0, 0),
+        kind,
+        name: String::new(),
+        description: String::new(),
+        serves: Vec::new(),
+        config_schema: serde_json::Value::Null,
+        secret_fields: Vec::new(),
+        capabilities: Default::default(),
+        default_issuer_patterns: Vec::new(),
+        outbound_hosts: Vec::new(),
+    }
+}
+
+fn validate_info(info: Described, world: PluginKind) -> Result<PluginInfo, InstallError> {
+    let id_ok = (3..=64).contains(&info.id.len())
+        && info.id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-' | '_'))
+        && info.id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+    if !id_ok {
+        return Err(InstallError::InvalidMetadata(format!(
+            "id {:?} must be 3-64 characters of a-z, 0-9, '.', '-', '_'",
+            info.id
+        )));
+    }
+    let version = semver::Version::parse(&info.version)
+        .map_err(|err| InstallError::InvalidMetadata(format!("version {:?} is not semver: {err}", info.version)))?;
+    match info.kind {
+        Some(kind) if kind == world => {}
+        Some(kind) => {
+            return Err(InstallError::InvalidMetadata(format!(
+                "describe() says {kind} but the component exports the {world} world"
+            )))
+        }
+        None => {
+            return Err(InstallError::InvalidMetadata(format!(
+                "describe() names a kind this host does not serve, but the component exports the {world} world"
+            )))
+        }
+    }
+    let config_schema: serde_json::Value = serde_json::from_str(&info.config_schema)
+        .map_err(|err| InstallError::InvalidMetadata(format!("config-schema is not JSON: {err}")))?;
+    if !config_schema.is_object() {
+        return Err(InstallError::InvalidMetadata("config-schema must be a JSON object".into()));
+    }
+    if info.serves.is_empty() {
+        return Err(InstallError::InvalidMetadata("serves must name at least one type".into()));
+    }
+    for field in &info.secret_fields {
+        let pointer_ok = field.pointer.starts_with('/')
+            && field.pointer.len() <= 256
+            && field.pointer[1..].split('/').all(|segment| !segment.is_empty());
+        if !pointer_ok {
+            return Err(InstallError::InvalidMetadata(format!(
+                "secret field {:?} is not a JSON pointer to an object member (e.g. \"/apiKey\")",
+                field.pointer
+            )));
+        }
+    }
+    Ok(PluginInfo {
+        id: info.id,
+        version,
+        kind: world,
+        name: info.name,
+        description: info.description,
+        serves: info.serves,
+        config_schema,
+        secret_fields: info.secret_fields,
+        capabilities: info.capabilities,
+        default_issuer_patterns: info.default_issuer_patterns,
+        outbound_hosts: info.outbound_hosts,
+    })
+}

@@ -1,0 +1,316 @@
+//! The registry of installed versions: which versions of which plugin are loaded, which one is
+//! active, the rollback history, workspace bindings and operator grants. Pure data: no wasm
+//! runs here, and every operation is one short critical section under the runtime's lock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use trellis_core::plugins::{
+    CallTarget, InstallError, InstalledVersion, PluginError, PluginInfo, PluginKind, PluginRef, PluginSummary,
+};
+
+use crate::worlds::{ConnectorPre, NotifierPre, VerifierPre, WorldPre};
+
+/// One installed version, compiled and typed by its world.
+pub(crate) struct LoadedPlugin {
+    pub(crate) info: PluginInfo,
+    pub(crate) sha256: String,
+    pub(crate) size: usize,
+    /// The contract version the component was built against.
+    pub(crate) wit_version: semver::Version,
+    pub(crate) pre: WorldPre,
+    /// `id@version`, for logs and metrics.
+    pub(crate) label: Arc<str>,
+}
+
+impl LoadedPlugin {
+    fn wrong_kind(&self, expected: PluginKind) -> PluginError {
+        PluginError::WrongKind { plugin: self.info.id.clone(), expected, actual: self.pre.kind() }
+    }
+
+    pub(crate) fn connector(&self) -> Result<&ConnectorPre, PluginError> {
+        match &self.pre {
+            WorldPre::Connector(pre) => Ok(pre),
+            _ => Err(self.wrong_kind(PluginKind::CaConnector)),
+        }
+    }
+
+    pub(crate) fn notifier(&self) -> Result<&NotifierPre, PluginError> {
+        match &self.pre {
+            WorldPre::Notifier(pre) => Ok(pre),
+            _ => Err(self.wrong_kind(PluginKind::Integration)),
+        }
+    }
+
+    pub(crate) fn verifier(&self) -> Result<&VerifierPre, PluginError> {
+        match &self.pre {
+            WorldPre::Verifier(pre) => Ok(pre),
+            _ => Err(self.wrong_kind(PluginKind::AttestationVerifier)),
+        }
+    }
+
+    /// Whether calls carry a record (contract 0.2 on): state and keys are then scoped to it;
+    /// 0.1 components keep the workspace-wide scope they were written for.
+    pub(crate) fn scopes_by_record(&self) -> bool {
+        self.wit_version.major > 0 || self.wit_version.minor >= 2
+    }
+
+    pub(crate) fn describe(&self, active: bool) -> InstalledVersion {
+        InstalledVersion {
+            info: self.info.clone(),
+            sha256: self.sha256.clone(),
+            size_bytes: self.size,
+            wit_version: self.wit_version.to_string(),
+            active,
+        }
+    }
+}
+
+struct PluginEntry {
+    versions: BTreeMap<semver::Version, Arc<LoadedPlugin>>,
+    active: Option<semver::Version>,
+    /// Previously active versions, most recent last, for rollback.
+    history: Vec<semver::Version>,
+}
+
+impl PluginEntry {
+    fn active(&self) -> Option<&Arc<LoadedPlugin>> {
+        self.active.as_ref().and_then(|v| self.versions.get(v))
+    }
+
+    fn kind(&self) -> Option<PluginKind> {
+        self.versions.values().next().map(|p| p.pre.kind())
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Registry {
+    plugins: BTreeMap<String, PluginEntry>,
+    /// (workspace, kind, served type) → plugin id.
+    bindings: HashMap<(String, PluginKind, String), String>,
+    /// Operator-granted outbound hosts per plugin id.
+    grants: HashMap<String, Vec<String>>,
+    /// sha256 of every installed component, for fast duplicate refusal.
+    digests: HashMap<String, (String, semver::Version)>,
+}
+
+impl Registry {
+    /// The id and version already installed with these bytes.
+    pub(crate) fn installed_digest(&self, sha256: &str) -> Option<(String, semver::Version)> {
+        self.digests.get(sha256).cloned()
+    }
+
+    pub(crate) fn grants(&self, plugin_id: &str) -> Vec<String> {
+        self.grants.get(plugin_id).cloned().unwrap_or_default()
+    }
+
+    /// Adds a loaded version; activates it as `activate` says. Returns whether it is active.
+    pub(crate) fn insert(
+        &mut self,
+        loaded: Arc<LoadedPlugin>,
+        activate: impl FnOnce(Option<&semver::Version>) -> bool,
+    ) -> Result<bool, PluginError> {
+        let id = loaded.info.id.clone();
+        let version = loaded.info.version.clone();
+        let entry = self.plugins.entry(id.clone()).or_insert_with(|| PluginEntry {
+            versions: BTreeMap::new(),
+            active: None,
+            history: Vec::new(),
+        });
+        if entry.versions.contains_key(&version) {
+            return Err(InstallError::DuplicateVersion { id, version: version.to_string() }.into());
+        }
+        if let Some(existing) = entry.kind().filter(|kind| *kind != loaded.pre.kind()) {
+            return Err(InstallError::InvalidMetadata(format!(
+                "plugin {id} is installed as a {existing} plugin; this component is a {}",
+                loaded.pre.kind()
+            ))
+            .into());
+        }
+        entry.versions.insert(version.clone(), loaded.clone());
+        if activate(entry.active.as_ref()) {
+            if let Some(previous) = entry.active.replace(version.clone()) {
+                entry.history.push(previous);
+            }
+        }
+        let active = entry.active.as_ref() == Some(&version);
+        self.digests.insert(loaded.sha256.clone(), (id, version));
+        Ok(active)
+    }
+
+    /// Picks the active version serving `target`. The `Arc` keeps that version alive for the
+    /// whole call even if it is deactivated or removed meanwhile.
+    pub(crate) fn resolve(&self, target: &CallTarget, kind: PluginKind) -> Result<Arc<LoadedPlugin>, PluginError> {
+        let id = match &target.plugin {
+            PluginRef::Id(id) => id.clone(),
+            PluginRef::Serving(service_type) => {
+                let key = (target.context.workspace_id.clone(), kind, service_type.clone());
+                match self.bindings.get(&key) {
+                    Some(id) => id.clone(),
+                    None => self.default_serving(kind, service_type)?,
+                }
+            }
+        };
+        let entry = self.plugins.get(&id).ok_or_else(|| PluginError::NotFound { id: id.clone() })?;
+        entry.active().cloned().ok_or_else(|| PluginError::NotFound { id: format!("{id} (no active version)") })
+    }
+
+    /// Without a binding, the only installed plugin serving the type.
+    fn default_serving(&self, kind: PluginKind, service_type: &str) -> Result<String, PluginError> {
+        let candidates: Vec<&String> = self
+            .plugins
+            .iter()
+            .filter(|(_, e)| {
+                e.active().is_some_and(|p| p.pre.kind() == kind && p.info.serves.iter().any(|s| s == service_type))
+            })
+            .map(|(id, _)| id)
+            .collect();
+        match candidates.as_slice() {
+            [only] => Ok((*only).clone()),
+            [] => Err(PluginError::NotBound { kind, service_type: service_type.to_owned() }),
+            many => Err(PluginError::AmbiguousBinding {
+                kind,
+                service_type: service_type.to_owned(),
+                candidates: many.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+            }),
+        }
+    }
+
+    fn entry_mut(&mut self, id: &str) -> Result<&mut PluginEntry, PluginError> {
+        self.plugins.get_mut(id).ok_or_else(|| PluginError::NotFound { id: id.to_owned() })
+    }
+
+    /// Makes `version` active; returns false when it already was.
+    pub(crate) fn activate(&mut self, id: &str, version: &semver::Version) -> Result<bool, PluginError> {
+        let entry = self.entry_mut(id)?;
+        if !entry.versions.contains_key(version) {
+            return Err(PluginError::NotFound { id: format!("{id}@{version}") });
+        }
+        if entry.active.as_ref() == Some(version) {
+            return Ok(false);
+        }
+        if let Some(previous) = entry.active.replace(version.clone()) {
+            entry.history.push(previous);
+        }
+        Ok(true)
+    }
+
+    /// Re-activates the most recent previous version still installed.
+    pub(crate) fn rollback(&mut self, id: &str) -> Result<semver::Version, PluginError> {
+        let entry = self.entry_mut(id)?;
+        while let Some(previous) = entry.history.pop() {
+            if entry.versions.contains_key(&previous) && entry.active.as_ref() != Some(&previous) {
+                entry.active = Some(previous.clone());
+                return Ok(previous);
+            }
+        }
+        Err(PluginError::NoPreviousVersion { id: id.to_owned() })
+    }
+
+    /// Removes one version (not the active one, unless it is the last) or the whole plugin.
+    pub(crate) fn remove(&mut self, id: &str, version: Option<&semver::Version>) -> Result<(), PluginError> {
+        let entry = self.entry_mut(id)?;
+        let removed: Vec<Arc<LoadedPlugin>> = match version {
+            Some(version) => {
+                if entry.active.as_ref() == Some(version) && entry.versions.len() > 1 {
+                    return Err(PluginError::VersionActive { id: id.to_owned(), version: version.to_string() });
+                }
+                let removed = entry
+                    .versions
+                    .remove(version)
+                    .ok_or_else(|| PluginError::NotFound { id: format!("{id}@{version}") })?;
+                if entry.active.as_ref() == Some(version) {
+                    entry.active = None;
+                }
+                entry.history.retain(|v| v != version);
+                vec![removed]
+            }
+            None => entry.versions.values().cloned().collect(),
+        };
+        let now_empty = version.is_none() || entry.versions.is_empty();
+        for plugin in &removed {
+            self.digests.remove(&plugin.sha256);
+        }
+        if now_empty {
+            self.plugins.remove(id);
+            self.bindings.retain(|_, bound| bound != id);
+            self.grants.remove(id);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn list(&self) -> Vec<PluginSummary> {
+        self.plugins.iter().map(|(id, entry)| self.summarize(id, entry)).collect()
+    }
+
+    pub(crate) fn show(&self, id: &str) -> Option<PluginSummary> {
+        self.plugins.get(id).map(|entry| self.summarize(id, entry))
+    }
+
+    fn summarize(&self, id: &str, entry: &PluginEntry) -> PluginSummary {
+        let newest = entry.versions.values().next_back();
+        PluginSummary {
+            id: id.to_owned(),
+            kind: newest.map_or(PluginKind::Integration, |p| p.pre.kind()),
+            name: newest.map(|p| p.info.name.clone()).unwrap_or_default(),
+            active_version: entry.active.as_ref().map(ToString::to_string),
+            versions: entry
+                .versions
+                .values()
+                .rev()
+                .map(|p| p.describe(entry.active.as_ref() == Some(&p.info.version)))
+                .collect(),
+            granted_hosts: self.grants(id),
+            previous_versions: entry.history.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    pub(crate) fn bind(
+        &mut self,
+        workspace_id: &str,
+        kind: PluginKind,
+        service_type: &str,
+        plugin_id: &str,
+    ) -> Result<(), PluginError> {
+        let entry = self.plugins.get(plugin_id).ok_or_else(|| PluginError::NotFound { id: plugin_id.to_owned() })?;
+        let actual = entry.kind();
+        if actual != Some(kind) {
+            return Err(PluginError::WrongKind {
+                plugin: plugin_id.to_owned(),
+                expected: kind,
+                actual: actual.unwrap_or(kind),
+            });
+        }
+        self.bindings.insert((workspace_id.to_owned(), kind, service_type.to_owned()), plugin_id.to_owned());
+        Ok(())
+    }
+
+    pub(crate) fn unbind(&mut self, workspace_id: &str, kind: PluginKind, service_type: &str) {
+        self.bindings.remove(&(workspace_id.to_owned(), kind, service_type.to_owned()));
+    }
+
+    pub(crate) fn grant_hosts(&mut self, plugin_id: &str, hosts: Vec<String>) -> Result<(), PluginError> {
+        if !self.plugins.contains_key(plugin_id) {
+            return Err(PluginError::NotFound { id: plugin_id.to_owned() });
+        }
+        self.grants.insert(plugin_id.to_owned(), hosts);
+        Ok(())
+    }
+
+    pub(crate) fn restore_activation(
+        &mut self,
+        id: &str,
+        active: Option<&semver::Version>,
+        history: &[semver::Version],
+    ) -> Result<(), PluginError> {
+        let entry = self.entry_mut(id)?;
+        entry.active = active.filter(|v| entry.versions.contains_key(*v)).cloned();
+        entry.history = history.iter().filter(|v| entry.versions.contains_key(*v)).cloned().collect();
+        Ok(())
+    }
+
+    pub(crate) fn replace_bindings(&mut self, bindings: Vec<(String, PluginKind, String, String)>) {
+        self.bindings =
+            bindings.into_iter().map(|(ws, kind, service_type, id)| ((ws, kind, service_type), id)).collect();
+    }
+}

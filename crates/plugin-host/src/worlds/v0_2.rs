@@ -1,0 +1,286 @@
+//! Domain ⇄ `trellis:plugin@0.2.0` conversions. The domain's plugin vocabulary has 0.2's
+//! shape, so these are mostly one-to-one; certificates a plugin returns as PEM are parsed to
+//! DER here, and a plugin's malformed answer is its own error, never a host failure.
+
+use std::net::IpAddr;
+
+use trellis_core::certificates::x509::{pem_certificates, pem_encode};
+use trellis_core::plugins::*;
+
+use super::{Ctx, Described};
+use crate::bindings::v0_2::{ca, integration as int, wit_types as w};
+
+super::test_report_conversion!();
+
+pub(super) fn described(info: w::PluginInfo) -> Described {
+    let kind = match info.kind {
+        w::PluginKind::CaConnector => Some(PluginKind::CaConnector),
+        w::PluginKind::Integration => Some(PluginKind::Integration),
+        w::PluginKind::AttestationVerifier => Some(PluginKind::AttestationVerifier),
+        w::PluginKind::IssuancePolicy => None,
+    };
+    let c = info.capabilities;
+    Described {
+        id: info.id,
+        version: info.version,
+        kind,
+        name: info.name,
+        description: info.description,
+        serves: info.serves,
+        config_schema: info.config_schema,
+        secret_fields: info
+            .secret_fields
+            .into_iter()
+            .map(|f| SecretField { pointer: f.pointer, withheld: f.withheld })
+            .collect(),
+        capabilities: Capabilities {
+            issue: c.contains(w::Capabilities::ISSUE),
+            revoke: c.contains(w::Capabilities::REVOKE),
+            discover: c.contains(w::Capabilities::DISCOVER),
+            renew: c.contains(w::Capabilities::RENEW),
+            renewal_info: c.contains(w::Capabilities::RENEWAL_INFO),
+        },
+        default_issuer_patterns: info.default_issuer_patterns,
+        outbound_hosts: info.outbound_hosts,
+    }
+}
+
+pub(super) fn reported(err: w::PluginError) -> ReportedError {
+    match err {
+        w::PluginError::InvalidConfig(issues) => ReportedError::InvalidConfig {
+            issues: issues.into_iter().map(|i| ConfigIssue { field: i.field, message: i.message }).collect(),
+        },
+        w::PluginError::InvalidInput(message) => ReportedError::InvalidInput { message },
+        w::PluginError::Unauthorized(message) => ReportedError::Unauthorized { message },
+        w::PluginError::NotFound(message) => ReportedError::NotFound { message },
+        w::PluginError::NotSupported(message) => ReportedError::NotSupported { message },
+        w::PluginError::Upstream(f) => {
+            ReportedError::Upstream { status: f.status, message: f.message, retryable: f.retryable }
+        }
+        w::PluginError::RateLimited(retry_after_secs) => ReportedError::RateLimited { retry_after_secs },
+        w::PluginError::Conflict(message) => ReportedError::Conflict { message },
+        w::PluginError::Rejected(message) => ReportedError::Rejected { message },
+        w::PluginError::Internal(message) => ReportedError::Internal { message },
+    }
+}
+
+pub(super) fn context(ctx: &Ctx<'_>) -> w::CallContext {
+    let c = &ctx.target.context;
+    w::CallContext {
+        workspace_id: c.workspace_id.clone(),
+        record_id: c.record_id.clone(),
+        request_id: c.request_id.clone(),
+        endpoint: c.endpoint.clone(),
+        time_budget_ms: ctx.time_budget_ms,
+    }
+}
+
+pub(super) fn event(e: &Event) -> int::Event {
+    int::Event {
+        id: e.id.clone(),
+        event_type: e.event_type.clone(),
+        occurred_at: e.occurred_at_ms,
+        summary: e.summary.clone(),
+        payload: e.payload.to_string(),
+    }
+}
+
+pub(super) fn delivery(d: int::Delivery) -> Delivery {
+    Delivery { status: d.status, reference: d.reference }
+}
+
+fn subject(s: &Subject) -> w::Subject {
+    w::Subject {
+        common_name: s.common_name.clone(),
+        organization: s.organization.clone(),
+        organizational_unit: s.organizational_unit.clone(),
+        country: s.country.clone(),
+        state: s.state.clone(),
+        locality: s.locality.clone(),
+        other: s.other.iter().map(|(oid, value)| w::NameAttribute { oid: oid.clone(), value: value.clone() }).collect(),
+    }
+}
+
+fn san(name: &SubjectAltName) -> w::SubjectAltName {
+    match name {
+        SubjectAltName::Dns(name) => w::SubjectAltName::Dns(name.clone()),
+        SubjectAltName::Email(mailbox) => w::SubjectAltName::Email(mailbox.clone()),
+        SubjectAltName::Uri(uri) => w::SubjectAltName::Uri(uri.clone()),
+        SubjectAltName::Ip(IpAddr::V4(ip)) => {
+            let [a, b, c, d] = ip.octets();
+            w::SubjectAltName::Ip(w::IpAddress::Ipv4((a, b, c, d)))
+        }
+        SubjectAltName::Ip(IpAddr::V6(ip)) => {
+            let [a, b, c, d, e, f, g, h] = ip.segments();
+            w::SubjectAltName::Ip(w::IpAddress::Ipv6((a, b, c, d, e, f, g, h)))
+        }
+    }
+}
+
+fn key_usages(usages: &[KeyUsage]) -> w::KeyUsages {
+    usages.iter().fold(w::KeyUsages::empty(), |flags, usage| {
+        flags
+            | match usage {
+                KeyUsage::DigitalSignature => w::KeyUsages::DIGITAL_SIGNATURE,
+                KeyUsage::ContentCommitment => w::KeyUsages::CONTENT_COMMITMENT,
+                KeyUsage::KeyEncipherment => w::KeyUsages::KEY_ENCIPHERMENT,
+                KeyUsage::DataEncipherment => w::KeyUsages::DATA_ENCIPHERMENT,
+                KeyUsage::KeyAgreement => w::KeyUsages::KEY_AGREEMENT,
+                KeyUsage::KeyCertSign => w::KeyUsages::KEY_CERT_SIGN,
+                KeyUsage::CrlSign => w::KeyUsages::CRL_SIGN,
+                KeyUsage::EncipherOnly => w::KeyUsages::ENCIPHER_ONLY,
+                KeyUsage::DecipherOnly => w::KeyUsages::DECIPHER_ONLY,
+            }
+    })
+}
+
+fn profile(p: &CertificateProfile) -> w::CertificateProfile {
+    w::CertificateProfile {
+        subject: subject(&p.subject),
+        subject_alt_names: p.subject_alt_names.iter().map(san).collect(),
+        key_usages: key_usages(&p.key_usages),
+        extended_key_usages: p.extended_key_usages.clone(),
+        validity_days: p.validity_days,
+    }
+}
+
+fn der_pem(label: &str, der: &[u8]) -> w::DerPem {
+    w::DerPem { der: der.to_vec(), pem: pem_encode(label, der) }
+}
+
+pub(super) fn certificate_ref(c: &CertificateRef) -> w::CertificateRef {
+    w::CertificateRef {
+        certificate: c.certificate_der.as_deref().map(|der| der_pem("CERTIFICATE", der)),
+        serial_number: c.serial_number.clone(),
+        authority_key_id: c.authority_key_id.clone(),
+        not_before: c.not_before,
+        not_after: c.not_after,
+        ca_reference: c.ca_reference.clone(),
+    }
+}
+
+pub(super) fn issue_request(r: &IssueRequest) -> ca::IssueRequest {
+    ca::IssueRequest {
+        idempotency_key: r.idempotency_key.clone(),
+        csr: der_pem("CERTIFICATE REQUEST", &r.csr_der),
+        template: r.template.clone(),
+        profile: profile(&r.profile),
+        replaces: r.replaces.as_ref().map(certificate_ref),
+        metadata: r.metadata.to_string(),
+    }
+}
+
+/// DER of a certificate and of any chain that came with it (PEM may carry several blocks).
+fn certificate_data(data: w::CertificateData, what: &str) -> Result<(Vec<u8>, Vec<Vec<u8>>), ReportedError> {
+    match data {
+        w::CertificateData::Der(der) if !der.is_empty() => Ok((der, Vec::new())),
+        w::CertificateData::Der(_) => Err(ReportedError::Internal { message: format!("{what} is empty") }),
+        w::CertificateData::Pem(text) => {
+            let mut blocks = pem_certificates(&text)
+                .ok_or_else(|| ReportedError::Internal { message: format!("{what} is not PEM certificate text") })?
+                .into_iter();
+            let leaf = blocks.next().unwrap_or_default();
+            Ok((leaf, blocks.collect()))
+        }
+    }
+}
+
+pub(super) fn issued(c: ca::IssuedCertificate) -> Result<IssuedCertificate, ReportedError> {
+    let (certificate_der, mut chain_der) = certificate_data(c.certificate, "certificate")?;
+    for link in c.chain {
+        let (der, more) = certificate_data(link, "chain")?;
+        chain_der.push(der);
+        chain_der.extend(more);
+    }
+    Ok(IssuedCertificate { certificate_der, chain_der, ca_reference: c.ca_reference })
+}
+
+pub(super) fn outcome(o: ca::IssueOutcome) -> Result<IssueOutcome, ReportedError> {
+    match o {
+        ca::IssueOutcome::Issued(c) => issued(c).map(IssueOutcome::Issued),
+        ca::IssueOutcome::Pending(p) => {
+            if p.reference.is_empty() || p.reference.len() > 1024 {
+                return Err(ReportedError::Internal {
+                    message: "a pending issuance's reference must be 1 to 1024 bytes".into(),
+                });
+            }
+            Ok(IssueOutcome::Pending(PendingIssue {
+                reference: p.reference,
+                retry_after_secs: p.retry_after_seconds,
+                status_message: p.status_message.chars().take(500).collect(),
+            }))
+        }
+    }
+}
+
+pub(super) fn chain(links: Vec<w::CertificateData>) -> Result<Vec<Vec<u8>>, ReportedError> {
+    let mut chain = Vec::with_capacity(links.len());
+    for link in links {
+        let (der, more) = certificate_data(link, "ca-chain")?;
+        chain.push(der);
+        chain.extend(more);
+    }
+    Ok(chain)
+}
+
+fn reason_to_wit(reason: RevocationReason) -> w::RevocationReason {
+    match reason {
+        RevocationReason::Unspecified => w::RevocationReason::Unspecified,
+        RevocationReason::KeyCompromise => w::RevocationReason::KeyCompromise,
+        RevocationReason::CaCompromise => w::RevocationReason::CaCompromise,
+        RevocationReason::AffiliationChanged => w::RevocationReason::AffiliationChanged,
+        RevocationReason::Superseded => w::RevocationReason::Superseded,
+        RevocationReason::CessationOfOperation => w::RevocationReason::CessationOfOperation,
+        RevocationReason::CertificateHold => w::RevocationReason::CertificateHold,
+        RevocationReason::RemoveFromCrl => w::RevocationReason::RemoveFromCrl,
+        RevocationReason::PrivilegeWithdrawn => w::RevocationReason::PrivilegeWithdrawn,
+        RevocationReason::AaCompromise => w::RevocationReason::AaCompromise,
+    }
+}
+
+fn reason_from_wit(reason: w::RevocationReason) -> RevocationReason {
+    match reason {
+        w::RevocationReason::Unspecified => RevocationReason::Unspecified,
+        w::RevocationReason::KeyCompromise => RevocationReason::KeyCompromise,
+        w::RevocationReason::CaCompromise => RevocationReason::CaCompromise,
+        w::RevocationReason::AffiliationChanged => RevocationReason::AffiliationChanged,
+        w::RevocationReason::Superseded => RevocationReason::Superseded,
+        w::RevocationReason::CessationOfOperation => RevocationReason::CessationOfOperation,
+        w::RevocationReason::CertificateHold => RevocationReason::CertificateHold,
+        w::RevocationReason::RemoveFromCrl => RevocationReason::RemoveFromCrl,
+        w::RevocationReason::PrivilegeWithdrawn => RevocationReason::PrivilegeWithdrawn,
+        w::RevocationReason::AaCompromise => RevocationReason::AaCompromise,
+    }
+}
+
+pub(super) fn revoke_request(r: &RevokeRequest) -> ca::RevokeRequest {
+    ca::RevokeRequest { certificate: certificate_ref(&r.certificate), reason: reason_to_wit(r.reason) }
+}
+
+pub(super) fn page(p: ca::CertificatePage) -> Result<CertificatePage, ReportedError> {
+    let mut items = Vec::with_capacity(p.items.len());
+    for d in p.items {
+        let (certificate_der, chain_der) = certificate_data(d.certificate, "discovered certificate")?;
+        items.push(DiscoveredCertificate {
+            certificate_der,
+            chain_der,
+            ca_reference: d.ca_reference,
+            revocation: d
+                .revocation
+                .map(|r| RevocationInfo { revoked_at: Some(r.revoked_at), reason: reason_from_wit(r.reason) }),
+        });
+    }
+    Ok(CertificatePage { items, next_cursor: p.next_cursor })
+}
+
+pub(super) fn renewal_window(r: ca::RenewalWindow) -> Result<RenewalWindow, ReportedError> {
+    if r.end < r.start {
+        return Err(ReportedError::Internal { message: "renewal window ends before it starts".into() });
+    }
+    Ok(RenewalWindow {
+        start: r.start,
+        end: r.end,
+        explanation_url: r.explanation_url,
+        retry_after_secs: r.retry_after_seconds,
+    })
+}

@@ -1,0 +1,17 @@
+-- Contract 0.2 scopes plugin state and keystore keys to (plugin, workspace, record).
+-- Rows written by 0.1 plugins keep an empty record id: their scope stays workspace-wide.
+ALTER TABLE plugin_state ADD COLUMN record_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE plugin_state DROP CONSTRAINT plugin_state_pkey;
+ALTER TABLE plugin_state ADD PRIMARY KEY (plugin_id, workspace_id, record_id, state_key);
+
+-- Private keys the host holds for plugins (trellis:plugin/keystore); never readable by them.
+CREATE TABLE plugin_keys (
+    plugin_id     TEXT NOT NULL,
+    workspace_id  TEXT NOT NULL,
+    record_id     TEXT NOT NULL,
+    label         TEXT NOT NULL,
+    algorithm     TEXT NOT NULL,
+    sealed        TEXT NOT NULL,             -- PKCS#8, sealed under the master key bound to scope and label
+    created_at    BIGINT NOT NULL,
+    PRIMARY KEY (plugin_id, workspace_id, record_id, label)
+);
