@@ -66,7 +66,8 @@ impl From<PluginInfo> for PluginInfoDto {
                 (info.capabilities.renewal_info, "renewalInfo"),
             ]
             .into_iter()
-            .filter_map(|(declared, name)| declared.then(|| name.to_owned()))
+            .filter(|(declared, _)| *declared)
+            .map(|(_, name)| name.to_owned())
             .collect(),
             default_issuer_patterns: info.default_issuer_patterns,
             outbound_hosts: info.outbound_hosts,

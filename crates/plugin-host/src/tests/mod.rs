@@ -1,6 +1,7 @@
 //! Plugin runtime tests against real components built from `plugins/` (`make plugins`).
 
 mod adversarial;
+mod contract_v0_2;
 mod install;
 mod slack;
 mod upgrade;

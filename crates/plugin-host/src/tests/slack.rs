@@ -10,14 +10,14 @@ use tokio::sync::mpsc;
 use crate::tests::{event, install, runtime, test_config};
 use crate::{CallTarget, PluginHost, PluginKind, PluginRef, ReportedError};
 
-struct Received {
-    head: String,
-    body: Vec<u8>,
+pub(crate) struct Received {
+    pub(crate) head: String,
+    pub(crate) body: Vec<u8>,
 }
 
 /// An HTTPS server with a fresh self-signed certificate for `localhost`; returns its port and
 /// the PEM of its certificate (the "operator CA bundle" the runtime is given).
-async fn https_receiver(status_line: &'static str) -> (u16, String, mpsc::UnboundedReceiver<Received>) {
+pub(crate) async fn https_receiver(status_line: &'static str) -> (u16, String, mpsc::UnboundedReceiver<Received>) {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).expect("cert");
     let cert_pem = certified.cert.pem();
     let cert_der = certified.cert.der().clone();
