@@ -1,19 +1,14 @@
 //! A small blocking HTTP client over the standard `wasi:http/outgoing-handler`.
 //!
-//! The host decides what is reachable: the host of the record the plugin serves and hosts
-//! the operator granted. Everything else fails with [`HttpError::Denied`].
+//! The host decides what is reachable: the host of the record the plugin serves (its
+//! `CallContext::endpoint`) and hosts the operator granted. Everything else fails with
+//! [`HttpError::Denied`]. In native builds (`cargo test`) requests go to the fakes of
+//! [`crate::testing`] instead.
 
-use crate::bindings::imports::wasi::http::outgoing_handler;
-use crate::bindings::imports::wasi::http::types::{
-    self as wasi, ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
-};
-use crate::bindings::imports::wasi::io::streams::StreamError;
 use crate::PluginError;
 
 /// Responses larger than this are refused by the SDK even if the host would allow more.
 const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 << 20;
-/// Bytes per write into the request body stream.
-const WRITE_CHUNK: usize = 4096;
 
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,7 +22,7 @@ pub enum HttpError {
     Timeout,
     /// The response was larger than allowed.
     ResponseTooLarge,
-    /// Anything else at the transport level (DNS, TLS, connection reset, protocol error).
+    /// Anything else at the transport level (DNS, TLS, connection refused or reset).
     Transport(String),
 }
 
@@ -35,10 +30,12 @@ impl std::fmt::Display for HttpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             HttpError::InvalidUrl(msg) => write!(f, "invalid URL: {msg}"),
-            HttpError::Denied => f.write_str("outbound request denied by host policy"),
+            HttpError::Denied => {
+                f.write_str("outbound request denied by the host's policy (ask the operator to grant the host)")
+            }
             HttpError::Timeout => f.write_str("request timed out"),
             HttpError::ResponseTooLarge => f.write_str("response too large"),
-            HttpError::Transport(msg) => write!(f, "transport error: {msg}"),
+            HttpError::Transport(msg) => write!(f, "{msg}"),
         }
     }
 }
@@ -49,21 +46,6 @@ impl From<HttpError> for PluginError {
     fn from(err: HttpError) -> PluginError {
         let retryable = matches!(err, HttpError::Timeout | HttpError::Transport(_));
         PluginError::upstream(None, err.to_string(), retryable)
-    }
-}
-
-impl From<ErrorCode> for HttpError {
-    fn from(code: ErrorCode) -> HttpError {
-        match code {
-            ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited => HttpError::Denied,
-            ErrorCode::ConnectionTimeout
-            | ErrorCode::ConnectionReadTimeout
-            | ErrorCode::ConnectionWriteTimeout
-            | ErrorCode::HttpResponseTimeout
-            | ErrorCode::DnsTimeout => HttpError::Timeout,
-            ErrorCode::HttpResponseBodySize(_) => HttpError::ResponseTooLarge,
-            other => HttpError::Transport(format!("{other:?}")),
-        }
     }
 }
 
@@ -106,7 +88,7 @@ impl Response {
 /// A request being built.
 #[derive(Debug, Clone)]
 pub struct Request {
-    method: Method,
+    method: String,
     url: String,
     headers: Vec<(String, Vec<u8>)>,
     body: Vec<u8>,
@@ -117,18 +99,8 @@ pub struct Request {
 impl Request {
     /// Starts a request with any method.
     pub fn new(method: &str, url: &str) -> Request {
-        let method = match method.to_ascii_uppercase().as_str() {
-            "GET" => Method::Get,
-            "HEAD" => Method::Head,
-            "POST" => Method::Post,
-            "PUT" => Method::Put,
-            "DELETE" => Method::Delete,
-            "PATCH" => Method::Patch,
-            "OPTIONS" => Method::Options,
-            other => Method::Other(other.to_owned()),
-        };
         Request {
-            method,
+            method: method.to_ascii_uppercase(),
             url: url.to_owned(),
             headers: Vec::new(),
             body: Vec::new(),
@@ -178,28 +150,83 @@ impl Request {
         self
     }
 
+    /// The method, uppercase.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The first value of a header, as text.
+    pub fn header_value(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| String::from_utf8_lossy(value).into_owned())
+    }
+
+    /// The body.
+    pub fn body_bytes(&self) -> &[u8] {
+        &self.body
+    }
+
     /// Sends the request and reads the whole response.
     pub fn send(self) -> Result<Response, HttpError> {
         let target = Target::parse(&self.url)?;
+        #[cfg(target_arch = "wasm32")]
+        return wasi_transport::send(self, target);
+        #[cfg(not(target_arch = "wasm32"))]
+        return crate::testing::send(self, target);
+    }
+}
 
+/// The request over `wasi:http`, in the component.
+#[cfg(target_arch = "wasm32")]
+mod wasi_transport {
+    use super::{HttpError, Request, Response, Target};
+    use crate::bindings::imports::wasi::http::outgoing_handler;
+    use crate::bindings::imports::wasi::http::types::{
+        self as wasi, ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
+    };
+    use crate::bindings::imports::wasi::io::streams::StreamError;
+
+    /// Bytes per write into the request body stream.
+    const WRITE_CHUNK: usize = 4096;
+
+    pub(super) fn send(request_spec: Request, target: Target) -> Result<Response, HttpError> {
+        let this = request_spec;
+        let method = match this.method.as_str() {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            "PATCH" => Method::Patch,
+            "OPTIONS" => Method::Options,
+            other => Method::Other(other.to_owned()),
+        };
+        let scheme = if target.https { Scheme::Https } else { Scheme::Http };
         let headers = Fields::new();
-        let has_length = self.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("content-length"));
-        if !has_length && (!self.body.is_empty() || !matches!(self.method, Method::Get | Method::Head)) {
+        let has_length = this.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("content-length"));
+        if !has_length && (!this.body.is_empty() || !matches!(method, Method::Get | Method::Head)) {
             // A declared length lets servers that do not take chunked uploads read the body.
-            let _ = headers.append("content-length", self.body.len().to_string().as_bytes());
+            let _ = headers.append("content-length", this.body.len().to_string().as_bytes());
         }
-        for (name, value) in &self.headers {
+        for (name, value) in &this.headers {
             headers.append(name, value).map_err(|err| HttpError::InvalidUrl(format!("header {name}: {err:?}")))?;
         }
         let request = OutgoingRequest::new(headers);
         let invalid = |what: &str| HttpError::InvalidUrl(format!("{what} rejected by wasi:http"));
-        request.set_method(&self.method).map_err(|()| invalid("method"))?;
-        request.set_scheme(Some(&target.scheme)).map_err(|()| invalid("scheme"))?;
+        request.set_method(&method).map_err(|()| invalid("method"))?;
+        request.set_scheme(Some(&scheme)).map_err(|()| invalid("scheme"))?;
         request.set_authority(Some(&target.authority)).map_err(|()| invalid("authority"))?;
         request.set_path_with_query(Some(&target.path_and_query)).map_err(|()| invalid("path"))?;
 
         let options = RequestOptions::new();
-        let nanos = self.timeout_ms.saturating_mul(1_000_000);
+        let nanos = this.timeout_ms.saturating_mul(1_000_000);
         // Setting a timeout the host does not support is not fatal; the host's own limits apply.
         let _ = options.set_connect_timeout(Some(nanos));
         let _ = options.set_first_byte_timeout(Some(nanos));
@@ -211,7 +238,7 @@ impl Request {
         let pending = outgoing_handler::handle(request, Some(options))?;
         // If the host refuses or fails the request, the body stream closes; the response
         // future then carries the real reason, so a write failure defers to it.
-        let written = write_body(body, &self.body);
+        let written = write_body(body, &this.body);
 
         let incoming = loop {
             match pending.get() {
@@ -227,63 +254,100 @@ impl Request {
         let headers =
             incoming.headers().entries().into_iter().map(|(name, value)| (name.to_ascii_lowercase(), value)).collect();
         let body = incoming.consume().map_err(|()| HttpError::Transport("response body already taken".into()))?;
-        let bytes = read_body(&body, self.max_response_bytes)?;
+        let bytes = read_body(&body, this.max_response_bytes)?;
         drop(IncomingBody::finish(body));
         Ok(Response { status, headers, body: bytes })
     }
-}
 
-fn write_body(body: OutgoingBody, bytes: &[u8]) -> Result<(), HttpError> {
-    {
-        let stream = body.write().map_err(|()| HttpError::Transport("request body stream unavailable".into()))?;
-        for chunk in bytes.chunks(WRITE_CHUNK) {
-            stream.blocking_write_and_flush(chunk).map_err(stream_error)?;
-        }
-    }
-    OutgoingBody::finish(body, None)?;
-    Ok(())
-}
-
-fn read_body(body: &IncomingBody, max: usize) -> Result<Vec<u8>, HttpError> {
-    let stream = body.stream().map_err(|()| HttpError::Transport("response body stream unavailable".into()))?;
-    let mut bytes = Vec::new();
-    loop {
-        match stream.blocking_read(64 * 1024) {
-            Ok(chunk) => {
-                if bytes.len() + chunk.len() > max {
-                    return Err(HttpError::ResponseTooLarge);
+    impl From<ErrorCode> for HttpError {
+        fn from(code: ErrorCode) -> HttpError {
+            match code {
+                ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited => HttpError::Denied,
+                ErrorCode::ConnectionTimeout
+                | ErrorCode::ConnectionReadTimeout
+                | ErrorCode::ConnectionWriteTimeout
+                | ErrorCode::HttpResponseTimeout
+                | ErrorCode::DnsTimeout => HttpError::Timeout,
+                ErrorCode::HttpResponseBodySize(_) => HttpError::ResponseTooLarge,
+                ErrorCode::DnsError(err) => HttpError::Transport(format!(
+                    "DNS lookup failed{}",
+                    err.rcode.map(|rcode| format!(" ({rcode})")).unwrap_or_default()
+                )),
+                ErrorCode::DestinationNotFound => HttpError::Transport("destination not found".into()),
+                ErrorCode::DestinationUnavailable => HttpError::Transport("destination unavailable".into()),
+                ErrorCode::ConnectionRefused => HttpError::Transport("connection refused".into()),
+                ErrorCode::ConnectionTerminated => HttpError::Transport("connection closed by the server".into()),
+                ErrorCode::TlsProtocolError => HttpError::Transport("TLS protocol error".into()),
+                ErrorCode::TlsCertificateError => {
+                    HttpError::Transport("the server's TLS certificate is not trusted".into())
                 }
-                bytes.extend_from_slice(&chunk);
+                ErrorCode::TlsAlertReceived(alert) => HttpError::Transport(format!(
+                    "TLS alert from the server{}",
+                    alert.alert_message.map(|m| format!(": {m}")).unwrap_or_default()
+                )),
+                ErrorCode::HttpProtocolError => HttpError::Transport("HTTP protocol error".into()),
+                ErrorCode::InternalError(Some(message)) => {
+                    HttpError::Transport(format!("transport failure: {message}"))
+                }
+                _ => HttpError::Transport("transport failure".into()),
             }
-            Err(StreamError::Closed) => return Ok(bytes),
-            Err(err) => return Err(stream_error(err)),
+        }
+    }
+
+    fn write_body(body: OutgoingBody, bytes: &[u8]) -> Result<(), HttpError> {
+        {
+            let stream = body.write().map_err(|()| HttpError::Transport("request body stream unavailable".into()))?;
+            for chunk in bytes.chunks(WRITE_CHUNK) {
+                stream.blocking_write_and_flush(chunk).map_err(stream_error)?;
+            }
+        }
+        OutgoingBody::finish(body, None)?;
+        Ok(())
+    }
+
+    fn read_body(body: &IncomingBody, max: usize) -> Result<Vec<u8>, HttpError> {
+        let stream = body.stream().map_err(|()| HttpError::Transport("response body stream unavailable".into()))?;
+        let mut bytes = Vec::new();
+        loop {
+            match stream.blocking_read(64 * 1024) {
+                Ok(chunk) => {
+                    if bytes.len() + chunk.len() > max {
+                        return Err(HttpError::ResponseTooLarge);
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                Err(StreamError::Closed) => return Ok(bytes),
+                Err(err) => return Err(stream_error(err)),
+            }
+        }
+    }
+
+    fn stream_error(err: StreamError) -> HttpError {
+        match err {
+            StreamError::Closed => HttpError::Transport("stream closed".into()),
+            StreamError::LastOperationFailed(err) => match wasi::http_error_code(&err) {
+                Some(code) => HttpError::from(code),
+                None => HttpError::Transport("stream failure".into()),
+            },
         }
     }
 }
 
-fn stream_error(err: StreamError) -> HttpError {
-    match err {
-        StreamError::Closed => HttpError::Transport("stream closed".into()),
-        StreamError::LastOperationFailed(err) => match wasi::http_error_code(&err) {
-            Some(code) => HttpError::from(code),
-            None => HttpError::Transport(err.to_debug_string()),
-        },
-    }
-}
-
-/// The parts of an absolute `http(s)://` URL that wasi:http wants separately.
-struct Target {
-    scheme: Scheme,
-    authority: String,
-    path_and_query: String,
+/// The parts of an absolute `http(s)://` URL that wasi:http wants separately (native builds
+/// only validate the URL).
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) struct Target {
+    pub(crate) https: bool,
+    pub(crate) authority: String,
+    pub(crate) path_and_query: String,
 }
 
 impl Target {
-    fn parse(url: &str) -> Result<Target, HttpError> {
+    pub(crate) fn parse(url: &str) -> Result<Target, HttpError> {
         let (scheme, rest) = if let Some(rest) = url.strip_prefix("https://") {
-            (Scheme::Https, rest)
+            (true, rest)
         } else if let Some(rest) = url.strip_prefix("http://") {
-            (Scheme::Http, rest)
+            (false, rest)
         } else {
             return Err(HttpError::InvalidUrl(format!("{url}: only http:// and https:// are supported")));
         };
@@ -300,6 +364,6 @@ impl Target {
         } else {
             tail.to_owned()
         };
-        Ok(Target { scheme, authority: authority.to_owned(), path_and_query })
+        Ok(Target { https: scheme, authority: authority.to_owned(), path_and_query })
     }
 }

@@ -1,36 +1,56 @@
 //! # trellis-plugin-sdk
 //!
-//! Write a Trellis plugin by implementing one plain Rust trait and invoking one macro.
-//! The SDK owns the WebAssembly bindings (wit-bindgen, package `trellis:plugin@0.1.0`);
-//! plugin authors never touch them.
+//! Write a Trellis plugin by implementing one plain Rust trait and invoking one macro. The
+//! SDK targets the plugin contract `trellis:plugin@0.2.0`, whose WIT it embeds (`wit/`), and
+//! owns the bindings: plugin code sees only the SDK's own types.
+//!
+//! A CA connector for a REST CA, whole:
 //!
 //! ```ignore
+//! #![forbid(unsafe_code)]
 //! use trellis_plugin_sdk::prelude::*;
 //!
-//! #[derive(serde::Deserialize)]
-//! struct Config { webhook_url: String }
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! #[serde(rename_all = "camelCase")]
+//! struct Config {
+//!     url: String,
+//!     /// Secret: encrypted at rest, masked in every API response.
+//!     #[schemars(extend("writeOnly" = true))]
+//!     api_key: String,
+//! }
 //!
-//! struct Hello;
+//! struct RestCa;
 //!
-//! impl Integration for Hello {
+//! impl CaConnector for RestCa {
 //!     type Config = Config;
 //!     fn describe() -> PluginInfo {
-//!         PluginInfo::integration("com.example.hello", env!("CARGO_PKG_VERSION"), "Hello", &["hello"])
+//!         PluginInfo::ca_connector("com.example.rest-ca", env!("CARGO_PKG_VERSION"), "REST CA", &["rest-ca"])
 //!     }
-//!     fn test(_ctx: &CallContext, _config: &Config) -> Result<TestReport, PluginError> {
-//!         Ok(TestReport::passed("nothing to check", vec![]))
+//!     fn test_connection(_: &CallContext, c: &Config) -> Result<TestReport, PluginError> {
+//!         let health = http::Request::get(&format!("{}/health", c.url)).send()?;
+//!         Ok(TestReport::from_checks("REST CA", vec![Check::pass("health", health.status.to_string())]))
 //!     }
-//!     fn notify(_ctx: &CallContext, config: &Config, event: &Event) -> Result<Delivery, PluginError> {
-//!         let res = http::Request::post(&config.webhook_url).json(&serde_json::json!({"text": event.summary}))?.send()?;
-//!         Ok(Delivery { status: Some(res.status), reference: None })
+//!     fn issue(_: &CallContext, c: &Config, r: &IssueRequest) -> Result<IssueOutcome, PluginError> {
+//!         let signed = http::Request::post(&format!("{}/sign", c.url))
+//!             .header("authorization", &format!("Bearer {}", c.api_key))
+//!             .json(&serde_json::json!({ "csr": r.csr_pem }))?
+//!             .send()?;
+//!         Ok(IssueOutcome::Issued(IssuedCertificate::pem(signed.text())))
 //!     }
 //! }
 //!
-//! trellis_plugin_sdk::export_integration!(Hello);
+//! trellis_plugin_sdk::export_ca_connector!(RestCa);
 //! ```
 //!
-//! Build for `wasm32-wasip2` (see `docs/plugins.md`); every call runs in a fresh sandbox,
-//! so plugins keep no state in memory between calls: use [`state`] for that.
+//! Build with `scripts/build-plugins.sh path/to/crate` (target `wasm32-wasip2`), test with
+//! plain `cargo test`: in native builds [`http`], [`state`], [`keystore`] and [`log`] use the
+//! fakes of [`testing`]. Each call runs in a fresh sandbox, so plugins keep nothing in memory
+//! between calls: use [`state`] for that, and [`keystore`] for private keys.
+//!
+//! The configuration's JSON Schema is derived from `Config` (`schemars::JsonSchema`), and so
+//! are its secret members: mark a field `#[schemars(extend("writeOnly" = true))]` to have the
+//! host encrypt and mask it, and add `"x-trellis-withheld" = true` to keep it out of the
+//! sandbox altogether (only host imports read it).
 
 #![deny(unsafe_code)]
 
@@ -39,59 +59,94 @@
 extern crate self as trellis_plugin_sdk;
 
 pub mod bindings;
+#[doc(hidden)]
+pub mod glue;
 pub mod http;
+pub mod keystore;
 pub mod log;
 pub mod state;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
 mod types;
 
 pub use crate::types::*;
+pub use schemars;
 
 /// Everything a plugin usually needs: `use trellis_plugin_sdk::prelude::*;`.
 pub mod prelude {
-    pub use crate::http;
-    pub use crate::log;
-    pub use crate::state;
+    pub use crate::{http, keystore, log, state};
     pub use crate::{
-        AttestationVerifier, CaConnector, CallContext, CertificatePage, Check, CheckStatus, ConfigIssue, Delivery,
-        DiscoveredCertificate, Event, Evidence, Failure, Integration, IssueRequest, IssuedCertificate, PageRequest,
-        PcrValue, PluginError, PluginInfo, PluginKind, RevocationReason, RevokeRequest, TestReport, UpstreamFailure,
-        Verdict, VerifyRequest,
+        CaConnector, CallContext, Capability, CertificatePage, CertificateProfile, CertificateRef, Check, CheckStatus,
+        ConfigIssue, Delivery, DiscoveredCertificate, Event, Integration, IssueOutcome, IssueRequest,
+        IssuedCertificate, PageRequest, PluginError, PluginInfo, RenewalWindow, RevocationReason, RevokeRequest,
+        SubjectAltName, TestReport,
     };
 }
 
-/// A certificate-authority connector.
-///
-/// Every method receives the CA record's configuration, already parsed into [`Self::Config`].
-/// Methods are associated functions: each call runs in a fresh instance, so there is no `self`.
+/// A certificate-authority connector. Methods are associated functions: each call runs in a
+/// fresh instance, so there is no `self`. Only `describe`, `test_connection` and `issue` are
+/// required; declare the others you implement with [`PluginInfo::with_capabilities`].
 pub trait CaConnector {
-    /// The configuration object, parsed from the record's JSON configuration.
-    type Config: serde::de::DeserializeOwned;
+    /// The record's configuration. Its JSON Schema (and secret members) are derived from it.
+    type Config: serde::de::DeserializeOwned + schemars::JsonSchema;
 
-    /// Describe the plugin. Must not perform I/O.
+    /// Describe the plugin. No I/O.
     fn describe() -> PluginInfo;
 
-    /// Check the configuration without contacting the CA.
-    /// JSON that does not parse into [`Self::Config`] is rejected before this is called.
+    /// Check a configuration without contacting the CA (JSON that does not parse into
+    /// `Config` is refused before this is called).
     fn validate_config(config: &Self::Config) -> Result<(), PluginError> {
         let _ = config;
+        Ok(())
+    }
+
+    /// Prepare a new or changed record (register an account, create a key); idempotent.
+    fn setup(ctx: &CallContext, config: &Self::Config) -> Result<(), PluginError> {
+        let _ = (ctx, config);
         Ok(())
     }
 
     /// Contact the CA and report each check.
     fn test_connection(ctx: &CallContext, config: &Self::Config) -> Result<TestReport, PluginError>;
 
-    /// Issue a certificate for a CSR.
-    fn issue(
+    /// Issue a certificate, or answer pending when the CA needs longer than
+    /// `ctx.time_budget_ms`. Must be idempotent under `request.idempotency_key`.
+    fn issue(ctx: &CallContext, config: &Self::Config, request: &IssueRequest) -> Result<IssueOutcome, PluginError>;
+
+    /// Continue a pending issuance.
+    fn poll_issue(
         ctx: &CallContext,
         config: &Self::Config,
+        reference: &str,
         request: &IssueRequest,
-    ) -> Result<IssuedCertificate, PluginError>;
+    ) -> Result<IssueOutcome, PluginError> {
+        let _ = (ctx, config, reference, request);
+        Err(PluginError::not_supported("this connector never answers pending"))
+    }
 
-    /// Revoke a certificate.
-    fn revoke(ctx: &CallContext, config: &Self::Config, request: &RevokeRequest) -> Result<(), PluginError>;
+    /// Fetch an issued certificate again by the CA's reference.
+    fn fetch_certificate(
+        ctx: &CallContext,
+        config: &Self::Config,
+        ca_reference: &str,
+    ) -> Result<IssuedCertificate, PluginError> {
+        let _ = (ctx, config, ca_reference);
+        Err(PluginError::not_supported("this connector cannot fetch certificates"))
+    }
 
-    /// List certificates for discovery, one page at a time.
-    /// The default says discovery is not supported.
+    /// The CA's own chain, PEM, issuing CA first. Empty when unknown.
+    fn ca_chain(ctx: &CallContext, config: &Self::Config) -> Result<Vec<String>, PluginError> {
+        let _ = (ctx, config);
+        Ok(Vec::new())
+    }
+
+    /// Revoke a certificate (declare [`Capability::Revoke`]).
+    fn revoke(ctx: &CallContext, config: &Self::Config, request: &RevokeRequest) -> Result<(), PluginError> {
+        let _ = (ctx, config, request);
+        Err(PluginError::not_supported("this connector cannot revoke"))
+    }
+
+    /// Certificates on the CA, a page at a time (declare [`Capability::Discover`]).
     fn list_certificates(
         ctx: &CallContext,
         config: &Self::Config,
@@ -100,17 +155,27 @@ pub trait CaConnector {
         let _ = (ctx, config, page);
         Err(PluginError::not_supported("this connector does not support discovery"))
     }
+
+    /// The CA's suggested renewal window (declare [`Capability::RenewalInfo`]).
+    fn renewal_info(
+        ctx: &CallContext,
+        config: &Self::Config,
+        certificate: &CertificateRef,
+    ) -> Result<Option<RenewalWindow>, PluginError> {
+        let _ = (ctx, config, certificate);
+        Ok(None)
+    }
 }
 
 /// An integration that delivers certificate lifecycle events to an external system.
 pub trait Integration {
-    /// The configuration object, parsed from the record's JSON configuration.
-    type Config: serde::de::DeserializeOwned;
+    /// The record's configuration. Its JSON Schema (and secret members) are derived from it.
+    type Config: serde::de::DeserializeOwned + schemars::JsonSchema;
 
-    /// Describe the plugin. Must not perform I/O.
+    /// Describe the plugin. No I/O.
     fn describe() -> PluginInfo;
 
-    /// Check the configuration without contacting the external system.
+    /// Check a configuration without contacting the external system.
     fn validate_config(config: &Self::Config) -> Result<(), PluginError> {
         let _ = config;
         Ok(())
@@ -119,142 +184,57 @@ pub trait Integration {
     /// Send a harmless test message and report each check.
     fn test(ctx: &CallContext, config: &Self::Config) -> Result<TestReport, PluginError>;
 
-    /// Deliver one event.
+    /// Deliver one event (at least once: deduplicate on `event.id` where you can).
     fn notify(ctx: &CallContext, config: &Self::Config, event: &Event) -> Result<Delivery, PluginError>;
 }
 
-/// An attestation verifier: pure computation over evidence, with no outbound HTTP.
-pub trait AttestationVerifier {
-    /// The configuration (policy defaults) object.
-    type Config: serde::de::DeserializeOwned;
-
-    /// Describe the plugin. Must not perform I/O.
-    fn describe() -> PluginInfo;
-
-    /// Check the configuration.
-    fn validate_config(config: &Self::Config) -> Result<(), PluginError> {
-        let _ = config;
-        Ok(())
-    }
-
-    /// Verify evidence against a policy.
-    fn verify(config: &Self::Config, request: &VerifyRequest) -> Result<Verdict, PluginError>;
-}
-
-/// Export a type implementing [`CaConnector`] as this component's `trellis:plugin/connector`.
-// Skipped: rustfmt mis-indents the wit-bindgen `export!` call inside the macro body.
+/// Exports a type implementing [`CaConnector`] as this component's `trellis:plugin/connector`.
+/// The expansion is safe code (the unsafe ABI glue lives in the SDK's macros), so plugin crates
+/// may `#![forbid(unsafe_code)]`.
 #[rustfmt::skip]
 #[macro_export]
 macro_rules! export_ca_connector {
     ($plugin:ty) => {
         const _: () = {
+            use $crate::bindings::ca_connector::exports::trellis::plugin::connector as c;
+            use $crate::bindings::imports::trellis::plugin::types as t;
+            use $crate::glue::connector as g;
             struct __TrellisExport;
-            impl $crate::bindings::ca_connector::exports::trellis::plugin::connector::Guest for __TrellisExport {
-                fn describe() -> $crate::PluginInfo {
-                    <$plugin as $crate::CaConnector>::describe()
-                }
-                fn validate_config(config: String) -> Result<(), $crate::PluginError> {
-                    let parsed = $crate::__private::parse_config::<<$plugin as $crate::CaConnector>::Config>(&config)?;
-                    <$plugin as $crate::CaConnector>::validate_config(&parsed)
-                }
-                fn test_connection(
-                    ctx: $crate::CallContext,
-                    config: String,
-                ) -> Result<$crate::TestReport, $crate::PluginError> {
-                    let parsed = $crate::__private::parse_config::<<$plugin as $crate::CaConnector>::Config>(&config)?;
-                    <$plugin as $crate::CaConnector>::test_connection(&ctx, &parsed)
-                }
-                fn issue(
-                    ctx: $crate::CallContext,
-                    config: String,
-                    request: $crate::IssueRequest,
-                ) -> Result<$crate::IssuedCertificate, $crate::PluginError> {
-                    let parsed = $crate::__private::parse_config::<<$plugin as $crate::CaConnector>::Config>(&config)?;
-                    <$plugin as $crate::CaConnector>::issue(&ctx, &parsed, &request)
-                }
-                fn revoke(
-                    ctx: $crate::CallContext,
-                    config: String,
-                    request: $crate::RevokeRequest,
-                ) -> Result<(), $crate::PluginError> {
-                    let parsed = $crate::__private::parse_config::<<$plugin as $crate::CaConnector>::Config>(&config)?;
-                    <$plugin as $crate::CaConnector>::revoke(&ctx, &parsed, &request)
-                }
-                fn list_certificates(
-                    ctx: $crate::CallContext,
-                    config: String,
-                    page: $crate::PageRequest,
-                ) -> Result<$crate::CertificatePage, $crate::PluginError> {
-                    let parsed = $crate::__private::parse_config::<<$plugin as $crate::CaConnector>::Config>(&config)?;
-                    <$plugin as $crate::CaConnector>::list_certificates(&ctx, &parsed, &page)
-                }
+            impl c::Guest for __TrellisExport {
+                fn describe() -> t::PluginInfo { g::describe::<$plugin>() }
+                fn validate_config(config: String) -> Result<(), t::PluginError> { g::validate_config::<$plugin>(config) }
+                fn setup(ctx: t::CallContext, config: String) -> Result<(), t::PluginError> { g::setup::<$plugin>(ctx, config) }
+                fn test_connection(ctx: t::CallContext, config: String) -> Result<t::TestReport, t::PluginError> { g::test_connection::<$plugin>(ctx, config) }
+                fn issue(ctx: t::CallContext, config: String, r: c::IssueRequest) -> Result<c::IssueOutcome, t::PluginError> { g::issue::<$plugin>(ctx, config, r) }
+                fn poll_issue(ctx: t::CallContext, config: String, reference: String, r: c::IssueRequest) -> Result<c::IssueOutcome, t::PluginError> { g::poll_issue::<$plugin>(ctx, config, reference, r) }
+                fn fetch_certificate(ctx: t::CallContext, config: String, reference: String) -> Result<c::IssuedCertificate, t::PluginError> { g::fetch_certificate::<$plugin>(ctx, config, reference) }
+                fn ca_chain(ctx: t::CallContext, config: String) -> Result<Vec<t::CertificateData>, t::PluginError> { g::ca_chain::<$plugin>(ctx, config) }
+                fn revoke(ctx: t::CallContext, config: String, r: c::RevokeRequest) -> Result<(), t::PluginError> { g::revoke::<$plugin>(ctx, config, r) }
+                fn list_certificates(ctx: t::CallContext, config: String, page: t::PageRequest) -> Result<c::CertificatePage, t::PluginError> { g::list_certificates::<$plugin>(ctx, config, page) }
+                fn renewal_info(ctx: t::CallContext, config: String, certificate: t::CertificateRef) -> Result<Option<c::RenewalWindow>, t::PluginError> { g::renewal_info::<$plugin>(ctx, config, certificate) }
             }
             $crate::bindings::ca_connector::export!(__TrellisExport with_types_in $crate::bindings::ca_connector);
         };
     };
 }
 
-/// Export a type implementing [`Integration`] as this component's `trellis:plugin/notifier`.
-// Skipped: rustfmt mis-indents the wit-bindgen `export!` call inside the macro body.
+/// Exports a type implementing [`Integration`] as this component's `trellis:plugin/notifier`.
 #[rustfmt::skip]
 #[macro_export]
 macro_rules! export_integration {
     ($plugin:ty) => {
         const _: () = {
+            use $crate::bindings::imports::trellis::plugin::types as t;
+            use $crate::bindings::integration::exports::trellis::plugin::notifier as n;
+            use $crate::glue::integration as g;
             struct __TrellisExport;
-            impl $crate::bindings::integration::exports::trellis::plugin::notifier::Guest for __TrellisExport {
-                fn describe() -> $crate::PluginInfo {
-                    <$plugin as $crate::Integration>::describe()
-                }
-                fn validate_config(config: String) -> Result<(), $crate::PluginError> {
-                    let parsed = $crate::__private::parse_config::<<$plugin as $crate::Integration>::Config>(&config)?;
-                    <$plugin as $crate::Integration>::validate_config(&parsed)
-                }
-                fn test(ctx: $crate::CallContext, config: String) -> Result<$crate::TestReport, $crate::PluginError> {
-                    let parsed = $crate::__private::parse_config::<<$plugin as $crate::Integration>::Config>(&config)?;
-                    <$plugin as $crate::Integration>::test(&ctx, &parsed)
-                }
-                fn notify(
-                    ctx: $crate::CallContext,
-                    config: String,
-                    event: $crate::Event,
-                ) -> Result<$crate::Delivery, $crate::PluginError> {
-                    let parsed = $crate::__private::parse_config::<<$plugin as $crate::Integration>::Config>(&config)?;
-                    <$plugin as $crate::Integration>::notify(&ctx, &parsed, &event)
-                }
+            impl n::Guest for __TrellisExport {
+                fn describe() -> t::PluginInfo { g::describe::<$plugin>() }
+                fn validate_config(config: String) -> Result<(), t::PluginError> { g::validate_config::<$plugin>(config) }
+                fn test(ctx: t::CallContext, config: String) -> Result<t::TestReport, t::PluginError> { g::test::<$plugin>(ctx, config) }
+                fn notify(ctx: t::CallContext, config: String, event: n::Event) -> Result<n::Delivery, t::PluginError> { g::notify::<$plugin>(ctx, config, event) }
             }
             $crate::bindings::integration::export!(__TrellisExport with_types_in $crate::bindings::integration);
-        };
-    };
-}
-
-/// Export a type implementing [`AttestationVerifier`] as this component's `trellis:plugin/verifier`.
-// Skipped: rustfmt mis-indents the wit-bindgen `export!` call inside the macro body.
-#[rustfmt::skip]
-#[macro_export]
-macro_rules! export_attestation_verifier {
-    ($plugin:ty) => {
-        const _: () = {
-            struct __TrellisExport;
-            impl $crate::bindings::attestation_verifier::exports::trellis::plugin::verifier::Guest
-                for __TrellisExport
-            {
-                fn describe() -> $crate::PluginInfo {
-                    <$plugin as $crate::AttestationVerifier>::describe()
-                }
-                fn validate_config(config: String) -> Result<(), $crate::PluginError> {
-                    let parsed = $crate::__private::parse_config::<<$plugin as $crate::AttestationVerifier>::Config>(&config)?;
-                    <$plugin as $crate::AttestationVerifier>::validate_config(&parsed)
-                }
-                fn verify(
-                    config: String,
-                    request: $crate::VerifyRequest,
-                ) -> Result<$crate::Verdict, $crate::PluginError> {
-                    let parsed = $crate::__private::parse_config::<<$plugin as $crate::AttestationVerifier>::Config>(&config)?;
-                    <$plugin as $crate::AttestationVerifier>::verify(&parsed, &request)
-                }
-            }
-            $crate::bindings::attestation_verifier::export!(__TrellisExport with_types_in $crate::bindings::attestation_verifier);
         };
     };
 }
@@ -262,19 +242,4 @@ macro_rules! export_attestation_verifier {
 #[doc(hidden)]
 pub mod __private {
     pub use wit_bindgen;
-
-    use crate::{ConfigIssue, PluginError};
-
-    /// Parses a configuration document into the plugin's typed config.
-    pub fn parse_config<T: serde::de::DeserializeOwned>(config: &str) -> Result<T, PluginError> {
-        // An absent configuration is an empty object, so plugins whose fields are all
-        // optional need no special case.
-        let config = if config.trim().is_empty() { "{}" } else { config };
-        serde_json::from_str(config).map_err(|err| {
-            PluginError::InvalidConfig(vec![ConfigIssue {
-                field: String::new(),
-                message: format!("configuration does not match the schema: {err}"),
-            }])
-        })
-    }
 }

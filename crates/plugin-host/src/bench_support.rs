@@ -8,7 +8,7 @@ use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
-use crate::bindings::v0_1::{integration_world, logging, state, wit_types};
+use crate::bindings::v0_2::{integration_world, logging, state, wit_types};
 
 /// A compiled component plus a linker, ready for bare instantiate-and-call rounds.
 pub struct BareWasmtime {
@@ -81,6 +81,24 @@ impl state::Host for BareState {
     }
     async fn delete(&mut self, _key: String) -> wasmtime::Result<Result<(), state::StateError>> {
         Ok(Ok(()))
+    }
+
+    async fn list_keys(
+        &mut self,
+        _prefix: String,
+        _after: Option<String>,
+        _limit: u32,
+    ) -> wasmtime::Result<Result<Vec<String>, state::StateError>> {
+        Ok(Ok(Vec::new()))
+    }
+
+    async fn compare_and_swap(
+        &mut self,
+        _key: String,
+        _expected: Option<Vec<u8>>,
+        _new: Option<Vec<u8>>,
+    ) -> wasmtime::Result<Result<bool, state::StateError>> {
+        Ok(Ok(false))
     }
 }
 

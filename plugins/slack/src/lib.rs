@@ -1,19 +1,28 @@
 //! Slack integration: one formatted message per certificate lifecycle event,
 //! posted to an incoming webhook.
 
+#![forbid(unsafe_code)]
+
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use trellis_plugin_sdk::prelude::*;
 
 /// The integration record's configuration.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
+    /// Slack incoming-webhook URL (`https://hooks.slack.com/services/…`). It is the credential:
+    /// kept encrypted and never shown again.
+    #[schemars(extend("writeOnly" = true, "pattern" = "^https://", "format" = "uri"))]
     webhook_url: String,
+    /// Channel override, e.g. `#certificates`.
     #[serde(default)]
     channel: Option<String>,
+    /// Bot name override.
     #[serde(default)]
     username: Option<String>,
+    /// Prepended to critical events, e.g. `<!here>`.
     #[serde(default)]
     mention_on_critical: Option<String>,
 }
@@ -28,19 +37,6 @@ impl Integration for Slack {
         PluginInfo::integration("io.trellis.slack", env!("CARGO_PKG_VERSION"), "Slack", &["slack"])
             .with_description("Posts certificate lifecycle events to a Slack channel through an incoming webhook.")
             .with_outbound_hosts(&["hooks.slack.com"])
-            .with_config_schema(json!({
-                "$schema": "https://json-schema.org/draft/2020-12/schema",
-                "type": "object",
-                "required": ["webhookUrl"],
-                "additionalProperties": false,
-                "properties": {
-                    "webhookUrl": {"type": "string", "format": "uri", "pattern": "^https://",
-                                   "description": "Slack incoming-webhook URL", "x-secret": true},
-                    "channel": {"type": "string"},
-                    "username": {"type": "string"},
-                    "mentionOnCritical": {"type": "string", "examples": ["<!here>"]}
-                }
-            }))
     }
 
     fn validate_config(config: &Config) -> Result<(), PluginError> {
@@ -58,13 +54,13 @@ impl Integration for Slack {
             Ok(status) => {
                 checks.push(Check::pass("webhook-delivery", format!("Slack accepted the message (HTTP {status})")))
             }
-            Err(err) => checks.push(Check::fail("webhook-delivery", plugin_error_text(&err))),
+            Err(err) => checks.push(Check::fail("webhook-delivery", err.to_string())),
         }
         let report = TestReport::from_checks("Slack webhook test", checks);
         Ok(report)
     }
 
-    fn notify(_ctx: &CallContext, config: &Config, event: &Event) -> Result<Delivery, PluginError> {
+    fn notify(ctx: &CallContext, config: &Config, event: &Event) -> Result<Delivery, PluginError> {
         let (emoji, critical) = match event.event_type.as_str() {
             "certificate.issued" | "certificate.renewed" => (":white_check_mark:", false),
             "certificate.expiring" => (":warning:", false),
@@ -75,9 +71,9 @@ impl Integration for Slack {
         };
         let mention = if critical { config.mention_on_critical.as_deref() } else { None };
         let headline = format!("{emoji} {}", event.summary);
-        let payload = event.payload_json().unwrap_or(Value::Null);
+        let payload = &event.payload;
         let mut details =
-            format!("Event `{}` · workspace `{}` · id `{}`", event.event_type, event.workspace_id, event.id);
+            format!("Event `{}` · workspace `{}` · id `{}`", event.event_type, ctx.workspace_id, event.id);
         for (key, label) in [
             ("commonName", "Common name"),
             ("serialNumber", "Serial"),
@@ -91,7 +87,7 @@ impl Integration for Slack {
         let body = message(config, &headline, &details, mention);
         let status = post(config, &body)?;
         log::info("slack message posted", &[("event", &event.id), ("status", &status.to_string())]);
-        Ok(Delivery { status: Some(status), reference: None })
+        Ok(Delivery::delivered(Some(status)))
     }
 }
 
@@ -134,17 +130,62 @@ fn post(config: &Config, body: &Value) -> Result<u16, PluginError> {
     }
 }
 
-fn plugin_error_text(err: &PluginError) -> String {
-    match err {
-        PluginError::Upstream(failure) => failure.message.clone(),
-        PluginError::Unauthorized(message) => message.clone(),
-        PluginError::RateLimited(_) => "Slack is rate limiting this webhook".to_owned(),
-        other => format!("{other:?}"),
-    }
-}
-
 fn truncate(text: &str) -> String {
     text.chars().take(200).collect()
 }
 
 trellis_plugin_sdk::export_integration!(Slack);
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use trellis_plugin_sdk::testing;
+
+    use super::*;
+
+    const HOOK: &str = "https://hooks.slack.com/services/T0/B0/X";
+
+    #[test]
+    fn the_webhook_url_is_a_secret_of_the_derived_schema() {
+        assert_eq!(testing::secret_fields::<Config>(), [("/webhookUrl".to_owned(), false)]);
+        let schema = testing::config_schema::<Config>();
+        assert_eq!(schema["required"], json!(["webhookUrl"]));
+        assert_eq!(schema["additionalProperties"], json!(false));
+    }
+
+    #[test]
+    fn critical_events_mention_and_carry_the_details() {
+        testing::http::respond("POST", HOOK, 200, "ok");
+        let config: Config =
+            testing::config(json!({"webhookUrl": HOOK, "mentionOnCritical": "<!here>"})).expect("config");
+        let event = Event::for_test(
+            "certificate.expired",
+            "Certificate api.example.com expired",
+            json!({"commonName": "api.example.com", "serialNumber": "0a"}),
+        );
+        let delivery = Slack::notify(&testing::context("int_1"), &config, &event).expect("delivered");
+        assert_eq!(delivery.status(), Some(200));
+        let sent = testing::http::requests();
+        let text = sent[0].json()["text"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(text, "<!here> :red_circle: Certificate api.example.com expired");
+        assert!(sent[0].json()["blocks"][1]["elements"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Serial: `0a`"));
+        assert!(testing::logs().iter().any(|line| line.starts_with("INFO slack message posted")));
+    }
+
+    #[test]
+    fn a_revoked_webhook_is_unauthorized_and_throttling_is_rate_limited() {
+        let config: Config = testing::config(json!({"webhookUrl": HOOK})).expect("config");
+        let event = Event::for_test("certificate.issued", "issued", json!({}));
+        testing::http::respond("POST", HOOK, 404, "no_team");
+        let err = Slack::notify(&testing::context("int_1"), &config, &event).expect_err("gone");
+        assert!(matches!(err, PluginError::Unauthorized(_)), "{err}");
+        testing::reset();
+        testing::http::respond("POST", HOOK, 429, "slow down");
+        let err = Slack::notify(&testing::context("int_1"), &config, &event).expect_err("throttled");
+        assert_eq!(err, PluginError::RateLimited(None));
+        assert_eq!(err.to_string(), "rate limited");
+    }
+}

@@ -40,7 +40,10 @@ async fn first_start_installs_first_party_plugins() {
     let slack = res.body["data"].as_array().and_then(|all| all.iter().find(|p| p["id"] == "io.trellis.slack")).cloned();
     let slack = slack.unwrap_or_else(|| panic!("slack not installed on first start: {}", res.body));
     assert_eq!(slack["kind"], "integration");
-    assert_eq!(slack["activeVersion"], "0.1.0");
+    assert_eq!(slack["activeVersion"], "0.2.0");
+    let info = &slack["versions"][0]["info"];
+    assert_eq!(info["secretFields"], serde_json::json!([{"pointer": "/webhookUrl", "withheld": false}]));
+    assert_eq!(info["configSchema"]["required"], serde_json::json!(["webhookUrl"]));
     assert_eq!(slack["versions"][0]["sha256"].as_str().map(str::len), Some(64));
 
     let doc = admin.get("/api/openapi.json").await;

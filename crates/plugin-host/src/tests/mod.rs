@@ -83,7 +83,7 @@ async fn noop_plugin_describes_itself_and_answers() {
     let runtime = runtime(test_config());
     let installed = install(&runtime, "fixture-noop").await;
     assert_eq!(installed.info.id, "trellis.fixture.noop");
-    assert_eq!(installed.wit_version, "0.1.0");
+    assert_eq!(installed.wit_version, "0.2.0");
     assert!(installed.active);
     assert_eq!(installed.sha256.len(), 64);
 

@@ -1,0 +1,273 @@
+//! A native test harness: in `cargo test` (any non-wasm target) the SDK's `http`, `state`,
+//! `keystore` and `log` talk to the fakes here instead of the host. Each test thread has its
+//! own fakes, so tests run in parallel without seeing each other.
+//!
+//! ```ignore
+//! use trellis_plugin_sdk::testing;
+//!
+//! #[test]
+//! fn signs_through_the_rest_api() {
+//!     testing::http::respond("POST", "https://ca.example/v1/sign", 200, r#"{"certificate":"…"}"#);
+//!     let outcome = MyConnector::issue(&testing::context("ca_1"), &config, &request).unwrap();
+//!     assert_eq!(testing::http::requests()[0].header("authorization").as_deref(), Some("Bearer k"));
+//! }
+//! ```
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use crate::http::{HttpError, Request, Response, Target};
+use crate::keystore::{KeyAlgorithm, KeyInfo, KeystoreError};
+use crate::log::Level;
+use crate::state::StateError;
+use crate::CallContext;
+
+#[derive(Default)]
+struct Fakes {
+    responses: Vec<(String, String, Result<Response, HttpError>)>,
+    requests: Vec<SentRequest>,
+    state: BTreeMap<String, Vec<u8>>,
+    keys: BTreeMap<String, KeyAlgorithm>,
+    logs: Vec<String>,
+}
+
+thread_local! {
+    static FAKES: RefCell<Fakes> = RefCell::new(Fakes::default());
+}
+
+fn with<T>(f: impl FnOnce(&mut Fakes) -> T) -> T {
+    FAKES.with(|fakes| f(&mut fakes.borrow_mut()))
+}
+
+/// Clears every fake of this thread.
+pub fn reset() {
+    with(|fakes| *fakes = Fakes::default());
+}
+
+/// A call context for `record_id`.
+pub fn context(record_id: &str) -> CallContext {
+    CallContext::for_record(record_id)
+}
+
+/// Parses a configuration the way the host hands it to the plugin.
+pub fn config<C: serde::de::DeserializeOwned>(json: serde_json::Value) -> Result<C, crate::PluginError> {
+    crate::glue::parse_config(&json.to_string())
+}
+
+/// The JSON Schema the SDK derives from a config type and sends to the host.
+pub fn config_schema<C: schemars::JsonSchema>() -> serde_json::Value {
+    crate::glue::config_schema::<C>()
+}
+
+/// The secret members the SDK derives from a config type: (JSON pointer, withheld).
+pub fn secret_fields<C: schemars::JsonSchema>() -> Vec<(String, bool)> {
+    crate::glue::secret_fields::<C>()
+}
+
+/// Log lines of this thread so far, as `LEVEL message key=value …`.
+pub fn logs() -> Vec<String> {
+    with(|fakes| fakes.logs.clone())
+}
+
+pub(crate) fn log(level: Level, message: &str, fields: &[(&str, &str)]) {
+    let level = match level {
+        Level::Debug => "DEBUG",
+        Level::Info => "INFO",
+        Level::Warn => "WARN",
+        Level::Error => "ERROR",
+    };
+    let fields: String = fields.iter().map(|(k, v)| format!(" {k}={v}")).collect();
+    with(|fakes| fakes.logs.push(format!("{level} {message}{fields}")));
+}
+
+/// A request the plugin sent.
+#[derive(Debug, Clone)]
+pub struct SentRequest {
+    /// Method, uppercase.
+    pub method: String,
+    /// URL.
+    pub url: String,
+    headers: Vec<(String, String)>,
+    /// Body.
+    pub body: Vec<u8>,
+}
+
+impl SentRequest {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
+    }
+
+    /// The body parsed as JSON (`Null` when it is not).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// Fake outbound HTTP.
+pub mod http {
+    use super::*;
+
+    /// Answers the next `method` request to exactly `url` with `status` and `body` (answers
+    /// queue up in order; the last one for a URL keeps answering).
+    pub fn respond(method: &str, url: &str, status: u16, body: impl Into<Vec<u8>>) {
+        let response = Response { status, headers: Vec::new(), body: body.into() };
+        with(|fakes| fakes.responses.push((method.to_ascii_uppercase(), url.to_owned(), Ok(response))));
+    }
+
+    /// Fails the next `method` request to `url` as the host would (denied, timeout, …).
+    pub fn fail(method: &str, url: &str, error: HttpError) {
+        with(|fakes| fakes.responses.push((method.to_ascii_uppercase(), url.to_owned(), Err(error))));
+    }
+
+    /// Every request sent so far, in order.
+    pub fn requests() -> Vec<SentRequest> {
+        with(|fakes| fakes.requests.clone())
+    }
+}
+
+pub(crate) fn send(request: Request, _target: Target) -> Result<Response, HttpError> {
+    with(|fakes| {
+        fakes.requests.push(SentRequest {
+            method: request.method().to_owned(),
+            url: request.url().to_owned(),
+            headers: ["authorization", "content-type", "accept"]
+                .iter()
+                .filter_map(|name| request.header_value(name).map(|value| ((*name).to_owned(), value)))
+                .collect(),
+            body: request.body_bytes().to_vec(),
+        });
+        let matching: Vec<usize> = fakes
+            .responses
+            .iter()
+            .enumerate()
+            .filter(|(_, (method, url, _))| method == request.method() && url == request.url())
+            .map(|(i, _)| i)
+            .collect();
+        match matching.as_slice() {
+            [] => Err(HttpError::Transport(format!(
+                "testing: no fake response for {} {} (use testing::http::respond)",
+                request.method(),
+                request.url()
+            ))),
+            [only] => fakes.responses[*only].2.clone(),
+            [first, ..] => fakes.responses.remove(*first).2,
+        }
+    })
+}
+
+/// The fake `state` backend; read it directly in assertions.
+pub mod state {
+    use super::*;
+
+    fn check(key: &str) -> Result<(), StateError> {
+        if key.is_empty() || key.len() > 256 || key.chars().any(char::is_control) {
+            return Err(StateError::InvalidKey(format!("{key:?}")));
+        }
+        Ok(())
+    }
+
+    /// Reads a value.
+    pub fn get(key: &str) -> Result<Option<Vec<u8>>, StateError> {
+        check(key)?;
+        Ok(with(|fakes| fakes.state.get(key).cloned()))
+    }
+
+    /// Writes a value.
+    pub fn set(key: &str, value: &[u8]) -> Result<(), StateError> {
+        check(key)?;
+        with(|fakes| fakes.state.insert(key.to_owned(), value.to_vec()));
+        Ok(())
+    }
+
+    /// Removes a value.
+    pub fn delete(key: &str) -> Result<(), StateError> {
+        check(key)?;
+        with(|fakes| fakes.state.remove(key));
+        Ok(())
+    }
+
+    /// Keys by prefix, as the host lists them.
+    pub fn list_keys(prefix: &str, after: Option<&str>, limit: u32) -> Result<Vec<String>, StateError> {
+        Ok(with(|fakes| {
+            fakes
+                .state
+                .keys()
+                .filter(|k| k.starts_with(prefix) && after.is_none_or(|after| k.as_str() > after))
+                .take(limit as usize)
+                .cloned()
+                .collect()
+        }))
+    }
+
+    /// Compare-and-swap, as the host does it.
+    pub fn compare_and_swap(key: &str, expected: Option<&[u8]>, new: Option<&[u8]>) -> Result<bool, StateError> {
+        check(key)?;
+        Ok(with(|fakes| {
+            if fakes.state.get(key).map(Vec::as_slice) != expected {
+                return false;
+            }
+            match new {
+                Some(value) => fakes.state.insert(key.to_owned(), value.to_vec()),
+                None => fakes.state.remove(key),
+            };
+            true
+        }))
+    }
+}
+
+/// The fake `keystore` backend. Keys are labels only and signatures are
+/// `sig(<label>:<message>)` bytes: enough to test what a plugin does with them, not crypto.
+pub mod keystore {
+    use super::*;
+
+    fn info(label: &str, algorithm: KeyAlgorithm) -> KeyInfo {
+        KeyInfo {
+            algorithm,
+            spki_der: label.as_bytes().to_vec(),
+            jwk: format!(r#"{{"kty":"fake","label":"{label}"}}"#),
+            jwk_thumbprint: format!("thumbprint-{label}"),
+            jws_algorithm: match algorithm {
+                KeyAlgorithm::EcdsaP256 => "ES256",
+                KeyAlgorithm::EcdsaP384 => "ES384",
+                KeyAlgorithm::Ed25519 => "EdDSA",
+                _ => "RS256",
+            }
+            .into(),
+        }
+    }
+
+    /// Generates (records) a key.
+    pub fn generate(label: &str, algorithm: KeyAlgorithm) -> Result<KeyInfo, KeystoreError> {
+        with(|fakes| {
+            if fakes.keys.contains_key(label) {
+                return Err(KeystoreError::AlreadyExists(label.to_owned()));
+            }
+            fakes.keys.insert(label.to_owned(), algorithm);
+            Ok(info(label, algorithm))
+        })
+    }
+
+    /// The public key.
+    pub fn public_key(label: &str) -> Result<KeyInfo, KeystoreError> {
+        with(|fakes| fakes.keys.get(label).map(|a| info(label, *a)))
+            .ok_or_else(|| KeystoreError::NotFound(label.to_owned()))
+    }
+
+    /// The labels.
+    pub fn labels() -> Result<Vec<String>, KeystoreError> {
+        Ok(with(|fakes| fakes.keys.keys().cloned().collect()))
+    }
+
+    /// `sig(<label>:<message>)`.
+    pub fn sign(label: &str, message: &[u8]) -> Result<Vec<u8>, KeystoreError> {
+        public_key(label)?;
+        Ok([b"sig(", label.as_bytes(), b":", message, b")"].concat())
+    }
+
+    /// Forgets a key.
+    pub fn delete(label: &str) -> Result<(), KeystoreError> {
+        with(|fakes| fakes.keys.remove(label));
+        Ok(())
+    }
+}
