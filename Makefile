@@ -1,6 +1,9 @@
 # Trellis. The README's first two commands are `make run` and `make test`.
 SHELL := /bin/bash
 CARGO ?= cargo
+# Every native crate (the service, the SDK, the Slack plugin's unit tests), one feature set, one
+# build; the fixture crates are wasm-only.
+WORKSPACE := --workspace --exclude 'trellis-fixture-*'
 TEST_RUNNER ?= $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo "$(CARGO) nextest run" || echo "$(CARGO) test")
 
 .PHONY: run test build plugins bench bench-inventory bench-plugins bench-login lint fmt fuzz-api
@@ -12,13 +15,16 @@ run: plugins
 ## Everything the tests need (plugins, binary, a throwaway PostgreSQL), then the whole
 ## suite in parallel: once on SQLite, once more on PostgreSQL.
 test: plugins
-	$(CARGO) build -p trellis --bin trellis
-	$(TEST_RUNNER) --no-fail-fast
+	$(CARGO) build $(WORKSPACE)
+	$(TEST_RUNNER) $(WORKSPACE) --no-fail-fast
 	# The OpenAPI document against the binary: schemathesis, every check (scripts/schemathesis.sh).
 	scripts/schemathesis.sh target/debug/trellis
+	# A plugin written outside the repository: its native tests, the one-command build, then
+	# installed and run in the binary (scripts/out-of-tree-plugin.sh).
+	scripts/out-of-tree-plugin.sh
 	# `--test it` (the black-box suite) keeps the package set, hence the build, of the first pass.
 	# A PostgreSQL that cannot be started fails the target (never a silent second SQLite pass).
-	url="$$(scripts/postgres.sh)" && [ -n "$$url" ] && TRELLIS_TEST_POSTGRES_URL="$$url" $(TEST_RUNNER) --test it --no-fail-fast
+	url="$$(scripts/postgres.sh)" && [ -n "$$url" ] && TRELLIS_TEST_POSTGRES_URL="$$url" $(TEST_RUNNER) $(WORKSPACE) --test it --no-fail-fast
 
 build:
 	$(CARGO) build --release -p trellis --bin trellis

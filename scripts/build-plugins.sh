@@ -7,8 +7,18 @@
 #   2. otherwise Debian's rustc-web (same release line, ships rust-src) builds std itself
 #      (-Z build-std) against Debian's wasi-libc, linking with rustup's rust-lld and
 #      wasm-component-ld.
-# Usage: scripts/build-plugins.sh [crate-dir-name ...]   (default: all)
+# Usage: scripts/build-plugins.sh [crate-dir-name ...]   (default: every crate under plugins/)
+#        scripts/build-plugins.sh PATH/TO/CRATE           (any plugin crate, anywhere)
+# A crate outside plugins/ is built in its own workspace; its component is written to
+# PATH/TO/CRATE/target/trellis/<package>.wasm and the path printed on stdout.
 set -euo pipefail
+
+# An argument naming a directory with a Cargo.toml (not a bare name of a crate under plugins/)
+# is an external crate.
+EXTERNAL=""
+if [ "$#" -eq 1 ] && [[ "$1" == */* || "$1" == . ]] && [ -f "$1/Cargo.toml" ]; then
+    EXTERNAL="$(cd "$1" && pwd)"
+fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -19,10 +29,14 @@ TARGET=wasm32-wasip2
 
 # Every crate directory holding a Cargo.toml under plugins/ (nested one level for fixtures).
 mapfile -t DIRS < <(find plugins -mindepth 2 -maxdepth 3 -name Cargo.toml -printf '%h\n' | sort)
-if [ "$#" -gt 0 ]; then
+if [ "$#" -gt 0 ] && [ -z "$EXTERNAL" ]; then
     mapfile -t DIRS < <(printf '%s\n' "${DIRS[@]}" | grep -E "/($(IFS='|'; echo "$*"))\$")
 fi
 [ "${#DIRS[@]}" -gt 0 ] || { echo "build-plugins: no plugin crates found" >&2; exit 1; }
+
+if [ -n "$EXTERNAL" ]; then
+    DIRS=("$EXTERNAL")
+fi
 
 PKGS=()
 for dir in "${DIRS[@]}"; do
@@ -32,16 +46,36 @@ done
 
 if command -v rustup >/dev/null 2>&1 && rustup target list --installed 2>/dev/null | grep -qx "$TARGET"; then
     echo "build-plugins: rustup has $TARGET; using plain cargo" >&2
-    cargo build --release --target "$TARGET" "${PKGS[@]}"
+    if [ -n "$EXTERNAL" ]; then
+        cargo build --release --target "$TARGET" --manifest-path "$EXTERNAL/Cargo.toml"
+    else
+        cargo build --release --target "$TARGET" "${PKGS[@]}"
+    fi
 else
     # Debian's rustc-web route: install (after refreshing the package lists) and check the version.
     "$ROOT/scripts/install-deps.sh" wasm
     # rustup's rustc ships rust-lld and wasm-component-ld; Debian's does not.
     LLD_DIR="$(rustup run stable rustc --print sysroot 2>/dev/null || rustc --print sysroot)/lib/rustlib/x86_64-unknown-linux-gnu/bin"
     echo "build-plugins: using Debian rustc ($(/usr/bin/rustc -V)) with -Z build-std" >&2
+    if [ -n "$EXTERNAL" ]; then
+        WHAT=(--manifest-path "$EXTERNAL/Cargo.toml")
+    else
+        WHAT=("${PKGS[@]}")
+    fi
     PATH="/usr/bin:$PATH:$LLD_DIR" RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
     RUSTFLAGS="-L /usr/lib/wasm32-wasi" \
-        /usr/bin/cargo build --release --target "$TARGET" -Z build-std=std,panic_abort "${PKGS[@]}"
+        /usr/bin/cargo build --release --target "$TARGET" -Z build-std=std,panic_abort "${WHAT[@]}"
+fi
+
+if [ -n "$EXTERNAL" ]; then
+    pkg="$(sed -n 's/^name *= *"\(.*\)"/\1/p' "$EXTERNAL/Cargo.toml" | head -n1)"
+    mkdir -p "$EXTERNAL/target/trellis"
+    out="$EXTERNAL/target/trellis/$pkg.wasm"
+    cp "$CARGO_TARGET_DIR/$TARGET/release/${pkg//-/_}.wasm" "$out.tmp"
+    mv "$out.tmp" "$out"
+    printf 'build-plugins: %s %d bytes\n' "$out" "$(stat -c %s "$out")" >&2
+    echo "$out"
+    exit 0
 fi
 
 mkdir -p "$OUT"

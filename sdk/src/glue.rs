@@ -61,6 +61,12 @@ fn collect_secrets(
         return;
     }
     let schema = resolve(root, schema);
+    // `Option<T>` and enums wrap their object schemas in anyOf / oneOf.
+    for combinator in ["anyOf", "oneOf", "allOf"] {
+        for branch in schema.get(combinator).and_then(|b| b.as_array()).into_iter().flatten() {
+            collect_secrets(root, branch, prefix, found, depth + 1);
+        }
+    }
     let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) else {
         return;
     };
@@ -373,5 +379,78 @@ pub mod integration {
             .and_then(|c| P::notify(&context(ctx), &c, &event))
             .map(|d| wn::Delivery { status: d.status, reference: d.reference })
             .map_err(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[allow(dead_code)]
+    struct Dns {
+        zone: String,
+        #[schemars(extend("writeOnly" = true))]
+        secret_key: String,
+    }
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[allow(dead_code)]
+    struct Config {
+        url: String,
+        #[schemars(extend("writeOnly" = true))]
+        api_key: Option<String>,
+        #[schemars(extend("writeOnly" = true, "x-trellis-withheld" = true))]
+        ca_key_pem: Option<String>,
+        dns: Option<Dns>,
+    }
+
+    #[test]
+    fn secret_fields_come_from_the_config_type_nested_ones_too() {
+        let mut secrets = secret_fields::<Config>();
+        secrets.sort();
+        assert_eq!(
+            secrets,
+            [("/apiKey".to_owned(), false), ("/caKeyPem".to_owned(), true), ("/dns/secretKey".to_owned(), false)]
+        );
+        assert_eq!(config_schema::<Config>()["required"], json!(["url"]));
+    }
+
+    #[test]
+    fn a_config_that_does_not_parse_names_the_problem() {
+        let err = parse_config::<Config>(r#"{"url": 5}"#).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            err.starts_with("invalid configuration: configuration does not match the schema: invalid type"),
+            "{err}"
+        );
+        assert!(parse_config::<serde_json::Value>("").is_ok(), "an empty config is an empty object");
+    }
+
+    #[test]
+    fn a_report_succeeds_only_without_failed_checks() {
+        use crate::{Check, TestReport};
+        assert!(TestReport::from_checks("ok", vec![Check::pass("a", ""), Check::warn("b", "")]).success());
+        assert!(!TestReport::from_checks("no", vec![Check::pass("a", ""), Check::fail("b", "")]).success());
+        assert!(report(TestReport::from_checks("no", vec![Check::fail("b", "")])).success == false);
+    }
+
+    #[test]
+    fn errors_read_as_sentences() {
+        assert_eq!(
+            PluginError::upstream(Some(502), "bad gateway", true).to_string(),
+            "upstream answered 502: bad gateway"
+        );
+        assert_eq!(
+            PluginError::invalid_config("/url", "must be https").to_string(),
+            "invalid configuration: /url: must be https"
+        );
+        assert_eq!(
+            crate::http::HttpError::Denied.to_string(),
+            "outbound request denied by the host's policy (ask the operator to grant the host)"
+        );
     }
 }

@@ -213,6 +213,9 @@ macro_rules! export_ca_connector {
                 fn list_certificates(ctx: t::CallContext, config: String, page: t::PageRequest) -> Result<c::CertificatePage, t::PluginError> { g::list_certificates::<$plugin>(ctx, config, page) }
                 fn renewal_info(ctx: t::CallContext, config: String, certificate: t::CertificateRef) -> Result<Option<c::RenewalWindow>, t::PluginError> { g::renewal_info::<$plugin>(ctx, config, certificate) }
             }
+            // Only components export the ABI symbols: natively (`cargo test`) a cdylib would
+            // not link them, and tests call the trait directly.
+            #[cfg(target_arch = "wasm32")]
             $crate::bindings::ca_connector::export!(__TrellisExport with_types_in $crate::bindings::ca_connector);
         };
     };
@@ -234,6 +237,7 @@ macro_rules! export_integration {
                 fn test(ctx: t::CallContext, config: String) -> Result<t::TestReport, t::PluginError> { g::test::<$plugin>(ctx, config) }
                 fn notify(ctx: t::CallContext, config: String, event: n::Event) -> Result<n::Delivery, t::PluginError> { g::notify::<$plugin>(ctx, config, event) }
             }
+            #[cfg(target_arch = "wasm32")]
             $crate::bindings::integration::export!(__TrellisExport with_types_in $crate::bindings::integration);
         };
     };

@@ -7,4 +7,5 @@ mod errors;
 mod ops;
 mod pagination;
 mod plugins;
+mod plugins_out_of_tree;
 mod plugins_slack;
