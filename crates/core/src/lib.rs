@@ -14,6 +14,7 @@ pub mod context;
 pub mod crypto;
 pub mod error;
 pub mod events;
+pub mod ids;
 pub mod pagination;
 pub mod plugins;
 pub mod ports;

@@ -7,6 +7,7 @@
 //! Every method that reads or changes workspace data takes the workspace id and must
 //! confine itself to it: a row of another workspace is indistinguishable from an absent one.
 
+use crate::ids::{ApiKeyId, UserId, WorkspaceId};
 use std::any::Any;
 
 use async_trait::async_trait;
@@ -98,7 +99,7 @@ pub trait AuthReads: Send + Sync {
     /// The user and their Argon2id password hash.
     async fn find_user_credentials(&self, email: &str) -> StoreResult<Option<(User, String)>>;
     async fn find_session_user(&self, token_hash: &str, now: i64) -> StoreResult<Option<User>>;
-    async fn find_membership(&self, workspace_id: &str, user_id: &str) -> StoreResult<Option<Role>>;
+    async fn find_membership(&self, workspace_id: &WorkspaceId, user_id: &UserId) -> StoreResult<Option<Role>>;
     async fn find_workspace(&self, id: &str) -> StoreResult<Option<Workspace>>;
     async fn list_user_workspaces(&self, user_id: &str) -> StoreResult<Vec<Workspace>>;
     async fn find_api_key_by_hash(&self, key_hash: &str) -> StoreResult<Option<ApiKey>>;
@@ -110,12 +111,18 @@ pub trait AuthWrites: Send {
     async fn touch_api_key(&mut self, id: &str, now: i64) -> StoreResult<()>;
     async fn insert_workspace(&mut self, workspace: &Workspace, created_by: Option<&str>) -> StoreResult<()>;
     async fn insert_user(&mut self, user: &User, password_hash: &str) -> StoreResult<()>;
-    async fn add_member(&mut self, workspace_id: &str, user_id: &str, role: Role, at: i64) -> StoreResult<()>;
-    async fn set_current_workspace(&mut self, user_id: &str, workspace_id: &str) -> StoreResult<()>;
+    async fn add_member(
+        &mut self,
+        workspace_id: &WorkspaceId,
+        user_id: &UserId,
+        role: Role,
+        at: i64,
+    ) -> StoreResult<()>;
+    async fn set_current_workspace(&mut self, user_id: &UserId, workspace_id: &WorkspaceId) -> StoreResult<()>;
     async fn insert_session(&mut self, token_hash: &str, user_id: &str, at: i64, expires_at: i64) -> StoreResult<()>;
     async fn delete_session(&mut self, token_hash: &str) -> StoreResult<()>;
     async fn insert_api_key(&mut self, key: &ApiKey, key_hash: &str) -> StoreResult<()>;
-    async fn delete_api_key(&mut self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+    async fn delete_api_key(&mut self, workspace_id: &WorkspaceId, id: &ApiKeyId) -> StoreResult<bool>;
 }
 
 #[async_trait]

@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::Router;
 use serde::{Deserialize, Serialize};
+use trellis_core::ids::WorkspaceId;
 use utoipa::ToSchema;
 
 use crate::error::ApiResult;
@@ -44,10 +45,10 @@ pub struct UserDto {
 impl From<User> for UserDto {
     fn from(user: User) -> Self {
         UserDto {
-            id: user.id,
+            id: user.id.into_string(),
             email: user.email,
             first_name: user.first_name,
-            current_workspace_id: user.current_workspace_id,
+            current_workspace_id: user.current_workspace_id.map(WorkspaceId::into_string),
             is_admin: user.is_admin,
         }
     }
@@ -97,7 +98,7 @@ async fn logout(
 #[utoipa::path(get, path = "/api/auth/user", tag = "auth", responses((status = 200, body = Data<UserDto>), (status = 401, description = "No session")))]
 async fn current_user(SessionUser(user, caller): SessionUser) -> ApiResult<axum::Json<serde_json::Value>> {
     let mut dto = UserDto::from(user);
-    dto.current_workspace_id = Some(caller.workspace_id);
+    dto.current_workspace_id = Some(caller.workspace_id.into_string());
     Ok(data(dto))
 }
 
@@ -113,7 +114,7 @@ pub struct WorkspaceDto {
 impl From<Workspace> for WorkspaceDto {
     fn from(workspace: Workspace) -> Self {
         WorkspaceDto {
-            id: workspace.id,
+            id: workspace.id.into_string(),
             name: workspace.name,
             role: workspace.role.map(|r| r.as_str().to_string()),
             created_at: trellis_core::clock::rfc3339(workspace.created_at),
@@ -172,8 +173,8 @@ pub struct ApiKeyDto {
 
 fn api_key_dto(key: ApiKey, secret: Option<String>) -> ApiKeyDto {
     ApiKeyDto {
-        id: key.id,
-        workspace_id: key.workspace_id,
+        id: key.id.into_string(),
+        workspace_id: key.workspace_id.into_string(),
         name: key.name,
         kind: key.kind.as_str().into(),
         prefix: key.prefix,
@@ -275,6 +276,6 @@ async fn delete_api_key(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    auth::delete_api_key(&ctx, &caller, &id).await?;
+    auth::delete_api_key(&ctx, &caller, &id.into()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -3,6 +3,7 @@
 use crate::DbResult;
 use sqlx::any::AnyRow;
 use sqlx::Row;
+use trellis_core::ids::{ApiKeyId, UserId, WorkspaceId};
 
 use crate::{bool_column, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
@@ -14,11 +15,11 @@ const KEY_COLUMNS: &str = "id, workspace_id, name, kind, key_prefix, scopes, cre
 
 fn user_from_row(row: &AnyRow) -> StoreResult<User> {
     Ok(User {
-        id: row.try_get("id").db()?,
+        id: row.try_get::<String, _>("id").db()?.into(),
         email: row.try_get("email").db()?,
         first_name: row.try_get("first_name").db()?,
         is_admin: bool_column(row.try_get("is_admin").db()?),
-        current_workspace_id: row.try_get("current_workspace_id").db()?,
+        current_workspace_id: row.try_get::<Option<String>, _>("current_workspace_id").db()?.map(Into::into),
         created_at: row.try_get("created_at").db()?,
     })
 }
@@ -27,8 +28,8 @@ fn key_from_row(row: &AnyRow) -> StoreResult<ApiKey> {
     let kind: String = row.try_get("kind").db()?;
     let scopes: String = row.try_get("scopes").db()?;
     Ok(ApiKey {
-        id: row.try_get("id").db()?,
-        workspace_id: row.try_get("workspace_id").db()?,
+        id: row.try_get::<String, _>("id").db()?.into(),
+        workspace_id: row.try_get::<String, _>("workspace_id").db()?.into(),
         name: row.try_get("name").db()?,
         kind: KeyKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("api key kind `{kind}`")))?,
         prefix: row.try_get("key_prefix").db()?,
@@ -48,7 +49,7 @@ fn workspace_from_row(row: &AnyRow, with_role: bool) -> StoreResult<Workspace> {
         None
     };
     Ok(Workspace {
-        id: row.try_get("id").db()?,
+        id: row.try_get::<String, _>("id").db()?.into(),
         name: row.try_get("name").db()?,
         role,
         created_at: row.try_get("created_at").db()?,
@@ -79,10 +80,10 @@ impl AuthReads for Store {
         row.as_ref().map(user_from_row).transpose()
     }
 
-    async fn find_membership(&self, workspace_id: &str, user_id: &str) -> StoreResult<Option<Role>> {
+    async fn find_membership(&self, workspace_id: &WorkspaceId, user_id: &UserId) -> StoreResult<Option<Role>> {
         let row = sqlx::query("SELECT role FROM workspace_members WHERE workspace_id = $1 AND user_id = $2")
-            .bind(workspace_id)
-            .bind(user_id)
+            .bind(workspace_id.as_str())
+            .bind(user_id.as_str())
             .fetch_optional(&self.pool)
             .await
             .db()?;
@@ -173,10 +174,16 @@ impl AuthWrites for Tx {
         Ok(())
     }
 
-    async fn add_member(&mut self, workspace_id: &str, user_id: &str, role: Role, at: i64) -> StoreResult<()> {
+    async fn add_member(
+        &mut self,
+        workspace_id: &WorkspaceId,
+        user_id: &UserId,
+        role: Role,
+        at: i64,
+    ) -> StoreResult<()> {
         sqlx::query("INSERT INTO workspace_members (workspace_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)")
-            .bind(workspace_id)
-            .bind(user_id)
+            .bind(workspace_id.as_str())
+            .bind(user_id.as_str())
             .bind(role.as_str())
             .bind(at)
             .execute(&mut *self.inner)
@@ -185,10 +192,10 @@ impl AuthWrites for Tx {
         Ok(())
     }
 
-    async fn set_current_workspace(&mut self, user_id: &str, workspace_id: &str) -> StoreResult<()> {
+    async fn set_current_workspace(&mut self, user_id: &UserId, workspace_id: &WorkspaceId) -> StoreResult<()> {
         sqlx::query("UPDATE users SET current_workspace_id = $2 WHERE id = $1")
-            .bind(user_id)
-            .bind(workspace_id)
+            .bind(user_id.as_str())
+            .bind(workspace_id.as_str())
             .execute(&mut *self.inner)
             .await
             .db()?;
@@ -243,10 +250,10 @@ impl AuthWrites for Tx {
         Ok(())
     }
 
-    async fn delete_api_key(&mut self, workspace_id: &str, id: &str) -> StoreResult<bool> {
+    async fn delete_api_key(&mut self, workspace_id: &WorkspaceId, id: &ApiKeyId) -> StoreResult<bool> {
         let done = sqlx::query("DELETE FROM api_keys WHERE workspace_id = $1 AND id = $2")
-            .bind(workspace_id)
-            .bind(id)
+            .bind(workspace_id.as_str())
+            .bind(id.as_str())
             .execute(&mut *self.inner)
             .await
             .db()?;

@@ -12,20 +12,21 @@ pub use self::scope::{parse_scopes, Role, Scope};
 pub use self::service::*;
 
 use crate::error::{Error, Result};
+use crate::ids::{ApiKeyId, UserId, WorkspaceId};
 
 #[derive(Debug, Clone)]
 pub struct User {
-    pub id: String,
+    pub id: UserId,
     pub email: String,
     pub first_name: String,
     pub is_admin: bool,
-    pub current_workspace_id: Option<String>,
+    pub current_workspace_id: Option<WorkspaceId>,
     pub created_at: i64,
 }
 
 #[derive(Debug, Clone)]
 pub struct Workspace {
-    pub id: String,
+    pub id: WorkspaceId,
     pub name: String,
     /// The caller's role in it, when listed for a user.
     pub role: Option<Role>,
@@ -66,8 +67,8 @@ impl KeyKind {
 
 #[derive(Debug, Clone)]
 pub struct ApiKey {
-    pub id: String,
-    pub workspace_id: String,
+    pub id: ApiKeyId,
+    pub workspace_id: WorkspaceId,
     pub name: String,
     pub kind: KeyKind,
     /// The first characters of the key, enough to recognise it in a list.
@@ -82,11 +83,11 @@ pub struct ApiKey {
 #[derive(Debug, Clone)]
 pub enum Actor {
     User {
-        id: String,
+        id: UserId,
         email: String,
     },
     ApiKey {
-        id: String,
+        id: ApiKeyId,
         kind: KeyKind,
     },
     /// The operator at the command line.
@@ -104,7 +105,8 @@ impl Actor {
 
     pub fn id(&self) -> &str {
         match self {
-            Actor::User { id, .. } | Actor::ApiKey { id, .. } => id,
+            Actor::User { id, .. } => id,
+            Actor::ApiKey { id, .. } => id,
             Actor::System => "cli",
         }
     }
@@ -114,7 +116,7 @@ impl Actor {
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub actor: Actor,
-    pub workspace_id: String,
+    pub workspace_id: WorkspaceId,
     pub scopes: Vec<Scope>,
     pub instance_admin: bool,
     /// Correlates audit rows with logs and the `X-Request-Id` response header.
@@ -130,7 +132,7 @@ impl Caller {
         }
     }
 
-    pub fn user_id(&self) -> Option<&str> {
+    pub fn user_id(&self) -> Option<&UserId> {
         match &self.actor {
             Actor::User { id, .. } => Some(id),
             _ => None,

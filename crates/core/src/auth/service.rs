@@ -6,6 +6,7 @@ use crate::clock::random_hex;
 use crate::context::Context;
 use crate::crypto::{hash_password, token_digest, verify_password_off_thread};
 use crate::error::{Entity, Error, Result};
+use crate::ids::{ApiKeyId, UserId, WorkspaceId};
 use crate::unit_of_work::Target;
 
 pub const SESSION_COOKIE: &str = "trellis_session";
@@ -38,14 +39,19 @@ pub async fn create_user(ctx: &Context, new: NewUser) -> Result<(User, Workspace
         hash_password(&new.password, ctx.entropy.as_ref()).map_err(|e| Error::Internal(e.to_string()))?;
     let now = ctx.now_millis();
     let user = User {
-        id: ctx.new_id("usr_"),
+        id: UserId::new(ctx.new_id("usr_")),
         email,
         first_name: new.first_name.trim().to_string(),
         is_admin: new.admin,
         current_workspace_id: None,
         created_at: now,
     };
-    let workspace = Workspace { id: ctx.new_id("ws_"), name: workspace_name, role: Some(Role::Owner), created_at: now };
+    let workspace = Workspace {
+        id: WorkspaceId::new(ctx.new_id("ws_")),
+        name: workspace_name,
+        role: Some(Role::Owner),
+        created_at: now,
+    };
     let system = Audit::system(Actor::System.id());
     let mut change = ctx.change(system, Some(&workspace.id)).await?;
     change.tx().insert_workspace(&workspace, None).await?;
@@ -121,7 +127,7 @@ pub async fn login(
     let token = random_hex(ctx.entropy.as_ref(), 32);
     let now_ms = now.timestamp_millis();
     let expires_at = now_ms + SESSION_LIFETIME_SECS * 1000;
-    let actor = Audit { actor_type: "user", actor_id: user.id.clone(), request_id: Some(request_id.to_string()) };
+    let actor = Audit { actor_type: "user", actor_id: user.id.to_string(), request_id: Some(request_id.to_string()) };
     let mut change = ctx.change(actor, user.current_workspace_id.as_deref()).await?;
     change.tx().insert_session(&token_digest(&token), &user.id, now_ms, expires_at).await?;
     change.audit("auth.login", Target::kind("session"), serde_json::json!({}));
@@ -150,7 +156,7 @@ pub async fn authenticate_session(
         .await?
         .ok_or(Error::Unauthorized)?;
     let workspace_id = match requested_workspace.or(user.current_workspace_id.as_deref()) {
-        Some(id) => id.to_string(),
+        Some(id) => WorkspaceId::from(id),
         None => return Err(Error::Forbidden("You are not a member of any workspace".into())),
     };
     let role = ctx
@@ -236,8 +242,8 @@ async fn insert_api_key(
     let secret = format!("{}{}", kind.prefix(), random_hex(ctx.entropy.as_ref(), 32));
     let now = ctx.now_millis();
     let key = ApiKey {
-        id: ctx.new_id("key_"),
-        workspace_id: workspace_id.to_string(),
+        id: ApiKeyId::new(ctx.new_id("key_")),
+        workspace_id: WorkspaceId::from(workspace_id),
         name,
         kind,
         prefix: secret.chars().take(10).collect(),
@@ -263,7 +269,7 @@ pub async fn list_api_keys(ctx: &Context, caller: &Caller) -> Result<Vec<ApiKey>
     Ok(ctx.store.list_api_keys(&caller.workspace_id).await?)
 }
 
-pub async fn delete_api_key(ctx: &Context, caller: &Caller, key_id: &str) -> Result<()> {
+pub async fn delete_api_key(ctx: &Context, caller: &Caller, key_id: &ApiKeyId) -> Result<()> {
     caller.require(Scope::ApiKeysWrite)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     if !change.tx().delete_api_key(&caller.workspace_id, key_id).await? {
@@ -289,7 +295,8 @@ pub async fn create_workspace(ctx: &Context, caller: &Caller, name: &str) -> Res
     };
     let name = validate_name("name", name)?;
     let now = ctx.now_millis();
-    let workspace = Workspace { id: ctx.new_id("ws_"), name, role: Some(Role::Owner), created_at: now };
+    let workspace =
+        Workspace { id: WorkspaceId::new(ctx.new_id("ws_")), name, role: Some(Role::Owner), created_at: now };
     let mut change = ctx.change(Audit::of(caller), Some(&workspace.id)).await?;
     change.tx().insert_workspace(&workspace, Some(user_id)).await?;
     change.tx().add_member(&workspace.id, user_id, Role::Owner, now).await?;

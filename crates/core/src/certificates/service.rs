@@ -448,7 +448,7 @@ pub async fn add_usage(ctx: &Context, caller: &Caller, new: NewUsage) -> Result<
     }
     let record = UsageRecord {
         id: 0,
-        workspace_id: caller.workspace_id.clone(),
+        workspace_id: caller.workspace_id.to_string(),
         certificate_id: new.certificate_id,
         host,
         port: new.port,
@@ -503,7 +503,7 @@ pub async fn create_identity(ctx: &Context, caller: &Caller, new: NewIdentity) -
     let now = ctx.now_millis();
     let identity = MachineIdentity {
         id: 0,
-        workspace_id: caller.workspace_id.clone(),
+        workspace_id: caller.workspace_id.to_string(),
         name,
         kind,
         description: new.description.map(|d| check_text("description", &d)).transpose()?,

@@ -213,7 +213,7 @@ pub async fn bind(
     let runtime = ctx.plugins.host();
     runtime.bind(&caller.workspace_id, kind_parsed, service_type, plugin_id)?;
     let binding = StoredBinding {
-        workspace_id: caller.workspace_id.clone(),
+        workspace_id: caller.workspace_id.to_string(),
         kind: kind.to_owned(),
         service_type: service_type.to_owned(),
         plugin_id: plugin_id.to_owned(),

@@ -2,6 +2,7 @@
 //! tables and swaps it in on commit, so a change that fails midway leaves nothing behind,
 //! as with a database.
 
+use crate::ids::{ApiKeyId, UserId, WorkspaceId};
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 
@@ -256,7 +257,7 @@ impl AuthReads for MemoryStore {
     async fn find_session_user(&self, _: &str, _: i64) -> StoreResult<Option<User>> {
         not_faked("find_session_user")
     }
-    async fn find_membership(&self, _: &str, _: &str) -> StoreResult<Option<Role>> {
+    async fn find_membership(&self, _: &WorkspaceId, _: &UserId) -> StoreResult<Option<Role>> {
         not_faked("find_membership")
     }
     async fn find_workspace(&self, _: &str) -> StoreResult<Option<Workspace>> {
@@ -284,10 +285,10 @@ impl AuthWrites for MemoryTx {
     async fn insert_user(&mut self, _: &User, _: &str) -> StoreResult<()> {
         not_faked("insert_user")
     }
-    async fn add_member(&mut self, _: &str, _: &str, _: Role, _: i64) -> StoreResult<()> {
+    async fn add_member(&mut self, _: &WorkspaceId, _: &UserId, _: Role, _: i64) -> StoreResult<()> {
         not_faked("add_member")
     }
-    async fn set_current_workspace(&mut self, _: &str, _: &str) -> StoreResult<()> {
+    async fn set_current_workspace(&mut self, _: &UserId, _: &WorkspaceId) -> StoreResult<()> {
         not_faked("set_current_workspace")
     }
     async fn insert_session(&mut self, _: &str, _: &str, _: i64, _: i64) -> StoreResult<()> {
@@ -299,7 +300,7 @@ impl AuthWrites for MemoryTx {
     async fn insert_api_key(&mut self, _: &ApiKey, _: &str) -> StoreResult<()> {
         not_faked("insert_api_key")
     }
-    async fn delete_api_key(&mut self, _: &str, _: &str) -> StoreResult<bool> {
+    async fn delete_api_key(&mut self, _: &WorkspaceId, _: &ApiKeyId) -> StoreResult<bool> {
         not_faked("delete_api_key")
     }
 }
