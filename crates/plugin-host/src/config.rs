@@ -79,6 +79,9 @@ pub struct EgressConfig {
     /// Allow private, loopback, link-local and CGNAT destinations
     /// (`TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS`). Cloud metadata addresses stay refused regardless.
     pub allow_private_networks: bool,
+    /// Let a record's own settings allow private destinations for that record's calls
+    /// (`TRELLIS_PLUGIN_RECORD_PRIVATE_NETWORKS`): the operator delegates the choice per record.
+    pub allow_record_private_networks: bool,
     /// PEM bundle of extra CAs trusted for plugin TLS, on top of the system roots
     /// (`TRELLIS_PLUGIN_CA_BUNDLE`).
     pub ca_bundle: Option<PathBuf>,
@@ -96,6 +99,7 @@ impl Default for EgressConfig {
     fn default() -> EgressConfig {
         EgressConfig {
             allow_private_networks: false,
+            allow_record_private_networks: false,
             ca_bundle: None,
             use_system_roots: true,
             connect_timeout: Duration::from_secs(5),

@@ -19,11 +19,25 @@ use tokio::net::TcpStream;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
+use trellis_core::plugins::RecordNetwork;
+
 use crate::config::EgressConfig;
+
+fn tls_builder(
+    roots: Arc<rustls::RootCertStore>,
+) -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|err| format!("TLS setup: {err}"))?
+        .with_root_certificates(roots))
+}
 
 /// Shared, process-wide part of the policy: knobs, TLS roots and counters.
 pub(crate) struct EgressPolicy {
     config: EgressConfig,
+    /// System and operator roots, the base of every record's own TLS configuration.
+    roots: Arc<rustls::RootCertStore>,
     tls: Arc<rustls::ClientConfig>,
     denied: AtomicU64,
 }
@@ -58,13 +72,51 @@ impl EgressPolicy {
                 return Err(format!("plugin CA bundle {} holds no certificates", path.display()));
             }
         }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|err| format!("TLS setup: {err}"))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        Ok(EgressPolicy { config, tls: Arc::new(tls), denied: AtomicU64::new(0) })
+        let roots = Arc::new(roots);
+        let tls = tls_builder(roots.clone())?.with_no_client_auth();
+        Ok(EgressPolicy { config, roots, tls: Arc::new(tls), denied: AtomicU64::new(0) })
+    }
+
+    /// What a call's requests may do under the record's own settings: whether private
+    /// destinations are allowed, and the TLS configuration when the record brings roots or a
+    /// client certificate. Fails with an operator-readable message on unusable PEM.
+    pub(crate) fn for_record(&self, network: &RecordNetwork) -> Result<RecordEgress, String> {
+        use rustls_pki_types::pem::PemObject;
+        let private_networks = self.config.allow_private_networks
+            || (network.allow_private_networks && self.config.allow_record_private_networks);
+        if network.ca_bundle_pem.is_none() && network.client_certificate.is_none() {
+            return Ok(RecordEgress { private_networks, tls: None });
+        }
+        let mut roots = (*self.roots).clone();
+        if let Some(bundle) = &network.ca_bundle_pem {
+            let mut added = 0usize;
+            for cert in rustls_pki_types::CertificateDer::pem_slice_iter(bundle.as_bytes()) {
+                let cert = cert.map_err(|err| format!("the record's CA bundle is not PEM: {err}"))?;
+                roots.add(cert).map_err(|err| format!("the record's CA bundle: {err}"))?;
+                added += 1;
+            }
+            if added == 0 {
+                return Err("the record's CA bundle holds no certificate".into());
+            }
+        }
+        let builder = tls_builder(Arc::new(roots))?;
+        let tls = match &network.client_certificate {
+            None => builder.with_no_client_auth(),
+            Some(client) => {
+                let chain = rustls_pki_types::CertificateDer::pem_slice_iter(client.chain_pem.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|err| format!("the record's client certificate is not PEM: {err}"))?;
+                if chain.is_empty() {
+                    return Err("the record's client certificate holds no certificate".into());
+                }
+                let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(client.private_key_pem.as_bytes())
+                    .map_err(|_| "the record's client key is not a PEM private key".to_owned())?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|err| format!("the record's client certificate and key: {err}"))?
+            }
+        };
+        Ok(RecordEgress { private_networks, tls: Some(Arc::new(tls)) })
     }
 
     /// Denied requests since start (all plugins).
@@ -131,7 +183,7 @@ impl EgressPolicy {
         for addr in candidates {
             match classify_ip(addr.ip()) {
                 AddressClass::Public => allowed.push(addr),
-                AddressClass::Private if self.config.allow_private_networks => allowed.push(addr),
+                AddressClass::Private if call.network.private_networks => allowed.push(addr),
                 AddressClass::Private => refused = Some(DenyReason::PrivateAddress),
                 AddressClass::Metadata => refused = Some(DenyReason::MetadataAddress),
             }
@@ -166,9 +218,13 @@ impl EgressPolicy {
                 Err(_) => rustls_pki_types::ServerName::try_from(host.clone())
                     .map_err(|_| HttpError::HttpRequestUriInvalid)?,
             };
-            let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
+            let tls = call.network.tls.clone().unwrap_or_else(|| self.tls.clone());
+            let connector = tokio_rustls::TlsConnector::from(tls);
             match tokio::time::timeout(connect_timeout, connector.connect(server_name, tcp)).await {
                 Ok(Ok(tls)) => Box::new(tls),
+                // An untrusted server certificate is its own error, so the plugin (and the
+                // operator reading its message) learns that trust, not the protocol, failed.
+                Ok(Err(err)) if untrusted_certificate(&err) => return Err(HttpError::TlsCertificateError),
                 Ok(Err(err)) => return Err(HttpError::Tls(err)),
                 Err(_) => return Err(HttpError::ConnectionTimeout),
             }
@@ -215,6 +271,12 @@ impl EgressPolicy {
             CappedBody { inner: incoming, remaining: limit, limit, record: call.clone() }.boxed_unsync()
         }))
     }
+}
+
+fn untrusted_certificate(err: &std::io::Error) -> bool {
+    err.get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|tls| matches!(tls, rustls::Error::InvalidCertificate(_)))
 }
 
 fn clamp(requested: Option<std::time::Duration>, ceiling: std::time::Duration) -> std::time::Duration {
@@ -333,7 +395,17 @@ pub(crate) struct EgressCall {
     pub(crate) plugin: String,
     pub(crate) workspace: String,
     pub(crate) grant: EgressGrant,
+    pub(crate) network: RecordEgress,
     pub(crate) record: EgressRecord,
+}
+
+/// The record's network settings as the policy resolved them for one call.
+#[derive(Debug, Default)]
+pub(crate) struct RecordEgress {
+    /// Private destinations allowed (operator-wide, or the record's delegated allowance).
+    pub(crate) private_networks: bool,
+    /// The record's TLS configuration (extra roots, client certificate); `None`: the default.
+    pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// Incidents of one call.

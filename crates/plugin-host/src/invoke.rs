@@ -86,10 +86,14 @@ impl PluginRuntime {
         let grant = EgressGrant::from_entries(
             target.record_hosts.iter().map(String::as_str).chain(granted.iter().map(String::as_str)),
         );
+        let network = self.egress_policy().for_record(&target.network).map_err(|message| {
+            PluginError::Internal(format!("network settings of record {}: {message}", target.context.record_id))
+        })?;
         let egress_call = Arc::new(EgressCall {
             plugin: plugin.label.to_string(),
             workspace: target.context.workspace_id.clone(),
             grant,
+            network,
             record: EgressRecord::default(),
         });
         let mut store = self.new_store(plugin, target, &limits, egress_call.clone());

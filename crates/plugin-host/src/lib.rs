@@ -41,8 +41,9 @@ pub use runtime::{PluginRuntime, WIT_PACKAGE_VERSION};
 // the runtime need one import path.
 pub use trellis_core::plugins::{
     Activation, CallContext, CallTarget, CertificatePage, CertificateProfile, CertificateRef, Check, CheckStatus,
-    ConfigIssue, Delivery, DiscoveredCertificate, Event, Evidence, Failure, InMemoryStateStore, InstallError,
-    InstalledVersion, IssueOutcome, IssueRequest, IssuedCertificate, Keystore, PcrValue, PluginError, PluginHost,
-    PluginInfo, PluginKind, PluginRef, PluginStateStore, PluginSummary, RenewalWindow, ReportedError, RevocationReason,
-    RevokeRequest, StateError, StateFuture, StateScope, SubjectAltName, TestReport, Verdict, VerifyRequest,
+    ClientCertificate, ConfigIssue, Delivery, DiscoveredCertificate, Event, Evidence, Failure, InMemoryStateStore,
+    InstallError, InstalledVersion, IssueOutcome, IssueRequest, IssuedCertificate, Keystore, PcrValue, PluginError,
+    PluginHost, PluginInfo, PluginKind, PluginRef, PluginStateStore, PluginSummary, RecordNetwork, RenewalWindow,
+    ReportedError, RevocationReason, RevokeRequest, StateError, StateFuture, StateScope, SubjectAltName, TestReport,
+    Verdict, VerifyRequest,
 };

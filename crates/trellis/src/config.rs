@@ -36,6 +36,7 @@ pub struct FileConfig {
     pub log_format: Option<String>,
     pub plugin_dir: Option<PathBuf>,
     pub plugin_allow_private_networks: Option<bool>,
+    pub plugin_record_private_networks: Option<bool>,
     pub plugin_ca_bundle: Option<PathBuf>,
     pub plugin_cache_dir: Option<PathBuf>,
     pub plugin_max_concurrent_calls: Option<usize>,
@@ -82,6 +83,8 @@ pub struct Config {
     pub admin_password: Option<String>,
     pub plugin_dir: Option<PathBuf>,
     pub plugin_allow_private_networks: bool,
+    /// Records may allow private destinations for their own calls (`TRELLIS_PLUGIN_RECORD_PRIVATE_NETWORKS`).
+    pub plugin_record_private_networks: bool,
     /// Extra trust anchors (PEM) for plugins' outbound TLS.
     pub plugin_ca_bundle: Option<PathBuf>,
     /// Compiled-code cache; default `<data dir>/plugin-cache` (or `target/plugin-cache` in a build tree).
@@ -119,6 +122,7 @@ impl std::fmt::Debug for Config {
             .field("login_window", &self.login_window)
             .field("plugin_dir", &self.plugin_dir)
             .field("plugin_allow_private_networks", &self.plugin_allow_private_networks)
+            .field("plugin_record_private_networks", &self.plugin_record_private_networks)
             .finish_non_exhaustive()
     }
 }
@@ -302,6 +306,9 @@ impl Config {
             plugin_dir: env("TRELLIS_PLUGIN_DIR").map(PathBuf::from).or(file.plugin_dir),
             plugin_allow_private_networks: parse_env(&env, "TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS")?
                 .or(file.plugin_allow_private_networks)
+                .unwrap_or(false),
+            plugin_record_private_networks: parse_env(&env, "TRELLIS_PLUGIN_RECORD_PRIVATE_NETWORKS")?
+                .or(file.plugin_record_private_networks)
                 .unwrap_or(false),
         })
     }

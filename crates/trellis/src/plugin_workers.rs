@@ -35,6 +35,7 @@ pub fn start_runtime(
         runtime_config.cache_dir = Some(dir.clone());
     }
     runtime_config.egress.allow_private_networks = config.plugin_allow_private_networks;
+    runtime_config.egress.allow_record_private_networks = config.plugin_record_private_networks;
     runtime_config.egress.ca_bundle = config.plugin_ca_bundle.clone();
     if let Some(calls) = config.plugin_max_concurrent_calls {
         runtime_config.max_concurrent_calls = calls;

@@ -436,6 +436,36 @@ pub struct CallTarget {
     /// Hosts of the record the plugin serves (CA URL, integration endpoint), as URLs or `host[:port]`.
     /// Together with the operator's grants for the plugin they form the outbound allowlist.
     pub record_hosts: Vec<String>,
+    /// The record's own network settings, applied by the host to the plugin's requests.
+    pub network: RecordNetwork,
+}
+
+/// Per-record network settings (a CA on the LAN, a private root, mutual TLS). The plugin never
+/// sees them: the host applies them to the plugin's outbound requests for that record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordNetwork {
+    /// The record asks to reach private addresses. Honoured only where the operator lets records
+    /// ask (`TRELLIS_PLUGIN_RECORD_PRIVATE_NETWORKS`); metadata addresses stay refused.
+    pub allow_private_networks: bool,
+    /// Extra roots (PEM) trusted for this record's requests, beside the system and operator roots.
+    pub ca_bundle_pem: Option<String>,
+    /// A client certificate presented to servers that ask for one (mTLS).
+    pub client_certificate: Option<ClientCertificate>,
+}
+
+/// A TLS client certificate: its chain and private key, PEM.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientCertificate {
+    /// The certificate, then any intermediates.
+    pub chain_pem: String,
+    /// PKCS#8, SEC1 or PKCS#1 private key.
+    pub private_key_pem: String,
+}
+
+impl std::fmt::Debug for ClientCertificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientCertificate").field("private_key_pem", &"<redacted>").finish_non_exhaustive()
+    }
 }
 
 impl CallTarget {
@@ -446,7 +476,14 @@ impl CallTarget {
             plugin,
             config,
             record_hosts: Vec::new(),
+            network: RecordNetwork::default(),
         }
+    }
+
+    /// Applies the record's network settings.
+    pub fn with_network(mut self, network: RecordNetwork) -> CallTarget {
+        self.network = network;
+        self
     }
 
     /// Names the record the call serves (state and keystore are scoped to it).

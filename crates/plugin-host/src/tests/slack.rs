@@ -18,16 +18,34 @@ pub(crate) struct Received {
 /// An HTTPS server with a fresh self-signed certificate for `localhost`; returns its port and
 /// the PEM of its certificate (the "operator CA bundle" the runtime is given).
 pub(crate) async fn https_receiver(status_line: &'static str) -> (u16, String, mpsc::UnboundedReceiver<Received>) {
+    https_receiver_with(status_line, None).await
+}
+
+/// [`https_receiver`], requiring a client certificate issued by `client_ca` when given (mTLS).
+pub(crate) async fn https_receiver_with(
+    status_line: &'static str,
+    client_ca: Option<rustls_pki_types::CertificateDer<'static>>,
+) -> (u16, String, mpsc::UnboundedReceiver<Received>) {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).expect("cert");
     let cert_pem = certified.cert.pem();
     let cert_der = certified.cert.der().clone();
     let key_der = rustls_pki_types::PrivateKeyDer::Pkcs8(certified.key_pair.serialize_der().into());
-    let server = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .expect("protocols")
-        .with_no_client_auth()
-        .with_single_cert(vec![cert_der], key_der)
-        .expect("server config");
+        .expect("protocols");
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add(ca).expect("client CA");
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .expect("client verifier");
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let server = builder.with_single_cert(vec![cert_der], key_der).expect("server config");
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
