@@ -137,6 +137,32 @@ impl CallState {
     }
 }
 
+/// The `logging` import, the same in every contract version: expands where `logging` names the
+/// version's generated interface.
+macro_rules! impl_logging_host {
+    () => {
+        impl logging::Host for CallState {
+            async fn log(
+                &mut self,
+                level: logging::Level,
+                message: String,
+                fields: Vec<logging::Field>,
+            ) -> wasmtime::Result<()> {
+                let level = match level {
+                    logging::Level::Trace => tracing::Level::TRACE,
+                    logging::Level::Debug => tracing::Level::DEBUG,
+                    logging::Level::Info => tracing::Level::INFO,
+                    logging::Level::Warn => tracing::Level::WARN,
+                    logging::Level::Error => tracing::Level::ERROR,
+                };
+                CallState::log(self, level, &message, fields.into_iter().map(|f| (f.key, f.value)));
+                Ok(())
+            }
+        }
+    };
+}
+pub(crate) use impl_logging_host;
+
 /// Longest state key a plugin may use.
 pub(crate) const MAX_STATE_KEY: usize = 256;
 

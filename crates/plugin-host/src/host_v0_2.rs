@@ -15,24 +15,7 @@ use crate::StateError;
 
 impl wit_types::Host for CallState {}
 
-impl logging::Host for CallState {
-    async fn log(
-        &mut self,
-        level: logging::Level,
-        message: String,
-        fields: Vec<logging::Field>,
-    ) -> wasmtime::Result<()> {
-        let level = match level {
-            logging::Level::Trace => tracing::Level::TRACE,
-            logging::Level::Debug => tracing::Level::DEBUG,
-            logging::Level::Info => tracing::Level::INFO,
-            logging::Level::Warn => tracing::Level::WARN,
-            logging::Level::Error => tracing::Level::ERROR,
-        };
-        CallState::log(self, level, &message, fields.into_iter().map(|f| (f.key, f.value)));
-        Ok(())
-    }
-}
+crate::call::impl_logging_host!();
 
 fn state_error(err: StateError) -> state::StateError {
     match err {

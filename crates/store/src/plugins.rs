@@ -254,14 +254,7 @@ const SEALED_V1: &[u8] = b"sealed:v1:";
 const SEALED_V2: &[u8] = b"sealed:v2:";
 
 fn state_binding(scope: &StateScope, key: &str) -> Vec<u8> {
-    [
-        b"trellis-state-v2",
-        scope.plugin_id.as_bytes(),
-        scope.workspace_id.as_bytes(),
-        scope.record_id.as_bytes(),
-        key.as_bytes(),
-    ]
-    .join(&0u8)
+    scope.sealing_context("trellis-state-v2", key)
 }
 
 fn unavailable(err: crate::StoreError) -> StateError {

@@ -160,14 +160,7 @@ fn check_label(label: &str) -> Result<(), KeystoreError> {
 
 /// Associated data binding a sealed key to its plugin, workspace, record and label.
 fn binding(scope: &StateScope, label: &str) -> Vec<u8> {
-    [
-        b"trellis-keystore-v1",
-        scope.plugin_id.as_bytes(),
-        scope.workspace_id.as_bytes(),
-        scope.record_id.as_bytes(),
-        label.as_bytes(),
-    ]
-    .join(&0u8)
+    scope.sealing_context("trellis-keystore-v1", label)
 }
 
 impl Keystore {

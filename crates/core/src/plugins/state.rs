@@ -16,6 +16,21 @@ pub struct StateScope {
     pub record_id: String,
 }
 
+impl StateScope {
+    /// Associated data that binds a value sealed for this scope to it and to `name` (a state
+    /// key, a keystore label) under `purpose`: sealed bytes copied to another row do not open.
+    pub fn sealing_context(&self, purpose: &str, name: &str) -> Vec<u8> {
+        [
+            purpose.as_bytes(),
+            self.plugin_id.as_bytes(),
+            self.workspace_id.as_bytes(),
+            self.record_id.as_bytes(),
+            name.as_bytes(),
+        ]
+        .join(&0u8)
+    }
+}
+
 /// Why a state operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {
