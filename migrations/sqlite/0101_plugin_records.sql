@@ -27,3 +27,16 @@ CREATE TABLE plugin_keys (
     created_at    BIGINT NOT NULL,
     PRIMARY KEY (plugin_id, workspace_id, record_id, label)
 );
+
+-- ACME HTTP-01 answers connectors present (trellis:plugin/challenge-solver), served by every
+-- replica's challenge listener; removed by the plugin or after an hour.
+CREATE TABLE acme_http01_answers (
+    token              TEXT PRIMARY KEY,
+    key_authorization  TEXT NOT NULL,
+    domain             TEXT NOT NULL,
+    plugin_id          TEXT NOT NULL,
+    workspace_id       TEXT NOT NULL,
+    record_id          TEXT NOT NULL,
+    presented_at       BIGINT NOT NULL
+);
+CREATE INDEX acme_http01_answers_scope ON acme_http01_answers (plugin_id, workspace_id, record_id);

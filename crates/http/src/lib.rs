@@ -1,6 +1,7 @@
 //! The HTTP layer: axum routers, request/response types and the error mapping.
 //! Handlers translate HTTP to domain calls and back; they hold no business rules.
 
+pub mod acme_challenges;
 mod audit;
 mod auth;
 mod certificates;

@@ -12,6 +12,8 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use trellis_core::clock::SharedClock;
+use trellis_core::plugins::challenges::ChallengeAnswers;
 use trellis_core::plugins::Keystore;
 
 use crate::egress::EgressHooks;
@@ -35,6 +37,8 @@ pub(crate) struct CallState {
     pub(crate) log_budget: Arc<AtomicU32>,
     pub(crate) state_store: Arc<dyn PluginStateStore>,
     pub(crate) keystore: Keystore,
+    /// Where HTTP-01 answers go, when the host runs a challenge listener.
+    pub(crate) http01: Option<(Arc<dyn ChallengeAnswers>, SharedClock)>,
     /// The (plugin, workspace, record) that state and keystore calls are bound to.
     pub(crate) scope: StateScope,
     pub(crate) state_quota: u64,

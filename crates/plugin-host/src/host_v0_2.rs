@@ -1,12 +1,13 @@
 //! The host imports of contract 0.2: `types`, `logging`, `state` and `keystore` scoped to the
 //! call's record, `challenge-solver` and `pki-core`.
 //!
-//! `challenge-solver` and `pki-core` answer as the contract says a host without the service
-//! does: no challenge type is supported until an HTTP-01 listener or DNS provider exists
-//! (the external-CA issue), and `pki-core` is `unavailable` for every record until internal CA
-//! records exist (the CA/issuance issue). Both are linked so connectors built against the full
-//! world install and run today.
+//! `challenge-solver` presents HTTP-01 answers to the host's challenge listener when one is
+//! configured (`TRELLIS_ACME_HTTP01_LISTEN`); DNS-01 and TLS-ALPN-01 are `unsupported` until a
+//! DNS provider or an ALPN responder exists. `pki-core` is `unavailable` for every record until
+//! internal CA records exist (the CA/issuance issue); it is linked so connectors built against
+//! the full world install and run today.
 
+use trellis_core::plugins::challenges::{self, ChallengeError, Http01Answer};
 use trellis_core::plugins::{KeyAlgorithm, KeystoreError, PublicKeyInfo};
 
 use crate::bindings::v0_2::{challenge_solver as solver, keystore, logging, pki_core as pki, state, wit_types};
@@ -150,24 +151,52 @@ impl keystore::Host for CallState {
 
 impl solver::Host for CallState {
     async fn supported(&mut self) -> wasmtime::Result<Vec<solver::ChallengeType>> {
-        Ok(Vec::new())
+        Ok(if self.http01.is_some() { vec![solver::ChallengeType::Http01] } else { Vec::new() })
     }
 
     async fn present(
         &mut self,
         challenge: solver::Challenge,
     ) -> wasmtime::Result<Result<solver::Presented, solver::SolverError>> {
-        Ok(Err(unsupported(&challenge)))
+        let (solver::Challenge::Http01(http01), Some((answers, clock))) = (&challenge, &self.http01) else {
+            return Ok(Err(unsupported(&challenge)));
+        };
+        let answer = Http01Answer {
+            domain: http01.domain.clone(),
+            token: http01.token.clone(),
+            key_authorization: http01.key_authorization.clone(),
+        };
+        let now_ms = clock.now().timestamp_millis();
+        Ok(challenges::present(answers.as_ref(), &self.scope, &answer, now_ms)
+            .await
+            .map(|()| solver::Presented { settle_seconds: 0 })
+            .map_err(solver_error))
     }
 
     async fn cleanup(&mut self, challenge: solver::Challenge) -> wasmtime::Result<Result<(), solver::SolverError>> {
-        Ok(Err(unsupported(&challenge)))
+        let (solver::Challenge::Http01(http01), Some((answers, _))) = (&challenge, &self.http01) else {
+            return Ok(Err(unsupported(&challenge)));
+        };
+        Ok(answers
+            .cleanup(&self.scope, &http01.token)
+            .await
+            .map_err(|err| solver::SolverError::Failed(err.to_string())))
+    }
+}
+
+fn solver_error(err: ChallengeError) -> solver::SolverError {
+    match err {
+        ChallengeError::Invalid(message) => solver::SolverError::Invalid(message),
+        ChallengeError::QuotaExceeded(limit) => solver::SolverError::QuotaExceeded(limit),
+        other => solver::SolverError::Failed(other.to_string()),
     }
 }
 
 fn unsupported(challenge: &solver::Challenge) -> solver::SolverError {
     let kind = match challenge {
-        solver::Challenge::Http01(_) => "HTTP-01: no challenge listener is configured on this host",
+        solver::Challenge::Http01(_) => {
+            "HTTP-01: no challenge listener is configured on this host (TRELLIS_ACME_HTTP01_LISTEN)"
+        }
         solver::Challenge::Dns01(_) => "DNS-01: this host has no DNS provider implementation",
         solver::Challenge::TlsAlpn01(_) => "TLS-ALPN-01: this host offers no ALPN responder",
     };

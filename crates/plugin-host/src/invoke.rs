@@ -159,6 +159,7 @@ impl PluginRuntime {
             log_budget,
             state_store: self.state_store(),
             keystore: self.keystore(),
+            http01: self.http01(),
             scope: StateScope {
                 plugin_id: plugin.info.id.clone(),
                 workspace_id: target.context.workspace_id.clone(),

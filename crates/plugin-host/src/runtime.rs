@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use tokio::sync::Semaphore;
+use trellis_core::clock::SharedClock;
+use trellis_core::plugins::challenges::ChallengeAnswers;
 use trellis_core::plugins::Keystore;
 use wasmtime::component::Linker;
 use wasmtime::Engine;
@@ -46,6 +48,7 @@ struct Inner {
     egress: Arc<EgressPolicy>,
     state_store: Arc<dyn PluginStateStore>,
     keystore: Keystore,
+    http01: Option<(Arc<dyn ChallengeAnswers>, SharedClock)>,
     admission: Arc<Semaphore>,
     /// Per-workspace shares of the admission slots (see `RuntimeConfig::max_calls_per_workspace`).
     workspace_slots: std::sync::Mutex<HashMap<String, Arc<Semaphore>>>,
@@ -79,10 +82,21 @@ impl PluginRuntime {
                 egress,
                 state_store,
                 keystore,
+                http01: None,
                 registry: RwLock::new(Registry::default()),
                 cache,
             }),
         })
+    }
+
+    /// Lets connectors present ACME HTTP-01 answers (`challenge-solver`) into `answers`, which
+    /// the host's challenge listener serves. Call before cloning the runtime.
+    pub fn with_http01_answers(mut self, answers: Arc<dyn ChallengeAnswers>, clock: SharedClock) -> PluginRuntime {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.http01 = Some((answers, clock)),
+            None => tracing::error!("with_http01_answers called on a shared runtime; HTTP-01 stays unsupported"),
+        }
+        self
     }
 
     /// The runtime's configuration.
@@ -125,6 +139,10 @@ impl PluginRuntime {
 
     pub(crate) fn keystore(&self) -> Keystore {
         self.inner.keystore.clone()
+    }
+
+    pub(crate) fn http01(&self) -> Option<(Arc<dyn ChallengeAnswers>, SharedClock)> {
+        self.inner.http01.clone()
     }
 
     pub(crate) fn admission(&self) -> Arc<Semaphore> {

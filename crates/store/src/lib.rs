@@ -10,6 +10,7 @@
 mod audit;
 mod auth;
 mod certificates;
+mod challenges;
 mod outbox;
 mod plugins;
 mod writer;
@@ -25,6 +26,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 use trellis_core::ports;
 use trellis_core::Error;
 
+pub use self::challenges::DbChallengeAnswers;
 pub use self::plugins::{DbPluginKeys, DbPluginState};
 
 pub use trellis_core::ports::{StoreError, StoreResult};

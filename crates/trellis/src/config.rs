@@ -26,6 +26,7 @@ pub enum ConfigError {
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
 pub struct FileConfig {
     pub listen: Option<String>,
+    pub acme_http01_listen: Option<String>,
     pub database_url: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub master_key_file: Option<PathBuf>,
@@ -69,6 +70,9 @@ pub enum LogFormat {
 #[derive(Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// Where the ACME HTTP-01 challenge listener binds (`TRELLIS_ACME_HTTP01_LISTEN`); none
+    /// when unset, and connectors then see HTTP-01 as unsupported.
+    pub acme_http01_listen: Option<SocketAddr>,
     pub database_url: String,
     pub data_dir: PathBuf,
     /// Master key given directly (`TRELLIS_MASTER_KEY`); otherwise `master_key_file` is used.
@@ -112,6 +116,7 @@ impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
             .field("listen", &self.listen)
+            .field("acme_http01_listen", &self.acme_http01_listen)
             .field("database_url", &redact_url(&self.database_url))
             .field("data_dir", &self.data_dir)
             .field("master_key", &self.master_key.as_ref().map(|_| "<redacted>"))
@@ -271,6 +276,15 @@ impl Config {
                 message: "must be at least 1".into(),
             });
         }
+        let acme_http01_listen = match env("TRELLIS_ACME_HTTP01_LISTEN").or(file.acme_http01_listen) {
+            Some(text) if !text.trim().is_empty() => {
+                Some(text.trim().parse::<SocketAddr>().map_err(|_| ConfigError::Invalid {
+                    name: "TRELLIS_ACME_HTTP01_LISTEN",
+                    message: format!("`{text}` is not an address like 0.0.0.0:80"),
+                })?)
+            }
+            _ => None,
+        };
         let max_connections: usize =
             parse_env(&env, "TRELLIS_MAX_CONNECTIONS")?.or(file.max_connections).unwrap_or(4096);
         if max_connections == 0 {
@@ -292,6 +306,7 @@ impl Config {
                 .or(file.first_party_plugin_dir),
             expiry_scan_interval: Duration::from_secs(expiry_scan_secs),
             listen,
+            acme_http01_listen,
             database_url,
             data_dir,
             master_key: env("TRELLIS_MASTER_KEY"),
@@ -440,10 +455,20 @@ mod tests {
         assert!(err.to_string().starts_with("TRELLIS_LISTEN"), "{err}");
         let err = load(&[("TRELLIS_DATABASE_URL", "mysql://x")]).unwrap_err();
         assert!(err.to_string().starts_with("TRELLIS_DATABASE_URL"), "{err}");
+        let err = load(&[("TRELLIS_ACME_HTTP01_LISTEN", ":80")]).unwrap_err();
+        assert!(err.to_string().starts_with("TRELLIS_ACME_HTTP01_LISTEN"), "{err}");
+        assert_eq!(load(&[]).unwrap().acme_http01_listen, None);
+        let config = load(&[("TRELLIS_ACME_HTTP01_LISTEN", "0.0.0.0:80")]).unwrap();
+        assert_eq!(config.acme_http01_listen.map(|a| a.port()), Some(80));
         let err = load(&[("TRELLIS_ADMIN_EMAIL", "a@b.c")]).unwrap_err();
         assert!(err.to_string().contains("together"), "{err}");
     }
 
     #[test]
-    fn database_password_is_redacted() {}
+    fn database_password_is_redacted() {
+        let config = load(&[("TRELLIS_DATABASE_URL", "postgres://trellis:hunter2@db.internal/trellis")]).unwrap();
+        let printed = format!("{config:?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(printed.contains("db.internal"), "{printed}");
+    }
 }

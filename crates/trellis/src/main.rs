@@ -224,7 +224,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     tracing::info!(config = ?config, "starting trellis");
     trellis_http::ops::install_metrics();
     let listen = config.listen;
-    let ctx = open(&config).await?;
+    let service = wiring::open_service(&config, Arc::new(SystemClock)).await.context("cannot start")?;
+    let ctx = service.ctx;
     if let Some(user) = auth::bootstrap_admin(&ctx).await.context("cannot create the admin user")? {
         tracing::info!(user_id = %user.id, email = %user.email, "created the instance administrator");
     }
@@ -240,6 +241,28 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         std::time::Duration::from_secs(3600),
         config.outbox_retention,
     );
+    let challenge_listener = match (config.acme_http01_listen, service.http01_answers) {
+        (Some(address), Some(answers)) => {
+            let purge = trellis::jobs::spawn_challenge_purge(
+                answers.clone(),
+                ctx.clock.clone(),
+                std::time::Duration::from_secs(600),
+            );
+            let router = trellis_http::acme_challenges::router(answers, ctx.clock.clone());
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen for ACME HTTP-01 challenges on {address}"))?;
+            tracing::info!(address = %listener.local_addr()?, "serving ACME HTTP-01 challenges");
+            let listener = trellis_http::listener::LimitedListener::new(listener, config.max_connections);
+            let server = tokio::spawn(async move {
+                if let Err(err) = axum::serve(listener, router).await {
+                    tracing::error!(error = %err, "the ACME HTTP-01 listener stopped");
+                }
+            });
+            Some((server, purge))
+        }
+        _ => None,
+    };
     let app = trellis_http::router(ctx.clone(), wiring::http_settings(&config));
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
@@ -249,6 +272,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .await?;
     expiry_scanner.abort();
     outbox_retention.abort();
+    if let Some((server, purge)) = challenge_listener {
+        server.abort();
+        purge.abort();
+    }
     ctx.store.close().await;
     tracing::info!("stopped");
     Ok(())

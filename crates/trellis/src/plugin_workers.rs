@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use trellis_core::audit::Audit;
 use trellis_core::clock::SharedClock;
 use trellis_core::crypto::MasterKey;
+use trellis_core::plugins::challenges::ChallengeAnswers;
 use trellis_core::plugins::service::{install_as, sync, PluginService};
 use trellis_core::plugins::{Activation, Keystore, PluginError, BUILT_PLUGINS_DIR, FIRST_PARTY_PLUGINS};
 use trellis_core::{Context, Error, Result, SharedContext};
@@ -24,6 +25,7 @@ pub fn start_runtime(
     store: &Store,
     clock: SharedClock,
     master_key: MasterKey,
+    http01_answers: Option<Arc<dyn ChallengeAnswers>>,
 ) -> std::result::Result<PluginService, PluginError> {
     let mut runtime_config = RuntimeConfig::with_data_dir(&config.data_dir);
     // Running from a cargo build tree (development, tests): share one compiled-code cache
@@ -58,8 +60,11 @@ pub fn start_runtime(
         }
     }
     let state = DbPluginState::new(store.clone(), clock.clone(), master_key.clone());
-    let keystore = Keystore::new(Arc::new(DbPluginKeys::new(store.clone(), clock)), master_key);
-    let runtime = PluginRuntime::new(runtime_config, Arc::new(state), keystore)?;
+    let keystore = Keystore::new(Arc::new(DbPluginKeys::new(store.clone(), clock.clone())), master_key);
+    let mut runtime = PluginRuntime::new(runtime_config, Arc::new(state), keystore)?;
+    if let Some(answers) = http01_answers {
+        runtime = runtime.with_http01_answers(answers, clock);
+    }
     Ok(PluginService::new(Arc::new(runtime)))
 }
 

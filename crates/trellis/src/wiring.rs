@@ -6,11 +6,12 @@ use std::sync::Arc;
 use thiserror::Error;
 use trellis_core::clock::{OsEntropy, SharedClock};
 use trellis_core::crypto::{CryptoError, MasterKey};
+use trellis_core::plugins::challenges::ChallengeAnswers;
 use trellis_core::plugins::PluginError;
 use trellis_core::ports::StoreError;
 use trellis_core::{Context, Settings, SharedContext};
 use trellis_http::HttpSettings;
-use trellis_store::Store;
+use trellis_store::{DbChallengeAnswers, Store};
 
 use crate::config::Config;
 use crate::plugin_workers;
@@ -48,12 +49,29 @@ pub fn http_settings(config: &Config) -> HttpSettings {
 
 /// Opens everything a command needs and returns the shared context.
 pub async fn open(config: &Config, clock: SharedClock) -> Result<SharedContext, StartError> {
+    Ok(open_service(config, clock).await?.ctx)
+}
+
+/// What `serve` runs: the context, and the HTTP-01 answers its challenge listener serves when
+/// `TRELLIS_ACME_HTTP01_LISTEN` is set.
+pub struct Service {
+    pub ctx: SharedContext,
+    pub http01_answers: Option<Arc<dyn ChallengeAnswers>>,
+}
+
+/// Opens the store, the master key and the plugin runtime.
+pub async fn open_service(config: &Config, clock: SharedClock) -> Result<Service, StartError> {
     let entropy = Arc::new(OsEntropy);
     let master_key = match &config.master_key {
         Some(text) => MasterKey::parse(text)?,
         None => MasterKey::load_or_create(&config.master_key_file, entropy.as_ref())?,
     };
     let store = Store::open(&config.database_url).await?;
-    let plugins = plugin_workers::start_runtime(config, &store, clock.clone(), master_key.clone())?;
-    Ok(Arc::new(Context::new(settings(config), Arc::new(store), clock, entropy, master_key, plugins)))
+    let http01_answers = config
+        .acme_http01_listen
+        .map(|_| Arc::new(DbChallengeAnswers::new(store.clone())) as Arc<dyn ChallengeAnswers>);
+    let plugins =
+        plugin_workers::start_runtime(config, &store, clock.clone(), master_key.clone(), http01_answers.clone())?;
+    let ctx = Arc::new(Context::new(settings(config), Arc::new(store), clock, entropy, master_key, plugins));
+    Ok(Service { ctx, http01_answers })
 }

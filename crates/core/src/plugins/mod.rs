@@ -4,6 +4,7 @@
 //!
 //! The sandbox itself (wasmtime, WIT bindings, egress) lives in `trellis-plugin-host`.
 
+pub mod challenges;
 mod error;
 mod host;
 mod keystore;

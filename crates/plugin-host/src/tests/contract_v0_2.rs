@@ -158,3 +158,29 @@ async fn the_frozen_0_1_slack_build_still_loads_and_runs() {
     assert!(message.head.starts_with("POST /services/T000/B000/XXXX"), "{}", message.head);
     assert!(String::from_utf8_lossy(&message.body).contains("api.example.com"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http01_answers_go_to_the_challenge_listener_scoped_to_their_record() {
+    use std::sync::Arc;
+    use trellis_core::clock::FixedClock;
+    use trellis_core::plugins::challenges::{answer_for, ChallengeAnswers, InMemoryChallengeAnswers};
+
+    let answers = Arc::new(InMemoryChallengeAnswers::default());
+    let now = chrono::DateTime::parse_from_rfc3339("2026-11-25T10:00:00Z").expect("time").to_utc();
+    let runtime = runtime(test_config()).with_http01_answers(answers.clone(), Arc::new(FixedClock(now)));
+    install(&runtime, "fixture-connector-v02").await;
+
+    let a: Value = runtime.ca_test_connection(&record("ca_a")).await.expect("test a").details;
+    assert_eq!(a["supported"], 1, "HTTP-01 is offered once a listener is configured: {a}");
+    assert!(a["solver"].as_str().unwrap_or_default().starts_with("Ok(Presented"), "{a}");
+    let served = answer_for(answers.as_ref() as &dyn ChallengeAnswers, "tok", now.timestamp_millis()).await;
+    assert_eq!(served.expect("lookup"), Some("tok.thumb".to_owned()));
+
+    // Another record cannot take over a token that is being served.
+    let b: Value = runtime.ca_test_connection(&record("ca_b")).await.expect("test b").details;
+    assert!(b["solver"].as_str().unwrap_or_default().contains("another record"), "{b}");
+
+    // Answers expire: an hour later nothing is served even without a cleanup.
+    let later = now.timestamp_millis() + trellis_core::plugins::challenges::CHALLENGE_LIFETIME_MS + 1;
+    assert_eq!(answer_for(answers.as_ref(), "tok", later).await.expect("lookup"), None);
+}
