@@ -22,9 +22,10 @@ test: plugins
 	# A plugin written outside the repository: its native tests, the one-command build, then
 	# installed and run in the binary (scripts/out-of-tree-plugin.sh).
 	scripts/out-of-tree-plugin.sh
-	# `--test it` (the black-box suite) keeps the package set, hence the build, of the first pass.
+	# The black-box suite and the store's own tests again on PostgreSQL; the filter keeps the
+	# package set, hence the build, of the first pass.
 	# A PostgreSQL that cannot be started fails the target (never a silent second SQLite pass).
-	url="$$(scripts/postgres.sh)" && [ -n "$$url" ] && TRELLIS_TEST_POSTGRES_URL="$$url" $(TEST_RUNNER) $(WORKSPACE) --test it --no-fail-fast
+	url="$$(scripts/postgres.sh)" && [ -n "$$url" ] && TRELLIS_TEST_POSTGRES_URL="$$url" $(TEST_RUNNER) $(WORKSPACE) -E 'binary(it) | package(trellis-store)' --no-fail-fast
 
 build:
 	$(CARGO) build --release -p trellis --bin trellis

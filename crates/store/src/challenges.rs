@@ -134,7 +134,6 @@ mod tests {
     use trellis_core::plugins::StateScope;
 
     use super::DbChallengeAnswers;
-    use crate::Store;
 
     fn scope(record: &str) -> StateScope {
         StateScope { plugin_id: "p".into(), workspace_id: "w".into(), record_id: record.into() }
@@ -142,8 +141,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn answers_are_shared_through_the_database_and_stay_with_their_record() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(&format!("sqlite://{}", dir.path().join("c.db").display())).await.expect("store");
+        let (_dir, store) = crate::testing::store().await;
         let answers = DbChallengeAnswers::new(store.clone());
         let answer =
             Http01Answer { domain: "example.com".into(), token: "tok".into(), key_authorization: "tok.thumb".into() };

@@ -398,3 +398,33 @@ mod redact_tests {
         assert_eq!(redact_url("sqlite://./data/trellis.db"), "sqlite://./data/trellis.db");
     }
 }
+
+/// Stores for the store's own tests: a fresh database on the PostgreSQL test cluster when
+/// `TRELLIS_TEST_POSTGRES_URL` is set (the PostgreSQL pass of `make test`), else a SQLite file.
+#[cfg(test)]
+pub(crate) mod testing {
+    use sqlx::Connection;
+
+    use super::Store;
+
+    pub(crate) async fn store() -> (tempfile::TempDir, Store) {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = match std::env::var("TRELLIS_TEST_POSTGRES_URL") {
+            Ok(admin) if !admin.is_empty() => {
+                sqlx::any::install_default_drivers();
+                let name = format!(
+                    "trellis_store_{}_{}",
+                    std::process::id(),
+                    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                );
+                let mut conn = sqlx::AnyConnection::connect(&admin).await.expect("connect to the test cluster");
+                sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create database");
+                let base = admin.rsplit_once('/').map(|(base, _)| base).unwrap_or(&admin);
+                format!("{base}/{name}")
+            }
+            _ => format!("sqlite://{}", dir.path().join("store.db").display()),
+        };
+        (dir, Store::open(&url).await.expect("store opens"))
+    }
+}

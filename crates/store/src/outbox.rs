@@ -76,13 +76,10 @@ mod tests {
     use trellis_core::events::NewEvent;
     use trellis_core::ports::Store as _;
 
-    use crate::Store;
-
     /// Retention deletes delivered events past their age, and never one still to deliver.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn only_old_delivered_events_are_purged() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(&format!("sqlite://{}", dir.path().join("outbox.db").display())).await.expect("store");
+        let (_dir, store) = crate::testing::store().await;
         let payload = serde_json::json!({});
         let mut tx = store.begin().await.expect("begin");
         for at in [1_000, 2_000, 3_000, 4_000] {

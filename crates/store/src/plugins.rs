@@ -598,9 +598,7 @@ mod tests {
     use crate::Store;
 
     async fn open() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(&format!("sqlite://{}", dir.path().join("state.db").display())).await.expect("store");
-        (dir, store)
+        crate::testing::store().await
     }
 
     fn scope(record: &str) -> StateScope {
