@@ -14,7 +14,7 @@ pub struct PluginInfoDto {
     pub id: String,
     /// Semantic version.
     pub version: String,
-    /// `ca-connector`, `integration` or `attestation-verifier`.
+    /// `ca-connector`, `integration`, `attestation-verifier` or `issuance-policy`.
     pub kind: String,
     pub name: String,
     pub description: String,

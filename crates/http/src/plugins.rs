@@ -156,8 +156,8 @@ async fn grant_hosts(
 #[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct BindingDto {
-    /// `ca-connector`, `integration` or `attestation-verifier`.
-    #[schema(pattern = "^(ca-connector|integration|attestation-verifier)$")]
+    /// `ca-connector`, `integration`, `attestation-verifier` or `issuance-policy`.
+    #[schema(pattern = "^(ca-connector|integration|attestation-verifier|issuance-policy)$")]
     kind: String,
     /// The CA type, integration type or attestation check.
     #[serde(rename = "type")]
@@ -190,7 +190,7 @@ async fn bind(
     Ok(data(binding_dto(binding)))
 }
 
-#[utoipa::path(delete, path = "/api/plugin-bindings/{kind}/{service_type}", tag = "plugins", params(("kind" = String, Path, pattern = "^(ca-connector|integration|attestation-verifier)$"), ("service_type" = String, Path, description = "CA type, integration type or attestation check")), responses((status = 204, description = "Binding removed; the default choice applies again")))]
+#[utoipa::path(delete, path = "/api/plugin-bindings/{kind}/{service_type}", tag = "plugins", params(("kind" = String, Path, pattern = "^(ca-connector|integration|attestation-verifier|issuance-policy)$"), ("service_type" = String, Path, description = "CA type, integration type or attestation check")), responses((status = 204, description = "Binding removed; the default choice applies again")))]
 async fn unbind(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -206,7 +206,7 @@ struct TestBody {
     config: serde_json::Value,
 }
 
-#[utoipa::path(post, path = "/api/plugin-bindings/{kind}/{service_type}/test", tag = "plugins", params(("kind" = String, Path, pattern = "^(ca-connector|integration|attestation-verifier)$"), ("service_type" = String, Path)), request_body(content = Object, description = "{\"config\": {…}}: the configuration a record of this type would carry"), responses((status = 200, body = Data<TestReportDto>, description = "Test report {success, message, checks[{name, status, message}], details}, as the CA test response (spec §4.1); plugin failures give success=false with the error code")))]
+#[utoipa::path(post, path = "/api/plugin-bindings/{kind}/{service_type}/test", tag = "plugins", params(("kind" = String, Path, pattern = "^(ca-connector|integration|attestation-verifier|issuance-policy)$"), ("service_type" = String, Path)), request_body(content = Object, description = "{\"config\": {…}}: the configuration a record of this type would carry"), responses((status = 200, body = Data<TestReportDto>, description = "Test report {success, message, checks[{name, status, message}], details}, as the CA test response (spec §4.1); plugin failures give success=false with the error code")))]
 async fn test_binding(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,

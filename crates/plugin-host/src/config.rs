@@ -24,6 +24,7 @@ pub struct KindLimits {
     pub ca_connector: CallLimits,
     pub integration: CallLimits,
     pub attestation_verifier: CallLimits,
+    pub issuance_policy: CallLimits,
 }
 
 impl KindLimits {
@@ -33,16 +34,21 @@ impl KindLimits {
             PluginKind::CaConnector => self.ca_connector,
             PluginKind::Integration => self.integration,
             PluginKind::AttestationVerifier => self.attestation_verifier,
+            PluginKind::IssuancePolicy => self.issuance_policy,
         }
     }
 
     /// The same limits for every kind (tests, benchmarks).
     pub fn uniform(limits: CallLimits) -> KindLimits {
-        KindLimits { ca_connector: limits, integration: limits, attestation_verifier: limits }
+        KindLimits { ca_connector: limits, integration: limits, attestation_verifier: limits, issuance_policy: limits }
     }
 
     fn max_memory(&self) -> usize {
-        self.ca_connector.memory_bytes.max(self.integration.memory_bytes).max(self.attestation_verifier.memory_bytes)
+        [self.ca_connector, self.integration, self.attestation_verifier, self.issuance_policy]
+            .iter()
+            .map(|limits| limits.memory_bytes)
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -68,6 +74,13 @@ impl Default for KindLimits {
                 cpu_time: Duration::from_secs(5),
                 wall_time: Duration::from_secs(10),
                 max_log_lines: 200,
+            },
+            // A decision on every issuance: small and quick.
+            issuance_policy: CallLimits {
+                memory_bytes: 32 << 20,
+                cpu_time: Duration::from_millis(500),
+                wall_time: Duration::from_secs(2),
+                max_log_lines: 50,
             },
         }
     }

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
-use crate::bindings::{CONNECTOR_EXPORT, NOTIFIER_EXPORT, VERIFIER_EXPORT};
+use crate::bindings::{CONNECTOR_EXPORT, NOTIFIER_EXPORT, POLICY_EXPORT, VERIFIER_EXPORT};
 use crate::registry::LoadedPlugin;
 use crate::runtime::PluginRuntime;
 use crate::worlds::{served, Described, WorldPre, SERVED_VERSIONS};
@@ -57,6 +57,13 @@ impl PluginRuntime {
             return Err(InstallError::UnsupportedImports { imports: unsupported.join(", ") }.into());
         }
         let (kind, wit_version) = self.exported_world(&component)?;
+        let io = io_imports(&component, self.engine());
+        if matches!(kind, PluginKind::AttestationVerifier | PluginKind::IssuancePolicy) && !io.is_empty() {
+            return Err(InstallError::UnsupportedImports {
+                imports: format!("{} (a {kind} is pure computation: no outbound I/O, state or keys)", io.join(", ")),
+            }
+            .into());
+        }
         let instance_pre = self
             .linker()
             .instantiate_pre(&component)
@@ -179,6 +186,7 @@ impl PluginRuntime {
                 CONNECTOR_EXPORT => PluginKind::CaConnector,
                 NOTIFIER_EXPORT => PluginKind::Integration,
                 VERIFIER_EXPORT => PluginKind::AttestationVerifier,
+                POLICY_EXPORT => PluginKind::IssuancePolicy,
                 _ => continue,
             };
             let version = semver::Version::parse(version).map_err(|_| InstallError::IncompatibleWitVersion {
@@ -223,6 +231,24 @@ impl PluginRuntime {
     }
 }
 
+/// The imports through which a component reaches the outside or keeps something: what the pure
+/// worlds (verifier, policy) must not import.
+fn io_imports(component: &Component, engine: &wasmtime::Engine) -> Vec<String> {
+    const IO: [&str; 5] = [
+        "wasi:http/",
+        "trellis:plugin/state",
+        "trellis:plugin/keystore",
+        "trellis:plugin/challenge-solver",
+        "trellis:plugin/pki-core",
+    ];
+    component
+        .component_type()
+        .imports(engine)
+        .map(|(name, _)| name.to_owned())
+        .filter(|name| IO.iter().any(|prefix| name.starts_with(prefix)))
+        .collect()
+}
+
 fn placeholder_info(kind: PluginKind) -> PluginInfo {
     PluginInfo {
         id: String::new(),
@@ -251,18 +277,11 @@ fn validate_info(info: Described, world: PluginKind) -> Result<PluginInfo, Insta
     }
     let version = semver::Version::parse(&info.version)
         .map_err(|err| InstallError::InvalidMetadata(format!("version {:?} is not semver: {err}", info.version)))?;
-    match info.kind {
-        Some(kind) if kind == world => {}
-        Some(kind) => {
-            return Err(InstallError::InvalidMetadata(format!(
-                "describe() says {kind} but the component exports the {world} world"
-            )))
-        }
-        None => {
-            return Err(InstallError::InvalidMetadata(format!(
-                "describe() names a kind this host does not serve, but the component exports the {world} world"
-            )))
-        }
+    if info.kind != world {
+        return Err(InstallError::InvalidMetadata(format!(
+            "describe() says {} but the component exports the {world} world",
+            info.kind
+        )));
     }
     let config_schema: serde_json::Value = serde_json::from_str(&info.config_schema)
         .map_err(|err| InstallError::InvalidMetadata(format!("config-schema is not JSON: {err}")))?;

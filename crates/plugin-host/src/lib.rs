@@ -40,10 +40,12 @@ pub use runtime::{PluginRuntime, WIT_PACKAGE_VERSION};
 // The plugin vocabulary is the domain's (`trellis_core::plugins`); re-exported so that users of
 // the runtime need one import path.
 pub use trellis_core::plugins::{
-    Activation, CallContext, CallTarget, CertificatePage, CertificateProfile, CertificateRef, Check, CheckStatus,
-    ClientCertificate, ConfigIssue, Delivery, DiscoveredCertificate, Event, Evidence, Failure, InMemoryStateStore,
-    InstallError, InstalledVersion, IssueOutcome, IssueRequest, IssuedCertificate, Keystore, PcrValue, PluginError,
-    PluginHost, PluginInfo, PluginKind, PluginRef, PluginStateStore, PluginSummary, RecordNetwork, RenewalWindow,
-    ReportedError, RevocationReason, RevokeRequest, StateError, StateFuture, StateScope, SubjectAltName, TestReport,
-    Verdict, VerifyRequest,
+    Activation, ActivationChallenge, BoundCsr, CallContext, CallTarget, CertificatePage, CertificateProfile,
+    CertificateRef, Check, CheckStatus, ClientCertificate, ConfigIssue, Decision, Delivery, DiscoveredCertificate,
+    EnrolledDevice, EnrollmentRequest, EnrollmentVerdict, EvaluationRequest, Event, Evidence, Failure,
+    InMemoryStateStore, InstallError, InstalledVersion, IssuanceSource, IssueOutcome, IssueRequest, IssuedCertificate,
+    Keystore, PcrValue, PluginError, PluginHost, PluginInfo, PluginKind, PluginRef, PluginStateStore, PluginSummary,
+    PolicyReason, RecordNetwork, RenewalWindow, ReportedError, Requester, RequesterKind, RevocationReason,
+    RevokeRequest, StateError, StateFuture, StateScope, SubjectAltName, SubjectKey, TestReport, Tpm2Certification,
+    Tpm2Evidence, TpmClock, TrustAnchor, Verdict, VerifyRequest,
 };

@@ -9,7 +9,7 @@ use trellis_core::plugins::{
     CallTarget, InstallError, InstalledVersion, PluginError, PluginInfo, PluginKind, PluginRef, PluginSummary,
 };
 
-use crate::worlds::{ConnectorPre, NotifierPre, VerifierPre, WorldPre};
+use crate::worlds::{ConnectorPre, NotifierPre, PolicyPre, VerifierPre, WorldPre};
 
 /// One installed version, compiled and typed by its world.
 pub(crate) struct LoadedPlugin {
@@ -46,6 +46,13 @@ impl LoadedPlugin {
         match &self.pre {
             WorldPre::Verifier(pre) => Ok(pre),
             _ => Err(self.wrong_kind(PluginKind::AttestationVerifier)),
+        }
+    }
+
+    pub(crate) fn policy(&self) -> Result<&PolicyPre, PluginError> {
+        match &self.pre {
+            WorldPre::Policy(pre) => Ok(pre),
+            _ => Err(self.wrong_kind(PluginKind::IssuancePolicy)),
         }
     }
 

@@ -21,9 +21,9 @@ use crate::invoke::Invoked;
 use crate::registry::{LoadedPlugin, Registry};
 use crate::worlds::{Call, Ctx};
 use crate::{
-    Activation, CallTarget, CertificatePage, CertificateRef, Delivery, Event, InstalledVersion, IssueOutcome,
-    IssueRequest, IssuedCertificate, PluginError, PluginHost, PluginKind, PluginStateStore, PluginSummary,
-    RenewalWindow, RevokeRequest, TestReport, Verdict, VerifyRequest,
+    Activation, CallTarget, CertificatePage, CertificateRef, Decision, Delivery, EnrollmentRequest, EnrollmentVerdict,
+    EvaluationRequest, Event, InstalledVersion, IssueOutcome, IssueRequest, IssuedCertificate, PluginError, PluginHost,
+    PluginKind, PluginStateStore, PluginSummary, RenewalWindow, RevokeRequest, TestReport, Verdict, VerifyRequest,
 };
 
 /// The newest WIT package version this host implements; every `0.1.x` and `0.2.x` component loads.
@@ -343,9 +343,28 @@ impl PluginHost for PluginRuntime {
         Ok(self.connector_call(target, |pre, ctx| pre.renewal_info(ctx, certificate)).await?.value)
     }
 
+    async fn verifier_enroll(
+        &self,
+        target: &CallTarget,
+        request: &EnrollmentRequest,
+    ) -> Result<EnrollmentVerdict, PluginError> {
+        let plugin = self.resolve(target, PluginKind::AttestationVerifier)?;
+        let ctx = Ctx { target, time_budget_ms: self.time_budget_ms(&plugin) };
+        let call = plugin.verifier()?.enroll(&ctx, request);
+        Ok(self.invoke(&plugin, target, call).await?.value)
+    }
+
     async fn verify(&self, target: &CallTarget, request: &VerifyRequest) -> Result<Verdict, PluginError> {
         let plugin = self.resolve(target, PluginKind::AttestationVerifier)?;
-        let call = plugin.verifier()?.verify(target.config.to_string(), request);
+        let ctx = Ctx { target, time_budget_ms: self.time_budget_ms(&plugin) };
+        let call = plugin.verifier()?.verify(&ctx, request);
+        Ok(self.invoke(&plugin, target, call).await?.value)
+    }
+
+    async fn policy_evaluate(&self, target: &CallTarget, request: &EvaluationRequest) -> Result<Decision, PluginError> {
+        let plugin = self.resolve(target, PluginKind::IssuancePolicy)?;
+        let ctx = Ctx { target, time_budget_ms: self.time_budget_ms(&plugin) };
+        let call = plugin.policy()?.evaluate(&ctx, request);
         Ok(self.invoke(&plugin, target, call).await?.value)
     }
 }

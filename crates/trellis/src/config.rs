@@ -96,8 +96,8 @@ pub struct Config {
     pub plugin_max_concurrent_calls: Option<usize>,
     /// One workspace's share of the plugin call slots (default a quarter).
     pub plugin_max_calls_per_workspace: Option<usize>,
-    /// `[ca-connector, integration, attestation-verifier]` limit overrides.
-    pub plugin_limits: [PluginLimitOverrides; 3],
+    /// `[ca-connector, integration, attestation-verifier, issuance-policy]` limit overrides.
+    pub plugin_limits: [PluginLimitOverrides; 4],
     /// Where first-party plugin components are looked up on the very first start.
     pub first_party_plugin_dir: Option<PathBuf>,
     /// Reverse proxies whose `X-Forwarded-For` is believed: `(network, prefix length)`.
@@ -246,6 +246,7 @@ impl Config {
             plugin_limits(&env, "CA_CONNECTOR")?,
             plugin_limits(&env, "INTEGRATION")?,
             plugin_limits(&env, "ATTESTATION_VERIFIER")?,
+            plugin_limits(&env, "ISSUANCE_POLICY")?,
         ];
         let trusted_proxies = match env("TRELLIS_TRUSTED_PROXIES").or(file.trusted_proxies) {
             None => Vec::new(),

@@ -47,6 +47,7 @@ pub fn start_runtime(
         &mut runtime_config.limits.ca_connector,
         &mut runtime_config.limits.integration,
         &mut runtime_config.limits.attestation_verifier,
+        &mut runtime_config.limits.issuance_policy,
     ];
     for (limits, overrides) in kinds.into_iter().zip(config.plugin_limits) {
         if let Some(mb) = overrides.memory_mb {

@@ -195,3 +195,26 @@ async fn workspaces_bind_types_to_plugins() {
     assert_eq!(admin.delete("/api/plugin-bindings/integration/slack").await.status, 204);
     assert_eq!(admin.get("/api/plugin-bindings").await.body["data"], json!([]));
 }
+
+#[tokio::test]
+async fn issuance_policies_install_bind_and_check_their_configuration() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let installed = admin.post_raw("/api/plugins", "application/wasm", plugin_bytes("fixture-policy")).await;
+    assert_eq!(installed.status, 201, "{}", installed.body);
+    assert_eq!(installed.body["data"]["info"]["kind"], "issuance-policy");
+    let binding = json!({ "kind": "issuance-policy", "type": "fixture-policy", "pluginId": "trellis.fixture.policy" });
+    let bound = admin.put("/api/plugin-bindings", binding.clone()).await;
+    assert_eq!(bound.status, 200, "{}", bound.body);
+    assert_eq!(admin.get("/api/plugin-bindings").await.body["data"], json!([binding]));
+
+    let path = "/api/plugin-bindings/issuance-policy/fixture-policy/test";
+    let good =
+        admin.post(path, json!({ "config": { "allowedSuffixes": [".example.com"], "maxValidityDays": 90 } })).await;
+    assert_eq!(good.status, 200, "{}", good.body);
+    assert_eq!(good.body["data"]["success"], true, "{}", good.body);
+    let bad = admin.post(path, json!({ "config": { "maxValidityDays": 0 } })).await;
+    assert_eq!(bad.status, 200, "{}", bad.body);
+    assert_eq!(bad.body["data"]["success"], false, "{}", bad.body);
+    assert!(bad.body["data"]["message"].as_str().unwrap_or_default().contains("maxValidityDays"), "{}", bad.body);
+}

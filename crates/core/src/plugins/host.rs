@@ -7,11 +7,12 @@
 use async_trait::async_trait;
 
 use super::error::PluginError;
+use super::policy::{Decision, EvaluationRequest};
 use super::types::{
     Activation, CallTarget, CertificatePage, CertificateRef, Delivery, Event, InstalledVersion, IssueOutcome,
-    IssueRequest, IssuedCertificate, PluginKind, PluginSummary, RenewalWindow, RevokeRequest, TestReport, Verdict,
-    VerifyRequest,
+    IssueRequest, IssuedCertificate, PluginKind, PluginSummary, RenewalWindow, RevokeRequest, TestReport,
 };
+use super::verifier::{EnrollmentRequest, EnrollmentVerdict, Verdict, VerifyRequest};
 
 /// This replica's plugin runtime: a registry of installed versions and the typed calls into
 /// them. Lifecycle changes here are not persisted: the domain's plugin service stores them.
@@ -87,5 +88,16 @@ pub trait PluginHost: Send + Sync + 'static {
     ) -> Result<Option<RenewalWindow>, PluginError>;
 
     // attestation-verifier
+    /// Step 1 (contract 0.2): checks the EK and AK, makes the activation challenge. A 0.1
+    /// verifier answers `NotSupported`.
+    async fn verifier_enroll(
+        &self,
+        target: &CallTarget,
+        request: &EnrollmentRequest,
+    ) -> Result<EnrollmentVerdict, PluginError>;
+    /// Step 2: checks evidence. The verdict is normalized (passing needs no failures).
     async fn verify(&self, target: &CallTarget, request: &VerifyRequest) -> Result<Verdict, PluginError>;
+
+    // issuance-policy
+    async fn policy_evaluate(&self, target: &CallTarget, request: &EvaluationRequest) -> Result<Decision, PluginError>;
 }

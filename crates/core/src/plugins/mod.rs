@@ -1,4 +1,5 @@
-//! Plugins as the domain sees them: the vocabulary of plugin calls ([`types`]), the runtime's
+//! Plugins as the domain sees them: the vocabulary of plugin calls ([`types`], with
+//! `policy` and `verifier` for those worlds), the runtime's
 //! errors ([`error`]), the ports the runtime implements ([`PluginHost`]) and uses
 //! ([`PluginStateStore`]), and the lifecycle use cases ([`service`]).
 //!
@@ -8,10 +9,12 @@ pub mod challenges;
 mod error;
 mod host;
 mod keystore;
+mod policy;
 pub mod service;
 mod state;
 mod stored;
 mod types;
+mod verifier;
 
 pub use self::error::{InstallError, PluginError};
 pub use self::host::PluginHost;
@@ -19,9 +22,16 @@ pub use self::keystore::{
     InMemoryKeyRecords, KeyAlgorithm, KeyInsert, Keystore, KeystoreError, PluginKeyRecords, PublicKeyInfo, SealedKey,
     MAX_KEYS_PER_RECORD, MAX_SIGNED_MESSAGE,
 };
+pub use self::policy::{
+    combine, Combined, Decision, EvaluationRequest, IssuanceSource, PolicyReason, Requester, RequesterKind, SubjectKey,
+};
 pub use self::state::{InMemoryStateStore, PluginStateStore, StateError, StateFuture, StateScope};
 pub use self::stored::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 pub use self::types::*;
+pub use self::verifier::{
+    ActivationChallenge, BoundCsr, EnrolledDevice, EnrollmentRequest, EnrollmentVerdict, Evidence, Failure, PcrValue,
+    Tpm2Certification, Tpm2Evidence, TpmClock, TrustAnchor, Verdict, VerifyRequest,
+};
 
 /// Where `make plugins` puts built components, relative to the workspace root.
 pub const BUILT_PLUGINS_DIR: &str = "target/plugins";

@@ -205,8 +205,9 @@ pub async fn bind(
 ) -> Result<StoredBinding> {
     caller.require(Scope::PluginsWrite)?;
     let _lifecycle = ctx.plugins.lifecycle.lock().await;
-    let kind_parsed = PluginKind::parse(kind)
-        .ok_or_else(|| Error::invalid_field("kind", "must be ca-connector, integration or attestation-verifier"))?;
+    let kind_parsed = PluginKind::parse(kind).ok_or_else(|| {
+        Error::invalid_field("kind", "must be ca-connector, integration, attestation-verifier or issuance-policy")
+    })?;
     if service_type.trim().is_empty() {
         return Err(Error::invalid_field("type", "must not be empty"));
     }
@@ -231,8 +232,9 @@ pub async fn bind(
 pub async fn unbind(ctx: &Context, caller: &Caller, kind: &str, service_type: &str) -> Result<()> {
     caller.require(Scope::PluginsWrite)?;
     let _lifecycle = ctx.plugins.lifecycle.lock().await;
-    let kind_parsed = PluginKind::parse(kind)
-        .ok_or_else(|| Error::invalid_field("kind", "must be ca-connector, integration or attestation-verifier"))?;
+    let kind_parsed = PluginKind::parse(kind).ok_or_else(|| {
+        Error::invalid_field("kind", "must be ca-connector, integration, attestation-verifier or issuance-policy")
+    })?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     if !change.tx().delete_plugin_binding(&caller.workspace_id, kind, service_type).await? {
         return Err(Error::NotFound(Entity::Plugin));
@@ -261,8 +263,9 @@ pub async fn test_binding(
     // point plugins at hosts of their choice and read part of the answer.
     caller.require(Scope::PluginsWrite)?;
     caller.require_instance_admin()?;
-    let kind = PluginKind::parse(kind)
-        .ok_or_else(|| Error::invalid_field("kind", "must be ca-connector, integration or attestation-verifier"))?;
+    let kind = PluginKind::parse(kind).ok_or_else(|| {
+        Error::invalid_field("kind", "must be ca-connector, integration, attestation-verifier or issuance-policy")
+    })?;
     let mut target = CallTarget::new(&caller.workspace_id, PluginRef::Serving(service_type.to_owned()), config);
     target.context.request_id = caller.request_id.clone();
     let urls = urls_in(&target.config);
@@ -273,11 +276,11 @@ pub async fn test_binding(
         match kind {
             PluginKind::Integration => runtime.integration_test(&target).await,
             PluginKind::CaConnector => runtime.ca_test_connection(&target).await,
-            // A verifier has nothing to connect to: what was checked is that the plugin's own
-            // validate-config accepted the configuration, and the report says exactly that.
-            PluginKind::AttestationVerifier => Ok(TestReport {
+            // Verifiers and policies have nothing to connect to: what was checked is that the
+            // plugin's own validate-config accepted the configuration, and the report says so.
+            PluginKind::AttestationVerifier | PluginKind::IssuancePolicy => Ok(TestReport {
                 success: true,
-                message: "the verifier accepted the configuration; verifiers have no connection to test".into(),
+                message: format!("the {kind} accepted the configuration; it has no connection to test"),
                 checks: vec![Check {
                     name: "validate-config".into(),
                     status: CheckStatus::Pass,

@@ -9,6 +9,7 @@ pub enum PluginKind {
     CaConnector,
     Integration,
     AttestationVerifier,
+    IssuancePolicy,
 }
 
 impl PluginKind {
@@ -18,6 +19,7 @@ impl PluginKind {
             PluginKind::CaConnector => "ca-connector",
             PluginKind::Integration => "integration",
             PluginKind::AttestationVerifier => "attestation-verifier",
+            PluginKind::IssuancePolicy => "issuance-policy",
         }
     }
 
@@ -27,6 +29,7 @@ impl PluginKind {
             "ca-connector" => Some(PluginKind::CaConnector),
             "integration" => Some(PluginKind::Integration),
             "attestation-verifier" => Some(PluginKind::AttestationVerifier),
+            "issuance-policy" => Some(PluginKind::IssuancePolicy),
             _ => None,
         }
     }
@@ -368,52 +371,6 @@ pub struct RenewalWindow {
     pub end: i64,
     pub explanation_url: Option<String>,
     pub retry_after_secs: Option<u32>,
-}
-
-/// A PCR value.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PcrValue {
-    pub bank: String,
-    pub index: u32,
-    pub digest: Vec<u8>,
-}
-
-/// Evidence a device presented.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Evidence {
-    pub format: String,
-    pub quote: Vec<u8>,
-    pub signature: Vec<u8>,
-    pub ak_public: Vec<u8>,
-    pub pcrs: Vec<PcrValue>,
-    pub ek_certificate: Option<Vec<u8>>,
-    pub event_log: Option<Vec<u8>>,
-}
-
-/// Input of an attestation verification.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VerifyRequest {
-    pub evidence: Evidence,
-    pub policy: serde_json::Value,
-    pub csr_public_key: Vec<u8>,
-    pub expected_nonce: Vec<u8>,
-}
-
-/// One failed attestation check.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Failure {
-    pub code: String,
-    pub message: String,
-}
-
-/// An attestation verdict.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Verdict {
-    pub verified: bool,
-    pub failures: Vec<Failure>,
-    pub verified_pcrs: Vec<PcrValue>,
-    pub ek_manufacturer: Option<String>,
-    pub trust_score: u8,
 }
 
 /// Which plugin serves a call.

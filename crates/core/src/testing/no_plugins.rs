@@ -87,7 +87,13 @@ impl PluginHost for NoPlugins {
     ) -> Result<CertificatePage, PluginError> {
         Err(none())
     }
+    async fn verifier_enroll(&self, _: &CallTarget, _: &EnrollmentRequest) -> Result<EnrollmentVerdict, PluginError> {
+        Err(none())
+    }
     async fn verify(&self, _: &CallTarget, _: &VerifyRequest) -> Result<Verdict, PluginError> {
+        Err(none())
+    }
+    async fn policy_evaluate(&self, _: &CallTarget, _: &EvaluationRequest) -> Result<Decision, PluginError> {
         Err(none())
     }
 }

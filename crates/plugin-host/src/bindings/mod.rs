@@ -12,3 +12,5 @@ pub(crate) mod v0_2;
 pub(crate) const CONNECTOR_EXPORT: &str = "trellis:plugin/connector";
 pub(crate) const NOTIFIER_EXPORT: &str = "trellis:plugin/notifier";
 pub(crate) const VERIFIER_EXPORT: &str = "trellis:plugin/verifier";
+/// Contract 0.2 on.
+pub(crate) const POLICY_EXPORT: &str = "trellis:plugin/policy";

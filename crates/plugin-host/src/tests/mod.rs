@@ -3,6 +3,7 @@
 mod adversarial;
 mod contract_v0_2;
 mod install;
+mod pure_worlds;
 mod record_network;
 mod slack;
 mod upgrade;

@@ -4,8 +4,8 @@ use serde_json::json;
 
 use crate::tests::{install, runtime, target, test_config};
 use crate::{
-    CertificateProfile, CertificateRef, Evidence, IssueOutcome, IssueRequest, PcrValue, PluginHost, PluginKind,
-    PluginRef, ReportedError, RevocationReason, RevokeRequest, SubjectAltName, VerifyRequest,
+    CertificateProfile, CertificateRef, EnrolledDevice, Evidence, IssueOutcome, IssueRequest, PcrValue, PluginHost,
+    PluginKind, PluginRef, ReportedError, RevocationReason, RevokeRequest, SubjectAltName, Tpm2Evidence, VerifyRequest,
 };
 
 /// A 0.2-shaped request (the domain's), which the host flattens for 0.1 connectors.
@@ -76,26 +76,49 @@ async fn attestation_verifier_world_reports_failures() {
     install(&runtime, "fixture-verifier").await;
     let target = crate::CallTarget::new("ws", PluginRef::Serving("fixture-quote".into()), json!({}));
     let request = |nonce: &[u8], pcr0: u8| VerifyRequest {
-        evidence: Evidence {
-            format: "tpm2-quote".into(),
+        evidence: Evidence::Tpm2(Tpm2Evidence {
             quote: [b"quote:".as_slice(), b"n0nce"].concat(),
-            signature: vec![],
-            ak_public: vec![],
+            quote_signature: vec![],
             pcrs: vec![PcrValue { bank: "sha256".into(), index: 0, digest: vec![pcr0; 4] }],
-            ek_certificate: None,
+            certification: None,
             event_log: None,
-        },
+        }),
         policy: json!({"pcrs": {"0": "aaaaaaaa"}}),
-        csr_public_key: vec![],
-        expected_nonce: nonce.to_vec(),
+        nonce: nonce.to_vec(),
+        nonce_issued_at: 0,
+        now: 0,
+        device: EnrolledDevice {
+            ak_public: vec![],
+            ak_name: vec![],
+            ek_certificate: None,
+            ek_chain: vec![],
+            last_clock: None,
+        },
+        csr: None,
+        trust_anchors: vec![],
     };
     let ok = runtime.verify(&target, &request(b"n0nce", 0xaa)).await.expect("verify");
-    assert!(ok.verified && ok.failures.is_empty());
+    assert!(ok.passed && ok.failures.is_empty());
     assert_eq!(ok.verified_pcrs.len(), 1);
 
     let bad = runtime.verify(&target, &request(b"other", 0xbb)).await.expect("verify");
-    assert!(!bad.verified);
+    assert!(!bad.passed);
     let codes: Vec<_> = bad.failures.iter().map(|f| f.code.as_str()).collect();
     assert_eq!(codes, ["nonce-mismatch", "pcr-mismatch"]);
     assert_eq!(bad.trust_score, 0);
+
+    // A 0.1 verifier has no enrollment step; the host says so instead of calling it.
+    let enrollment = crate::EnrollmentRequest {
+        ek_certificate: None,
+        ek_chain: vec![],
+        ek_public: vec![1],
+        ak_public: vec![2],
+        trust_anchors: vec![],
+        policy: None,
+        secret: vec![0; 32],
+        entropy: vec![0; 64],
+        now: 0,
+    };
+    let err = runtime.verifier_enroll(&target, &enrollment).await.expect_err("0.1 cannot enroll");
+    assert!(matches!(err, crate::PluginError::Reported { error: ReportedError::NotSupported { .. }, .. }), "{err}");
 }

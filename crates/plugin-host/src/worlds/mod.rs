@@ -6,6 +6,7 @@
 
 pub(crate) mod connector;
 pub(crate) mod notifier;
+pub(crate) mod policy;
 mod v0_1;
 mod v0_2;
 pub(crate) mod verifier;
@@ -21,6 +22,7 @@ use crate::call::CallState;
 
 pub(crate) use self::connector::ConnectorPre;
 pub(crate) use self::notifier::NotifierPre;
+pub(crate) use self::policy::PolicyPre;
 pub(crate) use self::verifier::VerifierPre;
 
 /// The future of one wasm call: traps and host failures in the outer `Result`, the plugin's own
@@ -78,8 +80,7 @@ impl Ctx<'_> {
 pub(crate) struct Described {
     pub(crate) id: String,
     pub(crate) version: String,
-    /// `None`: a kind this host has no world for (a 0.2 issuance policy).
-    pub(crate) kind: Option<PluginKind>,
+    pub(crate) kind: PluginKind,
     pub(crate) name: String,
     pub(crate) description: String,
     pub(crate) serves: Vec<String>,
@@ -95,6 +96,7 @@ pub(crate) enum WorldPre {
     Connector(ConnectorPre),
     Notifier(NotifierPre),
     Verifier(VerifierPre),
+    Policy(PolicyPre),
 }
 
 impl WorldPre {
@@ -109,6 +111,7 @@ impl WorldPre {
             PluginKind::CaConnector => WorldPre::Connector(ConnectorPre::new(version, pre)?),
             PluginKind::Integration => WorldPre::Notifier(NotifierPre::new(version, pre)?),
             PluginKind::AttestationVerifier => WorldPre::Verifier(VerifierPre::new(version, pre)?),
+            PluginKind::IssuancePolicy => WorldPre::Policy(PolicyPre::new(version, pre)?),
         })
     }
 
@@ -117,6 +120,7 @@ impl WorldPre {
             WorldPre::Connector(_) => PluginKind::CaConnector,
             WorldPre::Notifier(_) => PluginKind::Integration,
             WorldPre::Verifier(_) => PluginKind::AttestationVerifier,
+            WorldPre::Policy(_) => PluginKind::IssuancePolicy,
         }
     }
 
@@ -125,6 +129,7 @@ impl WorldPre {
             WorldPre::Connector(pre) => pre.describe(),
             WorldPre::Notifier(pre) => pre.describe(),
             WorldPre::Verifier(pre) => pre.describe(),
+            WorldPre::Policy(pre) => pre.describe(),
         }
     }
 
@@ -133,6 +138,7 @@ impl WorldPre {
             WorldPre::Connector(pre) => pre.validate_config(config),
             WorldPre::Notifier(pre) => pre.validate_config(config),
             WorldPre::Verifier(pre) => pre.validate_config(config),
+            WorldPre::Policy(pre) => pre.validate_config(config),
         }
     }
 }

@@ -24,7 +24,7 @@ pub(super) fn described(info: w::PluginInfo) -> Described {
     Described {
         id: info.id,
         version: info.version,
-        kind: Some(kind),
+        kind,
         name: info.name,
         description: info.description,
         serves: info.serves,
@@ -142,27 +142,41 @@ fn pcr_to_wit(p: &PcrValue) -> verifier::PcrValue {
     verifier::PcrValue { bank: p.bank.clone(), index: p.index, digest: p.digest.clone() }
 }
 
+/// 0.1 verifiers take one flat evidence record: the quote with the AK and EK certificate of
+/// the enrolled device beside it; a 0.2 format the typed case does not cover goes as `quote`.
 pub(super) fn verify_request(r: &VerifyRequest) -> verifier::VerifyRequest {
-    let e = &r.evidence;
-    verifier::VerifyRequest {
-        evidence: verifier::Evidence {
-            format: e.format.clone(),
+    let device = &r.device;
+    let evidence = match &r.evidence {
+        Evidence::Tpm2(e) => verifier::Evidence {
+            format: "tpm2".into(),
             quote: e.quote.clone(),
-            signature: e.signature.clone(),
-            ak_public: e.ak_public.clone(),
+            signature: e.quote_signature.clone(),
+            ak_public: device.ak_public.clone(),
             pcrs: e.pcrs.iter().map(pcr_to_wit).collect(),
-            ek_certificate: e.ek_certificate.clone(),
+            ek_certificate: device.ek_certificate.clone(),
             event_log: e.event_log.clone(),
         },
+        Evidence::Other { format, data } => verifier::Evidence {
+            format: format.clone(),
+            quote: data.clone(),
+            signature: Vec::new(),
+            ak_public: device.ak_public.clone(),
+            pcrs: Vec::new(),
+            ek_certificate: device.ek_certificate.clone(),
+            event_log: None,
+        },
+    };
+    verifier::VerifyRequest {
+        evidence,
         policy: r.policy.to_string(),
-        csr_public_key: r.csr_public_key.clone(),
-        expected_nonce: r.expected_nonce.clone(),
+        csr_public_key: r.csr.as_ref().map(|csr| csr.public_key.clone()).unwrap_or_default(),
+        expected_nonce: r.nonce.clone(),
     }
 }
 
 pub(super) fn verdict(v: verifier::Verdict) -> Verdict {
     Verdict {
-        verified: v.verified,
+        passed: v.verified,
         failures: v.failures.into_iter().map(|f| Failure { code: f.code, message: f.message }).collect(),
         verified_pcrs: v
             .verified_pcrs
@@ -170,6 +184,8 @@ pub(super) fn verdict(v: verifier::Verdict) -> Verdict {
             .map(|p| PcrValue { bank: p.bank, index: p.index, digest: p.digest })
             .collect(),
         ek_manufacturer: v.ek_manufacturer,
-        trust_score: v.trust_score.min(100),
+        trust_score: v.trust_score,
+        clock: None,
     }
+    .normalized()
 }

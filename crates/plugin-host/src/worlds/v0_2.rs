@@ -8,16 +8,16 @@ use trellis_core::certificates::x509::{pem_certificates, pem_encode};
 use trellis_core::plugins::*;
 
 use super::{Ctx, Described};
-use crate::bindings::v0_2::{ca, integration as int, wit_types as w};
+use crate::bindings::v0_2::{ca, integration as int, policy as pol, verifier as ver, wit_types as w};
 
 super::test_report_conversion!();
 
 pub(super) fn described(info: w::PluginInfo) -> Described {
     let kind = match info.kind {
-        w::PluginKind::CaConnector => Some(PluginKind::CaConnector),
-        w::PluginKind::Integration => Some(PluginKind::Integration),
-        w::PluginKind::AttestationVerifier => Some(PluginKind::AttestationVerifier),
-        w::PluginKind::IssuancePolicy => None,
+        w::PluginKind::CaConnector => PluginKind::CaConnector,
+        w::PluginKind::Integration => PluginKind::Integration,
+        w::PluginKind::AttestationVerifier => PluginKind::AttestationVerifier,
+        w::PluginKind::IssuancePolicy => PluginKind::IssuancePolicy,
     };
     let c = info.capabilities;
     Described {
@@ -283,4 +283,148 @@ pub(super) fn renewal_window(r: ca::RenewalWindow) -> Result<RenewalWindow, Repo
         explanation_url: r.explanation_url,
         retry_after_secs: r.retry_after_seconds,
     })
+}
+
+// ---- issuance-policy ----------------------------------------------------------------------
+
+pub(super) fn evaluation_request(r: &EvaluationRequest) -> pol::EvaluationRequest {
+    pol::EvaluationRequest {
+        ca_type: r.ca_type.clone(),
+        ca_id: r.ca_id.clone(),
+        template: r.template.clone(),
+        subject: subject(&r.subject),
+        subject_alt_names: r.subject_alt_names.iter().map(san).collect(),
+        key: pol::SubjectKey {
+            algorithm: r.key.algorithm.clone(),
+            size_bits: r.key.size_bits,
+            curve: r.key.curve.clone(),
+            server_generated: r.key.server_generated,
+        },
+        validity_days: r.validity_days,
+        requester: pol::Requester {
+            kind: match r.requester.kind {
+                RequesterKind::User => pol::RequesterKind::User,
+                RequesterKind::ApiKey => pol::RequesterKind::ApiKey,
+                RequesterKind::Agent => pol::RequesterKind::Agent,
+                RequesterKind::System => pol::RequesterKind::System,
+            },
+            id: r.requester.id.clone(),
+            display_name: r.requester.display_name.clone(),
+        },
+        source: match r.source {
+            IssuanceSource::Api => pol::Source::Api,
+            IssuanceSource::RequestWorkflow => pol::Source::RequestWorkflow,
+            IssuanceSource::Attestation => pol::Source::Attestation,
+            IssuanceSource::Renewal => pol::Source::Renewal,
+        },
+    }
+}
+
+pub(super) fn decision(d: pol::Decision) -> Decision {
+    let reasons = |reasons: Vec<pol::Reason>| {
+        reasons.into_iter().map(|r| PolicyReason { code: r.code, message: r.message }).collect::<Vec<_>>()
+    };
+    match d {
+        pol::Decision::Allow(days) => Decision::Allow { max_validity_days: days },
+        pol::Decision::Deny(list) => Decision::Deny(reasons(list)),
+        pol::Decision::RequireApproval(list) => Decision::RequireApproval(reasons(list)),
+    }
+}
+
+// ---- attestation-verifier -----------------------------------------------------------------
+
+fn trust_anchor(a: &TrustAnchor) -> ver::TrustAnchor {
+    ver::TrustAnchor { certificate_der: a.certificate_der.clone(), manufacturer: a.manufacturer.clone() }
+}
+
+fn pcr_to_wit(p: &PcrValue) -> ver::PcrValue {
+    ver::PcrValue { bank: p.bank.clone(), index: p.index, digest: p.digest.clone() }
+}
+
+fn pcr_from_wit(p: ver::PcrValue) -> PcrValue {
+    PcrValue { bank: p.bank, index: p.index, digest: p.digest }
+}
+
+fn clock_to_wit(c: &TpmClock) -> ver::TpmClock {
+    ver::TpmClock { clock: c.clock, reset_count: c.reset_count, restart_count: c.restart_count, safe: c.safe }
+}
+
+pub(super) fn enrollment_request(r: &EnrollmentRequest) -> ver::EnrollmentRequest {
+    ver::EnrollmentRequest {
+        ek_certificate: r.ek_certificate.clone(),
+        ek_chain: r.ek_chain.clone(),
+        ek_public: r.ek_public.clone(),
+        ak_public: r.ak_public.clone(),
+        trust_anchors: r.trust_anchors.iter().map(trust_anchor).collect(),
+        policy: r.policy.as_ref().map(|p| p.to_string()),
+        secret: r.secret.clone(),
+        entropy: r.entropy.clone(),
+        now: r.now,
+    }
+}
+
+pub(super) fn enrollment_verdict(v: ver::EnrollmentVerdict) -> EnrollmentVerdict {
+    EnrollmentVerdict {
+        passed: v.passed,
+        failures: v.failures.iter().map(|f| Failure::parse(f)).collect(),
+        ak_name: v.ak_name,
+        ek_manufacturer: v.ek_manufacturer,
+        challenge: v
+            .challenge
+            .map(|c| ActivationChallenge { credential_blob: c.credential_blob, encrypted_secret: c.encrypted_secret }),
+    }
+    .normalized()
+}
+
+pub(super) fn verify_request(r: &VerifyRequest) -> ver::VerifyRequest {
+    let evidence = match &r.evidence {
+        Evidence::Tpm2(e) => ver::Evidence::Tpm2(ver::Tpm2Evidence {
+            quote: e.quote.clone(),
+            quote_signature: e.quote_signature.clone(),
+            pcrs: e.pcrs.iter().map(pcr_to_wit).collect(),
+            certification: e.certification.as_ref().map(|c| ver::Tpm2Certification {
+                attest: c.attest.clone(),
+                signature: c.signature.clone(),
+                certified_key_public: c.certified_key_public.clone(),
+            }),
+            event_log: e.event_log.clone(),
+        }),
+        Evidence::Other { format, data } => {
+            ver::Evidence::Other(ver::OpaqueEvidence { format: format.clone(), data: data.clone() })
+        }
+    };
+    let d = &r.device;
+    ver::VerifyRequest {
+        evidence,
+        policy: r.policy.to_string(),
+        nonce: r.nonce.clone(),
+        nonce_issued_at: r.nonce_issued_at,
+        now: r.now,
+        device: ver::EnrolledDevice {
+            ak_public: d.ak_public.clone(),
+            ak_name: d.ak_name.clone(),
+            ek_certificate: d.ek_certificate.clone(),
+            ek_chain: d.ek_chain.clone(),
+            last_clock: d.last_clock.as_ref().map(clock_to_wit),
+        },
+        csr: r.csr.as_ref().map(|c| ver::BoundCsr { der: c.der.clone(), public_key: c.public_key.clone() }),
+        trust_anchors: r.trust_anchors.iter().map(trust_anchor).collect(),
+    }
+}
+
+pub(super) fn verdict(v: ver::Verdict) -> Verdict {
+    Verdict {
+        passed: v.passed,
+        failures: v.failures.iter().map(|f| Failure::parse(f)).collect(),
+        verified_pcrs: v.verified_pcrs.into_iter().map(pcr_from_wit).collect(),
+        ek_manufacturer: v.ek_manufacturer,
+        trust_score: v.trust_score,
+        clock: v.clock.map(|c| TpmClock {
+            clock: c.clock,
+            reset_count: c.reset_count,
+            restart_count: c.restart_count,
+            safe: c.safe,
+        }),
+    }
+    .normalized()
 }
