@@ -40,6 +40,36 @@ pub mod ca_connector {
     });
 }
 
+pub mod issuance_policy {
+    wit_bindgen::generate!({
+        path: "wit",
+        world: "trellis:plugin/issuance-policy@0.2.0",
+        with: {
+            "trellis:plugin/types@0.2.0": crate::bindings::imports::trellis::plugin::types,
+            "trellis:plugin/logging@0.2.0": crate::bindings::imports::trellis::plugin::logging,
+        },
+        pub_export_macro: true,
+        default_bindings_module: "::trellis_plugin_sdk::bindings::issuance_policy",
+        runtime_path: "::trellis_plugin_sdk::__private::wit_bindgen::rt",
+        type_section_suffix: "trellis-issuance-policy",
+    });
+}
+
+pub mod attestation_verifier {
+    wit_bindgen::generate!({
+        path: "wit",
+        world: "trellis:plugin/attestation-verifier@0.2.0",
+        with: {
+            "trellis:plugin/types@0.2.0": crate::bindings::imports::trellis::plugin::types,
+            "trellis:plugin/logging@0.2.0": crate::bindings::imports::trellis::plugin::logging,
+        },
+        pub_export_macro: true,
+        default_bindings_module: "::trellis_plugin_sdk::bindings::attestation_verifier",
+        runtime_path: "::trellis_plugin_sdk::__private::wit_bindgen::rt",
+        type_section_suffix: "trellis-attestation-verifier",
+    });
+}
+
 pub mod integration {
     wit_bindgen::generate!({
         path: "wit",

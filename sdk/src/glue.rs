@@ -98,6 +98,8 @@ fn describe<C: JsonSchema>(info: PluginInfo) -> w::PluginInfo {
         kind: match info.kind {
             PluginKind::CaConnector => w::PluginKind::CaConnector,
             PluginKind::Integration => w::PluginKind::Integration,
+            PluginKind::IssuancePolicy => w::PluginKind::IssuancePolicy,
+            PluginKind::AttestationVerifier => w::PluginKind::AttestationVerifier,
         },
         name: info.name,
         description: info.description,
@@ -452,5 +454,384 @@ mod tests {
             crate::http::HttpError::Denied.to_string(),
             "outbound request denied by the host's policy (ask the operator to grant the host)"
         );
+    }
+}
+
+pub mod policy {
+    use super::*;
+    use crate::bindings::issuance_policy::exports::trellis::plugin::policy as wp;
+    use crate::policy::{
+        Decision, EvaluationRequest, IssuancePolicy, IssuanceSource, Requester, RequesterKind, Subject, SubjectKey,
+    };
+
+    fn config<P: IssuancePolicy>(config: &str) -> Result<P::Config, PluginError> {
+        parse_config::<P::Config>(config)
+    }
+
+    pub fn describe<P: IssuancePolicy>() -> w::PluginInfo {
+        super::describe::<P::Config>(P::describe())
+    }
+
+    pub fn validate_config<P: IssuancePolicy>(raw: String) -> WitResult<()> {
+        config::<P>(&raw).and_then(|c| P::validate_config(&c)).map_err(error)
+    }
+
+    fn request(r: wp::EvaluationRequest) -> EvaluationRequest {
+        EvaluationRequest {
+            ca_type: r.ca_type,
+            ca_id: r.ca_id,
+            template: r.template,
+            subject: Subject {
+                common_name: r.subject.common_name,
+                organization: r.subject.organization,
+                organizational_unit: r.subject.organizational_unit,
+                country: r.subject.country,
+                state: r.subject.state,
+                locality: r.subject.locality,
+            },
+            subject_alt_names: r.subject_alt_names.into_iter().map(san).collect(),
+            key: SubjectKey {
+                algorithm: r.key.algorithm,
+                size_bits: r.key.size_bits,
+                curve: r.key.curve,
+                server_generated: r.key.server_generated,
+            },
+            validity_days: r.validity_days,
+            requester: Requester {
+                kind: match r.requester.kind {
+                    wp::RequesterKind::User => RequesterKind::User,
+                    wp::RequesterKind::ApiKey => RequesterKind::ApiKey,
+                    wp::RequesterKind::Agent => RequesterKind::Agent,
+                    wp::RequesterKind::System => RequesterKind::System,
+                },
+                id: r.requester.id,
+                display_name: r.requester.display_name,
+            },
+            source: match r.source {
+                wp::Source::Api => IssuanceSource::Api,
+                wp::Source::RequestWorkflow => IssuanceSource::RequestWorkflow,
+                wp::Source::Attestation => IssuanceSource::Attestation,
+                wp::Source::Renewal => IssuanceSource::Renewal,
+            },
+        }
+    }
+
+    fn decision(d: Decision) -> wp::Decision {
+        let reasons = |reasons: Vec<crate::policy::Reason>| {
+            reasons.into_iter().map(|r| wp::Reason { code: r.code, message: r.message }).collect()
+        };
+        match d {
+            Decision::Allow { max_validity_days } => wp::Decision::Allow(max_validity_days),
+            Decision::Deny(list) => wp::Decision::Deny(reasons(list)),
+            Decision::RequireApproval(list) => wp::Decision::RequireApproval(reasons(list)),
+        }
+    }
+
+    pub fn evaluate<P: IssuancePolicy>(
+        ctx: w::CallContext,
+        raw: String,
+        r: wp::EvaluationRequest,
+    ) -> WitResult<wp::Decision> {
+        config::<P>(&raw).and_then(|c| P::evaluate(&context(ctx), &c, &request(r))).map(decision).map_err(error)
+    }
+}
+
+pub mod verifier {
+    use super::*;
+    use crate::bindings::attestation_verifier::exports::trellis::plugin::verifier as wv;
+    use crate::verifier::{
+        AttestationVerifier, BoundCsr, EnrolledDevice, EnrollmentRequest, EnrollmentVerdict, Evidence, PcrValue,
+        Tpm2Certification, Tpm2Evidence, TpmClock, TrustAnchor, Verdict, VerifyRequest,
+    };
+
+    fn config<P: AttestationVerifier>(config: &str) -> Result<P::Config, PluginError> {
+        parse_config::<P::Config>(config)
+    }
+
+    pub fn describe<P: AttestationVerifier>() -> w::PluginInfo {
+        super::describe::<P::Config>(P::describe())
+    }
+
+    pub fn validate_config<P: AttestationVerifier>(raw: String) -> WitResult<()> {
+        config::<P>(&raw).and_then(|c| P::validate_config(&c)).map_err(error)
+    }
+
+    fn anchors(anchors: Vec<wv::TrustAnchor>) -> Vec<TrustAnchor> {
+        anchors
+            .into_iter()
+            .map(|a| TrustAnchor { certificate_der: a.certificate_der, manufacturer: a.manufacturer })
+            .collect()
+    }
+
+    fn pcr(p: wv::PcrValue) -> PcrValue {
+        PcrValue { bank: p.bank, index: p.index, digest: p.digest }
+    }
+
+    fn clock(c: wv::TpmClock) -> TpmClock {
+        TpmClock { clock: c.clock, reset_count: c.reset_count, restart_count: c.restart_count, safe: c.safe }
+    }
+
+    /// A policy document that is not JSON reaches the plugin as `null`, which its own parsing
+    /// then refuses with a message.
+    fn json(text: &str) -> serde_json::Value {
+        serde_json::from_str(text).unwrap_or(serde_json::Value::Null)
+    }
+
+    fn failures(list: &[crate::verifier::Failure]) -> Vec<String> {
+        list.iter().map(ToString::to_string).collect()
+    }
+
+    pub fn enroll<P: AttestationVerifier>(
+        ctx: w::CallContext,
+        raw: String,
+        r: wv::EnrollmentRequest,
+    ) -> WitResult<wv::EnrollmentVerdict> {
+        let request = EnrollmentRequest {
+            ek_certificate: r.ek_certificate,
+            ek_chain: r.ek_chain,
+            ek_public: r.ek_public,
+            ak_public: r.ak_public,
+            trust_anchors: anchors(r.trust_anchors),
+            policy: r.policy.as_deref().map(json),
+            secret: r.secret,
+            entropy: r.entropy,
+            now: r.now,
+        };
+        let verdict: EnrollmentVerdict =
+            config::<P>(&raw).and_then(|c| P::enroll(&context(ctx), &c, &request)).map_err(error)?;
+        let passed = verdict.is_passed();
+        Ok(wv::EnrollmentVerdict {
+            passed,
+            failures: failures(&verdict.failures),
+            ak_name: verdict.ak_name,
+            ek_manufacturer: verdict.ek_manufacturer,
+            challenge: verdict.challenge.filter(|_| passed).map(|c| wv::ActivationChallenge {
+                credential_blob: c.credential_blob,
+                encrypted_secret: c.encrypted_secret,
+            }),
+        })
+    }
+
+    pub fn verify<P: AttestationVerifier>(
+        ctx: w::CallContext,
+        raw: String,
+        r: wv::VerifyRequest,
+    ) -> WitResult<wv::Verdict> {
+        let evidence = match r.evidence {
+            wv::Evidence::Tpm2(e) => Evidence::Tpm2(Tpm2Evidence {
+                quote: e.quote,
+                quote_signature: e.quote_signature,
+                pcrs: e.pcrs.into_iter().map(pcr).collect(),
+                certification: e.certification.map(|c| Tpm2Certification {
+                    attest: c.attest,
+                    signature: c.signature,
+                    certified_key_public: c.certified_key_public,
+                }),
+                event_log: e.event_log,
+            }),
+            wv::Evidence::Other(o) => Evidence::Other { format: o.format, data: o.data },
+        };
+        let request = VerifyRequest {
+            evidence,
+            policy: json(&r.policy),
+            nonce: r.nonce,
+            nonce_issued_at: r.nonce_issued_at,
+            now: r.now,
+            device: EnrolledDevice {
+                ak_public: r.device.ak_public,
+                ak_name: r.device.ak_name,
+                ek_certificate: r.device.ek_certificate,
+                ek_chain: r.device.ek_chain,
+                last_clock: r.device.last_clock.map(clock),
+            },
+            csr: r.csr.map(|c| BoundCsr { der: c.der, public_key: c.public_key }),
+            trust_anchors: anchors(r.trust_anchors),
+        };
+        let verdict: Verdict = config::<P>(&raw).and_then(|c| P::verify(&context(ctx), &c, &request)).map_err(error)?;
+        Ok(wv::Verdict {
+            passed: verdict.is_passed(),
+            failures: failures(&verdict.failures),
+            trust_score: verdict.trust_score(),
+            verified_pcrs: verdict
+                .verified_pcrs
+                .into_iter()
+                .map(|p| wv::PcrValue { bank: p.bank, index: p.index, digest: p.digest })
+                .collect(),
+            ek_manufacturer: verdict.ek_manufacturer,
+            clock: verdict.clock.map(|c| wv::TpmClock {
+                clock: c.clock,
+                reset_count: c.reset_count,
+                restart_count: c.restart_count,
+                safe: c.safe,
+            }),
+        })
+    }
+}
+
+/// The pure worlds' glue, driven natively with WIT values as the host sends them.
+#[cfg(test)]
+mod pure_world_tests {
+    use super::verifier as gv;
+    use super::w;
+    use crate::bindings::attestation_verifier::exports::trellis::plugin::verifier as wv;
+    use crate::verifier::*;
+    use crate::{CallContext, PluginError, PluginInfo};
+
+    /// Claims every enrollment passed but reports a failure, and answers verify with failures.
+    struct Careless;
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct NoConfig {}
+
+    impl AttestationVerifier for Careless {
+        type Config = NoConfig;
+        fn describe() -> PluginInfo {
+            PluginInfo::attestation_verifier("t.careless", "1.0.0", "Careless", &["tpm2"])
+        }
+        fn enroll(_: &CallContext, _: &NoConfig, r: &EnrollmentRequest) -> Result<EnrollmentVerdict, PluginError> {
+            let challenge = ActivationChallenge { credential_blob: r.secret.clone(), encrypted_secret: vec![] };
+            if r.ak_public.is_empty() {
+                // The constructors cannot express "passed with failures": a failed verdict never
+                // carries a challenge to the host.
+                return Ok(EnrollmentVerdict::failed(vec![Failure::new("ak_attributes_invalid", "empty")]));
+            }
+            Ok(EnrollmentVerdict::passed(b"name".to_vec(), challenge).with_ek_manufacturer("id:00000001"))
+        }
+        fn verify(_: &CallContext, _: &NoConfig, r: &VerifyRequest) -> Result<Verdict, PluginError> {
+            let Evidence::Tpm2(e) = &r.evidence else { return Err(PluginError::invalid_input("tpm2 only")) };
+            let failures =
+                if e.quote.ends_with(&r.nonce) { vec![] } else { vec![Failure::new("quote_nonce_mismatch", "")] };
+            Ok(Verdict::from_checks(failures, e.pcrs.clone(), 200))
+        }
+    }
+
+    fn ctx() -> w::CallContext {
+        w::CallContext {
+            workspace_id: "ws".into(),
+            record_id: "dev".into(),
+            request_id: "req".into(),
+            endpoint: None,
+            time_budget_ms: 1000,
+        }
+    }
+
+    fn enrollment(ak_public: Vec<u8>) -> wv::EnrollmentRequest {
+        wv::EnrollmentRequest {
+            ek_certificate: None,
+            ek_chain: vec![],
+            ek_public: vec![1],
+            ak_public,
+            trust_anchors: vec![],
+            policy: Some("{\"requiredPcrs\":[7]}".into()),
+            secret: vec![9; 32],
+            entropy: vec![0; 64],
+            now: 0,
+        }
+    }
+
+    #[test]
+    fn enrollment_verdicts_reach_the_host_consistent() {
+        let passed = gv::enroll::<Careless>(ctx(), "{}".into(), enrollment(vec![2])).expect("enroll");
+        assert!(passed.passed && passed.failures.is_empty());
+        assert_eq!(passed.challenge.map(|c| c.credential_blob), Some(vec![9; 32]));
+        assert_eq!(passed.ek_manufacturer.as_deref(), Some("id:00000001"));
+        let failed = gv::enroll::<Careless>(ctx(), "{}".into(), enrollment(vec![])).expect("enroll");
+        assert!(!failed.passed && failed.challenge.is_none());
+        assert_eq!(failed.failures, ["ak_attributes_invalid: empty"]);
+    }
+
+    #[test]
+    fn verdicts_pass_only_without_failures_and_carry_no_trust_when_failed() {
+        let request = |quote: &[u8]| wv::VerifyRequest {
+            evidence: wv::Evidence::Tpm2(wv::Tpm2Evidence {
+                quote: quote.to_vec(),
+                quote_signature: vec![],
+                pcrs: vec![wv::PcrValue { bank: "SHA256".into(), index: 7, digest: vec![0; 32] }],
+                certification: None,
+                event_log: None,
+            }),
+            policy: "{}".into(),
+            nonce: b"nonce".to_vec(),
+            nonce_issued_at: 0,
+            now: 0,
+            device: wv::EnrolledDevice {
+                ak_public: vec![],
+                ak_name: vec![],
+                ek_certificate: None,
+                ek_chain: vec![],
+                last_clock: None,
+            },
+            csr: None,
+            trust_anchors: vec![],
+        };
+        let ok = gv::verify::<Careless>(ctx(), "{}".into(), request(b"quote+nonce")).expect("verify");
+        assert!(ok.passed);
+        assert_eq!((ok.trust_score, ok.verified_pcrs.len()), (100, 1), "scores are capped at 100");
+        let bad = gv::verify::<Careless>(ctx(), "{}".into(), request(b"quote")).expect("verify");
+        assert!(!bad.passed);
+        assert_eq!((bad.trust_score, bad.failures.as_slice()), (0, ["quote_nonce_mismatch:".to_owned()].as_slice()));
+        let refused = gv::verify::<Careless>(
+            ctx(),
+            "{}".into(),
+            wv::VerifyRequest {
+                evidence: wv::Evidence::Other(wv::OpaqueEvidence { format: "x".into(), data: vec![] }),
+                ..request(b"")
+            },
+        );
+        assert!(matches!(refused, Err(w::PluginError::InvalidInput(_))));
+    }
+
+    #[test]
+    fn policies_read_the_request_and_answer_decisions() {
+        use super::policy as gp;
+        use crate::bindings::issuance_policy::exports::trellis::plugin::policy as wp;
+        use crate::policy::*;
+
+        struct WildcardsNeedApproval;
+        impl IssuancePolicy for WildcardsNeedApproval {
+            type Config = NoConfig;
+            fn describe() -> PluginInfo {
+                PluginInfo::issuance_policy("t.wild", "1.0.0", "Wildcards", &["wild"])
+            }
+            fn evaluate(_: &CallContext, _: &NoConfig, r: &EvaluationRequest) -> Result<Decision, PluginError> {
+                Ok(if r.dns_names().any(|n| n.starts_with("*.")) {
+                    Decision::RequireApproval(vec![Reason::new("wildcard", "wildcards need approval")])
+                } else {
+                    Decision::allow_at_most(90)
+                })
+            }
+        }
+        let request = |name: &str| wp::EvaluationRequest {
+            ca_type: "internal".into(),
+            ca_id: "ca".into(),
+            template: None,
+            subject: w::Subject {
+                common_name: Some(name.into()),
+                organization: None,
+                organizational_unit: None,
+                country: None,
+                state: None,
+                locality: None,
+                other: vec![],
+            },
+            subject_alt_names: vec![w::SubjectAltName::Dns(name.into())],
+            key: wp::SubjectKey {
+                algorithm: "ec".into(),
+                size_bits: 256,
+                curve: Some("p256".into()),
+                server_generated: false,
+            },
+            validity_days: 365,
+            requester: wp::Requester { kind: wp::RequesterKind::ApiKey, id: "key".into(), display_name: None },
+            source: wp::Source::Renewal,
+        };
+        let info = gp::describe::<WildcardsNeedApproval>();
+        assert!(matches!(info.kind, w::PluginKind::IssuancePolicy));
+        assert!(matches!(
+            gp::evaluate::<WildcardsNeedApproval>(ctx(), "{}".into(), request("a.example")),
+            Ok(wp::Decision::Allow(Some(90)))
+        ));
+        let held = gp::evaluate::<WildcardsNeedApproval>(ctx(), "{}".into(), request("*.example"));
+        assert!(matches!(held, Ok(wp::Decision::RequireApproval(reasons)) if reasons[0].code == "wildcard"));
     }
 }

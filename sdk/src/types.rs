@@ -49,6 +49,10 @@ pub enum PluginKind {
     CaConnector,
     /// An integration delivering lifecycle events.
     Integration,
+    /// An issuance policy ([`crate::policy`]).
+    IssuancePolicy,
+    /// A two-step attestation verifier ([`crate::verifier`]).
+    AttestationVerifier,
 }
 
 /// What a connector can do; the host calls only the operations declared.
@@ -106,6 +110,16 @@ impl PluginInfo {
     /// An integration serving these integration types.
     pub fn integration(id: &str, version: &str, name: &str, integration_types: &[&str]) -> PluginInfo {
         PluginInfo::new(PluginKind::Integration, id, version, name, integration_types)
+    }
+
+    /// An issuance policy serving these policy types.
+    pub fn issuance_policy(id: &str, version: &str, name: &str, policy_types: &[&str]) -> PluginInfo {
+        PluginInfo::new(PluginKind::IssuancePolicy, id, version, name, policy_types)
+    }
+
+    /// An attestation verifier serving these evidence formats / attestation checks.
+    pub fn attestation_verifier(id: &str, version: &str, name: &str, formats: &[&str]) -> PluginInfo {
+        PluginInfo::new(PluginKind::AttestationVerifier, id, version, name, formats)
     }
 
     /// Sets the description shown to operators.
