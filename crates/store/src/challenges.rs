@@ -30,16 +30,7 @@ impl DbChallengeAnswers {
             .await
             .db()?;
         if owner.is_none() {
-            let held: i64 = sqlx::query(
-                "SELECT COUNT(*) FROM acme_http01_answers WHERE plugin_id = $1 AND workspace_id = $2 AND record_id = $3",
-            )
-            .bind(&scope.plugin_id)
-            .bind(&scope.workspace_id)
-            .bind(&scope.record_id)
-            .fetch_one(&self.store.pool)
-            .await
-            .and_then(|row| row.try_get(0))
-            .db()?;
+            let held = crate::plugins::rows_in_scope(&self.store, "acme_http01_answers", scope).await?;
             if held >= i64::from(max) {
                 return Ok(PresentOutcome::QuotaExceeded);
             }

@@ -263,6 +263,18 @@ fn unavailable(err: crate::StoreError) -> StateError {
 
 const SCOPE: &str = "plugin_id = $1 AND workspace_id = $2 AND record_id = $3";
 
+/// How many rows of `table` (a table with plugin_id, workspace_id, record_id) belong to `scope`.
+pub(crate) async fn rows_in_scope(store: &Store, table: &'static str, scope: &StateScope) -> StoreResult<i64> {
+    sqlx::query(&format!("SELECT COUNT(*) FROM {table} WHERE {SCOPE}"))
+        .bind(&scope.plugin_id)
+        .bind(&scope.workspace_id)
+        .bind(&scope.record_id)
+        .fetch_one(&store.pool)
+        .await
+        .and_then(|row| row.try_get(0))
+        .db()
+}
+
 impl DbPluginState {
     pub fn new(store: Store, clock: trellis_core::clock::SharedClock, master_key: MasterKey) -> Self {
         DbPluginState { store, clock, master_key }
@@ -496,14 +508,7 @@ impl DbPluginKeys {
         key: SealedKey,
         max_keys: u32,
     ) -> StoreResult<KeyInsert> {
-        let count: i64 = sqlx::query(&format!("SELECT COUNT(*) FROM plugin_keys WHERE {SCOPE}"))
-            .bind(&scope.plugin_id)
-            .bind(&scope.workspace_id)
-            .bind(&scope.record_id)
-            .fetch_one(&self.store.pool)
-            .await
-            .and_then(|row| row.try_get(0))
-            .db()?;
+        let count = rows_in_scope(&self.store, "plugin_keys", scope).await?;
         if count >= i64::from(max_keys) {
             return Ok(KeyInsert::QuotaExceeded);
         }
