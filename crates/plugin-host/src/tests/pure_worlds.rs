@@ -159,3 +159,15 @@ async fn a_two_step_verifier_enrolls_then_verifies() {
     let lied = runtime.verifier_enroll(&liar, &enrollment(None, &[])).await.expect("enroll");
     assert!(!lied.passed && lied.challenge.is_none(), "no challenge leaves a refused enrollment");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pure_world_that_imports_io_is_refused_at_install() {
+    let runtime = runtime(test_config());
+    let err = runtime
+        .install(&crate::tests::plugin_bytes("fixture-impure-policy"), crate::Activation::IfNewer)
+        .await
+        .expect_err("an issuance policy may not reach the network");
+    assert_eq!(err.code(), "plugin.unsupported_import", "{err}");
+    assert!(err.to_string().contains("wasi:http/outgoing-handler"), "{err}");
+    assert!(err.to_string().contains("pure computation"), "{err}");
+}
