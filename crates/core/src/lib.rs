@@ -16,6 +16,7 @@ pub mod error;
 pub mod events;
 pub mod ids;
 pub mod pagination;
+pub mod pki;
 pub mod plugins;
 pub mod ports;
 pub mod unit_of_work;

@@ -264,7 +264,7 @@ fn rsa_bits(algorithm: KeyAlgorithm) -> Option<usize> {
     }
 }
 
-fn generate_pkcs8(algorithm: KeyAlgorithm) -> Result<Vec<u8>, KeystoreError> {
+pub(crate) fn generate_pkcs8(algorithm: KeyAlgorithm) -> Result<Vec<u8>, KeystoreError> {
     let failed = || KeystoreError::Unavailable("key generation failed".into());
     let rng = SystemRandom::new();
     if let Some(ecdsa) = ecdsa_signing(algorithm) {

@@ -18,6 +18,7 @@ mod verifier;
 
 pub use self::error::{InstallError, PluginError};
 pub use self::host::PluginHost;
+pub(crate) use self::keystore::generate_pkcs8;
 pub use self::keystore::{
     InMemoryKeyRecords, KeyAlgorithm, KeyInsert, Keystore, KeystoreError, PluginKeyRecords, PublicKeyInfo, SealedKey,
     MAX_KEYS_PER_RECORD, MAX_SIGNED_MESSAGE,

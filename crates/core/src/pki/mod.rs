@@ -1,0 +1,55 @@
+//! The internal PKI: CA keys and certificates the host creates, imports and signs with. CA
+//! private keys never leave this module except sealed under the master key, and never enter a
+//! plugin sandbox: the `internal` connector reaches them only through the host's `pki-core`
+//! interface (contract 0.2).
+//!
+//! - [`authority`]: a new root, an intermediate under another internal CA, or an imported CA
+//!   (certificate and matching key).
+//! - [`issue`]: signs a verified CSR under a host-resolved profile: 16 random serial bytes,
+//!   SKI/AKI, a CRL distribution point and an OCSP URL of this service.
+
+pub mod authority;
+pub mod issue;
+
+pub use self::authority::{Authority, NewAuthority};
+pub use self::issue::{sign_csr, IssuerUrls, Signed};
+
+/// Why a PKI operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PkiError {
+    #[error("the CSR is not a valid PKCS#10 request with a correct signature")]
+    InvalidCsr,
+    #[error("the certificate is not a parsable X.509 certificate")]
+    InvalidCertificate,
+    #[error("the certificate is not a CA certificate (basicConstraints CA:TRUE is missing)")]
+    NotACa,
+    #[error("the private key is not a PKCS#8 key of a supported algorithm")]
+    InvalidKey,
+    #[error("the private key does not match the certificate")]
+    KeyMismatch,
+    #[error("{0}")]
+    InvalidProfile(String),
+    #[error("the CA expired at {0}; renew or replace it")]
+    AuthorityExpired(i64),
+    #[error("signing failed: {0}")]
+    Signing(String),
+}
+
+/// Seconds since the epoch as rcgen's time type.
+fn time(seconds: i64) -> Result<time::OffsetDateTime, PkiError> {
+    time::OffsetDateTime::from_unix_timestamp(seconds)
+        .map_err(|_| PkiError::InvalidProfile(format!("{seconds} is outside the representable time range")))
+}
+
+/// A positive serial of 16 random bytes, minimally encoded (RFC 5280 §4.1.2.2: positive, at
+/// most 20 octets; CA/B Forum: at least 64 bits of entropy).
+fn serial(entropy: &dyn crate::clock::Entropy) -> rcgen::SerialNumber {
+    let mut bytes = [0u8; 16];
+    entropy.fill(&mut bytes);
+    // Top bit clear keeps it positive; a non-zero first byte keeps the encoding at 16 octets.
+    bytes[0] = (bytes[0] & 0x7f).max(1);
+    rcgen::SerialNumber::from_slice(&bytes)
+}
+
+#[cfg(test)]
+mod tests;
