@@ -7,11 +7,14 @@
 //!   (certificate and matching key).
 //! - [`issue`]: signs a verified CSR under a host-resolved profile: 16 random serial bytes,
 //!   SKI/AKI, a CRL distribution point and an OCSP URL of this service.
+//! - [`crl`]: the CA's signed CRL (number, thisUpdate, nextUpdate, reasons).
 
 pub mod authority;
+pub mod crl;
 pub mod issue;
 
 pub use self::authority::{Authority, NewAuthority};
+pub use self::crl::{sign_crl, RevokedEntry};
 pub use self::issue::{sign_csr, IssuerUrls, Signed};
 
 /// Why a PKI operation was refused.

@@ -177,3 +177,38 @@ fn imports_need_a_ca_certificate_and_its_own_key() {
     assert_eq!(Authority::import(&leaf_pem, &key_pem).expect_err("not a CA"), PkiError::NotACa);
     assert_eq!(Authority::import(&certificate_pem, "junk").expect_err("no key"), PkiError::InvalidKey);
 }
+
+#[test]
+fn crls_are_signed_by_the_ca_and_list_every_revocation() {
+    use crate::plugins::RevocationReason;
+    let root = Authority::create_root(&spec("Root", KeyAlgorithm::EcdsaP256, 3650), NOW, &OsEntropy).expect("root");
+    let a = sign_csr(&root, &csr("a"), &profile("a.example", 30), &urls(), NOW, &OsEntropy).expect("a");
+    let b = sign_csr(&root, &csr("b"), &profile("b.example", 30), &urls(), NOW, &OsEntropy).expect("b");
+    let entries = [
+        RevokedEntry {
+            serial_number: a.serial_number.clone(),
+            revoked_at: NOW + 60,
+            reason: RevocationReason::KeyCompromise,
+        },
+        RevokedEntry {
+            serial_number: b.serial_number.clone(),
+            revoked_at: NOW + 120,
+            reason: RevocationReason::Unspecified,
+        },
+    ];
+    let der = sign_crl(&root, &entries, 7, NOW + 180, NOW + 180 + 86_400).expect("crl");
+    let (_, crl) = x509_parser::revocation_list::CertificateRevocationList::from_der(&der).expect("CRL parses");
+    crl.verify_signature(parsed(&root.certificate_der).public_key()).expect("signed by the CA");
+    assert_eq!(crl.crl_number().map(|n| n.to_string()), Some("7".into()));
+    assert_eq!(crl.next_update().map(|t| t.timestamp()), Some(NOW + 180 + 86_400));
+    let listed: Vec<_> = crl
+        .iter_revoked_certificates()
+        .map(|r| (hex::encode(r.raw_serial()), r.revocation_date.timestamp(), r.reason_code().map(|(_, c)| c.0)))
+        .collect();
+    assert_eq!(
+        listed,
+        [(a.serial_number, NOW + 60, Some(1)), (b.serial_number, NOW + 120, None)],
+        "reasons as RFC 5280 codes; unspecified is omitted"
+    );
+    assert!(matches!(sign_crl(&root, &entries, 8, NOW, NOW), Err(PkiError::InvalidProfile(_))));
+}
