@@ -1,6 +1,7 @@
 //! Background workers. Each runs on the service's runtime, reads the clock from the
 //! context, and is safe to run on several replicas at once.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,20 +10,36 @@ use trellis_core::clock::SharedClock;
 use trellis_core::plugins::challenges::{self, ChallengeAnswers};
 use trellis_core::SharedContext;
 
-/// Runs the expiry scan now and then every `interval`, until the process stops.
-pub fn spawn_expiry_scanner(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHandle<()> {
+/// Runs `tick` now and then every `interval` until the process stops. A tick that fails is
+/// logged and tried again at the next one; a missed tick is not made up.
+fn spawn_periodic<F, Fut, E>(job: &'static str, interval: Duration, mut tick: F) -> tokio::task::JoinHandle<()>
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), E>> + Send,
+    E: std::fmt::Display,
+{
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            match certificates::scan_expiry(&ctx).await {
-                Ok(scan) if scan.expiring + scan.expired > 0 => {
-                    tracing::info!(expiring = scan.expiring, expired = scan.expired, "expiry scan emitted events");
-                }
-                Ok(_) => {}
-                Err(err) => tracing::warn!(error = %err, "expiry scan failed; retrying at the next tick"),
+            if let Err(err) = tick().await {
+                tracing::warn!(job, error = %err, "background job failed; retrying at the next tick");
             }
+        }
+    })
+}
+
+/// Runs the expiry scan now and then every `interval`, until the process stops.
+pub fn spawn_expiry_scanner(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHandle<()> {
+    spawn_periodic("expiry scan", interval, move || {
+        let ctx = ctx.clone();
+        async move {
+            let scan = certificates::scan_expiry(&ctx).await?;
+            if scan.expiring + scan.expired > 0 {
+                tracing::info!(expiring = scan.expiring, expired = scan.expired, "expiry scan emitted events");
+            }
+            Ok::<_, trellis_core::Error>(())
         }
     })
 }
@@ -33,16 +50,14 @@ pub fn spawn_outbox_retention(
     interval: Duration,
     retention: Duration,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
-            match trellis_core::events::purge_delivered(&ctx, retention).await {
-                Ok(0) => {}
-                Ok(purged) => tracing::info!(purged, "outbox retention deleted delivered events"),
-                Err(err) => tracing::warn!(error = %err, "outbox retention failed; retrying at the next tick"),
+    spawn_periodic("outbox retention", interval, move || {
+        let ctx = ctx.clone();
+        async move {
+            let purged = trellis_core::events::purge_delivered(&ctx, retention).await?;
+            if purged > 0 {
+                tracing::info!(purged, "outbox retention deleted delivered events");
             }
+            Ok::<_, trellis_core::Error>(())
         }
     })
 }
@@ -54,19 +69,15 @@ pub fn spawn_challenge_purge(
     clock: SharedClock,
     interval: Duration,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
+    spawn_periodic("HTTP-01 answer purge", interval, move || {
+        let (answers, clock) = (answers.clone(), clock.clone());
+        async move {
             let before_ms = clock.now().timestamp_millis() - challenges::CHALLENGE_LIFETIME_MS;
-            match answers.purge(before_ms).await {
-                Ok(0) => {}
-                Ok(purged) => tracing::info!(purged, "removed expired ACME HTTP-01 answers"),
-                Err(err) => {
-                    tracing::warn!(error = %err, "purging ACME HTTP-01 answers failed; retrying at the next tick")
-                }
+            let purged = answers.purge(before_ms).await?;
+            if purged > 0 {
+                tracing::info!(purged, "removed expired ACME HTTP-01 answers");
             }
+            Ok::<_, trellis_core::plugins::StateError>(())
         }
     })
 }
