@@ -57,7 +57,7 @@ impl PluginRuntime {
             return Err(InstallError::UnsupportedImports { imports: unsupported.join(", ") }.into());
         }
         let (kind, wit_version) = self.exported_world(&component)?;
-        let io = io_imports(&component, self.engine());
+        let io = self.io_imports(&component);
         if matches!(kind, PluginKind::AttestationVerifier | PluginKind::IssuancePolicy) && !io.is_empty() {
             return Err(InstallError::UnsupportedImports {
                 imports: format!("{} (a {kind} is pure computation: no outbound I/O, state or keys)", io.join(", ")),
@@ -211,6 +211,26 @@ impl PluginRuntime {
         Ok((kind, version))
     }
 
+    fn import_names(&self, component: &Component) -> Vec<String> {
+        component.component_type().imports(self.engine()).map(|(name, _)| name.to_owned()).collect()
+    }
+
+    /// The imports through which a component reaches the outside or keeps something: what the
+    /// pure worlds (verifier, policy) must not import.
+    fn io_imports(&self, component: &Component) -> Vec<String> {
+        const IO: [&str; 5] = [
+            "wasi:http/",
+            "trellis:plugin/state",
+            "trellis:plugin/keystore",
+            "trellis:plugin/challenge-solver",
+            "trellis:plugin/pki-core",
+        ];
+        self.import_names(component)
+            .into_iter()
+            .filter(|name| IO.iter().any(|prefix| name.starts_with(prefix)))
+            .collect()
+    }
+
     fn unsupported_imports(&self, component: &Component) -> Vec<String> {
         const KNOWN: [&str; 8] = [
             "wasi:cli/",
@@ -222,31 +242,11 @@ impl PluginRuntime {
             "wasi:http/",
             "trellis:plugin/",
         ];
-        component
-            .component_type()
-            .imports(self.engine())
-            .map(|(name, _)| name.to_owned())
+        self.import_names(component)
+            .into_iter()
             .filter(|name| !KNOWN.iter().any(|prefix| name.starts_with(prefix)))
             .collect()
     }
-}
-
-/// The imports through which a component reaches the outside or keeps something: what the pure
-/// worlds (verifier, policy) must not import.
-fn io_imports(component: &Component, engine: &wasmtime::Engine) -> Vec<String> {
-    const IO: [&str; 5] = [
-        "wasi:http/",
-        "trellis:plugin/state",
-        "trellis:plugin/keystore",
-        "trellis:plugin/challenge-solver",
-        "trellis:plugin/pki-core",
-    ];
-    component
-        .component_type()
-        .imports(engine)
-        .map(|(name, _)| name.to_owned())
-        .filter(|name| IO.iter().any(|prefix| name.starts_with(prefix)))
-        .collect()
 }
 
 fn placeholder_info(kind: PluginKind) -> PluginInfo {

@@ -2,8 +2,9 @@
 
 use sqlx::Row;
 use trellis_core::plugins::challenges::{ChallengeAnswers, Http01Answer, PresentOutcome};
-use trellis_core::plugins::{StateError, StateFuture, StateScope};
+use trellis_core::plugins::{StateFuture, StateScope};
 
+use crate::plugins::unavailable;
 use crate::{DbResult, Store, StoreResult};
 
 /// The HTTP-01 answers of every connector, in the database.
@@ -57,10 +58,6 @@ impl DbChallengeAnswers {
         .db()?;
         Ok(if done.rows_affected() == 1 { PresentOutcome::Presented } else { PresentOutcome::TokenTaken })
     }
-}
-
-fn unavailable(err: crate::StoreError) -> StateError {
-    StateError::Unavailable(err.to_string())
 }
 
 impl ChallengeAnswers for DbChallengeAnswers {

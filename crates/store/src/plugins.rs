@@ -257,7 +257,7 @@ fn state_binding(scope: &StateScope, key: &str) -> Vec<u8> {
     scope.sealing_context("trellis-state-v2", key)
 }
 
-fn unavailable(err: crate::StoreError) -> StateError {
+pub(crate) fn unavailable(err: crate::StoreError) -> StateError {
     StateError::Unavailable(err.to_string())
 }
 

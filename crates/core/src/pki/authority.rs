@@ -83,21 +83,17 @@ impl Authority {
         .map_err(|_| PkiError::InvalidKey)
     }
 
-    /// The parsed CA certificate (issuer name, key identifier, validity) as rcgen needs it to
-    /// sign. Re-signing only rebuilds an rcgen value; the stored certificate is unchanged.
-    pub(crate) fn issuer(&self) -> Result<(rcgen::Certificate, KeyPair), PkiError> {
+    /// The CA ready to sign: certificate parsed and key loaded once. Keep it for as many
+    /// certificates and CRLs as it signs; preparing costs a parse and a signature.
+    pub fn signer(&self) -> Result<Signer, PkiError> {
         let key = self.key_pair()?;
         let params = CertificateParams::from_ca_cert_der(&CertificateDer::from(self.certificate_der.as_slice()))
             .map_err(|_| PkiError::InvalidCertificate)?;
-        let certificate = params.self_signed(&key).map_err(|err| PkiError::Signing(err.to_string()))?;
-        Ok((certificate, key))
-    }
-
-    /// The CA certificate's validity end, seconds since the epoch.
-    pub fn not_after(&self) -> Result<i64, PkiError> {
-        let (_, parsed) =
-            x509_parser::parse_x509_certificate(&self.certificate_der).map_err(|_| PkiError::InvalidCertificate)?;
-        Ok(parsed.validity().not_after.timestamp())
+        let not_after = params.not_after.unix_timestamp();
+        // rcgen names an issuer by a certificate value; re-signing the parsed parameters builds
+        // one with the CA's name and key identifier. The stored certificate is unchanged.
+        let issuer = params.self_signed(&key).map_err(|err| PkiError::Signing(err.to_string()))?;
+        Ok(Signer { issuer, key, not_after })
     }
 
     /// A new self-signed root.
@@ -117,18 +113,18 @@ impl Authority {
         now: i64,
         entropy: &dyn Entropy,
     ) -> Result<Authority, PkiError> {
-        let parent_not_after = parent.not_after()?;
+        let parent = parent.signer()?;
+        let parent_not_after = parent.not_after();
         if parent_not_after <= now {
             return Err(PkiError::AuthorityExpired(parent_not_after));
         }
-        let (issuer, issuer_key) = parent.issuer()?;
         let key_pkcs8 = new_key(spec.key_algorithm)?;
         let authority = Authority { certificate_der: Vec::new(), key_pkcs8, key_algorithm: Some(spec.key_algorithm) };
         let key = authority.key_pair()?;
         let mut params = ca_params(spec, now, (now + days(spec.validity_days)).min(parent_not_after), entropy)?;
         params.use_authority_key_identifier_extension = true;
         let certificate =
-            params.signed_by(&key, &issuer, &issuer_key).map_err(|err| PkiError::Signing(err.to_string()))?;
+            params.signed_by(&key, &parent.issuer, &parent.key).map_err(|err| PkiError::Signing(err.to_string()))?;
         Ok(Authority { certificate_der: certificate.der().to_vec(), ..authority })
     }
 
@@ -153,6 +149,26 @@ impl Authority {
             .find(|algorithm| key.is_compatible(signature_algorithm(*algorithm)))
             .or_else(|| rsa_size(&key));
         Ok(Authority { certificate_der, key_pkcs8: key.serialize_der(), key_algorithm })
+    }
+}
+
+/// An internal CA prepared for signing ([`Authority::signer`]).
+pub struct Signer {
+    pub(crate) issuer: rcgen::Certificate,
+    pub(crate) key: KeyPair,
+    not_after: i64,
+}
+
+impl Signer {
+    /// The CA certificate's validity end, seconds since the epoch.
+    pub fn not_after(&self) -> i64 {
+        self.not_after
+    }
+}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signer").field("not_after", &self.not_after).field("key", &"<withheld>").finish()
     }
 }
 

@@ -2,7 +2,7 @@
 
 use rcgen::{CertificateRevocationListParams, RevokedCertParams, SerialNumber};
 
-use super::authority::Authority;
+use super::authority::Signer;
 use super::{time, PkiError};
 use crate::plugins::RevocationReason;
 
@@ -19,7 +19,7 @@ pub struct RevokedEntry {
 /// A DER CRL of `entries`, numbered `number` (monotonic per CA), valid from `this_update` until
 /// `next_update` (seconds since the epoch).
 pub fn sign_crl(
-    authority: &Authority,
+    authority: &Signer,
     entries: &[RevokedEntry],
     number: u64,
     this_update: i64,
@@ -50,8 +50,7 @@ pub fn sign_crl(
         revoked_certs,
         key_identifier_method: rcgen::KeyIdMethod::Sha256,
     };
-    let (issuer, issuer_key) = authority.issuer()?;
-    let crl = params.signed_by(&issuer, &issuer_key).map_err(|err| PkiError::Signing(err.to_string()))?;
+    let crl = params.signed_by(&authority.issuer, &authority.key).map_err(|err| PkiError::Signing(err.to_string()))?;
     Ok(crl.der().to_vec())
 }
 

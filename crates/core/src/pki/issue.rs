@@ -3,7 +3,7 @@
 use rcgen::{CertificateParams, CustomExtension, ExtendedKeyUsagePurpose, IsCa, KeyUsagePurpose, SanType};
 use rustls_pki_types::CertificateSigningRequestDer;
 
-use super::authority::{distinguished_name, Authority};
+use super::authority::{distinguished_name, Signer};
 use super::{serial, time, PkiError};
 use crate::clock::Entropy;
 use crate::plugins::{CertificateProfile, KeyUsage, SubjectAltName};
@@ -27,7 +27,7 @@ pub struct Signed {
 /// host resolved (template, request, policies): the CSR's own names and extensions are not
 /// copied. Validity starts at `now` and never outlasts the CA.
 pub fn sign_csr(
-    authority: &Authority,
+    authority: &Signer,
     csr_der: &[u8],
     profile: &CertificateProfile,
     urls: &IssuerUrls,
@@ -36,7 +36,7 @@ pub fn sign_csr(
 ) -> Result<Signed, PkiError> {
     let csr = rcgen::CertificateSigningRequestParams::from_der(&CertificateSigningRequestDer::from(csr_der))
         .map_err(|_| PkiError::InvalidCsr)?;
-    let ca_not_after = authority.not_after()?;
+    let ca_not_after = authority.not_after();
     if ca_not_after <= now {
         return Err(PkiError::AuthorityExpired(ca_not_after));
     }
@@ -61,9 +61,9 @@ pub fn sign_csr(
     params.use_authority_key_identifier_extension = true;
     params.crl_distribution_points = vec![rcgen::CrlDistributionPoint { uris: vec![urls.crl.clone()] }];
     params.custom_extensions = vec![ocsp_access(&urls.ocsp)];
-    let (issuer, issuer_key) = authority.issuer()?;
-    let certificate =
-        params.signed_by(&csr.public_key, &issuer, &issuer_key).map_err(|err| PkiError::Signing(err.to_string()))?;
+    let certificate = params
+        .signed_by(&csr.public_key, &authority.issuer, &authority.key)
+        .map_err(|err| PkiError::Signing(err.to_string()))?;
     Ok(Signed { certificate_der: certificate.der().to_vec(), serial_number })
 }
 

@@ -5,6 +5,8 @@
 //!
 //! - [`authority`]: a new root, an intermediate under another internal CA, or an imported CA
 //!   (certificate and matching key).
+//! - [`Signer`]: an authority prepared once (certificate parsed, key loaded) and reused for
+//!   every certificate and CRL it signs.
 //! - [`issue`]: signs a verified CSR under a host-resolved profile: 16 random serial bytes,
 //!   SKI/AKI, a CRL distribution point and an OCSP URL of this service.
 //! - [`crl`]: the CA's signed CRL (number, thisUpdate, nextUpdate, reasons).
@@ -13,7 +15,7 @@ pub mod authority;
 pub mod crl;
 pub mod issue;
 
-pub use self::authority::{Authority, NewAuthority};
+pub use self::authority::{Authority, NewAuthority, Signer};
 pub use self::crl::{sign_crl, RevokedEntry};
 pub use self::issue::{sign_csr, IssuerUrls, Signed};
 

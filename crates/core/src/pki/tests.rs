@@ -95,8 +95,15 @@ fn intermediates_chain_to_their_parent_and_never_outlive_it() {
 #[test]
 fn leaves_carry_the_profile_a_random_serial_and_revocation_pointers() {
     let root = Authority::create_root(&spec("Root", KeyAlgorithm::EcdsaP256, 3650), NOW, &OsEntropy).expect("root");
-    let signed = sign_csr(&root, &csr("www.example.com"), &profile("www.example.com", 90), &urls(), NOW, &OsEntropy)
-        .expect("signed");
+    let signed = sign_csr(
+        &root.signer().expect("signer"),
+        &csr("www.example.com"),
+        &profile("www.example.com", 90),
+        &urls(),
+        NOW,
+        &OsEntropy,
+    )
+    .expect("signed");
     let (root_cert, cert) = (parsed(&root.certificate_der), parsed(&signed.certificate_der));
     cert.verify_signature(Some(root_cert.public_key())).expect("signed by the CA");
     assert!(!cert.is_ca());
@@ -151,12 +158,15 @@ fn leaves_carry_the_profile_a_random_serial_and_revocation_pointers() {
     assert_eq!(ocsp, [("1.3.6.1.5.5.7.48.1".to_owned(), urls().ocsp)]);
 
     // Validity never outlasts the CA; a tampered CSR is refused.
-    let long = sign_csr(&root, &csr("a"), &profile("a.example", 40_000), &urls(), NOW, &OsEntropy).expect("signed");
+    let long =
+        sign_csr(&root.signer().expect("signer"), &csr("a"), &profile("a.example", 40_000), &urls(), NOW, &OsEntropy)
+            .expect("signed");
     assert_eq!(parsed(&long.certificate_der).validity().not_after, root_cert.validity().not_after);
     let mut tampered = csr("b");
     let last = tampered.len() - 1;
     tampered[last] ^= 0x01;
-    let refused = sign_csr(&root, &tampered, &profile("b.example", 30), &urls(), NOW, &OsEntropy);
+    let refused =
+        sign_csr(&root.signer().expect("signer"), &tampered, &profile("b.example", 30), &urls(), NOW, &OsEntropy);
     assert_eq!(refused.expect_err("bad signature"), PkiError::InvalidCsr);
 }
 
@@ -167,7 +177,9 @@ fn imports_need_a_ca_certificate_and_its_own_key() {
     let key_pem = crate::certificates::x509::pem_encode("PRIVATE KEY", &root.key_pkcs8);
     let imported = Authority::import(&certificate_pem, &key_pem).expect("import");
     assert_eq!(imported.key_algorithm, Some(KeyAlgorithm::EcdsaP256));
-    let leaf = sign_csr(&imported, &csr("c"), &profile("c.example", 30), &urls(), NOW, &OsEntropy).expect("signs");
+    let leaf =
+        sign_csr(&imported.signer().expect("signer"), &csr("c"), &profile("c.example", 30), &urls(), NOW, &OsEntropy)
+            .expect("signs");
     parsed(&leaf.certificate_der).verify_signature(Some(parsed(&root.certificate_der).public_key())).expect("chains");
 
     let other = Authority::create_root(&spec("Other", KeyAlgorithm::EcdsaP256, 365), NOW, &OsEntropy).expect("root");
@@ -182,8 +194,10 @@ fn imports_need_a_ca_certificate_and_its_own_key() {
 fn crls_are_signed_by_the_ca_and_list_every_revocation() {
     use crate::plugins::RevocationReason;
     let root = Authority::create_root(&spec("Root", KeyAlgorithm::EcdsaP256, 3650), NOW, &OsEntropy).expect("root");
-    let a = sign_csr(&root, &csr("a"), &profile("a.example", 30), &urls(), NOW, &OsEntropy).expect("a");
-    let b = sign_csr(&root, &csr("b"), &profile("b.example", 30), &urls(), NOW, &OsEntropy).expect("b");
+    let a = sign_csr(&root.signer().expect("signer"), &csr("a"), &profile("a.example", 30), &urls(), NOW, &OsEntropy)
+        .expect("a");
+    let b = sign_csr(&root.signer().expect("signer"), &csr("b"), &profile("b.example", 30), &urls(), NOW, &OsEntropy)
+        .expect("b");
     let entries = [
         RevokedEntry {
             serial_number: a.serial_number.clone(),
@@ -196,7 +210,7 @@ fn crls_are_signed_by_the_ca_and_list_every_revocation() {
             reason: RevocationReason::Unspecified,
         },
     ];
-    let der = sign_crl(&root, &entries, 7, NOW + 180, NOW + 180 + 86_400).expect("crl");
+    let der = sign_crl(&root.signer().expect("signer"), &entries, 7, NOW + 180, NOW + 180 + 86_400).expect("crl");
     let (_, crl) = x509_parser::revocation_list::CertificateRevocationList::from_der(&der).expect("CRL parses");
     crl.verify_signature(parsed(&root.certificate_der).public_key()).expect("signed by the CA");
     assert_eq!(crl.crl_number().map(|n| n.to_string()), Some("7".into()));
@@ -210,5 +224,8 @@ fn crls_are_signed_by_the_ca_and_list_every_revocation() {
         [(a.serial_number, NOW + 60, Some(1)), (b.serial_number, NOW + 120, None)],
         "reasons as RFC 5280 codes; unspecified is omitted"
     );
-    assert!(matches!(sign_crl(&root, &entries, 8, NOW, NOW), Err(PkiError::InvalidProfile(_))));
+    assert!(matches!(
+        sign_crl(&root.signer().expect("signer"), &entries, 8, NOW, NOW),
+        Err(PkiError::InvalidProfile(_))
+    ));
 }
