@@ -11,8 +11,8 @@ use crate::bindings::imports::trellis::plugin::types as w;
 use crate::bindings::integration::exports::trellis::plugin::notifier as wn;
 use crate::{
     CaConnector, Capability, CertificateProfile, CertificateRef, ConfigIssue, Integration, IssueOutcome, IssueRequest,
-    IssuedCertificate, PageRequest, PluginError, PluginInfo, PluginKind, RevocationReason, RevokeRequest,
-    SubjectAltName, TestReport,
+    IssuedCertificate, KeyUsage, NameAttribute, PageRequest, PluginError, PluginInfo, PluginKind, RevocationReason,
+    RevokeRequest, Subject, SubjectAltName, TestReport,
 };
 
 /// Parses a configuration document into the plugin's typed config. An absent configuration
@@ -179,6 +179,36 @@ fn san(name: w::SubjectAltName) -> SubjectAltName {
     }
 }
 
+fn subject(s: w::Subject) -> Subject {
+    Subject {
+        common_name: s.common_name,
+        organization: s.organization,
+        organizational_unit: s.organizational_unit,
+        country: s.country,
+        state: s.state,
+        locality: s.locality,
+        other: s.other.into_iter().map(|a| NameAttribute { oid: a.oid, value: a.value }).collect(),
+    }
+}
+
+fn key_usages(flags: w::KeyUsages) -> Vec<KeyUsage> {
+    [
+        (w::KeyUsages::DIGITAL_SIGNATURE, KeyUsage::DigitalSignature),
+        (w::KeyUsages::CONTENT_COMMITMENT, KeyUsage::ContentCommitment),
+        (w::KeyUsages::KEY_ENCIPHERMENT, KeyUsage::KeyEncipherment),
+        (w::KeyUsages::DATA_ENCIPHERMENT, KeyUsage::DataEncipherment),
+        (w::KeyUsages::KEY_AGREEMENT, KeyUsage::KeyAgreement),
+        (w::KeyUsages::KEY_CERT_SIGN, KeyUsage::KeyCertSign),
+        (w::KeyUsages::CRL_SIGN, KeyUsage::CrlSign),
+        (w::KeyUsages::ENCIPHER_ONLY, KeyUsage::EncipherOnly),
+        (w::KeyUsages::DECIPHER_ONLY, KeyUsage::DecipherOnly),
+    ]
+    .into_iter()
+    .filter(|(flag, _)| flags.bits() & flag.bits() != 0)
+    .map(|(_, usage)| usage)
+    .collect()
+}
+
 fn certificate_ref(c: w::CertificateRef) -> CertificateRef {
     CertificateRef {
         pem: c.certificate.map(|c| c.pem),
@@ -196,8 +226,10 @@ fn issue_request(r: wc::IssueRequest) -> IssueRequest {
         csr_der: r.csr.der,
         template: r.template,
         profile: CertificateProfile {
-            common_name: r.profile.subject.common_name,
+            common_name: r.profile.subject.common_name.clone(),
+            subject: subject(r.profile.subject),
             subject_alt_names: r.profile.subject_alt_names.into_iter().map(san).collect(),
+            key_usages: key_usages(r.profile.key_usages),
             extended_key_usages: r.profile.extended_key_usages,
             validity_days: r.profile.validity_days,
         },
@@ -227,7 +259,7 @@ fn outcome(o: IssueOutcome) -> wc::IssueOutcome {
     }
 }
 
-fn reason(r: w::RevocationReason) -> RevocationReason {
+pub(crate) fn reason(r: w::RevocationReason) -> RevocationReason {
     match r {
         w::RevocationReason::Unspecified => RevocationReason::Unspecified,
         w::RevocationReason::KeyCompromise => RevocationReason::KeyCompromise,
@@ -455,13 +487,65 @@ mod tests {
             "outbound request denied by the host's policy (ask the operator to grant the host)"
         );
     }
+
+    /// `pki::sign_csr` signs only the request's own profile: every part must reach the plugin.
+    #[test]
+    fn the_whole_profile_reaches_the_plugin() {
+        let subject = w::Subject {
+            common_name: Some("a.example".into()),
+            organization: Some("Example".into()),
+            organizational_unit: None,
+            country: Some("DE".into()),
+            state: None,
+            locality: None,
+            other: vec![w::NameAttribute { oid: "2.5.4.5".into(), value: "42".into() }],
+        };
+        let request = issue_request(wc::IssueRequest {
+            idempotency_key: "k".into(),
+            csr: w::DerPem { der: vec![1], pem: String::new() },
+            template: None,
+            profile: w::CertificateProfile {
+                subject,
+                subject_alt_names: vec![w::SubjectAltName::Dns("a.example".into())],
+                key_usages: w::KeyUsages::DIGITAL_SIGNATURE | w::KeyUsages::KEY_ENCIPHERMENT,
+                extended_key_usages: vec!["1.3.6.1.5.5.7.3.1".into()],
+                validity_days: 30,
+            },
+            replaces: None,
+            metadata: "{}".into(),
+        });
+        let profile = request.profile;
+        assert_eq!(profile.common_name.as_deref(), Some("a.example"));
+        assert_eq!(profile.subject.common_name, profile.common_name);
+        assert_eq!(
+            (profile.subject.organization.as_deref(), profile.subject.country.as_deref()),
+            (Some("Example"), Some("DE"))
+        );
+        assert_eq!(profile.subject.other, [NameAttribute { oid: "2.5.4.5".into(), value: "42".into() }]);
+        assert_eq!(profile.key_usages, [KeyUsage::DigitalSignature, KeyUsage::KeyEncipherment]);
+    }
+
+    #[test]
+    fn pki_errors_map_onto_plugin_errors() {
+        use crate::pki::{certificate_pem, PkiError};
+        assert!(matches!(PluginError::from(PkiError::InvalidCsr("bad".into())), PluginError::InvalidInput(_)));
+        assert!(matches!(PluginError::from(PkiError::UnknownSerial("0a".into())), PluginError::NotFound(_)));
+        let no_authority = PluginError::from(PkiError::NoAuthority);
+        assert!(matches!(&no_authority, PluginError::NotFound(m) if m.contains("has not been set up")));
+        assert!(matches!(PluginError::from(PkiError::Unavailable("x".into())), PluginError::NotSupported(_)));
+        let pem = certificate_pem(&[0u8; 60]);
+        let lines: Vec<&str> = pem.lines().collect();
+        assert_eq!(lines.first(), Some(&"-----BEGIN CERTIFICATE-----"));
+        assert_eq!(lines.last(), Some(&"-----END CERTIFICATE-----"));
+        assert_eq!(lines[1..lines.len() - 1].iter().map(|l| l.len()).collect::<Vec<_>>(), [64, 16]);
+    }
 }
 
 pub mod policy {
     use super::*;
     use crate::bindings::issuance_policy::exports::trellis::plugin::policy as wp;
     use crate::policy::{
-        Decision, EvaluationRequest, IssuancePolicy, IssuanceSource, Requester, RequesterKind, Subject, SubjectKey,
+        Decision, EvaluationRequest, IssuancePolicy, IssuanceSource, Requester, RequesterKind, SubjectKey,
     };
 
     fn config<P: IssuancePolicy>(config: &str) -> Result<P::Config, PluginError> {
@@ -481,14 +565,7 @@ pub mod policy {
             ca_type: r.ca_type,
             ca_id: r.ca_id,
             template: r.template,
-            subject: Subject {
-                common_name: r.subject.common_name,
-                organization: r.subject.organization,
-                organizational_unit: r.subject.organizational_unit,
-                country: r.subject.country,
-                state: r.subject.state,
-                locality: r.subject.locality,
-            },
+            subject: subject(r.subject),
             subject_alt_names: r.subject_alt_names.into_iter().map(san).collect(),
             key: SubjectKey {
                 algorithm: r.key.algorithm,

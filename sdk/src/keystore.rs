@@ -87,27 +87,36 @@ mod backend {
     use crate::bindings::imports::trellis::plugin::keystore as raw;
     use crate::bindings::imports::trellis::plugin::types::KeyAlgorithm as WitAlgorithm;
 
-    fn algorithm(a: KeyAlgorithm) -> WitAlgorithm {
-        match a {
-            KeyAlgorithm::EcdsaP256 => WitAlgorithm::EcdsaP256,
-            KeyAlgorithm::EcdsaP384 => WitAlgorithm::EcdsaP384,
-            KeyAlgorithm::Ed25519 => WitAlgorithm::Ed25519,
-            KeyAlgorithm::Rsa2048 => WitAlgorithm::Rsa2048,
-            KeyAlgorithm::Rsa3072 => WitAlgorithm::Rsa3072,
-            KeyAlgorithm::Rsa4096 => WitAlgorithm::Rsa4096,
+    // Also what `pki` converts the CA key's algorithm with.
+    impl From<KeyAlgorithm> for WitAlgorithm {
+        fn from(a: KeyAlgorithm) -> WitAlgorithm {
+            match a {
+                KeyAlgorithm::EcdsaP256 => WitAlgorithm::EcdsaP256,
+                KeyAlgorithm::EcdsaP384 => WitAlgorithm::EcdsaP384,
+                KeyAlgorithm::Ed25519 => WitAlgorithm::Ed25519,
+                KeyAlgorithm::Rsa2048 => WitAlgorithm::Rsa2048,
+                KeyAlgorithm::Rsa3072 => WitAlgorithm::Rsa3072,
+                KeyAlgorithm::Rsa4096 => WitAlgorithm::Rsa4096,
+            }
         }
     }
 
-    fn info(i: raw::KeyInfo) -> KeyInfo {
-        KeyInfo {
-            algorithm: match i.algorithm {
+    impl From<WitAlgorithm> for KeyAlgorithm {
+        fn from(a: WitAlgorithm) -> KeyAlgorithm {
+            match a {
                 WitAlgorithm::EcdsaP256 => KeyAlgorithm::EcdsaP256,
                 WitAlgorithm::EcdsaP384 => KeyAlgorithm::EcdsaP384,
                 WitAlgorithm::Ed25519 => KeyAlgorithm::Ed25519,
                 WitAlgorithm::Rsa2048 => KeyAlgorithm::Rsa2048,
                 WitAlgorithm::Rsa3072 => KeyAlgorithm::Rsa3072,
                 WitAlgorithm::Rsa4096 => KeyAlgorithm::Rsa4096,
-            },
+            }
+        }
+    }
+
+    fn info(i: raw::KeyInfo) -> KeyInfo {
+        KeyInfo {
+            algorithm: i.algorithm.into(),
             spki_der: i.spki_der,
             jwk: i.jwk,
             jwk_thumbprint: i.jwk_thumbprint,
@@ -127,7 +136,7 @@ mod backend {
     }
 
     pub(super) fn generate(label: &str, a: KeyAlgorithm) -> Result<KeyInfo, KeystoreError> {
-        raw::generate(label, algorithm(a)).map(info).map_err(error)
+        raw::generate(label, a.into()).map(info).map_err(error)
     }
     pub(super) fn public_key(label: &str) -> Result<KeyInfo, KeystoreError> {
         raw::public_key(label).map(info).map_err(error)

@@ -43,8 +43,8 @@
 //! ```
 //!
 //! Build with `scripts/build-plugins.sh path/to/crate` (target `wasm32-wasip2`), test with
-//! plain `cargo test`: in native builds [`http`], [`state`], [`keystore`] and [`log`] use the
-//! fakes of [`testing`]. Each call runs in a fresh sandbox, so plugins keep nothing in memory
+//! plain `cargo test`: in native builds [`http`], [`state`], [`keystore`], [`pki`] and [`log`]
+//! use the fakes of [`testing`]. Each call runs in a fresh sandbox, so plugins keep nothing in memory
 //! between calls: use [`state`] for that, and [`keystore`] for private keys.
 //!
 //! The configuration's JSON Schema is derived from `Config` (`schemars::JsonSchema`), and so
@@ -64,6 +64,7 @@ pub mod glue;
 pub mod http;
 pub mod keystore;
 pub mod log;
+pub mod pki;
 pub mod policy;
 pub mod state;
 #[cfg(not(target_arch = "wasm32"))]
@@ -76,7 +77,7 @@ pub use schemars;
 
 /// Everything a plugin usually needs: `use trellis_plugin_sdk::prelude::*;`.
 pub mod prelude {
-    pub use crate::{http, keystore, log, state};
+    pub use crate::{http, keystore, log, pki, state};
     pub use crate::{
         CaConnector, CallContext, Capability, CertificatePage, CertificateProfile, CertificateRef, Check, CheckStatus,
         ConfigIssue, Delivery, DiscoveredCertificate, Event, Integration, IssueOutcome, IssueRequest,

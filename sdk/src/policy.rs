@@ -24,6 +24,8 @@
 //! trellis_plugin_sdk::export_issuance_policy!(MaxValidity);
 //! ```
 
+// The subject type is shared with the connector's certificate profile; it stays nameable here.
+pub use crate::Subject;
 use crate::{CallContext, PluginError, PluginInfo, SubjectAltName};
 
 /// An issuance policy. Pure computation: no HTTP, state or keys (the host refuses a policy
@@ -84,24 +86,6 @@ pub struct Requester {
     pub id: String,
     /// E-mail address, key name or device name, for messages.
     pub display_name: Option<String>,
-}
-
-/// The subject the certificate will carry.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct Subject {
-    /// CN.
-    pub common_name: Option<String>,
-    /// O.
-    pub organization: Option<String>,
-    /// OU.
-    pub organizational_unit: Option<String>,
-    /// C.
-    pub country: Option<String>,
-    /// ST.
-    pub state: Option<String>,
-    /// L.
-    pub locality: Option<String>,
 }
 
 /// The key the certificate will certify.

@@ -1,5 +1,5 @@
 //! A native test harness: in `cargo test` (any non-wasm target) the SDK's `http`, `state`,
-//! `keystore` and `log` talk to the fakes here instead of the host. Each test thread has its
+//! `keystore`, `pki` and `log` talk to the fakes here instead of the host. Each test thread has its
 //! own fakes, so tests run in parallel without seeing each other.
 //!
 //! ```ignore
@@ -29,6 +29,7 @@ struct Fakes {
     state: BTreeMap<String, Vec<u8>>,
     keys: BTreeMap<String, KeyAlgorithm>,
     logs: Vec<String>,
+    pki: pki::Fake,
 }
 
 thread_local! {
@@ -269,5 +270,146 @@ pub mod keystore {
     pub fn delete(label: &str) -> Result<(), KeystoreError> {
         with(|fakes| fakes.keys.remove(label));
         Ok(())
+    }
+}
+
+/// The fake `pki-core`: one authority per test thread, "signing" returns the CSR bytes as the
+/// certificate (serials `01`, `02`, …) and revocations are recorded. Enough to test what a
+/// connector does with the PKI, not the PKI.
+pub mod pki {
+    use super::with;
+    use crate::pki::{
+        AuthorityInfo, AuthoritySpec, IssuedEntry, IssuedPage, PkiError, RevocationInfo, SerialStatus, Signed,
+    };
+    use crate::{CertificateProfile, PageRequest, RevocationReason};
+
+    #[derive(Default)]
+    pub(super) struct Fake {
+        authority: Option<AuthorityInfo>,
+        spec: Option<AuthoritySpec>,
+        issued: Vec<(IssuedEntry, CertificateProfile)>,
+    }
+
+    fn now() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+    }
+
+    /// The spec `create_authority` was first called with.
+    pub fn created_with() -> Option<AuthoritySpec> {
+        with(|fakes| fakes.pki.spec.clone())
+    }
+
+    /// The profiles `sign_csr` signed under, in order.
+    pub fn signed_profiles() -> Vec<CertificateProfile> {
+        with(|fakes| fakes.pki.issued.iter().map(|(_, profile)| profile.clone()).collect())
+    }
+
+    /// Moves the authority's validity (to test expiry handling); no-op without one.
+    pub fn set_validity(not_before: i64, not_after: i64) {
+        with(|fakes| {
+            if let Some(authority) = &mut fakes.pki.authority {
+                authority.not_before = not_before;
+                authority.not_after = not_after;
+            }
+        });
+    }
+
+    /// The authority, if created.
+    pub fn authority() -> Result<Option<AuthorityInfo>, PkiError> {
+        Ok(with(|fakes| fakes.pki.authority.clone()))
+    }
+
+    /// Creates the authority: subject `CN=<common name>`, the spec's validity from now.
+    pub fn create_authority(spec: AuthoritySpec) -> Result<AuthorityInfo, PkiError> {
+        with(|fakes| {
+            if let Some(existing) = &fakes.pki.authority {
+                return Err(PkiError::AuthorityExists(Box::new(existing.clone())));
+            }
+            let (subject, days, key_algorithm, parent) = match &spec {
+                AuthoritySpec::Root(a) => (a.subject.common_name.clone(), a.validity_days, Some(a.key_algorithm), None),
+                AuthoritySpec::Intermediate { parent_record_id, authority: a } => (
+                    a.subject.common_name.clone(),
+                    a.validity_days,
+                    Some(a.key_algorithm),
+                    Some(parent_record_id.clone()),
+                ),
+                AuthoritySpec::Imported { .. } => (Some("Imported CA".to_owned()), 365, None, None),
+            };
+            let subject = format!("CN={}", subject.unwrap_or_default());
+            let info = AuthorityInfo {
+                certificate_der: subject.as_bytes().to_vec(),
+                issuer: if parent.is_some() { "CN=Parent CA".to_owned() } else { subject.clone() },
+                subject,
+                not_before: now(),
+                not_after: now() + i64::from(days) * 86_400,
+                key_algorithm,
+                parent_record_id: parent,
+            };
+            fakes.pki.authority = Some(info.clone());
+            fakes.pki.spec = Some(spec);
+            Ok(info)
+        })
+    }
+
+    /// "Signs": the certificate is the CSR bytes.
+    pub fn sign_csr(csr_der: &[u8], profile: &CertificateProfile) -> Result<Signed, PkiError> {
+        with(|fakes| {
+            if fakes.pki.authority.is_none() {
+                return Err(PkiError::NoAuthority);
+            }
+            if csr_der.is_empty() {
+                return Err(PkiError::InvalidCsr("empty".into()));
+            }
+            let serial_number = format!("{:02x}", fakes.pki.issued.len() + 1);
+            let entry = IssuedEntry {
+                certificate_der: csr_der.to_vec(),
+                serial_number: serial_number.clone(),
+                revocation: None,
+            };
+            fakes.pki.issued.push((entry, profile.clone()));
+            Ok(Signed { certificate_der: csr_der.to_vec(), chain_der: Vec::new(), serial_number })
+        })
+    }
+
+    /// The authority's certificate alone.
+    pub fn ca_chain() -> Result<Vec<Vec<u8>>, PkiError> {
+        with(|fakes| fakes.pki.authority.as_ref().map(|a| vec![a.certificate_der.clone()]).ok_or(PkiError::NoAuthority))
+    }
+
+    /// Records the revocation (the first one stays).
+    pub fn revoke(serial_hex: &str, reason: RevocationReason) -> Result<(), PkiError> {
+        with(|fakes| {
+            let (entry, _) = fakes
+                .pki
+                .issued
+                .iter_mut()
+                .find(|(e, _)| e.serial_number == serial_hex)
+                .ok_or_else(|| PkiError::UnknownSerial(serial_hex.to_owned()))?;
+            entry.revocation.get_or_insert(RevocationInfo { revoked_at: now(), reason });
+            Ok(())
+        })
+    }
+
+    /// Good, revoked or unknown.
+    pub fn status(serial_hex: &str) -> Result<SerialStatus, PkiError> {
+        Ok(with(|fakes| match fakes.pki.issued.iter().find(|(e, _)| e.serial_number == serial_hex) {
+            None => SerialStatus::Unknown,
+            Some((e, _)) => e.revocation.map_or(SerialStatus::Good, SerialStatus::Revoked),
+        }))
+    }
+
+    /// Pages of what was signed; the cursor is the index of the next item.
+    pub fn list_issued(page: &PageRequest) -> Result<IssuedPage, PkiError> {
+        let start: usize = page.cursor.as_deref().and_then(|c| c.parse().ok()).unwrap_or(0);
+        Ok(with(|fakes| {
+            let issued = &fakes.pki.issued;
+            let end = start.saturating_add(page.limit.max(1) as usize).min(issued.len());
+            IssuedPage {
+                items: issued.get(start..end).unwrap_or_default().iter().map(|(e, _)| e.clone()).collect(),
+                next_cursor: (end < issued.len()).then(|| end.to_string()),
+            }
+        }))
     }
 }

@@ -376,14 +376,79 @@ impl fmt::Display for SubjectAltName {
     }
 }
 
+/// One distinguished-name attribute beyond the named members of [`Subject`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameAttribute {
+    /// Attribute type OID, dotted, e.g. `2.5.4.5` (serialNumber).
+    pub oid: String,
+    /// The value as text.
+    pub value: String,
+}
+
+/// A distinguished name's parts; `None` members are absent.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Subject {
+    /// CN.
+    pub common_name: Option<String>,
+    /// O.
+    pub organization: Option<String>,
+    /// OU.
+    pub organizational_unit: Option<String>,
+    /// C.
+    pub country: Option<String>,
+    /// ST.
+    pub state: Option<String>,
+    /// L.
+    pub locality: Option<String>,
+    /// Every other attribute, in order.
+    pub other: Vec<NameAttribute>,
+}
+
+impl Subject {
+    /// A subject with just a common name; set the other members on the result.
+    pub fn new(common_name: impl Into<String>) -> Subject {
+        Subject { common_name: Some(common_name.into()), ..Subject::default() }
+    }
+}
+
+/// A key usage (RFC 5280 §4.2.1.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyUsage {
+    /// digitalSignature.
+    DigitalSignature,
+    /// contentCommitment (nonRepudiation).
+    ContentCommitment,
+    /// keyEncipherment.
+    KeyEncipherment,
+    /// dataEncipherment.
+    DataEncipherment,
+    /// keyAgreement.
+    KeyAgreement,
+    /// keyCertSign (CA certificates only).
+    KeyCertSign,
+    /// cRLSign (CA certificates only).
+    CrlSign,
+    /// encipherOnly.
+    EncipherOnly,
+    /// decipherOnly.
+    DecipherOnly,
+}
+
 /// What the certificate is to contain, resolved and approved by the host. Never widen it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct CertificateProfile {
-    /// Subject common name, if set.
+    /// Subject common name, if set: the same as `subject.common_name`. Where the profile goes
+    /// back to the host ([`crate::pki::sign_csr`]) this member decides the common name.
     pub common_name: Option<String>,
+    /// The whole subject (template defaults applied).
+    pub subject: Subject,
     /// Every name the certificate must cover, and no others.
     pub subject_alt_names: Vec<SubjectAltName>,
+    /// Key usages (from the template).
+    pub key_usages: Vec<KeyUsage>,
     /// Extended key usage OIDs, dotted.
     pub extended_key_usages: Vec<String>,
     /// Validity in days.
@@ -436,7 +501,9 @@ impl IssueRequest {
             template: None,
             profile: CertificateProfile {
                 common_name: dns_names.first().map(|n| (*n).to_owned()),
+                subject: Subject { common_name: dns_names.first().map(|n| (*n).to_owned()), ..Subject::default() },
                 subject_alt_names: dns_names.iter().map(|n| SubjectAltName::Dns((*n).to_owned())).collect(),
+                key_usages: Vec::new(),
                 extended_key_usages: Vec::new(),
                 validity_days,
             },
@@ -535,6 +602,16 @@ pub struct RevokeRequest {
     pub reason: RevocationReason,
 }
 
+impl RevokeRequest {
+    /// A request to revoke the certificate with `serial_number` (lowercase hex), for tests.
+    pub fn for_test(serial_number: &str, reason: RevocationReason) -> RevokeRequest {
+        RevokeRequest {
+            certificate: CertificateRef { serial_number: serial_number.into(), ..CertificateRef::default() },
+            reason,
+        }
+    }
+}
+
 /// Which page of a listing to return.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -543,6 +620,13 @@ pub struct PageRequest {
     pub cursor: Option<String>,
     /// Most items to return.
     pub limit: u32,
+}
+
+impl PageRequest {
+    /// A page of at most `limit` items after `cursor` (`None`: the first page).
+    pub fn new(cursor: Option<String>, limit: u32) -> PageRequest {
+        PageRequest { cursor, limit }
+    }
 }
 
 /// One certificate found during discovery.

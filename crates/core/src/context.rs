@@ -7,6 +7,7 @@ use crate::auth::LoginLimiter;
 use crate::clock::{SharedClock, SharedEntropy};
 use crate::crypto::MasterKey;
 use crate::error::Result;
+use crate::pki::InternalPki;
 use crate::plugins::service::PluginService;
 use crate::ports::Store;
 use crate::unit_of_work::UnitOfWork;
@@ -31,6 +32,8 @@ pub struct Context {
     pub login_limiter: LoginLimiter,
     /// The plugin runtime (one engine per process) and its lifecycle lock.
     pub plugins: PluginService,
+    /// The internal PKI (CRL and OCSP answers); the plugin runtime reaches it as `pki-core`.
+    pub pki: Option<Arc<InternalPki>>,
 }
 
 pub type SharedContext = Arc<Context>;
@@ -45,7 +48,13 @@ impl Context {
         plugins: PluginService,
     ) -> Self {
         let login_limiter = LoginLimiter::new(settings.login_max_failures, settings.login_window);
-        Context { settings, store, clock, entropy, master_key, login_limiter, plugins }
+        Context { settings, store, clock, entropy, master_key, login_limiter, plugins, pki: None }
+    }
+
+    /// Serves CRLs and OCSP from `pki`.
+    pub fn with_pki(mut self, pki: Arc<InternalPki>) -> Self {
+        self.pki = Some(pki);
+        self
     }
 
     pub fn now_millis(&self) -> i64 {

@@ -10,6 +10,10 @@ pub enum Entity {
     ApiKey,
     AuditLog,
     Certificate,
+    CertificateAuthority,
+    CertificateRequest,
+    CertificateTemplate,
+    IssuancePolicy,
     CertificateUsage,
     MachineIdentity,
     Plugin,
@@ -23,6 +27,10 @@ impl Entity {
             Entity::ApiKey => "API key",
             Entity::AuditLog => "Audit log entry",
             Entity::Certificate => "Certificate",
+            Entity::CertificateAuthority => "Certificate authority",
+            Entity::CertificateRequest => "Certificate request",
+            Entity::CertificateTemplate => "Certificate template",
+            Entity::IssuancePolicy => "Issuance policy",
             Entity::CertificateUsage => "Certificate usage record",
             Entity::MachineIdentity => "Machine identity",
             Entity::Plugin => "Plugin",
@@ -50,6 +58,18 @@ pub enum Error {
     MissingScope(&'static str),
     #[error("The private key is only available for certificates issued by the internal PKI")]
     PrivateKeyNotAvailable,
+    /// The CA's type cannot do what was asked (issue, renew, revoke).
+    #[error("{0}")]
+    UnsupportedCa(String),
+    /// An issuance policy denied the request; the reasons are machine-readable.
+    #[error("An issuance policy denied the request")]
+    PolicyDenied(serde_json::Value),
+    /// An issuance policy requires approval before issuance.
+    #[error("An issuance policy requires approval for this request")]
+    ApprovalRequired(serde_json::Value),
+    /// The CA accepted the order but has not issued yet.
+    #[error("{0}")]
+    Pending(String),
     #[error("Too many attempts; retry in {retry_after_secs} seconds")]
     RateLimited { retry_after_secs: u64 },
     /// A plugin call or plugin lifecycle operation failed; the variant says how.
@@ -90,6 +110,10 @@ impl Error {
             Error::MissingScope(_) => "INSUFFICIENT_SCOPE",
             Error::PrivateKeyNotAvailable => "PRIVATE_KEY_NOT_AVAILABLE",
             Error::RateLimited { .. } => "RATE_LIMITED",
+            Error::UnsupportedCa(_) => "UNSUPPORTED_CA",
+            Error::PolicyDenied(_) => "POLICY_DENIED",
+            Error::ApprovalRequired(_) => "APPROVAL_REQUIRED",
+            Error::Pending(_) => "ISSUANCE_PENDING",
             Error::Plugin(err) => err.api_code(),
             Error::Store(_) => "INTERNAL_ERROR",
             Error::Internal(_) => "INTERNAL_ERROR",

@@ -7,6 +7,10 @@ pub const CERTIFICATE_REVOKED: &str = "certificate.revoked";
 pub const CERTIFICATE_DELETED: &str = "certificate.deleted";
 pub const CERTIFICATE_EXPIRING: &str = "certificate.expiring";
 pub const CERTIFICATE_EXPIRED: &str = "certificate.expired";
+pub const CERTIFICATE_RENEWED: &str = "certificate.renewed";
+pub const CA_CREATED: &str = "ca.created";
+pub const CA_UPDATED: &str = "ca.updated";
+pub const CA_HEALTH_CHANGED: &str = "ca.health_changed";
 
 /// The payload envelope every event is delivered in: `{type, workspaceId, occurredAt, data}`.
 pub fn envelope(workspace_id: &str, event_type: &str, data: &serde_json::Value, at: i64) -> serde_json::Value {

@@ -8,6 +8,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod cas;
 pub mod certificates;
 pub mod clock;
 pub mod context;
@@ -15,6 +16,7 @@ pub mod crypto;
 pub mod error;
 pub mod events;
 pub mod ids;
+pub mod issuance;
 pub mod pagination;
 pub mod pki;
 pub mod plugins;

@@ -15,11 +15,13 @@ use futures_util::future::BoxFuture;
 
 use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::auth::{ApiKey, Role, User, Workspace};
+use crate::cas::{CaFields, CaStats, CertificateAuthority, IssuedRecord, StoredAuthority};
 use crate::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
 };
 use crate::error::Error;
 use crate::events::{NewEvent, OutboxEvent};
+use crate::issuance::policies::IssuancePolicy;
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 
@@ -187,9 +189,65 @@ pub trait PluginWrites: Send {
     async fn delete_plugin_binding(&mut self, workspace_id: &str, kind: &str, service_type: &str) -> StoreResult<bool>;
 }
 
+#[async_trait]
+pub trait CaReads: Send + Sync {
+    async fn find_ca(&self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateAuthority>>;
+    async fn list_cas(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<CertificateAuthority>>;
+    async fn ca_stats(&self, workspace_id: &str) -> StoreResult<CaStats>;
+    /// An internal CA's key material, by CA id alone (the unauthenticated CRL and OCSP
+    /// endpoints know only the id).
+    async fn find_authority(&self, ca_id: i64) -> StoreResult<Option<StoredAuthority>>;
+    async fn find_issued(&self, ca_id: i64, serial_number: &str) -> StoreResult<Option<IssuedRecord>>;
+    /// Issued certificates of a CA after ledger id `after`, oldest first.
+    async fn list_issued(&self, ca_id: i64, after: i64, limit: i64) -> StoreResult<Vec<IssuedRecord>>;
+    /// Every revoked certificate of a CA that has not expired (what its CRL lists).
+    async fn list_revoked(&self, ca_id: i64, now_secs: i64) -> StoreResult<Vec<IssuedRecord>>;
+    /// Revoked certificates of every internal CA of a workspace, newest first.
+    async fn list_workspace_revoked(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<IssuedRecord>>;
+    /// The workspace's issuance policies in evaluation order (position, then id).
+    async fn list_issuance_policies(&self, workspace_id: &str) -> StoreResult<Vec<IssuancePolicy>>;
+}
+
+#[async_trait]
+pub trait CaWrites: Send {
+    async fn insert_ca(&mut self, workspace_id: &str, fields: &CaFields, at: i64) -> StoreResult<CertificateAuthority>;
+    async fn find_ca(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateAuthority>>;
+    async fn update_ca(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        fields: &CaFields,
+        at: i64,
+    ) -> StoreResult<Option<CertificateAuthority>>;
+    async fn set_ca_health(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        status: crate::cas::CaStatus,
+        health: crate::cas::HealthStatus,
+        at: i64,
+    ) -> StoreResult<()>;
+    async fn touch_ca_sync(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        at: i64,
+    ) -> StoreResult<Option<CertificateAuthority>>;
+    /// Deletes the CA; its certificates stay and lose their link.
+    async fn delete_ca(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
+    async fn insert_authority(&mut self, authority: &StoredAuthority) -> StoreResult<()>;
+    async fn insert_issued(&mut self, record: &IssuedRecord) -> StoreResult<()>;
+    /// Marks a serial revoked; false when the CA never issued it. Revoking twice keeps the
+    /// first time and reason.
+    async fn revoke_issued(&mut self, ca_id: i64, serial_number: &str, at_secs: i64, reason: &str)
+        -> StoreResult<bool>;
+    async fn insert_issuance_policy(&mut self, policy: &IssuancePolicy) -> StoreResult<IssuancePolicy>;
+    async fn delete_issuance_policy(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
+}
+
 /// A write transaction. Dropping it without [`Tx::commit`] rolls back.
 #[async_trait]
-pub trait Tx: CertificateWrites + AuthWrites + AuditWrites + EventWrites + PluginWrites + Send {
+pub trait Tx: CertificateWrites + AuthWrites + AuditWrites + EventWrites + PluginWrites + CaWrites + Send {
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }
 
@@ -199,7 +257,9 @@ pub type ErasedJob =
 
 /// The database.
 #[async_trait]
-pub trait Store: CertificateReads + AuthReads + AuditReads + EventReads + PluginReads + Send + Sync + 'static {
+pub trait Store:
+    CertificateReads + AuthReads + AuditReads + EventReads + PluginReads + CaReads + Send + Sync + 'static
+{
     /// Opens a write transaction (on SQLite, writers queue for the one write slot).
     async fn begin(&self) -> StoreResult<Box<dyn Tx>>;
     /// Runs a job in a write transaction, possibly together with other jobs (group commit

@@ -34,7 +34,7 @@ pub fn routes() -> Router<SharedContext> {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct CertificateDto {
+pub(crate) struct CertificateDto {
     id: i64,
     workspace_id: String,
     common_name: String,
@@ -74,7 +74,11 @@ pub struct CertificateDto {
     certificate: Option<String>,
 }
 
-fn certificate_dto(certificate: Certificate, now: chrono::DateTime<chrono::Utc>, with_pem: bool) -> CertificateDto {
+pub(crate) fn certificate_dto(
+    certificate: Certificate,
+    now: chrono::DateTime<chrono::Utc>,
+    with_pem: bool,
+) -> CertificateDto {
     CertificateDto {
         status: certificate.status(now).as_str(),
         days_until_expiry: certificate.days_until_expiry(now),

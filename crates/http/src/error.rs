@@ -47,6 +47,9 @@ pub fn status_of(err: &Error) -> StatusCode {
         Error::Unauthorized => StatusCode::UNAUTHORIZED,
         Error::Forbidden(_) | Error::MissingScope(_) | Error::PrivateKeyNotAvailable => StatusCode::FORBIDDEN,
         Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+        Error::UnsupportedCa(_) => StatusCode::BAD_REQUEST,
+        Error::PolicyDenied(_) | Error::ApprovalRequired(_) => StatusCode::FORBIDDEN,
+        Error::Pending(_) => StatusCode::SERVICE_UNAVAILABLE,
         Error::Plugin(err) => plugin_status(err),
         Error::Store(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -141,6 +144,11 @@ impl IntoResponse for ApiError {
                 None
             }
             ApiError::Domain(Error::RateLimited { retry_after_secs }) => Some(*retry_after_secs),
+            ApiError::Domain(Error::PolicyDenied(reasons) | Error::ApprovalRequired(reasons)) => {
+                body["error"]["details"] = json!({ "reasons": reasons });
+                None
+            }
+            ApiError::Domain(Error::Pending(_)) => Some(30),
             ApiError::Busy => Some(1),
             ApiError::Domain(Error::Plugin(err)) => {
                 body["error"]["details"] = json!({ "code": err.code() });

@@ -4,6 +4,7 @@
 pub mod acme_challenges;
 mod audit;
 mod auth;
+mod cas;
 mod certificates;
 pub mod docs;
 pub mod error;
@@ -98,6 +99,7 @@ pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
     Router::new()
         .merge(ops::routes())
         .merge(auth::routes())
+        .merge(cas::routes())
         .merge(certificates::routes())
         .merge(audit::routes())
         .merge(plugins::routes())

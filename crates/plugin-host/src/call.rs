@@ -14,7 +14,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use trellis_core::clock::SharedClock;
 use trellis_core::plugins::challenges::ChallengeAnswers;
-use trellis_core::plugins::Keystore;
+use trellis_core::plugins::{Keystore, PkiCore, PkiGrant};
 
 use crate::egress::EgressHooks;
 use crate::{PluginStateStore, StateScope};
@@ -39,6 +39,8 @@ pub(crate) struct CallState {
     pub(crate) keystore: Keystore,
     /// Where HTTP-01 answers go, when the host runs a challenge listener.
     pub(crate) http01: Option<(Arc<dyn ChallengeAnswers>, SharedClock)>,
+    /// The internal PKI, when the call serves an internal CA record.
+    pub(crate) pki: Option<PkiAccess>,
     /// The (plugin, workspace, record) that state and keystore calls are bound to.
     pub(crate) scope: StateScope,
     pub(crate) state_quota: u64,
@@ -46,6 +48,14 @@ pub(crate) struct CallState {
     pub(crate) ticks: u64,
     pub(crate) tick_budget: u64,
     pub(crate) cpu_exhausted: bool,
+}
+
+/// A call's access to `pki-core`: the PKI, what the domain granted, and whether the call has
+/// signed its one certificate.
+pub(crate) struct PkiAccess {
+    pub(crate) core: Arc<dyn PkiCore>,
+    pub(crate) grant: PkiGrant,
+    pub(crate) signed: bool,
 }
 
 impl WasiView for CallState {

@@ -3,15 +3,19 @@
 //!
 //! `challenge-solver` presents HTTP-01 answers to the host's challenge listener when one is
 //! configured (`TRELLIS_ACME_HTTP01_LISTEN`); DNS-01 and TLS-ALPN-01 are `unsupported` until a
-//! DNS provider or an ALPN responder exists. `pki-core` is `unavailable` for every record until
-//! internal CA records exist (the CA/issuance issue); it is linked so connectors built against
-//! the full world install and run today.
+//! DNS provider or an ALPN responder exists. `pki-core` reaches the host's internal PKI only
+//! for calls the domain granted it (internal CA records); `sign-csr` only inside an issuance
+//! call, for its own CSR and profile, once.
 
 use trellis_core::plugins::challenges::{self, ChallengeError, Http01Answer};
-use trellis_core::plugins::{KeyAlgorithm, KeystoreError, PublicKeyInfo};
+use trellis_core::plugins::{
+    AuthorityInfo, AuthoritySpec, KeyAlgorithm, KeystoreError, NewAuthoritySpec, PkiCoreError, PublicKeyInfo,
+    RevocationInfo, SerialStatus,
+};
 
 use crate::bindings::v0_2::{challenge_solver as solver, keystore, logging, pki_core as pki, state, wit_types};
 use crate::call::{CallState, MAX_STATE_KEY};
+use crate::worlds::v0_2;
 use crate::StateError;
 
 impl wit_types::Host for CallState {}
@@ -203,52 +207,161 @@ fn unsupported(challenge: &solver::Challenge) -> solver::SolverError {
     solver::SolverError::Unsupported(kind.to_owned())
 }
 
-/// No record is an internal CA yet, so every `pki-core` call gets the answer the contract gives
-/// a call serving another kind of record.
-fn no_internal_ca<T>() -> wasmtime::Result<Result<T, pki::PkiError>> {
+fn pki_error(err: PkiCoreError) -> pki::PkiError {
+    match err {
+        PkiCoreError::InvalidCsr(m) => pki::PkiError::InvalidCsr(m),
+        PkiCoreError::InvalidRequest(m) => pki::PkiError::InvalidRequest(m),
+        PkiCoreError::NoAuthority => pki::PkiError::NoAuthority,
+        PkiCoreError::AuthorityExists(info) => pki::PkiError::AuthorityExists(authority_info(*info)),
+        PkiCoreError::Unavailable(m) => pki::PkiError::Unavailable(m),
+        PkiCoreError::UnknownSerial(m) => pki::PkiError::UnknownSerial(m),
+    }
+}
+
+fn authority_info(info: AuthorityInfo) -> pki::AuthorityInfo {
+    pki::AuthorityInfo {
+        certificate_der: info.certificate_der,
+        subject: info.subject,
+        issuer: info.issuer,
+        not_before: info.not_before,
+        not_after: info.not_after,
+        key_algorithm: info.key_algorithm.map(algorithm_to_wit),
+        parent_record_id: info.parent_record_id,
+    }
+}
+
+fn new_authority(spec: pki::NewAuthority) -> NewAuthoritySpec {
+    NewAuthoritySpec {
+        subject: v0_2::subject_from_wit(spec.subject),
+        key_algorithm: algorithm_from_wit(spec.key_algorithm),
+        validity_days: spec.validity_days,
+        path_length: spec.path_length,
+    }
+}
+
+fn revocation_info(info: RevocationInfo) -> wit_types::RevocationInfo {
+    wit_types::RevocationInfo {
+        revoked_at: info.revoked_at.unwrap_or_default(),
+        reason: v0_2::reason_to_wit(info.reason),
+    }
+}
+
+/// The answer every `pki-core` function gives a call that serves no internal CA record.
+fn not_internal<T>() -> wasmtime::Result<Result<T, pki::PkiError>> {
     Ok(Err(pki::PkiError::Unavailable("this record is not an internal CA".into())))
+}
+
+/// The grant of this call and the PKI it reaches, or the `unavailable` answer.
+macro_rules! granted {
+    ($state:expr) => {
+        match &$state.pki {
+            Some(access) => (access.core.clone(), access.grant.clone()),
+            None => return not_internal(),
+        }
+    };
 }
 
 impl pki::Host for CallState {
     async fn authority(&mut self) -> wasmtime::Result<Result<Option<pki::AuthorityInfo>, pki::PkiError>> {
-        no_internal_ca()
+        let (core, grant) = granted!(self);
+        Ok(core.authority(&grant).await.map(|info| info.map(authority_info)).map_err(pki_error))
     }
 
     async fn create_authority(
         &mut self,
-        _spec: pki::AuthoritySpec,
+        spec: pki::AuthoritySpec,
     ) -> wasmtime::Result<Result<pki::AuthorityInfo, pki::PkiError>> {
-        no_internal_ca()
+        let (core, grant) = granted!(self);
+        let spec = match spec {
+            pki::AuthoritySpec::Root(root) => AuthoritySpec::Root(new_authority(root)),
+            pki::AuthoritySpec::Intermediate(i) => AuthoritySpec::Intermediate {
+                parent_record_id: i.parent_record_id,
+                authority: new_authority(i.authority),
+            },
+            pki::AuthoritySpec::Imported(i) => {
+                AuthoritySpec::Imported { certificate_pem: i.certificate_pem, private_key_field: i.private_key_field }
+            }
+        };
+        Ok(core.create_authority(&grant, spec).await.map(authority_info).map_err(pki_error))
     }
 
     async fn sign_csr(
         &mut self,
-        _csr_der: Vec<u8>,
-        _profile: wit_types::CertificateProfile,
+        csr_der: Vec<u8>,
+        profile: wit_types::CertificateProfile,
     ) -> wasmtime::Result<Result<pki::Signed, pki::PkiError>> {
-        no_internal_ca()
+        let (core, grant) = granted!(self);
+        let profile = v0_2::profile_from_wit(profile);
+        let Some(access) = self.pki.as_mut() else { return not_internal() };
+        // Only an issuance call signs, only its own CSR, within its profile, and only once.
+        let Some(permit) = grant.sign.as_ref() else {
+            return Ok(Err(pki::PkiError::Unavailable("sign-csr is allowed only during issue or poll-issue".into())));
+        };
+        if access.signed {
+            return Ok(Err(pki::PkiError::InvalidRequest("this call already signed its certificate".into())));
+        }
+        if let Err(why) = permit.allows(&csr_der, &profile) {
+            return Ok(Err(pki::PkiError::InvalidRequest(why)));
+        }
+        access.signed = true;
+        Ok(core
+            .sign_csr(&grant, &csr_der, &profile)
+            .await
+            .map(|signed| pki::Signed {
+                certificate_der: signed.certificate_der,
+                chain_der: signed.chain_der,
+                serial_number: signed.serial_number,
+            })
+            .map_err(pki_error))
     }
 
     async fn ca_chain(&mut self) -> wasmtime::Result<Result<Vec<Vec<u8>>, pki::PkiError>> {
-        no_internal_ca()
+        let (core, grant) = granted!(self);
+        Ok(core.ca_chain(&grant).await.map_err(pki_error))
     }
 
     async fn revoke(
         &mut self,
-        _serial_number: String,
-        _reason: wit_types::RevocationReason,
+        serial_number: String,
+        reason: wit_types::RevocationReason,
     ) -> wasmtime::Result<Result<(), pki::PkiError>> {
-        no_internal_ca()
+        let (core, grant) = granted!(self);
+        Ok(core.revoke(&grant, &serial_number, v0_2::reason_from_wit(reason)).await.map_err(pki_error))
     }
 
-    async fn status(&mut self, _serial_number: String) -> wasmtime::Result<Result<pki::SerialStatus, pki::PkiError>> {
-        no_internal_ca()
+    async fn status(&mut self, serial_number: String) -> wasmtime::Result<Result<pki::SerialStatus, pki::PkiError>> {
+        let (core, grant) = granted!(self);
+        Ok(core
+            .status(&grant, &serial_number)
+            .await
+            .map(|status| match status {
+                SerialStatus::Good => pki::SerialStatus::Good,
+                SerialStatus::Revoked(info) => pki::SerialStatus::Revoked(revocation_info(info)),
+                SerialStatus::Unknown => pki::SerialStatus::Unknown,
+            })
+            .map_err(pki_error))
     }
 
     async fn list_issued(
         &mut self,
-        _page: wit_types::PageRequest,
+        page: wit_types::PageRequest,
     ) -> wasmtime::Result<Result<pki::IssuedPage, pki::PkiError>> {
-        no_internal_ca()
+        let (core, grant) = granted!(self);
+        Ok(core
+            .list_issued(&grant, page.cursor, page.limit)
+            .await
+            .map(|page| pki::IssuedPage {
+                items: page
+                    .items
+                    .into_iter()
+                    .map(|item| pki::IssuedEntry {
+                        certificate_der: item.certificate_der,
+                        serial_number: item.serial_number,
+                        revocation: item.revocation.map(revocation_info),
+                    })
+                    .collect(),
+                next_cursor: page.next_cursor,
+            })
+            .map_err(pki_error))
     }
 }

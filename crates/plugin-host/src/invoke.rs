@@ -11,7 +11,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::WasiCtx;
 use wasmtime_wasi_http::WasiHttpCtx;
 
-use crate::call::{CallIdentity, CallState, GuestOutput, MemoryLimitHit, MemoryLimiter};
+use crate::call::{CallIdentity, CallState, GuestOutput, MemoryLimitHit, MemoryLimiter, PkiAccess};
 use crate::config::CallLimits;
 use crate::egress::{EgressCall, EgressGrant, EgressHooks, EgressIncident, EgressRecord};
 use crate::registry::LoadedPlugin;
@@ -160,6 +160,10 @@ impl PluginRuntime {
             state_store: self.state_store(),
             keystore: self.keystore(),
             http01: self.http01(),
+            pki: match (self.pki_core(), &target.pki) {
+                (Some(core), Some(grant)) => Some(PkiAccess { core, grant: grant.clone(), signed: false }),
+                _ => None,
+            },
             scope: StateScope {
                 plugin_id: plugin.info.id.clone(),
                 workspace_id: target.context.workspace_id.clone(),

@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::Semaphore;
 use trellis_core::clock::SharedClock;
 use trellis_core::plugins::challenges::ChallengeAnswers;
-use trellis_core::plugins::Keystore;
+use trellis_core::plugins::{Keystore, PkiCore, PluginInfo, PluginRef};
 use wasmtime::component::Linker;
 use wasmtime::Engine;
 
@@ -49,6 +49,7 @@ struct Inner {
     state_store: Arc<dyn PluginStateStore>,
     keystore: Keystore,
     http01: Option<(Arc<dyn ChallengeAnswers>, SharedClock)>,
+    pki_core: Option<Arc<dyn PkiCore>>,
     admission: Arc<Semaphore>,
     /// Per-workspace shares of the admission slots (see `RuntimeConfig::max_calls_per_workspace`).
     workspace_slots: std::sync::Mutex<HashMap<String, Arc<Semaphore>>>,
@@ -83,6 +84,7 @@ impl PluginRuntime {
                 state_store,
                 keystore,
                 http01: None,
+                pki_core: None,
                 registry: RwLock::new(Registry::default()),
                 cache,
             }),
@@ -95,6 +97,16 @@ impl PluginRuntime {
         match Arc::get_mut(&mut self.inner) {
             Some(inner) => inner.http01 = Some((answers, clock)),
             None => tracing::error!("with_http01_answers called on a shared runtime; HTTP-01 stays unsupported"),
+        }
+        self
+    }
+
+    /// Serves `pki-core` to calls the domain grants it (internal CA records). Call before
+    /// cloning the runtime.
+    pub fn with_pki_core(mut self, pki: Arc<dyn PkiCore>) -> PluginRuntime {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.pki_core = Some(pki),
+            None => tracing::error!("with_pki_core called on a shared runtime; pki-core stays unavailable"),
         }
         self
     }
@@ -143,6 +155,10 @@ impl PluginRuntime {
 
     pub(crate) fn http01(&self) -> Option<(Arc<dyn ChallengeAnswers>, SharedClock)> {
         self.inner.http01.clone()
+    }
+
+    pub(crate) fn pki_core(&self) -> Option<Arc<dyn PkiCore>> {
+        self.inner.pki_core.clone()
     }
 
     pub(crate) fn admission(&self) -> Arc<Semaphore> {
@@ -229,6 +245,29 @@ impl PluginHost for PluginRuntime {
 
     fn list(&self) -> Vec<PluginSummary> {
         self.read_registry().list()
+    }
+
+    fn serving(&self, workspace_id: &str, kind: PluginKind, service_type: &str) -> Result<PluginInfo, PluginError> {
+        let target =
+            CallTarget::new(workspace_id, PluginRef::Serving(service_type.to_owned()), serde_json::Value::Null);
+        Ok(self.read_registry().resolve(&target, kind)?.info.clone())
+    }
+
+    fn served_types(&self, kind: PluginKind) -> Vec<String> {
+        let mut types: Vec<String> = self
+            .read_registry()
+            .list()
+            .into_iter()
+            .filter(|summary| summary.kind == kind)
+            .flat_map(|summary| {
+                let active = summary.active_version.clone();
+                summary.versions.into_iter().filter(move |v| Some(v.info.version.to_string()) == active)
+            })
+            .flat_map(|version| version.info.serves)
+            .collect();
+        types.sort();
+        types.dedup();
+        types
     }
 
     fn show(&self, id: &str) -> Option<PluginSummary> {

@@ -9,6 +9,7 @@
 
 mod audit;
 mod auth;
+mod cas;
 mod certificates;
 mod challenges;
 mod outbox;
@@ -97,6 +98,12 @@ const MIGRATIONS: &[Migration] = &[
         name: "plugin_records",
         sqlite: include_str!("../../../migrations/sqlite/0101_plugin_records.sql"),
         postgres: include_str!("../../../migrations/postgres/0101_plugin_records.sql"),
+    },
+    Migration {
+        version: 200,
+        name: "certificate_authorities",
+        sqlite: include_str!("../../../migrations/sqlite/0200_certificate_authorities.sql"),
+        postgres: include_str!("../../../migrations/postgres/0200_certificate_authorities.sql"),
     },
 ];
 

@@ -26,6 +26,7 @@ pub enum ConfigError {
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
 pub struct FileConfig {
     pub listen: Option<String>,
+    pub public_url: Option<String>,
     pub acme_http01_listen: Option<String>,
     pub database_url: Option<String>,
     pub data_dir: Option<PathBuf>,
@@ -70,6 +71,9 @@ pub enum LogFormat {
 #[derive(Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// The service's public base URL (`TRELLIS_PUBLIC_URL`): CRL and OCSP URLs in certificates
+    /// the internal CA issues point at it. Default `http://<listen address>`.
+    pub public_url: String,
     /// Where the ACME HTTP-01 challenge listener binds (`TRELLIS_ACME_HTTP01_LISTEN`); none
     /// when unset, and connectors then see HTTP-01 as unsupported.
     pub acme_http01_listen: Option<SocketAddr>,
@@ -291,7 +295,24 @@ impl Config {
         if max_connections == 0 {
             return Err(ConfigError::Invalid { name: "TRELLIS_MAX_CONNECTIONS", message: "must be at least 1".into() });
         }
+        let public_url = match env("TRELLIS_PUBLIC_URL").or(file.public_url) {
+            Some(text) if !text.trim().is_empty() => {
+                let text = text.trim().trim_end_matches('/').to_owned();
+                let valid = (text.starts_with("http://") || text.starts_with("https://"))
+                    && text.len() > "https://".len()
+                    && !text.contains(char::is_whitespace);
+                if !valid {
+                    return Err(ConfigError::Invalid {
+                        name: "TRELLIS_PUBLIC_URL",
+                        message: format!("`{text}` is not an http:// or https:// base URL"),
+                    });
+                }
+                text
+            }
+            _ => format!("http://{listen}"),
+        };
         Ok(Config {
+            public_url,
             max_connections,
             outbox_retention: Duration::from_secs(outbox_retention_days.saturating_mul(86_400)),
             request_timeout: Duration::from_secs(request_timeout_secs),

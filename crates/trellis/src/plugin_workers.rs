@@ -12,7 +12,7 @@ use trellis_core::clock::SharedClock;
 use trellis_core::crypto::MasterKey;
 use trellis_core::plugins::challenges::ChallengeAnswers;
 use trellis_core::plugins::service::{install_as, sync, PluginService};
-use trellis_core::plugins::{Activation, Keystore, PluginError, BUILT_PLUGINS_DIR, FIRST_PARTY_PLUGINS};
+use trellis_core::plugins::{Activation, Keystore, PkiCore, PluginError, BUILT_PLUGINS_DIR, FIRST_PARTY_PLUGINS};
 use trellis_core::{Context, Error, Result, SharedContext};
 use trellis_plugin_host::{PluginRuntime, RuntimeConfig};
 use trellis_store::{DbPluginKeys, DbPluginState, Store};
@@ -26,6 +26,7 @@ pub fn start_runtime(
     clock: SharedClock,
     master_key: MasterKey,
     http01_answers: Option<Arc<dyn ChallengeAnswers>>,
+    pki: Arc<dyn PkiCore>,
 ) -> std::result::Result<PluginService, PluginError> {
     let mut runtime_config = RuntimeConfig::with_data_dir(&config.data_dir);
     // Running from a cargo build tree (development, tests): share one compiled-code cache
@@ -62,7 +63,7 @@ pub fn start_runtime(
     }
     let state = DbPluginState::new(store.clone(), clock.clone(), master_key.clone());
     let keystore = Keystore::new(Arc::new(DbPluginKeys::new(store.clone(), clock.clone())), master_key);
-    let mut runtime = PluginRuntime::new(runtime_config, Arc::new(state), keystore)?;
+    let mut runtime = PluginRuntime::new(runtime_config, Arc::new(state), keystore)?.with_pki_core(pki);
     if let Some(answers) = http01_answers {
         runtime = runtime.with_http01_answers(answers, clock);
     }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use thiserror::Error;
 use trellis_core::clock::{OsEntropy, SharedClock};
 use trellis_core::crypto::{CryptoError, MasterKey};
+use trellis_core::pki::InternalPki;
 use trellis_core::plugins::challenges::ChallengeAnswers;
 use trellis_core::plugins::PluginError;
 use trellis_core::ports::StoreError;
@@ -61,7 +62,7 @@ pub struct Service {
 
 /// Opens the store, the master key and the plugin runtime.
 pub async fn open_service(config: &Config, clock: SharedClock) -> Result<Service, StartError> {
-    let entropy = Arc::new(OsEntropy);
+    let entropy: trellis_core::clock::SharedEntropy = Arc::new(OsEntropy);
     let master_key = match &config.master_key {
         Some(text) => MasterKey::parse(text)?,
         None => MasterKey::load_or_create(&config.master_key_file, entropy.as_ref())?,
@@ -70,8 +71,22 @@ pub async fn open_service(config: &Config, clock: SharedClock) -> Result<Service
     let http01_answers = config
         .acme_http01_listen
         .map(|_| Arc::new(DbChallengeAnswers::new(store.clone())) as Arc<dyn ChallengeAnswers>);
-    let plugins =
-        plugin_workers::start_runtime(config, &store, clock.clone(), master_key.clone(), http01_answers.clone())?;
-    let ctx = Arc::new(Context::new(settings(config), Arc::new(store), clock, entropy, master_key, plugins));
+    let shared_store: Arc<dyn trellis_core::ports::Store> = Arc::new(store.clone());
+    let pki = Arc::new(InternalPki::new(
+        shared_store.clone(),
+        master_key.clone(),
+        clock.clone(),
+        entropy.clone(),
+        &config.public_url,
+    ));
+    let plugins = plugin_workers::start_runtime(
+        config,
+        &store,
+        clock.clone(),
+        master_key.clone(),
+        http01_answers.clone(),
+        pki.clone(),
+    )?;
+    let ctx = Arc::new(Context::new(settings(config), shared_store, clock, entropy, master_key, plugins).with_pki(pki));
     Ok(Service { ctx, http01_answers })
 }

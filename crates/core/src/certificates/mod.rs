@@ -108,6 +108,8 @@ pub struct Certificate {
     pub revoked_at: Option<i64>,
     pub revocation_reason: Option<String>,
     pub certificate_pem: String,
+    /// The issuing chain, PEM, for certificates issued through a CA of this service.
+    pub chain_pem: Option<String>,
     pub has_private_key: bool,
     pub created_at: i64,
     pub updated_at: i64,
@@ -172,6 +174,12 @@ pub struct NewCertificate<'a> {
     pub created_at: i64,
     /// Marks the expiry events as already announced (for certificates that arrive expired).
     pub expiry_announced: bool,
+    /// The CA that issued it through this service.
+    pub ca_id: Option<i64>,
+    /// The issuing chain (PEM, issuing CA first), for certificates issued here.
+    pub chain_pem: Option<&'a str>,
+    /// The private key generated here, sealed under the master key.
+    pub private_key_sealed: Option<&'a str>,
 }
 
 /// Fields to change; `None` leaves a column alone.

@@ -97,6 +97,9 @@ pub async fn register(ctx: &Context, caller: &Caller, registration: Registration
                     // inventory: `certificate.created` carries its status, and no
                     // `certificate.expired` follows.
                     expiry_announced: parsed.expires_at <= now,
+                    ca_id: None,
+                    chain_pem: None,
+                    private_key_sealed: None,
                 };
                 let certificate = tx.insert_certificate(&new).await.map_err(|err| match err {
                     StoreError::Unique(_) => Error::Conflict(format!(
@@ -275,6 +278,15 @@ pub async fn revoke(ctx: &Context, caller: &Caller, id: i64, reason: Option<Stri
         Some(reason) => check_text("reason", &reason)?,
         None => "unspecified".to_string(),
     };
+    // The CA revokes first (a plugin call, outside the transaction); a CA that cannot be
+    // reached fails the request and the record stays as it was, so a retry revokes both.
+    let existing =
+        ctx.store.find_certificate(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))?;
+    let at_ca = if existing.revoked {
+        "not_attempted"
+    } else {
+        crate::cas::service::revoke_at_ca(ctx, &existing, &reason).await?
+    };
     let now = ctx.now_millis();
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     let current =
@@ -291,7 +303,7 @@ pub async fn revoke(ctx: &Context, caller: &Caller, id: i64, reason: Option<Stri
         .update_certificate(&caller.workspace_id, id, &update, now)
         .await?
         .ok_or(Error::NotFound(Entity::Certificate))?;
-    change.audit("certificate.revoked", Target::new("certificate", id), json!({ "reason": reason }));
+    change.audit("certificate.revoked", Target::new("certificate", id), json!({ "reason": reason, "atCa": at_ca }));
     let mut data = event_data(&certificate, now);
     data["reason"] = json!(reason);
     change.emit(events::CERTIFICATE_REVOKED, data);
@@ -591,7 +603,7 @@ async fn mutate(
 }
 
 /// The certificate summary carried by events.
-fn event_data(certificate: &Certificate, now: i64) -> Value {
+pub(crate) fn event_data(certificate: &Certificate, now: i64) -> Value {
     json!({
         "certificateId": certificate.id,
         "commonName": certificate.common_name,

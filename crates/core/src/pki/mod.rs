@@ -10,14 +10,22 @@
 //! - [`issue`]: signs a verified CSR under a host-resolved profile: 16 random serial bytes,
 //!   SKI/AKI, a CRL distribution point and an OCSP URL of this service.
 //! - [`crl`]: the CA's signed CRL (number, thisUpdate, nextUpdate, reasons).
+//! - [`ocsp`]: OCSP requests parsed and responses signed by the CA key (RFC 6960).
 
 pub mod authority;
 pub mod crl;
 pub mod issue;
+pub mod ocsp;
+pub mod service;
 
 pub use self::authority::{Authority, NewAuthority, Signer};
 pub use self::crl::{sign_crl, RevokedEntry};
 pub use self::issue::{sign_csr, IssuerUrls, Signed};
+pub use self::ocsp::{
+    error_response, parse_get_request, parse_request, sign_response, CertId, CertStatus, HashAlgorithm, OcspError,
+    OcspErrorStatus, OcspIssuer, OcspRequest, SingleStatus,
+};
+pub use self::service::InternalPki;
 
 /// Why a PKI operation was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -10,7 +10,7 @@ use super::error::PluginError;
 use super::policy::{Decision, EvaluationRequest};
 use super::types::{
     Activation, CallTarget, CertificatePage, CertificateRef, Delivery, Event, InstalledVersion, IssueOutcome,
-    IssueRequest, IssuedCertificate, PluginKind, PluginSummary, RenewalWindow, RevokeRequest, TestReport,
+    IssueRequest, IssuedCertificate, PluginInfo, PluginKind, PluginSummary, RenewalWindow, RevokeRequest, TestReport,
 };
 use super::verifier::{EnrollmentRequest, EnrollmentVerdict, Verdict, VerifyRequest};
 
@@ -47,6 +47,11 @@ pub trait PluginHost: Send + Sync + 'static {
     ) -> Result<(), PluginError>;
     /// Replaces every binding: `(workspace, kind, service type, plugin id)`.
     fn replace_bindings(&self, bindings: Vec<(String, PluginKind, String, String)>);
+    /// What the plugin serving `service_type` for the workspace says about itself (its active
+    /// version), as a call would resolve it.
+    fn serving(&self, workspace_id: &str, kind: PluginKind, service_type: &str) -> Result<PluginInfo, PluginError>;
+    /// Every type some active plugin of `kind` serves, sorted.
+    fn served_types(&self, kind: PluginKind) -> Vec<String>;
 
     // ---- calls -------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ pub mod challenges;
 mod error;
 mod host;
 mod keystore;
+mod pki_core;
 mod policy;
 pub mod service;
 mod state;
@@ -22,6 +23,10 @@ pub(crate) use self::keystore::generate_pkcs8;
 pub use self::keystore::{
     InMemoryKeyRecords, KeyAlgorithm, KeyInsert, Keystore, KeystoreError, PluginKeyRecords, PublicKeyInfo, SealedKey,
     MAX_KEYS_PER_RECORD, MAX_SIGNED_MESSAGE,
+};
+pub use self::pki_core::{
+    AuthorityInfo, AuthoritySpec, IssuedEntryInfo, IssuedPageInfo, NewAuthoritySpec, PkiCore, PkiCoreError, PkiGrant,
+    SerialStatus, SignPermit, SignedCertificate,
 };
 pub use self::policy::{
     combine, Combined, Decision, EvaluationRequest, IssuanceSource, PolicyReason, Requester, RequesterKind, SubjectKey,
@@ -38,4 +43,4 @@ pub use self::verifier::{
 pub const BUILT_PLUGINS_DIR: &str = "target/plugins";
 
 /// First-party plugins installed on first start (file stems in [`BUILT_PLUGINS_DIR`]).
-pub const FIRST_PARTY_PLUGINS: &[&str] = &["slack"];
+pub const FIRST_PARTY_PLUGINS: &[&str] = &["slack", "internal", "domain-policy"];

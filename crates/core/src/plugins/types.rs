@@ -218,6 +218,43 @@ pub enum RevocationReason {
     AaCompromise,
 }
 
+impl RevocationReason {
+    pub const ALL: [RevocationReason; 10] = [
+        RevocationReason::Unspecified,
+        RevocationReason::KeyCompromise,
+        RevocationReason::CaCompromise,
+        RevocationReason::AffiliationChanged,
+        RevocationReason::Superseded,
+        RevocationReason::CessationOfOperation,
+        RevocationReason::CertificateHold,
+        RevocationReason::RemoveFromCrl,
+        RevocationReason::PrivilegeWithdrawn,
+        RevocationReason::AaCompromise,
+    ];
+
+    /// The camelCase name (as serde writes it), as APIs and the store spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RevocationReason::Unspecified => "unspecified",
+            RevocationReason::KeyCompromise => "keyCompromise",
+            RevocationReason::CaCompromise => "caCompromise",
+            RevocationReason::AffiliationChanged => "affiliationChanged",
+            RevocationReason::Superseded => "superseded",
+            RevocationReason::CessationOfOperation => "cessationOfOperation",
+            RevocationReason::CertificateHold => "certificateHold",
+            RevocationReason::RemoveFromCrl => "removeFromCrl",
+            RevocationReason::PrivilegeWithdrawn => "privilegeWithdrawn",
+            RevocationReason::AaCompromise => "aaCompromise",
+        }
+    }
+
+    /// Parses a name case-insensitively, also in snake_case (`key_compromise`).
+    pub fn parse(text: &str) -> Option<RevocationReason> {
+        let wanted: String = text.chars().filter(|c| *c != '_' && *c != '-').collect::<String>().to_ascii_lowercase();
+        RevocationReason::ALL.into_iter().find(|r| r.as_str().to_ascii_lowercase() == wanted)
+    }
+}
+
 /// When and why a certificate was revoked (`revoked_at` in seconds, when the CA said).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -395,6 +432,8 @@ pub struct CallTarget {
     pub record_hosts: Vec<String>,
     /// The record's own network settings, applied by the host to the plugin's requests.
     pub network: RecordNetwork,
+    /// Access to the host's internal PKI (`pki-core`): only for internal CA records.
+    pub pki: Option<super::PkiGrant>,
 }
 
 /// Per-record network settings (a CA on the LAN, a private root, mutual TLS). The plugin never
@@ -434,6 +473,7 @@ impl CallTarget {
             config,
             record_hosts: Vec::new(),
             network: RecordNetwork::default(),
+            pki: None,
         }
     }
 

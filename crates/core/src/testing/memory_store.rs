@@ -10,11 +10,13 @@ use async_trait::async_trait;
 
 use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::auth::{ApiKey, Role, User, Workspace};
+use crate::cas::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus, IssuedRecord, StoredAuthority};
 use crate::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
 };
 use crate::error::Error;
 use crate::events::{NewEvent, OutboxEvent};
+use crate::issuance::policies::IssuancePolicy;
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 use crate::ports::*;
@@ -126,7 +128,8 @@ impl CertificateWrites for MemoryTx {
             revoked_at: None,
             revocation_reason: None,
             certificate_pem: parsed.pem.clone(),
-            has_private_key: false,
+            chain_pem: new.chain_pem.map(str::to_owned),
+            has_private_key: new.private_key_sealed.is_some(),
             created_at: new.created_at,
             updated_at: new.created_at,
         };
@@ -346,6 +349,74 @@ impl PluginWrites for MemoryTx {
     }
     async fn delete_plugin_binding(&mut self, _: &str, _: &str, _: &str) -> StoreResult<bool> {
         not_faked("delete_plugin_binding")
+    }
+}
+
+#[async_trait]
+impl CaReads for MemoryStore {
+    async fn find_ca(&self, _: &str, _: i64) -> StoreResult<Option<CertificateAuthority>> {
+        not_faked("find_ca")
+    }
+    async fn list_cas(&self, _: &str, _: PageRequest) -> StoreResult<Page<CertificateAuthority>> {
+        not_faked("list_cas")
+    }
+    async fn ca_stats(&self, _: &str) -> StoreResult<CaStats> {
+        not_faked("ca_stats")
+    }
+    async fn find_authority(&self, _: i64) -> StoreResult<Option<StoredAuthority>> {
+        not_faked("find_authority")
+    }
+    async fn find_issued(&self, _: i64, _: &str) -> StoreResult<Option<IssuedRecord>> {
+        not_faked("find_issued")
+    }
+    async fn list_issued(&self, _: i64, _: i64, _: i64) -> StoreResult<Vec<IssuedRecord>> {
+        not_faked("list_issued")
+    }
+    async fn list_revoked(&self, _: i64, _: i64) -> StoreResult<Vec<IssuedRecord>> {
+        not_faked("list_revoked")
+    }
+    async fn list_workspace_revoked(&self, _: &str, _: PageRequest) -> StoreResult<Page<IssuedRecord>> {
+        not_faked("list_workspace_revoked")
+    }
+    async fn list_issuance_policies(&self, _: &str) -> StoreResult<Vec<IssuancePolicy>> {
+        not_faked("list_issuance_policies")
+    }
+}
+
+#[async_trait]
+impl CaWrites for MemoryTx {
+    async fn insert_ca(&mut self, _: &str, _: &CaFields, _: i64) -> StoreResult<CertificateAuthority> {
+        not_faked("insert_ca")
+    }
+    async fn find_ca(&mut self, _: &str, _: i64) -> StoreResult<Option<CertificateAuthority>> {
+        not_faked("find_ca")
+    }
+    async fn update_ca(&mut self, _: &str, _: i64, _: &CaFields, _: i64) -> StoreResult<Option<CertificateAuthority>> {
+        not_faked("update_ca")
+    }
+    async fn set_ca_health(&mut self, _: &str, _: i64, _: CaStatus, _: HealthStatus, _: i64) -> StoreResult<()> {
+        not_faked("set_ca_health")
+    }
+    async fn touch_ca_sync(&mut self, _: &str, _: i64, _: i64) -> StoreResult<Option<CertificateAuthority>> {
+        not_faked("touch_ca_sync")
+    }
+    async fn delete_ca(&mut self, _: &str, _: i64) -> StoreResult<bool> {
+        not_faked("delete_ca")
+    }
+    async fn insert_authority(&mut self, _: &StoredAuthority) -> StoreResult<()> {
+        not_faked("insert_authority")
+    }
+    async fn insert_issued(&mut self, _: &IssuedRecord) -> StoreResult<()> {
+        not_faked("insert_issued")
+    }
+    async fn revoke_issued(&mut self, _: i64, _: &str, _: i64, _: &str) -> StoreResult<bool> {
+        not_faked("revoke_issued")
+    }
+    async fn insert_issuance_policy(&mut self, _: &IssuancePolicy) -> StoreResult<IssuancePolicy> {
+        not_faked("insert_issuance_policy")
+    }
+    async fn delete_issuance_policy(&mut self, _: &str, _: i64) -> StoreResult<bool> {
+        not_faked("delete_issuance_policy")
     }
 }
 

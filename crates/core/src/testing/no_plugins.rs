@@ -46,6 +46,12 @@ impl PluginHost for NoPlugins {
         Err(none())
     }
     fn replace_bindings(&self, _: Vec<(String, PluginKind, String, String)>) {}
+    fn serving(&self, _: &str, kind: PluginKind, service_type: &str) -> Result<PluginInfo, PluginError> {
+        Err(PluginError::NotBound { kind, service_type: service_type.to_owned() })
+    }
+    fn served_types(&self, _: PluginKind) -> Vec<String> {
+        Vec::new()
+    }
     async fn validate_config(&self, _: &CallTarget, _: PluginKind) -> Result<(), PluginError> {
         Err(none())
     }

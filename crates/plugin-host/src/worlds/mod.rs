@@ -8,7 +8,7 @@ pub(crate) mod connector;
 pub(crate) mod notifier;
 pub(crate) mod policy;
 mod v0_1;
-mod v0_2;
+pub(crate) mod v0_2;
 pub(crate) mod verifier;
 
 use std::future::Future;

@@ -89,7 +89,7 @@ pub(super) fn delivery(d: int::Delivery) -> Delivery {
     Delivery { status: d.status, reference: d.reference }
 }
 
-fn subject(s: &Subject) -> w::Subject {
+pub(crate) fn subject(s: &Subject) -> w::Subject {
     w::Subject {
         common_name: s.common_name.clone(),
         organization: s.organization.clone(),
@@ -140,6 +140,61 @@ fn profile(p: &CertificateProfile) -> w::CertificateProfile {
         subject_alt_names: p.subject_alt_names.iter().map(san).collect(),
         key_usages: key_usages(&p.key_usages),
         extended_key_usages: p.extended_key_usages.clone(),
+        validity_days: p.validity_days,
+    }
+}
+
+pub(crate) fn subject_from_wit(s: w::Subject) -> Subject {
+    Subject {
+        common_name: s.common_name,
+        organization: s.organization,
+        organizational_unit: s.organizational_unit,
+        country: s.country,
+        state: s.state,
+        locality: s.locality,
+        other: s.other.into_iter().map(|a| (a.oid, a.value)).collect(),
+    }
+}
+
+fn san_from_wit(name: w::SubjectAltName) -> SubjectAltName {
+    match name {
+        w::SubjectAltName::Dns(name) => SubjectAltName::Dns(name),
+        w::SubjectAltName::Email(mailbox) => SubjectAltName::Email(mailbox),
+        w::SubjectAltName::Uri(uri) => SubjectAltName::Uri(uri),
+        w::SubjectAltName::Ip(w::IpAddress::Ipv4((a, b, c, d))) => {
+            SubjectAltName::Ip(IpAddr::V4(std::net::Ipv4Addr::new(a, b, c, d)))
+        }
+        w::SubjectAltName::Ip(w::IpAddress::Ipv6((a, b, c, d, e, f, g, h))) => {
+            SubjectAltName::Ip(IpAddr::V6(std::net::Ipv6Addr::new(a, b, c, d, e, f, g, h)))
+        }
+    }
+}
+
+fn key_usages_from_wit(flags: w::KeyUsages) -> Vec<KeyUsage> {
+    [
+        (w::KeyUsages::DIGITAL_SIGNATURE, KeyUsage::DigitalSignature),
+        (w::KeyUsages::CONTENT_COMMITMENT, KeyUsage::ContentCommitment),
+        (w::KeyUsages::KEY_ENCIPHERMENT, KeyUsage::KeyEncipherment),
+        (w::KeyUsages::DATA_ENCIPHERMENT, KeyUsage::DataEncipherment),
+        (w::KeyUsages::KEY_AGREEMENT, KeyUsage::KeyAgreement),
+        (w::KeyUsages::KEY_CERT_SIGN, KeyUsage::KeyCertSign),
+        (w::KeyUsages::CRL_SIGN, KeyUsage::CrlSign),
+        (w::KeyUsages::ENCIPHER_ONLY, KeyUsage::EncipherOnly),
+        (w::KeyUsages::DECIPHER_ONLY, KeyUsage::DecipherOnly),
+    ]
+    .into_iter()
+    .filter(|(flag, _)| flags.contains(*flag))
+    .map(|(_, usage)| usage)
+    .collect()
+}
+
+/// A profile a plugin passes back to the host (`pki-core.sign-csr`).
+pub(crate) fn profile_from_wit(p: w::CertificateProfile) -> CertificateProfile {
+    CertificateProfile {
+        subject: subject_from_wit(p.subject),
+        subject_alt_names: p.subject_alt_names.into_iter().map(san_from_wit).collect(),
+        key_usages: key_usages_from_wit(p.key_usages),
+        extended_key_usages: p.extended_key_usages,
         validity_days: p.validity_days,
     }
 }
@@ -223,7 +278,7 @@ pub(super) fn chain(links: Vec<w::CertificateData>) -> Result<Vec<Vec<u8>>, Repo
     Ok(chain)
 }
 
-fn reason_to_wit(reason: RevocationReason) -> w::RevocationReason {
+pub(crate) fn reason_to_wit(reason: RevocationReason) -> w::RevocationReason {
     match reason {
         RevocationReason::Unspecified => w::RevocationReason::Unspecified,
         RevocationReason::KeyCompromise => w::RevocationReason::KeyCompromise,
@@ -238,7 +293,7 @@ fn reason_to_wit(reason: RevocationReason) -> w::RevocationReason {
     }
 }
 
-fn reason_from_wit(reason: w::RevocationReason) -> RevocationReason {
+pub(crate) fn reason_from_wit(reason: w::RevocationReason) -> RevocationReason {
     match reason {
         w::RevocationReason::Unspecified => RevocationReason::Unspecified,
         w::RevocationReason::KeyCompromise => RevocationReason::KeyCompromise,

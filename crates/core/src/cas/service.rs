@@ -1,0 +1,430 @@
+//! Use cases of the CA registry (§4.1). Every call checks the caller's scope and confines
+//! itself to the caller's workspace; every change commits with its audit row and event.
+
+use serde_json::{json, Value};
+
+use super::secrets;
+use super::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus};
+use crate::audit::Audit;
+use crate::auth::{Caller, Scope};
+use crate::context::Context;
+use crate::error::{Entity, Error, Result};
+use crate::events;
+use crate::pagination::{Page, PageRequest};
+use crate::plugins::{
+    CallTarget, CheckStatus, PkiGrant, PluginError, PluginInfo, PluginKind, PluginRef, ReportedError, TestReport,
+};
+use crate::unit_of_work::Target;
+
+/// The CA type served by the host's internal PKI (`pki-core`).
+pub const INTERNAL: &str = "internal";
+
+const MAX_NAME: usize = 200;
+const MAX_TEXT: usize = 2000;
+const MAX_PATTERNS: usize = 50;
+const MAX_CONFIG_BYTES: usize = 64 * 1024;
+
+/// A create, PUT or PATCH body, as the API received it. `None` = absent.
+#[derive(Debug, Default, Clone)]
+pub struct CaInput {
+    pub name: Option<String>,
+    pub ca_type: Option<String>,
+    pub description: Option<Option<String>>,
+    pub url: Option<Option<String>>,
+    pub status: Option<String>,
+    pub issuer_patterns: Option<Vec<String>>,
+    pub config: Option<Value>,
+}
+
+/// A CA as callers see it: configuration secrets masked.
+#[derive(Debug, Clone)]
+pub struct CaView {
+    pub ca: CertificateAuthority,
+    pub config: Value,
+}
+
+fn view(ca: CertificateAuthority) -> CaView {
+    let config = secrets::masked(&ca.config);
+    CaView { ca, config }
+}
+
+/// The plugin that serves `ca_type` here, or a 400 listing the types that are served.
+pub fn connector_for(ctx: &Context, workspace_id: &str, ca_type: &str) -> Result<PluginInfo> {
+    let host = ctx.plugins.host();
+    host.serving(workspace_id, PluginKind::CaConnector, ca_type).map_err(|err| match err {
+        PluginError::NotBound { .. } | PluginError::NotFound { .. } => {
+            let available = host.served_types(PluginKind::CaConnector);
+            Error::validation_with(
+                format!(
+                    "No installed CA connector serves type `{ca_type}`; available types: {}",
+                    if available.is_empty() {
+                        "none (install a connector plugin)".to_owned()
+                    } else {
+                        available.join(", ")
+                    }
+                ),
+                json!({ "field": "type", "availableTypes": available }),
+            )
+        }
+        other => other.into(),
+    })
+}
+
+/// Everything a call into a CA's connector needs: the target with the clear configuration
+/// (withheld members removed) and, for internal CAs, the grant to `pki-core`.
+pub fn call_target(ctx: &Context, ca: &CertificateAuthority, info: &PluginInfo) -> Result<CallTarget> {
+    let pointers = secrets::secret_pointers(info);
+    let clear = secrets::unseal(&ca.config, &pointers, &ca.workspace_id, &ctx.master_key)?;
+    let mut target =
+        CallTarget::new(&ca.workspace_id, PluginRef::Id(info.id.clone()), secrets::for_plugin(&clear, &pointers))
+            .for_record(&ca.id.to_string())
+            .with_record_hosts(ca.url.clone());
+    target.context.endpoint = ca.url.clone();
+    if ca.ca_type == INTERNAL {
+        target.pki =
+            Some(PkiGrant { workspace_id: ca.workspace_id.clone(), ca_id: ca.id, withheld_config: clear, sign: None });
+    }
+    Ok(target)
+}
+
+/// A plugin's `invalid-config` as a 400 naming each problem.
+pub(crate) fn config_error(err: PluginError) -> Error {
+    match err {
+        PluginError::Reported { error: ReportedError::InvalidConfig { issues }, .. } => {
+            let details: Vec<Value> =
+                issues.iter().map(|issue| json!({ "field": issue.field, "message": issue.message })).collect();
+            let summary: Vec<String> = issues
+                .iter()
+                .map(|i| if i.field.is_empty() { i.message.clone() } else { format!("{}: {}", i.field, i.message) })
+                .collect();
+            Error::validation_with(format!("Invalid config: {}", summary.join("; ")), json!({ "config": details }))
+        }
+        other => other.into(),
+    }
+}
+
+fn check_text(field: &str, value: &str, max: usize) -> Result<String> {
+    let trimmed = value.trim();
+    if trimmed.chars().count() > max || trimmed.chars().any(char::is_control) {
+        return Err(Error::invalid_field(
+            field,
+            format!("must be at most {max} characters without control characters"),
+        ));
+    }
+    Ok(trimmed.to_owned())
+}
+
+fn check_type(text: &str) -> Result<String> {
+    let valid = !text.is_empty()
+        && text.len() <= 64
+        && text.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if !valid {
+        return Err(Error::invalid_field(
+            "type",
+            "must be a snake_case CA type such as internal, acme or aws_private_ca",
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+fn check_url(text: &str) -> Result<String> {
+    let text = text.trim();
+    let parsed = url::Url::parse(text)
+        .map_err(|_| Error::invalid_field("url", "must be an absolute http:// or https:// URL"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() || text.len() > MAX_TEXT {
+        return Err(Error::invalid_field("url", "must be an absolute http:// or https:// URL"));
+    }
+    Ok(text.to_owned())
+}
+
+fn check_patterns(patterns: Vec<String>) -> Result<Vec<String>> {
+    if patterns.len() > MAX_PATTERNS {
+        return Err(Error::invalid_field("issuerPatterns", format!("at most {MAX_PATTERNS} patterns")));
+    }
+    patterns
+        .into_iter()
+        .map(|p| {
+            let p = check_text("issuerPatterns", &p, MAX_NAME)?;
+            if p.is_empty() {
+                return Err(Error::invalid_field("issuerPatterns", "patterns must not be empty"));
+            }
+            Ok(p)
+        })
+        .collect()
+}
+
+fn check_config(config: Value) -> Result<Value> {
+    match &config {
+        Value::Object(_) if config.to_string().len() <= MAX_CONFIG_BYTES => Ok(config),
+        Value::Object(_) => Err(Error::invalid_field("config", "must be at most 64 KiB")),
+        Value::Null => Ok(json!({})),
+        _ => Err(Error::invalid_field("config", "must be an object")),
+    }
+}
+
+fn parse_status(text: &str) -> Result<CaStatus> {
+    CaStatus::parse(text).ok_or_else(|| Error::invalid_field("status", "must be one of active, disconnected, error"))
+}
+
+pub async fn list(ctx: &Context, caller: &Caller, page: PageRequest) -> Result<Page<CaView>> {
+    caller.require(Scope::CasRead)?;
+    Ok(ctx.store.list_cas(&caller.workspace_id, page).await?.map(view))
+}
+
+pub async fn stats(ctx: &Context, caller: &Caller) -> Result<CaStats> {
+    caller.require(Scope::CasRead)?;
+    Ok(ctx.store.ca_stats(&caller.workspace_id).await?)
+}
+
+/// A CA of the caller's workspace, unmasked (for other use cases of the domain).
+pub async fn find(ctx: &Context, workspace_id: &str, id: i64) -> Result<CertificateAuthority> {
+    ctx.store.find_ca(workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateAuthority))
+}
+
+pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<CaView> {
+    caller.require(Scope::CasRead)?;
+    Ok(view(find(ctx, &caller.workspace_id, id).await?))
+}
+
+/// Validates the fields of a create or a full replace, with the plugin's `validate-config`.
+async fn resolve_fields(
+    ctx: &Context,
+    workspace_id: &str,
+    input: CaInput,
+    previous: Option<&CertificateAuthority>,
+) -> Result<(CaFields, PluginInfo)> {
+    let name = check_text("name", input.name.as_deref().unwrap_or_default(), MAX_NAME)?;
+    if name.is_empty() {
+        return Err(Error::invalid_field("name", "is required"));
+    }
+    let ca_type = check_type(input.ca_type.as_deref().map(str::trim).unwrap_or_default())?;
+    if let Some(previous) = previous.filter(|p| p.ca_type != ca_type) {
+        if previous.ca_type == INTERNAL || ca_type == INTERNAL {
+            return Err(Error::invalid_field("type", "an internal CA cannot change type (its key stays with it)"));
+        }
+    }
+    let info = connector_for(ctx, workspace_id, &ca_type)?;
+    let description = input.description.flatten().map(|d| check_text("description", &d, MAX_TEXT)).transpose()?;
+    let url = input.url.flatten().filter(|u| !u.trim().is_empty()).map(|u| check_url(&u)).transpose()?;
+    let status = input.status.as_deref().map(parse_status).transpose()?.unwrap_or(CaStatus::Active);
+    let issuer_patterns = match input.issuer_patterns {
+        Some(patterns) => check_patterns(patterns)?,
+        None => previous.map(|p| p.issuer_patterns.clone()).unwrap_or_else(|| info.default_issuer_patterns.clone()),
+    };
+    let pointers = secrets::secret_pointers(&info);
+    let config = check_config(input.config.unwrap_or(Value::Null))?;
+    let sealed = secrets::seal(
+        config,
+        previous.map(|p| &p.config),
+        &pointers,
+        workspace_id,
+        &ctx.master_key,
+        ctx.entropy.as_ref(),
+    )?;
+    // The plugin validates what it will receive: secrets in the clear, withheld ones removed.
+    let clear = secrets::unseal(&sealed, &pointers, workspace_id, &ctx.master_key)?;
+    let target = CallTarget::new(workspace_id, PluginRef::Id(info.id.clone()), secrets::for_plugin(&clear, &pointers));
+    ctx.plugins.host().validate_config(&target, PluginKind::CaConnector).await.map_err(config_error)?;
+    let health_status = previous.map_or(HealthStatus::Unknown, |p| p.health_status);
+    Ok((CaFields { name, ca_type, description, url, status, health_status, issuer_patterns, config: sealed }, info))
+}
+
+fn audit_details(ca: &CertificateAuthority) -> Value {
+    json!({ "name": ca.name, "type": ca.ca_type, "url": ca.url, "status": ca.status.as_str() })
+}
+
+fn event_data(ca: &CertificateAuthority) -> Value {
+    json!({ "caId": ca.id, "name": ca.name, "type": ca.ca_type, "status": ca.status.as_str(), "healthStatus": ca.health_status.as_str() })
+}
+
+/// Creates a CA: validates, stores (secrets sealed), runs the connector's `setup` (an internal
+/// CA's key and certificate are made here), then records it. A failed setup leaves nothing.
+pub async fn create(ctx: &Context, caller: &Caller, input: CaInput) -> Result<CaView> {
+    caller.require(Scope::CasWrite)?;
+    let workspace_id = caller.workspace_id.to_string();
+    let (fields, info) = resolve_fields(ctx, &workspace_id, input, None).await?;
+    let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
+    let at = change.at();
+    let ca = change.tx().insert_ca(&workspace_id, &fields, at).await?;
+    change.commit().await?;
+
+    let setup = async { ctx.plugins.host().ca_setup(&call_target(ctx, &ca, &info)?).await.map_err(config_error) };
+    if let Err(err) = setup.await {
+        let mut undo = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
+        undo.tx().delete_ca(&workspace_id, ca.id).await?;
+        undo.commit().await?;
+        return Err(err);
+    }
+    let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
+    change
+        .audit("ca.created", Target::new("certificate_authority", ca.id), audit_details(&ca))
+        .emit(events::CA_CREATED, event_data(&ca));
+    change.commit().await?;
+    Ok(view(ca))
+}
+
+/// PUT (`replace`) or PATCH. PATCH keeps absent fields; PUT resets absent optional ones.
+pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: CaInput, replace: bool) -> Result<CaView> {
+    caller.require(Scope::CasWrite)?;
+    let workspace_id = caller.workspace_id.to_string();
+    let existing = find(ctx, &workspace_id, id).await?;
+    let merged = if replace {
+        CaInput { issuer_patterns: input.issuer_patterns.or_else(|| Some(existing.issuer_patterns.clone())), ..input }
+    } else {
+        CaInput {
+            name: input.name.or_else(|| Some(existing.name.clone())),
+            ca_type: input.ca_type.or_else(|| Some(existing.ca_type.clone())),
+            description: input.description.or_else(|| Some(existing.description.clone())),
+            url: input.url.or_else(|| Some(existing.url.clone())),
+            status: input.status.or_else(|| Some(existing.status.as_str().to_owned())),
+            issuer_patterns: input.issuer_patterns,
+            config: match input.config {
+                // A PATCH of config merges members: `{"apiKey": "new"}` keeps the others.
+                Some(Value::Object(patch)) => {
+                    let mut config = existing.config.clone();
+                    if let Value::Object(base) = &mut config {
+                        base.extend(patch);
+                    }
+                    Some(config)
+                }
+                Some(other) => Some(other),
+                None => Some(existing.config.clone()),
+            },
+        }
+    };
+    let (fields, _info) = resolve_fields(ctx, &workspace_id, merged, Some(&existing)).await?;
+    let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
+    let at = change.at();
+    let ca = change
+        .tx()
+        .update_ca(&workspace_id, id, &fields, at)
+        .await?
+        .ok_or(Error::NotFound(Entity::CertificateAuthority))?;
+    change
+        .audit("ca.updated", Target::new("certificate_authority", id), audit_details(&ca))
+        .emit(events::CA_UPDATED, event_data(&ca));
+    change.commit().await?;
+    Ok(view(ca))
+}
+
+pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
+    caller.require(Scope::CasWrite)?;
+    let workspace_id = caller.workspace_id.to_string();
+    let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
+    let ca = change.tx().find_ca(&workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateAuthority))?;
+    change.tx().delete_ca(&workspace_id, id).await?;
+    change.audit("ca.deleted", Target::new("certificate_authority", id), audit_details(&ca));
+    change.commit().await
+}
+
+/// Touches `lastSync` only (§4.1).
+pub async fn sync(ctx: &Context, caller: &Caller, id: i64) -> Result<CaView> {
+    caller.require(Scope::CasWrite)?;
+    let workspace_id = caller.workspace_id.to_string();
+    let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
+    let at = change.at();
+    let ca =
+        change.tx().touch_ca_sync(&workspace_id, id, at).await?.ok_or(Error::NotFound(Entity::CertificateAuthority))?;
+    change.audit("ca.synced", Target::new("certificate_authority", id), json!({ "lastSync": at }));
+    change.commit().await?;
+    Ok(view(ca))
+}
+
+/// Health of a test report: all checks pass → healthy; passing with warnings → degraded.
+fn health_of(report: &TestReport) -> HealthStatus {
+    if !report.success {
+        HealthStatus::Unhealthy
+    } else if report.checks.iter().any(|c| matches!(c.status, CheckStatus::Warn | CheckStatus::Fail)) {
+        HealthStatus::Degraded
+    } else {
+        HealthStatus::Healthy
+    }
+}
+
+/// The connector's probe (§4.1 test). Success → `active`, failure → `error` (§3.2); a plugin
+/// that cannot reach its CA is a failed probe, reported in the body, not an HTTP error.
+pub async fn test(ctx: &Context, caller: &Caller, id: i64) -> Result<TestReport> {
+    caller.require(Scope::CasWrite)?;
+    let workspace_id = caller.workspace_id.to_string();
+    let ca = find(ctx, &workspace_id, id).await?;
+    let report = match connector_for(ctx, &workspace_id, &ca.ca_type) {
+        Ok(info) => match ctx.plugins.host().ca_test_connection(&call_target(ctx, &ca, &info)?).await {
+            Ok(report) => report,
+            Err(err) => failed_probe(&err),
+        },
+        Err(err) => failed_probe(&err),
+    };
+    record_probe(ctx, &Audit::of(caller), &ca, &report).await?;
+    Ok(report)
+}
+
+fn failed_probe(err: &dyn std::fmt::Display) -> TestReport {
+    TestReport {
+        success: false,
+        message: format!("The connection test failed: {err}"),
+        checks: vec![crate::plugins::Check {
+            name: "connector".into(),
+            status: CheckStatus::Fail,
+            message: err.to_string(),
+        }],
+        details: json!({}),
+    }
+}
+
+/// Moves status and health after a probe; `ca.health_changed` when health moved.
+pub async fn record_probe(ctx: &Context, actor: &Audit, ca: &CertificateAuthority, report: &TestReport) -> Result<()> {
+    let status = if report.success { CaStatus::Active } else { CaStatus::Error };
+    let health = health_of(report);
+    let mut change = ctx.change(actor.clone(), Some(&ca.workspace_id)).await?;
+    let at = change.at();
+    change.tx().set_ca_health(&ca.workspace_id, ca.id, status, health, at).await?;
+    change.audit(
+        "ca.tested",
+        Target::new("certificate_authority", ca.id),
+        json!({ "success": report.success, "status": status.as_str(), "healthStatus": health.as_str() }),
+    );
+    if health != ca.health_status {
+        change.emit(
+            events::CA_HEALTH_CHANGED,
+            json!({ "caId": ca.id, "name": ca.name, "previous": ca.health_status.as_str(), "current": health.as_str(), "status": status.as_str() }),
+        );
+    }
+    if status != ca.status {
+        let updated = CertificateAuthority { status, health_status: health, ..ca.clone() };
+        change.emit(events::CA_UPDATED, event_data(&updated));
+    }
+    change.commit().await
+}
+
+/// Revokes `certificate` at the CA that issued it through this service (internal CAs put it on
+/// their CRL and OCSP; other connectors call their CA). Returns what happened for the audit row:
+/// `revoked`, `not_issued_here` (no CA link, or the CA is gone), `unsupported` (the connector
+/// cannot revoke). A CA that cannot be reached fails the call, so the inventory never claims a
+/// revocation the CA did not make.
+pub async fn revoke_at_ca(
+    ctx: &Context,
+    certificate: &crate::certificates::Certificate,
+    reason: &str,
+) -> Result<&'static str> {
+    let Some(ca_id) = certificate.ca_id else { return Ok("not_issued_here") };
+    let Some(ca) = ctx.store.find_ca(&certificate.workspace_id, ca_id).await? else { return Ok("not_issued_here") };
+    let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
+    if !info.capabilities.revoke {
+        return Ok("unsupported");
+    }
+    let request = crate::plugins::RevokeRequest {
+        certificate: crate::plugins::CertificateRef {
+            certificate_der: crate::certificates::x509::pem_certificates(&certificate.certificate_pem)
+                .and_then(|blocks| blocks.into_iter().next()),
+            serial_number: certificate.serial_number.to_ascii_lowercase(),
+            authority_key_id: None,
+            not_before: certificate.not_before / 1000,
+            not_after: certificate.expires_at / 1000,
+            ca_reference: None,
+        },
+        reason: crate::plugins::RevocationReason::parse(reason)
+            .unwrap_or(crate::plugins::RevocationReason::Unspecified),
+    };
+    ctx.plugins.host().ca_revoke(&call_target(ctx, &ca, &info)?, &request).await?;
+    Ok("revoked")
+}

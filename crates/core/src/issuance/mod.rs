@@ -1,0 +1,172 @@
+//! Issuance: every certificate the service obtains, from any caller (API, renewal, attestation),
+//! goes through [`issue`]: the template resolves the profile, the workspace's issuance policies
+//! (plugins) decide, the CA's connector plugin issues, and the certificate enters the inventory
+//! with its audit row and `certificate.created` event.
+
+pub mod policies;
+pub mod request;
+pub mod templates;
+
+use serde_json::{json, Value};
+
+use crate::audit::Audit;
+use crate::auth::{Actor, Caller, Scope};
+use crate::cas::service::{call_target, connector_for, INTERNAL};
+use crate::cas::{self, CertificateAuthority};
+use crate::certificates::x509::{parse_der, pem_encode, to_pem};
+use crate::certificates::{Certificate, IssuanceSource as InventorySource, NewCertificate};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::events;
+use crate::plugins::{
+    combine, Combined, IssuanceSource, IssueOutcome, IssueRequest, PluginInfo, PolicyReason, Requester, RequesterKind,
+    SignPermit,
+};
+use crate::ports::StoreError;
+use crate::unit_of_work::{Target, UnitOfWork};
+
+pub use self::request::{IssueInput, PreparedRequest, SubjectInput};
+
+/// A certificate just issued, with its chain (PEM, issuing CA first).
+#[derive(Debug, Clone)]
+pub struct Issued {
+    pub certificate: Certificate,
+    pub chain_pem: Vec<String>,
+}
+
+/// Who asks, as policies see it.
+pub fn requester(caller: &Caller) -> Requester {
+    match &caller.actor {
+        Actor::User { id, email } => {
+            Requester { kind: RequesterKind::User, id: id.to_string(), display_name: Some(email.clone()) }
+        }
+        Actor::ApiKey { id, .. } => Requester { kind: RequesterKind::ApiKey, id: id.to_string(), display_name: None },
+        Actor::System => Requester { kind: RequesterKind::System, id: "system".into(), display_name: None },
+    }
+}
+
+fn inventory_source(ca: &CertificateAuthority) -> InventorySource {
+    if ca.ca_type == INTERNAL {
+        InventorySource::Internal
+    } else if ca.ca_type.contains("vault") {
+        InventorySource::Vault
+    } else {
+        InventorySource::External
+    }
+}
+
+/// Issues a certificate through the CA `input.ca_id` (POST /api/certificates/issue).
+pub async fn issue(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<Issued> {
+    caller.require(Scope::CertificatesWrite)?;
+    let workspace_id = caller.workspace_id.to_string();
+    let ca_id = input.ca_id.ok_or_else(|| Error::invalid_field("caId", "is required"))?;
+    let ca = cas::service::find(ctx, &workspace_id, ca_id).await?;
+    if let Some(ca_type) = input.ca_type.as_deref().filter(|t| *t != ca.ca_type) {
+        return Err(Error::invalid_field("caType", format!("CA {ca_id} is of type `{}`, not `{ca_type}`", ca.ca_type)));
+    }
+    let info = connector_for(ctx, &workspace_id, &ca.ca_type)?;
+    if !info.capabilities.issue {
+        return Err(Error::UnsupportedCa(format!("CA type `{}` cannot issue certificates", ca.ca_type)));
+    }
+    let template = request::resolve_template(input.template_id.as_deref())?;
+    let prepared = request::prepare(ctx, &input, &template)?;
+    issue_prepared(ctx, &Audit::of(caller), &requester(caller), &ca, &info, prepared, IssuanceSource::Api).await
+}
+
+/// Runs the policies and the connector for a prepared request, then records the certificate.
+pub async fn issue_prepared(
+    ctx: &Context,
+    actor: &Audit,
+    requester: &Requester,
+    ca: &CertificateAuthority,
+    info: &PluginInfo,
+    mut prepared: PreparedRequest,
+    source: IssuanceSource,
+) -> Result<Issued> {
+    let evaluation = prepared.evaluation(ca, requester, source);
+    let decisions = policies::evaluate(ctx, &ca.workspace_id, &evaluation).await?;
+    match combine(prepared.profile.validity_days, decisions) {
+        Combined::Denied(reasons) => return Err(Error::PolicyDenied(reasons_json(&reasons))),
+        Combined::NeedsApproval(reasons) => return Err(Error::ApprovalRequired(reasons_json(&reasons))),
+        Combined::Proceed { validity_days } => prepared.profile.validity_days = validity_days,
+    }
+    let request = IssueRequest {
+        idempotency_key: ctx.new_id("iss_"),
+        csr_der: prepared.csr_der.clone(),
+        template: Some(prepared.template.clone()),
+        profile: prepared.profile.clone(),
+        replaces: None,
+        metadata: json!({}),
+    };
+    let mut target = call_target(ctx, ca, info)?;
+    if let Some(grant) = target.pki.as_mut() {
+        grant.sign = Some(SignPermit { csr_der: request.csr_der.clone(), profile: request.profile.clone() });
+    }
+    let issued = match ctx.plugins.host().ca_issue(&target, &request).await? {
+        IssueOutcome::Issued(issued) => issued,
+        IssueOutcome::Pending(pending) => {
+            return Err(Error::Pending(format!(
+                "the CA accepted the order ({}) but has not issued yet: {}",
+                pending.reference, pending.status_message
+            )))
+        }
+    };
+    let parsed = parse_der(&issued.certificate_der)
+        .map_err(|_| Error::Internal(format!("the {} connector returned an unreadable certificate", info.id)))?;
+    let chain_pem: Vec<String> = issued.chain_der.iter().map(|der| to_pem(der)).collect();
+    let private_key_sealed =
+        prepared.private_key_pem.as_ref().map(|pem| ctx.master_key.seal(pem.as_bytes(), ctx.entropy.as_ref()));
+    let now = ctx.now_millis();
+    let workspace_id = ca.workspace_id.clone();
+    let (ca_id, ca_type) = (ca.id, ca.ca_type.clone());
+    let source_label = inventory_source(ca);
+    let chain_text = chain_pem.concat();
+    let metadata = prepared.metadata.take().unwrap_or_else(|| json!({}));
+    let auto_renewal = prepared.auto_renewal;
+    let actor = actor.clone();
+    let template = prepared.template.clone();
+    let certificate = ctx
+        .store
+        .write(move |tx| {
+            Box::pin(async move {
+                let new = NewCertificate {
+                    workspace_id: &workspace_id,
+                    parsed: &parsed,
+                    issuance_source: source_label,
+                    auto_renewal,
+                    location: None,
+                    metadata: &metadata,
+                    created_at: now,
+                    expiry_announced: false,
+                    ca_id: Some(ca_id),
+                    chain_pem: (!chain_text.is_empty()).then_some(chain_text.as_str()),
+                    private_key_sealed: private_key_sealed.as_deref(),
+                };
+                let certificate = tx.insert_certificate(&new).await.map_err(|err| match err {
+                    StoreError::Unique(_) => Error::Conflict("the CA returned a certificate already in the inventory".into()),
+                    other => other.into(),
+                })?;
+                let mut change = UnitOfWork::within(tx, actor, Some(&workspace_id), now);
+                change
+                    .audit(
+                        "certificate.issued",
+                        Target::new("certificate", certificate.id),
+                        json!({ "caId": ca_id, "caType": ca_type, "template": template, "serialNumber": certificate.serial_number, "commonName": certificate.common_name }),
+                    )
+                    .emit(events::CERTIFICATE_CREATED, crate::certificates::event_data(&certificate, now));
+                change.commit().await?;
+                Ok(certificate)
+            })
+        })
+        .await?;
+    Ok(Issued { certificate, chain_pem })
+}
+
+fn reasons_json(reasons: &[PolicyReason]) -> Value {
+    Value::Array(reasons.iter().map(|r| json!({ "code": r.code, "message": r.message })).collect())
+}
+
+/// PEM of a DER private key (PKCS#8).
+pub(crate) fn private_key_pem(pkcs8: &[u8]) -> String {
+    pem_encode("PRIVATE KEY", pkcs8)
+}

@@ -1,0 +1,133 @@
+//! The workspace's issuance policies: records naming a policy type (served by an
+//! `issuance-policy` plugin) with its configuration, run in order on every issuance.
+
+use serde_json::{json, Value};
+
+use crate::audit::Audit;
+use crate::auth::{Caller, Scope};
+use crate::cas::secrets;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::plugins::{CallTarget, Decision, EvaluationRequest, PluginKind, PluginRef};
+use crate::unit_of_work::Target;
+
+/// A stored policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IssuancePolicy {
+    pub id: i64,
+    pub workspace_id: String,
+    pub name: String,
+    pub policy_type: String,
+    /// Sealed secrets, as for CAs.
+    pub config: Value,
+    pub position: i64,
+    pub enabled: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A policy to create.
+#[derive(Debug, Clone, Default)]
+pub struct NewPolicy {
+    pub name: Option<String>,
+    pub policy_type: Option<String>,
+    pub config: Option<Value>,
+    pub position: Option<i64>,
+    pub enabled: Option<bool>,
+}
+
+/// Every enabled policy's decision on `request`, in order. A policy that fails (trap, timeout,
+/// error) denies: policies fail closed.
+pub async fn evaluate(ctx: &Context, workspace_id: &str, request: &EvaluationRequest) -> Result<Vec<Decision>> {
+    let policies = ctx.store.list_issuance_policies(workspace_id).await?;
+    let mut decisions = Vec::with_capacity(policies.len());
+    for policy in policies.into_iter().filter(|p| p.enabled) {
+        let decision = async {
+            let info = ctx.plugins.host().serving(workspace_id, PluginKind::IssuancePolicy, &policy.policy_type)?;
+            let pointers = secrets::secret_pointers(&info);
+            let clear = secrets::unseal(&policy.config, &pointers, workspace_id, &ctx.master_key)?;
+            let target = CallTarget::new(workspace_id, PluginRef::Id(info.id), clear)
+                .for_record(&format!("policy-{}", policy.id));
+            Ok::<_, Error>(ctx.plugins.host().policy_evaluate(&target, request).await?)
+        }
+        .await;
+        decisions.push(decision.unwrap_or_else(|err| Decision::failed(&policy.name, &err)));
+    }
+    Ok(decisions)
+}
+
+pub async fn list(ctx: &Context, caller: &Caller) -> Result<Vec<IssuancePolicy>> {
+    caller.require(Scope::CasRead)?;
+    Ok(ctx.store.list_issuance_policies(&caller.workspace_id).await?)
+}
+
+/// Adds a policy (its type must be served; its configuration is validated by the plugin).
+pub async fn create(ctx: &Context, caller: &Caller, new: NewPolicy) -> Result<IssuancePolicy> {
+    caller.require(Scope::CasWrite)?;
+    let workspace_id = caller.workspace_id.to_string();
+    let name = new
+        .name
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && n.len() <= 200)
+        .ok_or_else(|| Error::invalid_field("name", "is required (at most 200 characters)"))?
+        .to_owned();
+    let policy_type = new
+        .policy_type
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| Error::invalid_field("type", "is required"))?
+        .to_owned();
+    let host = ctx.plugins.host();
+    let info = host.serving(&workspace_id, PluginKind::IssuancePolicy, &policy_type).map_err(|_| {
+        let available = host.served_types(PluginKind::IssuancePolicy);
+        Error::validation_with(
+            format!(
+                "No installed issuance policy serves type `{policy_type}`; available types: {}",
+                available.join(", ")
+            ),
+            json!({ "field": "type", "availableTypes": available }),
+        )
+    })?;
+    let config = match new.config.unwrap_or_else(|| json!({})) {
+        Value::Object(map) => Value::Object(map),
+        _ => return Err(Error::invalid_field("config", "must be an object")),
+    };
+    let pointers = secrets::secret_pointers(&info);
+    let target = CallTarget::new(&workspace_id, PluginRef::Id(info.id.clone()), config.clone());
+    host.validate_config(&target, PluginKind::IssuancePolicy).await.map_err(crate::cas::service::config_error)?;
+    let sealed = secrets::seal(config, None, &pointers, &workspace_id, &ctx.master_key, ctx.entropy.as_ref())?;
+    let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
+    let at = change.at();
+    let policy = IssuancePolicy {
+        id: 0,
+        workspace_id: workspace_id.clone(),
+        name,
+        policy_type,
+        config: sealed,
+        position: new.position.unwrap_or(0),
+        enabled: new.enabled.unwrap_or(true),
+        created_at: at,
+        updated_at: at,
+    };
+    let policy = change.tx().insert_issuance_policy(&policy).await?;
+    change.audit(
+        "issuance_policy.created",
+        Target::new("issuance_policy", policy.id),
+        json!({ "name": policy.name, "type": policy.policy_type, "position": policy.position }),
+    );
+    change.commit().await?;
+    Ok(policy)
+}
+
+pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
+    caller.require(Scope::CasWrite)?;
+    let workspace_id = caller.workspace_id.to_string();
+    let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
+    if !change.tx().delete_issuance_policy(&workspace_id, id).await? {
+        return Err(Error::NotFound(crate::error::Entity::IssuancePolicy));
+    }
+    change.audit("issuance_policy.deleted", Target::new("issuance_policy", id), json!({}));
+    change.commit().await
+}

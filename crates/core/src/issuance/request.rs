@@ -1,0 +1,421 @@
+//! From an issue request body to what is signed: the template, the CSR (given and verified, or
+//! made here around a generated key), the names, and the profile.
+
+use std::net::IpAddr;
+
+use rustls_pki_types::CertificateSigningRequestDer;
+use serde_json::Value;
+use x509_parser::prelude::{FromDer, GeneralName, ParsedExtension, X509CertificationRequest};
+use x509_parser::public_key::PublicKey;
+
+use super::templates::{self, Template};
+use crate::cas::CertificateAuthority;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::plugins::{
+    generate_pkcs8, CertificateProfile, EvaluationRequest, IssuanceSource, KeyAlgorithm, Requester, Subject,
+    SubjectAltName, SubjectKey,
+};
+
+const MAX_SANS: usize = 100;
+const MAX_CSR_BYTES: usize = 64 * 1024;
+
+/// The issue body as the API received it.
+#[derive(Debug, Default, Clone)]
+pub struct IssueInput {
+    pub ca_id: Option<i64>,
+    pub ca_type: Option<String>,
+    pub csr: Option<String>,
+    pub common_name: Option<String>,
+    pub subject_alt_names: Vec<String>,
+    pub template_id: Option<String>,
+    pub subject: SubjectInput,
+    pub validity_days: Option<u32>,
+    pub key_algorithm: Option<String>,
+    pub auto_renewal: Option<bool>,
+    pub metadata: Option<Value>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct SubjectInput {
+    pub organization: Option<String>,
+    pub organizational_unit: Option<String>,
+    pub country: Option<String>,
+    pub state: Option<String>,
+    pub locality: Option<String>,
+}
+
+/// Everything decided before policies and the CA see the request.
+#[derive(Debug, Clone)]
+pub struct PreparedRequest {
+    pub template: String,
+    pub csr_der: Vec<u8>,
+    pub key: SubjectKey,
+    /// PKCS#8 PEM of the key generated here (none when the caller sent a CSR).
+    pub private_key_pem: Option<String>,
+    pub profile: CertificateProfile,
+    pub auto_renewal: bool,
+    pub metadata: Option<Value>,
+}
+
+impl PreparedRequest {
+    pub fn evaluation(
+        &self,
+        ca: &CertificateAuthority,
+        requester: &Requester,
+        source: IssuanceSource,
+    ) -> EvaluationRequest {
+        EvaluationRequest {
+            ca_type: ca.ca_type.clone(),
+            ca_id: ca.id.to_string(),
+            template: Some(self.template.clone()),
+            subject: self.profile.subject.clone(),
+            subject_alt_names: self.profile.subject_alt_names.clone(),
+            key: self.key.clone(),
+            validity_days: self.profile.validity_days,
+            requester: requester.clone(),
+            source,
+        }
+    }
+}
+
+/// A built-in template by name (`web_server` when none is named).
+pub fn resolve_template(template_id: Option<&str>) -> Result<Template> {
+    let name = template_id.map(str::trim).filter(|t| !t.is_empty()).unwrap_or("web_server");
+    templates::built_in_named(name).ok_or_else(|| {
+        let names: Vec<String> = templates::built_ins().into_iter().map(|t| t.id).collect();
+        Error::invalid_field(
+            "templateId",
+            format!("unknown template `{name}`; built-in templates: {}", names.join(", ")),
+        )
+    })
+}
+
+/// A name as the API sends it, classified: IP addresses, e-mail addresses, URIs, DNS names.
+pub fn classify(name: &str) -> Result<SubjectAltName> {
+    let name = name.trim();
+    if let Ok(ip) = name.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+        return Ok(SubjectAltName::Ip(ip));
+    }
+    if name.contains("://") || name.starts_with("urn:") {
+        return match url::Url::parse(name) {
+            Ok(_) if name.is_ascii() => Ok(SubjectAltName::Uri(name.to_owned())),
+            _ => Err(Error::invalid_field("subjectAltNames", format!("`{name}` is not a valid URI"))),
+        };
+    }
+    if let Some((local, domain)) = name.split_once('@') {
+        if !local.is_empty() && dns_name(domain) && name.is_ascii() && !name.chars().any(char::is_whitespace) {
+            return Ok(SubjectAltName::Email(name.to_owned()));
+        }
+        return Err(Error::invalid_field("subjectAltNames", format!("`{name}` is not a valid e-mail address")));
+    }
+    let lower = name.trim_end_matches('.').to_ascii_lowercase();
+    if dns_name(lower.strip_prefix("*.").unwrap_or(&lower)) {
+        return Ok(SubjectAltName::Dns(lower));
+    }
+    Err(Error::invalid_field(
+        "subjectAltNames",
+        format!("`{name}` is neither a DNS name, an IP address, an e-mail address nor a URI"),
+    ))
+}
+
+fn dns_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        })
+}
+
+fn text(field: &str, value: &Option<String>, max: usize) -> Result<Option<String>> {
+    match value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(v) if v.chars().count() <= max && !v.chars().any(char::is_control) => Ok(Some(v.to_owned())),
+        Some(_) => {
+            Err(Error::invalid_field(field, format!("must be at most {max} characters without control characters")))
+        }
+    }
+}
+
+/// What a CSR says: its key, and the names it asks for.
+struct CsrFacts {
+    key: SubjectKey,
+    common_name: Option<String>,
+    names: Vec<SubjectAltName>,
+}
+
+fn csr_facts(der: &[u8]) -> Result<CsrFacts> {
+    let invalid = || Error::invalid_field("csr", "is not a PKCS#10 certificate request with a valid signature");
+    // rcgen verifies the self-signature (proof of possession of the key).
+    rcgen::CertificateSigningRequestParams::from_der(&CertificateSigningRequestDer::from(der))
+        .map_err(|_| invalid())?;
+    let (_, csr) = X509CertificationRequest::from_der(der).map_err(|_| invalid())?;
+    let info = &csr.certification_request_info;
+    let common_name = info.subject.iter_common_name().next().and_then(|cn| cn.as_str().ok()).map(str::to_owned);
+    let mut names = Vec::new();
+    for extension in csr.requested_extensions().into_iter().flatten() {
+        if let ParsedExtension::SubjectAlternativeName(san) = extension {
+            for name in &san.general_names {
+                match name {
+                    GeneralName::DNSName(dns) => names.push(SubjectAltName::Dns(dns.to_ascii_lowercase())),
+                    GeneralName::RFC822Name(mail) => names.push(SubjectAltName::Email((*mail).to_owned())),
+                    GeneralName::URI(uri) => names.push(SubjectAltName::Uri((*uri).to_owned())),
+                    GeneralName::IPAddress(bytes) => match bytes.len() {
+                        4 => names.push(SubjectAltName::Ip(IpAddr::from(
+                            <[u8; 4]>::try_from(*bytes).map_err(|_| invalid())?,
+                        ))),
+                        16 => names.push(SubjectAltName::Ip(IpAddr::from(
+                            <[u8; 16]>::try_from(*bytes).map_err(|_| invalid())?,
+                        ))),
+                        _ => return Err(invalid()),
+                    },
+                    _ => {}
+                }
+            }
+        }
+    }
+    let key = match info.subject_pki.parsed() {
+        Ok(PublicKey::RSA(rsa)) => SubjectKey {
+            algorithm: "rsa".into(),
+            size_bits: rsa.key_size() as u32,
+            curve: None,
+            server_generated: false,
+        },
+        Ok(PublicKey::EC(point)) => {
+            let bits = point.key_size() as u32;
+            let curve = match bits {
+                256 => "p256",
+                384 => "p384",
+                521 => "p521",
+                _ => "unknown",
+            };
+            SubjectKey { algorithm: "ec".into(), size_bits: bits, curve: Some(curve.into()), server_generated: false }
+        }
+        _ if info.subject_pki.algorithm.algorithm.to_id_string() == "1.3.101.112" => {
+            SubjectKey { algorithm: "ed25519".into(), size_bits: 256, curve: None, server_generated: false }
+        }
+        _ => return Err(Error::invalid_field("csr", "the key is not RSA, ECDSA (P-256/P-384) or Ed25519")),
+    };
+    Ok(CsrFacts { key, common_name, names })
+}
+
+/// The template's name for a key, as `allowedKeyAlgorithms` lists them.
+fn key_family(key: &SubjectKey) -> String {
+    match (key.algorithm.as_str(), key.curve.as_deref()) {
+        ("ec", Some(curve)) => format!("ecdsa-{curve}"),
+        (other, _) => other.to_owned(),
+    }
+}
+
+fn check_key(template: &Template, key: &SubjectKey) -> Result<()> {
+    let family = key_family(key);
+    if !template.allowed_key_algorithms.contains(&family) {
+        return Err(Error::invalid_field(
+            "csr",
+            format!(
+                "template {} does not accept {family} keys; allowed: {}",
+                template.id,
+                template.allowed_key_algorithms.join(", ")
+            ),
+        ));
+    }
+    if key.algorithm == "rsa" && key.size_bits < template.min_rsa_bits {
+        return Err(Error::invalid_field(
+            "csr",
+            format!(
+                "the RSA key has {} bits; template {} requires at least {}",
+                key.size_bits, template.id, template.min_rsa_bits
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn parse_key_algorithm(text: Option<&str>) -> Result<KeyAlgorithm> {
+    let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) else { return Ok(KeyAlgorithm::EcdsaP256) };
+    let normalized = text.to_ascii_lowercase().replace('_', "-");
+    let canonical = match normalized.as_str() {
+        "ecdsa-p256" | "p256" | "p-256" | "ec-p256" | "ecdsa" => "ecdsa-p256",
+        "ecdsa-p384" | "p384" | "p-384" | "ec-p384" => "ecdsa-p384",
+        "ed25519" => "ed25519",
+        "rsa-2048" | "rsa2048" | "rsa" => "rsa2048",
+        "rsa-3072" | "rsa3072" => "rsa3072",
+        "rsa-4096" | "rsa4096" => "rsa4096",
+        _ => "",
+    };
+    KeyAlgorithm::parse(canonical).ok_or_else(|| {
+        Error::invalid_field(
+            "keyAlgorithm",
+            "must be one of ecdsa-p256, ecdsa-p384, ed25519, rsa-2048, rsa-3072, rsa-4096",
+        )
+    })
+}
+
+fn generated_key(algorithm: KeyAlgorithm) -> SubjectKey {
+    let (family, bits, curve) = match algorithm {
+        KeyAlgorithm::EcdsaP256 => ("ec", 256, Some("p256")),
+        KeyAlgorithm::EcdsaP384 => ("ec", 384, Some("p384")),
+        KeyAlgorithm::Ed25519 => ("ed25519", 256, None),
+        KeyAlgorithm::Rsa2048 => ("rsa", 2048, None),
+        KeyAlgorithm::Rsa3072 => ("rsa", 3072, None),
+        KeyAlgorithm::Rsa4096 => ("rsa", 4096, None),
+    };
+    SubjectKey { algorithm: family.into(), size_bits: bits, curve: curve.map(Into::into), server_generated: true }
+}
+
+/// Checks the input against the template and builds the CSR and profile.
+pub fn prepare(ctx: &Context, input: &IssueInput, template: &Template) -> Result<PreparedRequest> {
+    let _ = ctx;
+    let common_name = text("commonName", &input.common_name, 64)?;
+    if input.subject_alt_names.len() > MAX_SANS {
+        return Err(Error::invalid_field("subjectAltNames", format!("at most {MAX_SANS} names")));
+    }
+    let mut names = input.subject_alt_names.iter().map(|n| classify(n)).collect::<Result<Vec<_>>>()?;
+
+    let (csr_der, key, private_key_pem, csr_common_name) =
+        match input.csr.as_deref().map(str::trim).filter(|c| !c.is_empty()) {
+            Some(pem) => {
+                if input.key_algorithm.is_some() {
+                    return Err(Error::invalid_field(
+                        "keyAlgorithm",
+                        "applies only when the server generates the key (no csr)",
+                    ));
+                }
+                if pem.len() > MAX_CSR_BYTES {
+                    return Err(Error::invalid_field("csr", "is larger than 64 KiB"));
+                }
+                let der = pem_block(pem, "CERTIFICATE REQUEST")
+                    .or_else(|| pem_block(pem, "NEW CERTIFICATE REQUEST"))
+                    .ok_or_else(|| Error::invalid_field("csr", "must be a PEM `CERTIFICATE REQUEST`"))?;
+                let facts = csr_facts(&der)?;
+                if names.is_empty() {
+                    names = facts.names;
+                }
+                (der, facts.key, None, facts.common_name)
+            }
+            None => {
+                if common_name.is_none() {
+                    return Err(Error::validation_with(
+                        "Either `csr` or `commonName` is required",
+                        serde_json::json!({ "field": "commonName", "problem": "required when csr is omitted" }),
+                    ));
+                }
+                let algorithm = parse_key_algorithm(input.key_algorithm.as_deref())?;
+                let pkcs8 = generate_pkcs8(algorithm).map_err(|err| Error::Internal(err.to_string()))?;
+                let key_pair =
+                    rcgen::KeyPair::try_from(pkcs8.as_slice()).map_err(|err| Error::Internal(err.to_string()))?;
+                let csr = rcgen::CertificateParams::default()
+                    .serialize_request(&key_pair)
+                    .map_err(|err| Error::Internal(err.to_string()))?;
+                (csr.der().to_vec(), generated_key(algorithm), Some(super::private_key_pem(&pkcs8)), None)
+            }
+        };
+    check_key(template, &key)?;
+    let common_name = common_name.or(csr_common_name);
+    // A DNS common name of a TLS certificate must also be a SAN (RFC 6125 clients ignore the CN).
+    if let Some(cn) = &common_name {
+        if template.san_rules.dns {
+            if let Ok(SubjectAltName::Dns(dns)) = classify(cn) {
+                if !names.contains(&SubjectAltName::Dns(dns.clone())) {
+                    names.insert(0, SubjectAltName::Dns(dns));
+                }
+            }
+        }
+    }
+    names.dedup();
+    check_names(template, &names)?;
+    if common_name.is_none() && names.is_empty() {
+        return Err(Error::invalid_field(
+            "commonName",
+            "a certificate needs a common name or a subject alternative name",
+        ));
+    }
+    let validity_days = input.validity_days.unwrap_or(template.default_validity_days);
+    if validity_days == 0 || validity_days > template.max_validity_days {
+        return Err(Error::invalid_field(
+            "validityDays",
+            format!("must be between 1 and {} for template {}", template.max_validity_days, template.id),
+        ));
+    }
+    let defaults = &template.subject_defaults;
+    let subject = Subject {
+        common_name,
+        organization: text("subject.organization", &input.subject.organization, 64)?.or(defaults.organization.clone()),
+        organizational_unit: text("subject.organizationalUnit", &input.subject.organizational_unit, 64)?
+            .or(defaults.organizational_unit.clone()),
+        country: country(&input.subject.country)?.or(defaults.country.clone()),
+        state: text("subject.state", &input.subject.state, 128)?.or(defaults.state.clone()),
+        locality: text("subject.locality", &input.subject.locality, 128)?.or(defaults.locality.clone()),
+        other: Vec::new(),
+    };
+    let metadata = match &input.metadata {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(map)) if Value::Object(map.clone()).to_string().len() <= 64 * 1024 => {
+            Some(Value::Object(map.clone()))
+        }
+        Some(_) => return Err(Error::invalid_field("metadata", "must be an object of at most 64 KiB")),
+    };
+    Ok(PreparedRequest {
+        template: template.id.clone(),
+        csr_der,
+        key,
+        private_key_pem,
+        profile: CertificateProfile {
+            subject,
+            subject_alt_names: names,
+            key_usages: template.key_usages.clone(),
+            extended_key_usages: template.extended_key_usages.clone(),
+            validity_days,
+        },
+        auto_renewal: input.auto_renewal.unwrap_or(false),
+        metadata,
+    })
+}
+
+fn country(value: &Option<String>) -> Result<Option<String>> {
+    match value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(c) if c.len() == 2 && c.chars().all(|ch| ch.is_ascii_alphabetic()) => Ok(Some(c.to_ascii_uppercase())),
+        Some(_) => Err(Error::invalid_field("subject.country", "must be a two-letter ISO 3166 code")),
+    }
+}
+
+fn check_names(template: &Template, names: &[SubjectAltName]) -> Result<()> {
+    let rules = template.san_rules;
+    for name in names {
+        let allowed = match name {
+            SubjectAltName::Dns(_) => rules.dns,
+            SubjectAltName::Ip(_) => rules.ip,
+            SubjectAltName::Email(_) => rules.email,
+            SubjectAltName::Uri(_) => rules.uri,
+        };
+        if !allowed {
+            return Err(Error::invalid_field(
+                "subjectAltNames",
+                format!("template {} does not allow the name {name}", template.id),
+            ));
+        }
+    }
+    if rules.required && names.is_empty() {
+        return Err(Error::invalid_field(
+            "subjectAltNames",
+            format!("template {} needs at least one name", template.id),
+        ));
+    }
+    Ok(())
+}
+
+/// The DER of the first PEM block labelled `label`.
+fn pem_block(text: &str, label: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let start = text.find(&begin)? + begin.len();
+    let stop = start + text[start..].find(&end)?;
+    let body: String = text[start..stop].chars().filter(|c| !c.is_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD.decode(body).ok()
+}

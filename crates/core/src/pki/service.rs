@@ -1,0 +1,419 @@
+//! [`InternalPki`]: the host's `pki-core` over the store. CA keys are sealed under the master
+//! key bound to their CA; a prepared [`Signer`] per CA is cached so an issuance costs one
+//! signature and one ledger row, not a key unsealing and a certificate parse.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+use super::{sign_csr, Authority, IssuerUrls, NewAuthority, PkiError, Signer};
+use crate::cas::{IssuedRecord, StoredAuthority};
+use crate::certificates::x509::{pem_certificates, to_pem};
+use crate::clock::{SharedClock, SharedEntropy};
+use crate::crypto::MasterKey;
+use crate::plugins::{
+    AuthorityInfo, AuthoritySpec, CertificateProfile, IssuedEntryInfo, IssuedPageInfo, KeyAlgorithm, NewAuthoritySpec,
+    PkiCore, PkiCoreError, PkiGrant, RevocationInfo, RevocationReason, SerialStatus, SignedCertificate,
+};
+use crate::ports::{Store, StoreError};
+
+/// A CA ready to sign, with its chain (own certificate first, up to the root).
+pub struct Prepared {
+    pub signer: Signer,
+    pub chain_der: Vec<Vec<u8>>,
+    pub workspace_id: String,
+}
+
+pub struct InternalPki {
+    store: Arc<dyn Store>,
+    master_key: MasterKey,
+    clock: SharedClock,
+    entropy: SharedEntropy,
+    /// The service's public base URL (CRL and OCSP URLs in issued certificates).
+    public_url: String,
+    prepared: Mutex<HashMap<i64, Arc<Prepared>>>,
+}
+
+fn key_context(workspace_id: &str, ca_id: i64) -> Vec<u8> {
+    format!("trellis:internal-ca-key:{workspace_id}:{ca_id}").into_bytes()
+}
+
+fn store_error(err: StoreError) -> PkiCoreError {
+    tracing::error!(error = %err, "internal PKI storage failed");
+    PkiCoreError::Unavailable("the internal PKI's storage failed; retry later".into())
+}
+
+fn pki_error(err: PkiError) -> PkiCoreError {
+    match err {
+        PkiError::InvalidCsr => PkiCoreError::InvalidCsr(err.to_string()),
+        PkiError::AuthorityExpired(_) => PkiCoreError::Unavailable(err.to_string()),
+        PkiError::Signing(_) => PkiCoreError::Unavailable(err.to_string()),
+        other => PkiCoreError::InvalidRequest(other.to_string()),
+    }
+}
+
+/// Subject, issuer and validity of a CA certificate (times in seconds).
+pub fn describe(certificate_der: &[u8]) -> Option<(String, String, i64, i64)> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(certificate_der).ok()?;
+    Some((
+        parsed.subject().to_string(),
+        parsed.issuer().to_string(),
+        parsed.validity().not_before.timestamp(),
+        parsed.validity().not_after.timestamp(),
+    ))
+}
+
+impl InternalPki {
+    pub fn new(
+        store: Arc<dyn Store>,
+        master_key: MasterKey,
+        clock: SharedClock,
+        entropy: SharedEntropy,
+        public_url: &str,
+    ) -> InternalPki {
+        InternalPki {
+            store,
+            master_key,
+            clock,
+            entropy,
+            public_url: public_url.trim_end_matches('/').to_owned(),
+            prepared: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn now_secs(&self) -> i64 {
+        self.clock.now().timestamp()
+    }
+
+    /// Where relying parties find the revocation status of `ca_id`'s certificates.
+    pub fn urls(&self, ca_id: i64) -> IssuerUrls {
+        IssuerUrls {
+            crl: format!("{}/pki/{ca_id}/crl", self.public_url),
+            ocsp: format!("{}/pki/{ca_id}/ocsp", self.public_url),
+        }
+    }
+
+    async fn stored(&self, ca_id: i64) -> Result<Option<StoredAuthority>, PkiCoreError> {
+        self.store.find_authority(ca_id).await.map_err(store_error)
+    }
+
+    fn open(&self, stored: &StoredAuthority) -> Result<Authority, PkiCoreError> {
+        let certificate_der = pem_certificates(&stored.certificate_pem)
+            .and_then(|blocks| blocks.into_iter().next())
+            .ok_or_else(|| PkiCoreError::Unavailable("the stored CA certificate is unreadable".into()))?;
+        let key_pkcs8 = self
+            .master_key
+            .open_bound(&stored.key_sealed, &key_context(&stored.workspace_id, stored.ca_id))
+            .map_err(|_| PkiCoreError::Unavailable("the CA key does not open under this master key".into()))?;
+        let key_algorithm = stored.key_algorithm.as_deref().and_then(KeyAlgorithm::parse);
+        Ok(Authority { certificate_der, key_pkcs8, key_algorithm })
+    }
+
+    /// The CA of `ca_id` prepared for signing (cached), from any workspace: callers check.
+    pub async fn prepared(&self, ca_id: i64) -> Result<Arc<Prepared>, PkiCoreError> {
+        if let Some(prepared) = self.prepared.lock().ok().and_then(|cache| cache.get(&ca_id).cloned()) {
+            return Ok(prepared);
+        }
+        let stored = self.stored(ca_id).await?.ok_or(PkiCoreError::NoAuthority)?;
+        let authority = self.open(&stored)?;
+        let signer = authority.signer().map_err(pki_error)?;
+        let mut chain_der = vec![authority.certificate_der.clone()];
+        let mut parent = stored.parent_ca_id;
+        // Internal hierarchies are shallow; the bound keeps a corrupt parent loop finite.
+        for _ in 0..8 {
+            let Some(parent_id) = parent else { break };
+            let Some(parent_row) = self.stored(parent_id).await? else { break };
+            if let Some(der) = pem_certificates(&parent_row.certificate_pem).and_then(|b| b.into_iter().next()) {
+                chain_der.push(der);
+            }
+            parent = parent_row.parent_ca_id;
+        }
+        let prepared = Arc::new(Prepared { signer, chain_der, workspace_id: stored.workspace_id });
+        if let Ok(mut cache) = self.prepared.lock() {
+            cache.insert(ca_id, prepared.clone());
+        }
+        Ok(prepared)
+    }
+
+    async fn prepared_for(&self, grant: &PkiGrant) -> Result<Arc<Prepared>, PkiCoreError> {
+        let prepared = self.prepared(grant.ca_id).await?;
+        if prepared.workspace_id != grant.workspace_id {
+            return Err(PkiCoreError::NoAuthority);
+        }
+        Ok(prepared)
+    }
+
+    fn info(&self, stored: &StoredAuthority) -> Result<AuthorityInfo, PkiCoreError> {
+        let certificate_der = pem_certificates(&stored.certificate_pem)
+            .and_then(|blocks| blocks.into_iter().next())
+            .ok_or_else(|| PkiCoreError::Unavailable("the stored CA certificate is unreadable".into()))?;
+        let (subject, issuer, not_before, not_after) = describe(&certificate_der)
+            .ok_or_else(|| PkiCoreError::Unavailable("the stored CA certificate is unreadable".into()))?;
+        Ok(AuthorityInfo {
+            certificate_der,
+            subject,
+            issuer,
+            not_before,
+            not_after,
+            key_algorithm: stored.key_algorithm.as_deref().and_then(KeyAlgorithm::parse),
+            parent_record_id: stored.parent_ca_id.map(|id| id.to_string()),
+        })
+    }
+
+    fn new_authority(spec: &NewAuthoritySpec) -> NewAuthority {
+        NewAuthority {
+            subject: spec.subject.clone(),
+            key_algorithm: spec.key_algorithm,
+            validity_days: spec.validity_days,
+            path_length: spec.path_length,
+        }
+    }
+}
+
+/// How long a CRL is valid: relying parties fetch a new one within a day.
+const CRL_LIFETIME_SECS: i64 = 86_400;
+
+impl InternalPki {
+    /// The DER CRL of internal CA `ca_id` (any workspace: CRLs are public), signed now, listing
+    /// every revoked certificate that has not expired. The CRL number is the signing time in
+    /// milliseconds: monotonic per CA without a counter row to update on every fetch.
+    pub async fn crl(&self, ca_id: i64) -> Result<Vec<u8>, PkiCoreError> {
+        let prepared = self.prepared(ca_id).await?;
+        let now = self.now_secs();
+        let revoked = self.store.list_revoked(ca_id, now).await.map_err(store_error)?;
+        let entries: Vec<super::RevokedEntry> = revoked
+            .iter()
+            .filter_map(|record| {
+                revocation(record).map(|info| super::RevokedEntry {
+                    serial_number: record.serial_number.clone(),
+                    revoked_at: info.revoked_at.unwrap_or(now),
+                    reason: info.reason,
+                })
+            })
+            .collect();
+        let number = u64::try_from(self.clock.now().timestamp_millis()).unwrap_or_default();
+        super::sign_crl(&prepared.signer, &entries, number, now, now + CRL_LIFETIME_SECS).map_err(pki_error)
+    }
+
+    /// The status of a serial of CA `ca_id`, for OCSP.
+    pub async fn serial_status(&self, ca_id: i64, serial_number: &str) -> Result<SerialStatus, PkiCoreError> {
+        let record = self.store.find_issued(ca_id, &normalize_serial(serial_number)).await.map_err(store_error)?;
+        Ok(match record {
+            None => SerialStatus::Unknown,
+            Some(record) => revocation(&record).map_or(SerialStatus::Good, SerialStatus::Revoked),
+        })
+    }
+}
+
+fn revocation(record: &IssuedRecord) -> Option<RevocationInfo> {
+    record.revoked_at.map(|at| RevocationInfo {
+        revoked_at: Some(at),
+        reason: record
+            .revocation_reason
+            .as_deref()
+            .and_then(RevocationReason::parse)
+            .unwrap_or(RevocationReason::Unspecified),
+    })
+}
+
+fn entry(record: IssuedRecord) -> IssuedEntryInfo {
+    let revocation = revocation(&record);
+    IssuedEntryInfo {
+        certificate_der: pem_certificates(&record.certificate_pem)
+            .and_then(|b| b.into_iter().next())
+            .unwrap_or_default(),
+        serial_number: record.serial_number,
+        revocation,
+    }
+}
+
+/// Serials compare as stored: lowercase hex without separators.
+fn normalize_serial(serial: &str) -> String {
+    serial.chars().filter(|c| *c != ':').collect::<String>().to_ascii_lowercase()
+}
+
+#[async_trait]
+impl PkiCore for InternalPki {
+    async fn authority(&self, grant: &PkiGrant) -> Result<Option<AuthorityInfo>, PkiCoreError> {
+        match self.stored(grant.ca_id).await? {
+            Some(stored) if stored.workspace_id == grant.workspace_id => self.info(&stored).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    async fn create_authority(&self, grant: &PkiGrant, spec: AuthoritySpec) -> Result<AuthorityInfo, PkiCoreError> {
+        if let Some(existing) = self.authority(grant).await? {
+            return Err(PkiCoreError::AuthorityExists(Box::new(existing)));
+        }
+        let now = self.now_secs();
+        let entropy = self.entropy.as_ref();
+        let (authority, parent_ca_id) = match spec {
+            AuthoritySpec::Root(spec) => {
+                (Authority::create_root(&Self::new_authority(&spec), now, entropy).map_err(pki_error)?, None)
+            }
+            AuthoritySpec::Intermediate { parent_record_id, authority } => {
+                let parent_id: i64 = parent_record_id.trim().parse().map_err(|_| {
+                    PkiCoreError::InvalidRequest(format!("parentCaId `{parent_record_id}` is not a CA id"))
+                })?;
+                let parent = match self.stored(parent_id).await? {
+                    Some(parent) if parent.workspace_id == grant.workspace_id && parent_id != grant.ca_id => parent,
+                    _ => {
+                        return Err(PkiCoreError::InvalidRequest(format!(
+                            "parentCaId {parent_id} is not an internal CA of this workspace"
+                        )))
+                    }
+                };
+                let parent_authority = self.open(&parent)?;
+                let created =
+                    Authority::create_intermediate(&Self::new_authority(&authority), &parent_authority, now, entropy)
+                        .map_err(pki_error)?;
+                (created, Some(parent_id))
+            }
+            AuthoritySpec::Imported { certificate_pem, private_key_field } => {
+                let key_pem =
+                    grant.withheld_config.pointer(&private_key_field).and_then(|v| v.as_str()).ok_or_else(|| {
+                        PkiCoreError::InvalidRequest(format!(
+                            "the configuration has no private key at {private_key_field}"
+                        ))
+                    })?;
+                (Authority::import(&certificate_pem, key_pem).map_err(pki_error)?, None)
+            }
+        };
+        let stored = StoredAuthority {
+            ca_id: grant.ca_id,
+            workspace_id: grant.workspace_id.clone(),
+            certificate_pem: to_pem(&authority.certificate_der),
+            key_sealed: self.master_key.seal_bound(
+                &authority.key_pkcs8,
+                &key_context(&grant.workspace_id, grant.ca_id),
+                entropy,
+            ),
+            key_algorithm: authority.key_algorithm.map(|a| a.as_str().to_owned()),
+            parent_ca_id,
+            created_at: now,
+        };
+        let row = stored.clone();
+        let inserted = self
+            .store
+            .write(move |tx| Box::pin(async move { tx.insert_authority(&row).await.map_err(Into::into) }))
+            .await;
+        match inserted {
+            Ok(()) => self.info(&stored),
+            // A concurrent setup won: report what exists, as a repeated setup would see it.
+            Err(crate::Error::Store(StoreError::Unique(_))) => match self.authority(grant).await? {
+                Some(existing) => Err(PkiCoreError::AuthorityExists(Box::new(existing))),
+                None => Err(PkiCoreError::Unavailable("the CA record is gone".into())),
+            },
+            Err(err) => {
+                tracing::error!(error = %err, "storing an internal CA failed");
+                Err(PkiCoreError::Unavailable("storing the CA failed; retry later".into()))
+            }
+        }
+    }
+
+    async fn sign_csr(
+        &self,
+        grant: &PkiGrant,
+        csr_der: &[u8],
+        profile: &CertificateProfile,
+    ) -> Result<SignedCertificate, PkiCoreError> {
+        let prepared = self.prepared_for(grant).await?;
+        let now = self.now_secs();
+        let signed = sign_csr(&prepared.signer, csr_der, profile, &self.urls(grant.ca_id), now, self.entropy.as_ref())
+            .map_err(pki_error)?;
+        let certificate_pem = to_pem(&signed.certificate_der);
+        let not_after = now + i64::from(profile.validity_days) * 86_400;
+        let record = IssuedRecord {
+            id: 0,
+            ca_id: grant.ca_id,
+            workspace_id: grant.workspace_id.clone(),
+            serial_number: signed.serial_number.clone(),
+            certificate_pem,
+            not_after: not_after.min(prepared.signer.not_after()),
+            issued_at: now,
+            revoked_at: None,
+            revocation_reason: None,
+        };
+        // The ledger row is durable before the certificate leaves the host: a CA never hands out
+        // a certificate its CRL and OCSP could not answer for.
+        self.store
+            .write(move |tx| Box::pin(async move { tx.insert_issued(&record).await.map_err(Into::into) }))
+            .await
+            .map_err(|err| {
+                tracing::error!(error = %err, "recording an issued certificate failed");
+                PkiCoreError::Unavailable("recording the certificate failed; retry later".into())
+            })?;
+        // The root is what relying parties already trust; the chain carries what lies between.
+        let chain_der = match prepared.chain_der.split_last() {
+            Some((last, rest)) if is_self_signed(last) => rest.to_vec(),
+            _ => prepared.chain_der.clone(),
+        };
+        Ok(SignedCertificate {
+            certificate_der: signed.certificate_der,
+            chain_der,
+            serial_number: signed.serial_number,
+        })
+    }
+
+    async fn ca_chain(&self, grant: &PkiGrant) -> Result<Vec<Vec<u8>>, PkiCoreError> {
+        Ok(self.prepared_for(grant).await?.chain_der.clone())
+    }
+
+    async fn revoke(
+        &self,
+        grant: &PkiGrant,
+        serial_number: &str,
+        reason: RevocationReason,
+    ) -> Result<(), PkiCoreError> {
+        self.prepared_for(grant).await?;
+        let (ca_id, serial, at) = (grant.ca_id, normalize_serial(serial_number), self.now_secs());
+        let shown = serial.clone();
+        let found = self
+            .store
+            .write(move |tx| {
+                Box::pin(async move { tx.revoke_issued(ca_id, &serial, at, reason.as_str()).await.map_err(Into::into) })
+            })
+            .await
+            .map_err(|err| {
+                tracing::error!(error = %err, "recording a revocation failed");
+                PkiCoreError::Unavailable("recording the revocation failed; retry later".into())
+            })?;
+        if found {
+            Ok(())
+        } else {
+            Err(PkiCoreError::UnknownSerial(shown))
+        }
+    }
+
+    async fn status(&self, grant: &PkiGrant, serial_number: &str) -> Result<SerialStatus, PkiCoreError> {
+        self.prepared_for(grant).await?;
+        let record =
+            self.store.find_issued(grant.ca_id, &normalize_serial(serial_number)).await.map_err(store_error)?;
+        Ok(match record {
+            None => SerialStatus::Unknown,
+            Some(record) => revocation(&record).map_or(SerialStatus::Good, SerialStatus::Revoked),
+        })
+    }
+
+    async fn list_issued(
+        &self,
+        grant: &PkiGrant,
+        cursor: Option<String>,
+        limit: u32,
+    ) -> Result<IssuedPageInfo, PkiCoreError> {
+        self.prepared_for(grant).await?;
+        let after: i64 = match cursor {
+            None => 0,
+            Some(text) => text.parse().map_err(|_| PkiCoreError::InvalidRequest(format!("bad cursor `{text}`")))?,
+        };
+        let limit = i64::from(limit.clamp(1, 500));
+        let records = self.store.list_issued(grant.ca_id, after, limit).await.map_err(store_error)?;
+        let next_cursor = (records.len() as i64 == limit).then(|| records.last().map(|r| r.id.to_string())).flatten();
+        Ok(IssuedPageInfo { items: records.into_iter().map(entry).collect(), next_cursor })
+    }
+}
+
+fn is_self_signed(der: &[u8]) -> bool {
+    x509_parser::parse_x509_certificate(der).is_ok_and(|(_, c)| c.subject().as_raw() == c.issuer().as_raw())
+}

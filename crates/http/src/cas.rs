@@ -1,0 +1,531 @@
+//! `/api/certificate-authorities/*`, `/api/certificates/issue`, `/api/certificate-templates`,
+//! `/api/issuance-policies`, `/api/certificates/crl`, and the public CRL endpoint of every
+//! internal CA (`/pki/{caId}/crl`).
+
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::certificates::certificate_dto;
+use crate::error::ApiResult;
+use crate::extract::{numeric_id, Authenticated, Json, Query};
+use crate::{created, data, list, Data, ListEnvelope, PageParams};
+use trellis_core::cas::service::{self as registry, CaInput, CaView};
+use trellis_core::clock::rfc3339;
+use trellis_core::context::SharedContext;
+use trellis_core::error::{Entity, Error};
+use trellis_core::issuance::policies::{self, IssuancePolicy, NewPolicy};
+use trellis_core::issuance::{self, templates, IssueInput, SubjectInput};
+use trellis_core::plugins::{PkiCoreError, TestReport};
+
+pub fn routes() -> Router<SharedContext> {
+    Router::new()
+        .route("/api/certificate-authorities", get(list_cas).post(create_ca))
+        .route("/api/certificate-authorities/stats", get(ca_stats))
+        .route("/api/certificate-authorities/{id}", get(get_ca).patch(patch_ca).put(put_ca).delete(delete_ca))
+        .route("/api/certificate-authorities/{id}/test", post(test_ca))
+        .route("/api/certificate-authorities/{id}/sync", post(sync_ca))
+        .route("/api/certificates/issue", post(issue_certificate))
+        .route("/api/certificates/crl", get(list_crl_entries))
+        .route("/api/certificate-templates", get(list_templates))
+        .route("/api/certificate-templates/{id}", get(get_template))
+        .route("/api/issuance-policies", get(list_policies).post(create_policy))
+        .route("/api/issuance-policies/{id}", axum::routing::delete(delete_policy))
+        .route("/pki/{ca_id}/crl", get(crl))
+        .route("/pki/{ca_id}/ca", get(ca_certificate))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CaDto {
+    id: i64,
+    workspace_id: String,
+    name: String,
+    /// The CA kind, e.g. `internal`, `acme`, `aws_private_ca`.
+    #[serde(rename = "type")]
+    ca_type: String,
+    description: Option<String>,
+    url: Option<String>,
+    /// `active`, `disconnected` or `error`.
+    status: &'static str,
+    /// `healthy`, `degraded`, `unhealthy` or `unknown`.
+    health_status: &'static str,
+    issuer_patterns: Vec<String>,
+    /// Type-specific settings; secret members read `********`.
+    #[schema(value_type = Object)]
+    config: Value,
+    last_sync: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+fn ca_dto(view: CaView) -> CaDto {
+    let ca = view.ca;
+    CaDto {
+        id: ca.id,
+        workspace_id: ca.workspace_id,
+        name: ca.name,
+        ca_type: ca.ca_type,
+        description: ca.description,
+        url: ca.url,
+        status: ca.status.as_str(),
+        health_status: ca.health_status.as_str(),
+        issuer_patterns: ca.issuer_patterns,
+        config: view.config,
+        last_sync: ca.last_sync.map(rfc3339),
+        created_at: rfc3339(ca.created_at),
+        updated_at: rfc3339(ca.updated_at),
+    }
+}
+
+/// Accepts absent (leave alone), `null` (clear) and a value (set).
+fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CaBody {
+    #[schema(max_length = 200)]
+    name: Option<String>,
+    /// Required on create.
+    #[serde(rename = "type")]
+    #[schema(max_length = 64, pattern = "^[a-z0-9_-]+$")]
+    ca_type: Option<String>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>, max_length = 2000)]
+    description: Option<Option<String>>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    url: Option<Option<String>>,
+    /// Legacy name of `url` (create only).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    endpoint: Option<Option<String>>,
+    /// `active` (default), `disconnected` or `error`.
+    #[schema(pattern = "^(active|disconnected|error)$")]
+    status: Option<String>,
+    issuer_patterns: Option<Vec<String>>,
+    #[schema(value_type = Option<Object>)]
+    config: Option<Value>,
+    /// On create: start a `ca_certs` discovery scan. Not available in this version: `true` is refused.
+    scan_certificates: Option<bool>,
+}
+
+fn ca_input(body: CaBody) -> Result<CaInput, Error> {
+    if body.scan_certificates == Some(true) {
+        return Err(Error::invalid_field(
+            "scanCertificates",
+            "ca_certs discovery scans are not available in this version; create the CA without it",
+        ));
+    }
+    Ok(CaInput {
+        name: body.name,
+        ca_type: body.ca_type,
+        description: body.description,
+        url: body.url.or(body.endpoint),
+        status: body.status,
+        issuer_patterns: body.issuer_patterns,
+        config: body.config,
+    })
+}
+
+/// The workspace's CAs, newest first (default limit 50).
+#[utoipa::path(get, path = "/api/certificate-authorities", tag = "certificate-authorities", params(PageParams),
+    responses((status = 200, body = ListEnvelope<CaDto>)))]
+async fn list_cas(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Query(page): Query<PageParams>,
+) -> ApiResult<axum::Json<ListEnvelope<CaDto>>> {
+    Ok(list(registry::list(&ctx, &caller, page.request()?).await?, ca_dto))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CaStatsDto {
+    #[serde(rename = "totalCAs")]
+    total_cas: i64,
+    #[serde(rename = "connectedCAs")]
+    connected_cas: i64,
+    #[serde(rename = "disconnectedCAs")]
+    disconnected_cas: i64,
+    total_certificates_issued: i64,
+    #[serde(rename = "healthyCAs")]
+    healthy_cas: i64,
+}
+
+/// Counts of the workspace's CAs (connected = status `active`).
+#[utoipa::path(get, path = "/api/certificate-authorities/stats", tag = "certificate-authorities",
+    responses((status = 200, body = Data<CaStatsDto>)))]
+async fn ca_stats(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+) -> ApiResult<axum::Json<Value>> {
+    let stats = registry::stats(&ctx, &caller).await?;
+    Ok(data(CaStatsDto {
+        total_cas: stats.total,
+        connected_cas: stats.connected,
+        disconnected_cas: stats.disconnected,
+        total_certificates_issued: stats.certificates_issued,
+        healthy_cas: stats.healthy,
+    }))
+}
+
+/// One CA.
+#[utoipa::path(get, path = "/api/certificate-authorities/{id}", tag = "certificate-authorities",
+    responses((status = 200, body = Data<CaDto>)))]
+async fn get_ca(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(data(ca_dto(registry::get(&ctx, &caller, numeric_id(&id)?).await?)))
+}
+
+/// Registers a CA. `type` must be served by an installed connector plugin; `config` is checked
+/// by it (an `internal` CA creates its root, intermediate or import here).
+#[utoipa::path(post, path = "/api/certificate-authorities", tag = "certificate-authorities", request_body = CaBody,
+    responses((status = 201, body = Data<CaDto>)))]
+async fn create_ca(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Json(body): Json<CaBody>,
+) -> ApiResult<Response> {
+    Ok(created(ca_dto(registry::create(&ctx, &caller, ca_input(body)?).await?)))
+}
+
+/// Changes the given fields (config members merge; `********` keeps a secret).
+#[utoipa::path(patch, path = "/api/certificate-authorities/{id}", tag = "certificate-authorities", request_body = CaBody,
+    responses((status = 200, body = Data<CaDto>)))]
+async fn patch_ca(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+    Json(body): Json<CaBody>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(data(ca_dto(registry::update(&ctx, &caller, numeric_id(&id)?, ca_input(body)?, false).await?)))
+}
+
+/// Replaces the CA's fields (name and type required).
+#[utoipa::path(put, path = "/api/certificate-authorities/{id}", tag = "certificate-authorities", request_body = CaBody,
+    responses((status = 200, body = Data<CaDto>)))]
+async fn put_ca(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+    Json(body): Json<CaBody>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(data(ca_dto(registry::update(&ctx, &caller, numeric_id(&id)?, ca_input(body)?, true).await?)))
+}
+
+/// Removes the CA; its certificates stay in the inventory without the link.
+#[utoipa::path(delete, path = "/api/certificate-authorities/{id}", tag = "certificate-authorities",
+    responses((status = 204, description = "Deleted")))]
+async fn delete_ca(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    registry::delete(&ctx, &caller, numeric_id(&id)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CheckDto {
+    name: String,
+    /// `pass`, `warn`, `fail` or `skip`.
+    status: String,
+    message: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TestDto {
+    success: bool,
+    message: String,
+    checks: Vec<CheckDto>,
+    #[schema(value_type = Object)]
+    details: Value,
+}
+
+fn test_dto(report: TestReport) -> TestDto {
+    TestDto {
+        success: report.success,
+        message: report.message,
+        checks: report
+            .checks
+            .into_iter()
+            .map(|c| CheckDto {
+                name: c.name,
+                status: serde_json::to_value(c.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                message: c.message,
+            })
+            .collect(),
+        details: report.details,
+    }
+}
+
+/// Probes the CA through its connector: success → `active`, failure → `error`.
+#[utoipa::path(post, path = "/api/certificate-authorities/{id}/test", tag = "certificate-authorities",
+    responses((status = 200, body = Data<TestDto>)))]
+async fn test_ca(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(data(test_dto(registry::test(&ctx, &caller, numeric_id(&id)?).await?)))
+}
+
+/// Touches `lastSync` only.
+#[utoipa::path(post, path = "/api/certificate-authorities/{id}/sync", tag = "certificate-authorities",
+    responses((status = 200, body = Data<CaDto>)))]
+async fn sync_ca(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(data(ca_dto(registry::sync(&ctx, &caller, numeric_id(&id)?).await?)))
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubjectBody {
+    organization: Option<String>,
+    organizational_unit: Option<String>,
+    /// Two letters.
+    country: Option<String>,
+    state: Option<String>,
+    locality: Option<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IssueBody {
+    /// The CA to issue through.
+    ca_id: i64,
+    /// Must match the CA's type when given.
+    ca_type: Option<String>,
+    /// PEM PKCS#10; without it the server generates the key.
+    csr: Option<String>,
+    /// Required without `csr`.
+    #[schema(max_length = 64)]
+    common_name: Option<String>,
+    /// DNS names, IP addresses, e-mail addresses and URIs (classified by form).
+    #[serde(default, alias = "sans", alias = "alternativeNames")]
+    subject_alt_names: Vec<String>,
+    /// A built-in template (`web_server`, `client_auth`, `code_signing`, `smime`, `device`); default `web_server`.
+    #[serde(alias = "template")]
+    template_id: Option<String>,
+    #[serde(default)]
+    subject: Option<SubjectBody>,
+    #[schema(minimum = 1, maximum = 3650)]
+    validity_days: Option<u32>,
+    /// For a server-generated key: `ecdsa-p256` (default), `ecdsa-p384`, `ed25519`, `rsa-2048`, `rsa-3072`, `rsa-4096`.
+    key_algorithm: Option<String>,
+    auto_renewal: Option<bool>,
+    #[schema(value_type = Option<Object>)]
+    metadata: Option<Value>,
+}
+
+/// Issues a certificate through a CA: template, issuance policies, the CA's connector; the
+/// result enters the inventory. 403 `POLICY_DENIED` with reasons when a policy denies.
+#[utoipa::path(post, path = "/api/certificates/issue", tag = "certificates", request_body = IssueBody,
+    responses((status = 201, description = "`data`: the certificate record with `certificate` (PEM), `chain` (PEM list) and `serialNumber`")))]
+async fn issue_certificate(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Json(body): Json<IssueBody>,
+) -> ApiResult<Response> {
+    let subject = body.subject.unwrap_or_default();
+    let input = IssueInput {
+        ca_id: Some(body.ca_id),
+        ca_type: body.ca_type,
+        csr: body.csr,
+        common_name: body.common_name,
+        subject_alt_names: body.subject_alt_names,
+        template_id: body.template_id,
+        subject: SubjectInput {
+            organization: subject.organization,
+            organizational_unit: subject.organizational_unit,
+            country: subject.country,
+            state: subject.state,
+            locality: subject.locality,
+        },
+        validity_days: body.validity_days,
+        key_algorithm: body.key_algorithm,
+        auto_renewal: body.auto_renewal,
+        metadata: body.metadata,
+    };
+    let issued = issuance::issue(&ctx, &caller, input).await?;
+    let mut dto = serde_json::to_value(certificate_dto(issued.certificate, ctx.clock.now(), true))
+        .map_err(|err| Error::Internal(err.to_string()))?;
+    dto["chain"] = Value::from(issued.chain_pem);
+    Ok(created(dto))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CrlEntryDto {
+    /// Lowercase hex.
+    serial_number: String,
+    revoked_at: String,
+    reason: String,
+    ca_id: i64,
+}
+
+/// Revoked certificates of the workspace's internal CAs, newest first.
+#[utoipa::path(get, path = "/api/certificates/crl", tag = "certificates", params(PageParams),
+    responses((status = 200, body = ListEnvelope<CrlEntryDto>)))]
+async fn list_crl_entries(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Query(page): Query<PageParams>,
+) -> ApiResult<axum::Json<ListEnvelope<CrlEntryDto>>> {
+    caller.require(trellis_core::auth::Scope::CertificatesRead)?;
+    let entries = ctx.store.list_workspace_revoked(&caller.workspace_id, page.request()?).await.map_err(Error::from)?;
+    Ok(list(entries, |e| CrlEntryDto {
+        serial_number: e.serial_number,
+        revoked_at: rfc3339(e.revoked_at.unwrap_or_default() * 1000),
+        reason: e.revocation_reason.unwrap_or_else(|| "unspecified".into()),
+        ca_id: e.ca_id,
+    }))
+}
+
+/// The templates of the workspace (the built-ins, read-only).
+#[utoipa::path(get, path = "/api/certificate-templates", tag = "certificate-templates",
+    responses((status = 200, description = "`data`: templates")))]
+async fn list_templates(Authenticated(caller): Authenticated) -> ApiResult<axum::Json<Value>> {
+    caller.require(trellis_core::auth::Scope::CertificatesRead)?;
+    Ok(data(templates::built_ins()))
+}
+
+/// One template by id (a built-in's id is its name).
+#[utoipa::path(get, path = "/api/certificate-templates/{id}", tag = "certificate-templates",
+    responses((status = 200, description = "`data`: the template")))]
+async fn get_template(Authenticated(caller): Authenticated, Path(id): Path<String>) -> ApiResult<axum::Json<Value>> {
+    caller.require(trellis_core::auth::Scope::CertificatesRead)?;
+    let template = templates::built_in_named(&id).ok_or(Error::NotFound(Entity::CertificateTemplate))?;
+    Ok(data(template))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyDto {
+    id: i64,
+    name: String,
+    /// The policy type, served by an issuance-policy plugin (e.g. `domain-policy`).
+    #[serde(rename = "type")]
+    policy_type: String,
+    #[schema(value_type = Object)]
+    config: Value,
+    position: i64,
+    enabled: bool,
+    created_at: String,
+}
+
+fn policy_dto(p: IssuancePolicy) -> PolicyDto {
+    PolicyDto {
+        id: p.id,
+        name: p.name,
+        policy_type: p.policy_type,
+        config: trellis_core::cas::secrets::masked(&p.config),
+        position: p.position,
+        enabled: p.enabled,
+        created_at: rfc3339(p.created_at),
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyBody {
+    #[schema(max_length = 200)]
+    name: String,
+    #[serde(rename = "type")]
+    policy_type: String,
+    #[schema(value_type = Option<Object>)]
+    config: Option<Value>,
+    /// Evaluation order (ascending); default 0.
+    position: Option<i64>,
+    enabled: Option<bool>,
+}
+
+/// The workspace's issuance policies, in evaluation order.
+#[utoipa::path(get, path = "/api/issuance-policies", tag = "issuance-policies",
+    responses((status = 200, body = Data<Vec<PolicyDto>>)))]
+async fn list_policies(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(data(policies::list(&ctx, &caller).await?.into_iter().map(policy_dto).collect::<Vec<_>>()))
+}
+
+/// Adds an issuance policy: every issuance in the workspace runs it from now on.
+#[utoipa::path(post, path = "/api/issuance-policies", tag = "issuance-policies", request_body = PolicyBody,
+    responses((status = 201, body = Data<PolicyDto>)))]
+async fn create_policy(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Json(body): Json<PolicyBody>,
+) -> ApiResult<Response> {
+    let new = NewPolicy {
+        name: Some(body.name),
+        policy_type: Some(body.policy_type),
+        config: body.config,
+        position: body.position,
+        enabled: body.enabled,
+    };
+    Ok(created(policy_dto(policies::create(&ctx, &caller, new).await?)))
+}
+
+/// Removes an issuance policy.
+#[utoipa::path(delete, path = "/api/issuance-policies/{id}", tag = "issuance-policies",
+    responses((status = 204, description = "Deleted")))]
+async fn delete_policy(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    policies::delete(&ctx, &caller, numeric_id(&id)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The DER CRL of an internal CA (RFC 5280), signed at request time; public, as relying
+/// parties fetch it without credentials.
+#[utoipa::path(get, path = "/pki/{ca_id}/crl", tag = "pki", security(()),
+    responses((status = 200, description = "application/pkix-crl"), (status = 404, description = "No internal CA with this id")))]
+async fn crl(State(ctx): State<SharedContext>, Path(ca_id): Path<String>) -> ApiResult<Response> {
+    let ca_id = numeric_id(&ca_id)?;
+    let pki = ctx.pki.as_ref().ok_or(Error::NotFound(Entity::CertificateAuthority))?;
+    match pki.crl(ca_id).await {
+        Ok(der) => Ok(([(header::CONTENT_TYPE, "application/pkix-crl"), (header::CACHE_CONTROL, "max-age=300")], der)
+            .into_response()),
+        Err(PkiCoreError::NoAuthority) => Err(Error::NotFound(Entity::CertificateAuthority).into()),
+        Err(err) => Err(Error::Internal(err.to_string()).into()),
+    }
+}
+
+/// The internal CA's certificate and its issuers up to the root (PEM): what relying parties
+/// add to their trust store. Public, like the CRL.
+#[utoipa::path(get, path = "/pki/{ca_id}/ca", tag = "pki", security(()),
+    responses((status = 200, description = "application/x-pem-file"), (status = 404, description = "No internal CA with this id")))]
+async fn ca_certificate(State(ctx): State<SharedContext>, Path(ca_id): Path<String>) -> ApiResult<Response> {
+    let ca_id = numeric_id(&ca_id)?;
+    let pki = ctx.pki.as_ref().ok_or(Error::NotFound(Entity::CertificateAuthority))?;
+    match pki.prepared(ca_id).await {
+        Ok(prepared) => {
+            let pem: String =
+                prepared.chain_der.iter().map(|der| trellis_core::certificates::x509::to_pem(der)).collect();
+            Ok(([(header::CONTENT_TYPE, "application/x-pem-file")], pem).into_response())
+        }
+        Err(PkiCoreError::NoAuthority) => Err(Error::NotFound(Entity::CertificateAuthority).into()),
+        Err(err) => Err(Error::Internal(err.to_string()).into()),
+    }
+}

@@ -1,0 +1,406 @@
+//! Certificate authorities, internal CA key material and the internal CAs' issuance ledger.
+
+use async_trait::async_trait;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use trellis_core::cas::{
+    CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus, IssuedRecord, StoredAuthority,
+};
+use trellis_core::issuance::policies::IssuancePolicy;
+use trellis_core::pagination::{Page, PageRequest};
+use trellis_core::ports::{CaReads, CaWrites};
+
+use crate::{bool_column, json_column, DbResult, Store, StoreError, StoreResult, Tx};
+
+const CA_COLUMNS: &str = "id, workspace_id, name, ca_type, description, url, status, health_status, issuer_patterns, \
+    config, last_sync, created_at, updated_at";
+
+const ISSUED_COLUMNS: &str =
+    "id, ca_id, workspace_id, serial_number, certificate_pem, not_after, issued_at, revoked_at, revocation_reason";
+
+fn ca_from_row(row: &AnyRow) -> StoreResult<CertificateAuthority> {
+    let status: String = row.try_get("status").db()?;
+    let health: String = row.try_get("health_status").db()?;
+    let patterns: String = row.try_get("issuer_patterns").db()?;
+    let config: String = row.try_get("config").db()?;
+    Ok(CertificateAuthority {
+        id: row.try_get("id").db()?,
+        workspace_id: row.try_get("workspace_id").db()?,
+        name: row.try_get("name").db()?,
+        ca_type: row.try_get("ca_type").db()?,
+        description: row.try_get("description").db()?,
+        url: row.try_get("url").db()?,
+        status: CaStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("CA status `{status}`")))?,
+        health_status: HealthStatus::parse(&health)
+            .ok_or_else(|| StoreError::Corrupt(format!("CA health `{health}`")))?,
+        issuer_patterns: serde_json::from_str(&patterns).unwrap_or_default(),
+        config: json_column(&config),
+        last_sync: row.try_get("last_sync").db()?,
+        created_at: row.try_get("created_at").db()?,
+        updated_at: row.try_get("updated_at").db()?,
+    })
+}
+
+fn authority_from_row(row: &AnyRow) -> StoreResult<StoredAuthority> {
+    Ok(StoredAuthority {
+        ca_id: row.try_get("ca_id").db()?,
+        workspace_id: row.try_get("workspace_id").db()?,
+        certificate_pem: row.try_get("certificate_pem").db()?,
+        key_sealed: row.try_get("key_sealed").db()?,
+        key_algorithm: row.try_get("key_algorithm").db()?,
+        parent_ca_id: row.try_get("parent_ca_id").db()?,
+        created_at: row.try_get("created_at").db()?,
+    })
+}
+
+fn issued_from_row(row: &AnyRow) -> StoreResult<IssuedRecord> {
+    Ok(IssuedRecord {
+        id: row.try_get("id").db()?,
+        ca_id: row.try_get("ca_id").db()?,
+        workspace_id: row.try_get("workspace_id").db()?,
+        serial_number: row.try_get("serial_number").db()?,
+        certificate_pem: row.try_get("certificate_pem").db()?,
+        not_after: row.try_get("not_after").db()?,
+        issued_at: row.try_get("issued_at").db()?,
+        revoked_at: row.try_get("revoked_at").db()?,
+        revocation_reason: row.try_get("revocation_reason").db()?,
+    })
+}
+
+fn patterns_json(fields: &CaFields) -> String {
+    serde_json::to_string(&fields.issuer_patterns).unwrap_or_else(|_| "[]".into())
+}
+
+#[async_trait]
+impl CaReads for Store {
+    async fn find_ca(&self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateAuthority>> {
+        let sql = format!("SELECT {CA_COLUMNS} FROM certificate_authorities WHERE workspace_id = $1 AND id = $2");
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await.db()?;
+        row.as_ref().map(ca_from_row).transpose()
+    }
+
+    async fn list_cas(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<CertificateAuthority>> {
+        let sql = format!(
+            "SELECT {CA_COLUMNS} FROM certificate_authorities WHERE workspace_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3"
+        );
+        let rows =
+            sqlx::query(&sql).bind(workspace_id).bind(page.limit).bind(page.offset).fetch_all(&self.pool).await.db()?;
+        let items = rows.iter().map(ca_from_row).collect::<StoreResult<Vec<_>>>()?;
+        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM certificate_authorities WHERE workspace_id = $1")
+            .bind(workspace_id)
+            .fetch_one(&self.pool)
+            .await
+            .db()?;
+        Ok(Page { items, total, total_exact: true, request: page })
+    }
+
+    async fn ca_stats(&self, workspace_id: &str) -> StoreResult<CaStats> {
+        let row = sqlx::query(
+            "SELECT COUNT(*), \
+                COALESCE(SUM(CASE WHEN status = 'active' THEN 1 ELSE 0 END), 0), \
+                COALESCE(SUM(CASE WHEN status <> 'active' THEN 1 ELSE 0 END), 0), \
+                COALESCE(SUM(CASE WHEN health_status = 'healthy' THEN 1 ELSE 0 END), 0) \
+             FROM certificate_authorities WHERE workspace_id = $1",
+        )
+        .bind(workspace_id)
+        .fetch_one(&self.pool)
+        .await
+        .db()?;
+        let issued: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM certificates WHERE workspace_id = $1 AND ca_id IS NOT NULL")
+                .bind(workspace_id)
+                .fetch_one(&self.pool)
+                .await
+                .db()?;
+        Ok(CaStats {
+            total: row.try_get(0).db()?,
+            connected: row.try_get(1).db()?,
+            disconnected: row.try_get(2).db()?,
+            healthy: row.try_get(3).db()?,
+            certificates_issued: issued,
+        })
+    }
+
+    async fn find_authority(&self, ca_id: i64) -> StoreResult<Option<StoredAuthority>> {
+        let row = sqlx::query(
+            "SELECT ca_id, workspace_id, certificate_pem, key_sealed, key_algorithm, parent_ca_id, created_at \
+             FROM internal_authorities WHERE ca_id = $1",
+        )
+        .bind(ca_id)
+        .fetch_optional(&self.pool)
+        .await
+        .db()?;
+        row.as_ref().map(authority_from_row).transpose()
+    }
+
+    async fn find_issued(&self, ca_id: i64, serial_number: &str) -> StoreResult<Option<IssuedRecord>> {
+        let sql = format!("SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE ca_id = $1 AND serial_number = $2");
+        let row = sqlx::query(&sql).bind(ca_id).bind(serial_number).fetch_optional(&self.pool).await.db()?;
+        row.as_ref().map(issued_from_row).transpose()
+    }
+
+    async fn list_issued(&self, ca_id: i64, after: i64, limit: i64) -> StoreResult<Vec<IssuedRecord>> {
+        let sql =
+            format!("SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE ca_id = $1 AND id > $2 ORDER BY id LIMIT $3");
+        let rows = sqlx::query(&sql).bind(ca_id).bind(after).bind(limit).fetch_all(&self.pool).await.db()?;
+        rows.iter().map(issued_from_row).collect()
+    }
+
+    async fn list_revoked(&self, ca_id: i64, now_secs: i64) -> StoreResult<Vec<IssuedRecord>> {
+        let sql = format!(
+            "SELECT {ISSUED_COLUMNS} FROM internal_issued \
+             WHERE ca_id = $1 AND revoked_at IS NOT NULL AND not_after > $2 ORDER BY id"
+        );
+        let rows = sqlx::query(&sql).bind(ca_id).bind(now_secs).fetch_all(&self.pool).await.db()?;
+        rows.iter().map(issued_from_row).collect()
+    }
+
+    async fn list_workspace_revoked(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<IssuedRecord>> {
+        let sql = format!(
+            "SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE workspace_id = $1 AND revoked_at IS NOT NULL \
+             ORDER BY id DESC LIMIT $2 OFFSET $3"
+        );
+        let rows =
+            sqlx::query(&sql).bind(workspace_id).bind(page.limit).bind(page.offset).fetch_all(&self.pool).await.db()?;
+        let items = rows.iter().map(issued_from_row).collect::<StoreResult<Vec<_>>>()?;
+        let total: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM internal_issued WHERE workspace_id = $1 AND revoked_at IS NOT NULL",
+        )
+        .bind(workspace_id)
+        .fetch_one(&self.pool)
+        .await
+        .db()?;
+        Ok(Page { items, total, total_exact: true, request: page })
+    }
+
+    async fn list_issuance_policies(&self, workspace_id: &str) -> StoreResult<Vec<IssuancePolicy>> {
+        let sql = format!(
+            "SELECT {POLICY_COLUMNS} FROM issuance_policies WHERE workspace_id = $1 ORDER BY position, id LIMIT 100"
+        );
+        let rows = sqlx::query(&sql).bind(workspace_id).fetch_all(&self.pool).await.db()?;
+        rows.iter().map(policy_from_row).collect()
+    }
+}
+
+const POLICY_COLUMNS: &str = "id, workspace_id, name, policy_type, config, position, enabled, created_at, updated_at";
+
+fn policy_from_row(row: &AnyRow) -> StoreResult<IssuancePolicy> {
+    let config: String = row.try_get("config").db()?;
+    Ok(IssuancePolicy {
+        id: row.try_get("id").db()?,
+        workspace_id: row.try_get("workspace_id").db()?,
+        name: row.try_get("name").db()?,
+        policy_type: row.try_get("policy_type").db()?,
+        config: json_column(&config),
+        position: row.try_get("position").db()?,
+        enabled: bool_column(row.try_get("enabled").db()?),
+        created_at: row.try_get("created_at").db()?,
+        updated_at: row.try_get("updated_at").db()?,
+    })
+}
+
+#[async_trait]
+impl CaWrites for Tx {
+    async fn insert_ca(&mut self, workspace_id: &str, fields: &CaFields, at: i64) -> StoreResult<CertificateAuthority> {
+        let sql = format!(
+            "INSERT INTO certificate_authorities (workspace_id, name, ca_type, description, url, status, health_status, \
+                issuer_patterns, config, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) RETURNING {CA_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(fields.name.as_str())
+            .bind(fields.ca_type.as_str())
+            .bind(fields.description.as_deref())
+            .bind(fields.url.as_deref())
+            .bind(fields.status.as_str())
+            .bind(fields.health_status.as_str())
+            .bind(patterns_json(fields))
+            .bind(fields.config.to_string())
+            .bind(at)
+            .fetch_one(&mut *self.inner)
+            .await
+            .db()?;
+        ca_from_row(&row)
+    }
+
+    async fn find_ca(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateAuthority>> {
+        let sql = format!("SELECT {CA_COLUMNS} FROM certificate_authorities WHERE workspace_id = $1 AND id = $2");
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.inner).await.db()?;
+        row.as_ref().map(ca_from_row).transpose()
+    }
+
+    async fn update_ca(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        fields: &CaFields,
+        at: i64,
+    ) -> StoreResult<Option<CertificateAuthority>> {
+        let sql = format!(
+            "UPDATE certificate_authorities SET name = $3, ca_type = $4, description = $5, url = $6, status = $7, \
+                issuer_patterns = $8, config = $9, updated_at = $10 \
+             WHERE workspace_id = $1 AND id = $2 RETURNING {CA_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(id)
+            .bind(fields.name.as_str())
+            .bind(fields.ca_type.as_str())
+            .bind(fields.description.as_deref())
+            .bind(fields.url.as_deref())
+            .bind(fields.status.as_str())
+            .bind(patterns_json(fields))
+            .bind(fields.config.to_string())
+            .bind(at)
+            .fetch_optional(&mut *self.inner)
+            .await
+            .db()?;
+        row.as_ref().map(ca_from_row).transpose()
+    }
+
+    async fn set_ca_health(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        status: CaStatus,
+        health: HealthStatus,
+        at: i64,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE certificate_authorities SET status = $3, health_status = $4, updated_at = $5 \
+             WHERE workspace_id = $1 AND id = $2",
+        )
+        .bind(workspace_id)
+        .bind(id)
+        .bind(status.as_str())
+        .bind(health.as_str())
+        .bind(at)
+        .execute(&mut *self.inner)
+        .await
+        .db()?;
+        Ok(())
+    }
+
+    async fn touch_ca_sync(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        at: i64,
+    ) -> StoreResult<Option<CertificateAuthority>> {
+        let sql = format!(
+            "UPDATE certificate_authorities SET last_sync = $3 WHERE workspace_id = $1 AND id = $2 RETURNING {CA_COLUMNS}"
+        );
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).bind(at).fetch_optional(&mut *self.inner).await.db()?;
+        row.as_ref().map(ca_from_row).transpose()
+    }
+
+    async fn delete_ca(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool> {
+        sqlx::query("UPDATE certificates SET ca_id = NULL WHERE workspace_id = $1 AND ca_id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .execute(&mut *self.inner)
+            .await
+            .db()?;
+        let deleted = sqlx::query("DELETE FROM certificate_authorities WHERE workspace_id = $1 AND id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .execute(&mut *self.inner)
+            .await
+            .db()?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
+    async fn insert_authority(&mut self, authority: &StoredAuthority) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO internal_authorities (ca_id, workspace_id, certificate_pem, key_sealed, key_algorithm, \
+                parent_ca_id, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(authority.ca_id)
+        .bind(authority.workspace_id.as_str())
+        .bind(authority.certificate_pem.as_str())
+        .bind(authority.key_sealed.as_str())
+        .bind(authority.key_algorithm.as_deref())
+        .bind(authority.parent_ca_id)
+        .bind(authority.created_at)
+        .execute(&mut *self.inner)
+        .await
+        .db()?;
+        Ok(())
+    }
+
+    async fn insert_issued(&mut self, record: &IssuedRecord) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO internal_issued (ca_id, workspace_id, serial_number, certificate_pem, not_after, issued_at) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(record.ca_id)
+        .bind(record.workspace_id.as_str())
+        .bind(record.serial_number.as_str())
+        .bind(record.certificate_pem.as_str())
+        .bind(record.not_after)
+        .bind(record.issued_at)
+        .execute(&mut *self.inner)
+        .await
+        .db()?;
+        Ok(())
+    }
+
+    async fn revoke_issued(
+        &mut self,
+        ca_id: i64,
+        serial_number: &str,
+        at_secs: i64,
+        reason: &str,
+    ) -> StoreResult<bool> {
+        sqlx::query(
+            "UPDATE internal_issued SET revoked_at = $3, revocation_reason = $4 \
+             WHERE ca_id = $1 AND serial_number = $2 AND revoked_at IS NULL",
+        )
+        .bind(ca_id)
+        .bind(serial_number)
+        .bind(at_secs)
+        .bind(reason)
+        .execute(&mut *self.inner)
+        .await
+        .db()?;
+        let exists: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM internal_issued WHERE ca_id = $1 AND serial_number = $2")
+                .bind(ca_id)
+                .bind(serial_number)
+                .fetch_one(&mut *self.inner)
+                .await
+                .db()?;
+        Ok(exists > 0)
+    }
+
+    async fn insert_issuance_policy(&mut self, policy: &IssuancePolicy) -> StoreResult<IssuancePolicy> {
+        let sql = format!(
+            "INSERT INTO issuance_policies (workspace_id, name, policy_type, config, position, enabled, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING {POLICY_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(policy.workspace_id.as_str())
+            .bind(policy.name.as_str())
+            .bind(policy.policy_type.as_str())
+            .bind(policy.config.to_string())
+            .bind(policy.position)
+            .bind(i64::from(policy.enabled))
+            .bind(policy.created_at)
+            .fetch_one(&mut *self.inner)
+            .await
+            .db()?;
+        policy_from_row(&row)
+    }
+
+    async fn delete_issuance_policy(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool> {
+        let deleted = sqlx::query("DELETE FROM issuance_policies WHERE workspace_id = $1 AND id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .execute(&mut *self.inner)
+            .await
+            .db()?;
+        Ok(deleted.rows_affected() > 0)
+    }
+}

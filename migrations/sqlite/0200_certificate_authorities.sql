@@ -1,0 +1,66 @@
+-- Certificate authorities of a workspace (spec §2.1). Each is served by the connector plugin
+-- bound to its type; secret members of `config` are sealed under the master key.
+CREATE TABLE certificate_authorities (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    workspace_id     TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    name             TEXT NOT NULL,
+    ca_type          TEXT NOT NULL,
+    description      TEXT,
+    url              TEXT,
+    status           TEXT NOT NULL,
+    health_status    TEXT NOT NULL,
+    issuer_patterns  TEXT NOT NULL DEFAULT '[]',
+    config           TEXT NOT NULL DEFAULT '{}',   -- secret members replaced by {"$sealed": "..."}
+    last_sync        BIGINT,
+    created_at       BIGINT NOT NULL,
+    updated_at       BIGINT NOT NULL
+);
+CREATE INDEX certificate_authorities_recent ON certificate_authorities (workspace_id, id);
+CREATE INDEX certificates_by_ca ON certificates (workspace_id, ca_id);
+
+-- The issuing chain stored with certificates the service issued (intermediates, PEM).
+ALTER TABLE certificates ADD COLUMN chain_pem TEXT;
+
+-- Internal CAs (host pki-core): certificate and sealed PKCS#8 key. The key never leaves the
+-- host and is never returned.
+CREATE TABLE internal_authorities (
+    ca_id            BIGINT PRIMARY KEY REFERENCES certificate_authorities(id) ON DELETE CASCADE,
+    workspace_id     TEXT NOT NULL,
+    certificate_pem  TEXT NOT NULL,
+    key_sealed       TEXT NOT NULL,
+    key_algorithm    TEXT,
+    parent_ca_id     BIGINT,
+    created_at       BIGINT NOT NULL
+);
+
+-- Every certificate an internal CA signed, kept for CRL, OCSP and discovery even when the
+-- inventory record is deleted. Times in seconds.
+CREATE TABLE internal_issued (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    ca_id            BIGINT NOT NULL REFERENCES certificate_authorities(id) ON DELETE CASCADE,
+    workspace_id     TEXT NOT NULL,
+    serial_number    TEXT NOT NULL,
+    certificate_pem  TEXT NOT NULL,
+    not_after        BIGINT NOT NULL,
+    issued_at        BIGINT NOT NULL,
+    revoked_at       BIGINT,
+    revocation_reason TEXT
+);
+CREATE UNIQUE INDEX internal_issued_serial ON internal_issued (ca_id, serial_number);
+CREATE INDEX internal_issued_revoked ON internal_issued (ca_id, revoked_at) WHERE revoked_at IS NOT NULL;
+CREATE INDEX internal_issued_workspace_revoked ON internal_issued (workspace_id, id) WHERE revoked_at IS NOT NULL;
+
+-- Issuance policies of a workspace: each names a policy type (served by an issuance-policy
+-- plugin) and its configuration; every issuance runs the enabled ones in position order.
+CREATE TABLE issuance_policies (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    workspace_id     TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    name             TEXT NOT NULL,
+    policy_type      TEXT NOT NULL,
+    config           TEXT NOT NULL DEFAULT '{}',
+    position         BIGINT NOT NULL DEFAULT 0,
+    enabled          INTEGER NOT NULL DEFAULT 1,
+    created_at       BIGINT NOT NULL,
+    updated_at       BIGINT NOT NULL
+);
+CREATE INDEX issuance_policies_order ON issuance_policies (workspace_id, position, id);
