@@ -38,6 +38,8 @@ pub fn routes() -> Router<SharedContext> {
         .route("/api/issuance-policies/{id}", axum::routing::delete(delete_policy))
         .route("/pki/{ca_id}/crl", get(crl))
         .route("/pki/{ca_id}/ca", get(ca_certificate))
+        .route("/pki/{ca_id}/ocsp", post(ocsp_post))
+        .route("/pki/{ca_id}/ocsp/{*request}", get(ocsp_get))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -528,4 +530,44 @@ async fn ca_certificate(State(ctx): State<SharedContext>, Path(ca_id): Path<Stri
         Err(PkiCoreError::NoAuthority) => Err(Error::NotFound(Entity::CertificateAuthority).into()),
         Err(err) => Err(Error::Internal(err.to_string()).into()),
     }
+}
+
+fn ocsp_response(der: Vec<u8>) -> Response {
+    ([(header::CONTENT_TYPE, "application/ocsp-response"), (header::CACHE_CONTROL, "no-store")], der).into_response()
+}
+
+/// OCSP (RFC 6960) for an internal CA: POST an `application/ocsp-request`. Every answer is a
+/// 200 `application/ocsp-response`, errors included, as OCSP clients expect.
+#[utoipa::path(post, path = "/pki/{ca_id}/ocsp", tag = "pki", security(()),
+    request_body(content = Vec<u8>, content_type = "application/ocsp-request"),
+    responses((status = 200, description = "application/ocsp-response")))]
+async fn ocsp_post(State(ctx): State<SharedContext>, Path(ca_id): Path<String>, body: axum::body::Bytes) -> Response {
+    use trellis_core::pki::ocsp;
+    let request =
+        if body.len() > ocsp::MAX_REQUEST_BYTES { Err(ocsp::OcspError::TooLarge) } else { ocsp::parse_request(&body) };
+    ocsp_answer(&ctx, &ca_id, request).await
+}
+
+/// OCSP by GET: the base64 DER request as the rest of the path (RFC 6960 appendix A.1).
+#[utoipa::path(get, path = "/pki/{ca_id}/ocsp/{request}", tag = "pki", security(()),
+    responses((status = 200, description = "application/ocsp-response")))]
+async fn ocsp_get(State(ctx): State<SharedContext>, Path((ca_id, request)): Path<(String, String)>) -> Response {
+    let request = if request.len() > 4 * trellis_core::pki::ocsp::MAX_REQUEST_BYTES {
+        Err(trellis_core::pki::OcspError::TooLarge)
+    } else {
+        trellis_core::pki::parse_get_request(&request)
+    };
+    ocsp_answer(&ctx, &ca_id, request).await
+}
+
+async fn ocsp_answer(
+    ctx: &SharedContext,
+    ca_id: &str,
+    request: Result<trellis_core::pki::OcspRequest, trellis_core::pki::OcspError>,
+) -> Response {
+    use trellis_core::pki::{error_response, OcspErrorStatus};
+    let (Ok(ca_id), Some(pki)) = (ca_id.parse::<i64>(), ctx.pki.as_ref()) else {
+        return ocsp_response(error_response(OcspErrorStatus::Unauthorized));
+    };
+    ocsp_response(pki.ocsp(ca_id, request).await)
 }

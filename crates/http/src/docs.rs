@@ -62,6 +62,8 @@ use trellis_core::context::SharedContext;
         super::cas::delete_policy,
         super::cas::crl,
         super::cas::ca_certificate,
+        super::cas::ocsp_post,
+        super::cas::ocsp_get,
         super::audit::list_audit,
         super::audit::list_events,
         super::plugins::install_plugin,

@@ -54,7 +54,7 @@ pub fn sign_crl(
     Ok(crl.der().to_vec())
 }
 
-fn reason(reason: RevocationReason) -> Option<rcgen::RevocationReason> {
+pub(super) fn reason(reason: RevocationReason) -> Option<rcgen::RevocationReason> {
     use rcgen::RevocationReason as R;
     Some(match reason {
         RevocationReason::Unspecified => return None,

@@ -393,19 +393,9 @@ fn single_response(response: &SingleStatus) -> Result<Vec<u8>, PkiError> {
 }
 
 /// The RFC 5280 CRLReason code, none for unspecified (omitted, as in [`super::sign_crl`]).
-fn reason_code(reason: RevocationReason) -> Option<u8> {
-    Some(match reason {
-        RevocationReason::Unspecified => return None,
-        RevocationReason::KeyCompromise => 1,
-        RevocationReason::CaCompromise => 2,
-        RevocationReason::AffiliationChanged => 3,
-        RevocationReason::Superseded => 4,
-        RevocationReason::CessationOfOperation => 5,
-        RevocationReason::CertificateHold => 6,
-        RevocationReason::RemoveFromCrl => 8,
-        RevocationReason::PrivilegeWithdrawn => 9,
-        RevocationReason::AaCompromise => 10,
-    })
+/// The RFC 5280 CRLReason code, as the CRL writes it (unspecified is omitted).
+pub(crate) fn reason_code(reason: RevocationReason) -> Option<u8> {
+    super::crl::reason(reason).map(|r| r as u8)
 }
 
 /// GeneralizedTime of `seconds` since the epoch.
