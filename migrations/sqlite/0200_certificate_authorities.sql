@@ -64,3 +64,44 @@ CREATE TABLE issuance_policies (
     updated_at       BIGINT NOT NULL
 );
 CREATE INDEX issuance_policies_order ON issuance_policies (workspace_id, position, id);
+
+-- What renewal needs of a certificate issued here: its template, its CSR (renewing a
+-- caller-held key reuses it), and the renewal's bookkeeping (a claim lease so one replica
+-- renews, the successor, the last failure).
+ALTER TABLE certificates ADD COLUMN issuance_template TEXT;
+ALTER TABLE certificates ADD COLUMN csr_pem TEXT;
+ALTER TABLE certificates ADD COLUMN renewed_by_id BIGINT;
+ALTER TABLE certificates ADD COLUMN renewal_claimed_at BIGINT;
+ALTER TABLE certificates ADD COLUMN renewal_error TEXT;
+CREATE INDEX certificates_renewal_due ON certificates (expires_at) WHERE auto_renewal = 1 AND revoked = 0 AND ca_id IS NOT NULL AND renewed_by_id IS NULL;
+
+-- Approval-gated issuance: the request as submitted, its state, who decided.
+CREATE TABLE certificate_requests (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    workspace_id     TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    ca_id            BIGINT NOT NULL,
+    status           TEXT NOT NULL,              -- pending, approved, issued, rejected, failed
+    request          TEXT NOT NULL,              -- the issue body (JSON), CSR included
+    common_name      TEXT,
+    reasons          TEXT NOT NULL DEFAULT '[]', -- why approval is needed (policy reasons)
+    requested_by     TEXT NOT NULL,
+    decided_by       TEXT,
+    decided_at       BIGINT,
+    decision_reason  TEXT,
+    certificate_id   BIGINT,
+    error            TEXT,
+    created_at       BIGINT NOT NULL,
+    updated_at       BIGINT NOT NULL
+);
+CREATE INDEX certificate_requests_recent ON certificate_requests (workspace_id, id);
+
+-- Custom certificate templates of a workspace (the built-ins are in code).
+CREATE TABLE certificate_templates (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    workspace_id     TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    name             TEXT NOT NULL,
+    body             TEXT NOT NULL,              -- the template's settings (JSON)
+    created_at       BIGINT NOT NULL,
+    updated_at       BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX certificate_templates_name ON certificate_templates (workspace_id, name);

@@ -8,6 +8,7 @@ pub const CERTIFICATE_DELETED: &str = "certificate.deleted";
 pub const CERTIFICATE_EXPIRING: &str = "certificate.expiring";
 pub const CERTIFICATE_EXPIRED: &str = "certificate.expired";
 pub const CERTIFICATE_RENEWED: &str = "certificate.renewed";
+pub const CERTIFICATE_RENEWAL_FAILED: &str = "certificate.renewal_failed";
 pub const CA_CREATED: &str = "ca.created";
 pub const CA_UPDATED: &str = "ca.updated";
 pub const CA_HEALTH_CHANGED: &str = "ca.health_changed";

@@ -22,6 +22,8 @@ use crate::certificates::{
 use crate::error::Error;
 use crate::events::{NewEvent, OutboxEvent};
 use crate::issuance::policies::IssuancePolicy;
+use crate::issuance::requests::CertificateRequest;
+use crate::issuance::templates::StoredTemplate;
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 
@@ -204,8 +206,6 @@ pub trait CaReads: Send + Sync {
     async fn list_revoked(&self, ca_id: i64, now_secs: i64) -> StoreResult<Vec<IssuedRecord>>;
     /// Revoked certificates of every internal CA of a workspace, newest first.
     async fn list_workspace_revoked(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<IssuedRecord>>;
-    /// The workspace's issuance policies in evaluation order (position, then id).
-    async fn list_issuance_policies(&self, workspace_id: &str) -> StoreResult<Vec<IssuancePolicy>>;
 }
 
 #[async_trait]
@@ -241,13 +241,59 @@ pub trait CaWrites: Send {
     /// first time and reason.
     async fn revoke_issued(&mut self, ca_id: i64, serial_number: &str, at_secs: i64, reason: &str)
         -> StoreResult<bool>;
+}
+
+#[async_trait]
+pub trait IssuanceReads: Send + Sync {
+    /// The workspace's issuance policies in evaluation order (position, then id).
+    async fn list_issuance_policies(&self, workspace_id: &str) -> StoreResult<Vec<IssuancePolicy>>;
+    async fn find_request(&self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateRequest>>;
+    async fn list_requests(
+        &self,
+        workspace_id: &str,
+        status: Option<&str>,
+        page: PageRequest,
+    ) -> StoreResult<Page<CertificateRequest>>;
+    async fn list_templates(&self, workspace_id: &str) -> StoreResult<Vec<StoredTemplate>>;
+    async fn find_template(&self, workspace_id: &str, id_or_name: &str) -> StoreResult<Option<StoredTemplate>>;
+}
+
+#[async_trait]
+pub trait IssuanceWrites: Send {
     async fn insert_issuance_policy(&mut self, policy: &IssuancePolicy) -> StoreResult<IssuancePolicy>;
     async fn delete_issuance_policy(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
+    async fn insert_request(&mut self, request: &CertificateRequest) -> StoreResult<CertificateRequest>;
+    async fn find_request(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateRequest>>;
+    /// Moves a request from `from` to its new state; `None` when it was not in `from` (a
+    /// concurrent decision won).
+    async fn update_request(
+        &mut self,
+        request: &CertificateRequest,
+        from: &str,
+    ) -> StoreResult<Option<CertificateRequest>>;
+    async fn insert_template(&mut self, template: &StoredTemplate) -> StoreResult<StoredTemplate>;
+    async fn update_template(&mut self, template: &StoredTemplate) -> StoreResult<Option<StoredTemplate>>;
+    async fn delete_template(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
+    /// Claims up to `limit` auto-renewing certificates (of every workspace) that expire before
+    /// `due_before` and are not claimed since `claimed_before`; claimed rows are stamped `now`,
+    /// so replicas never renew the same certificate at once.
+    async fn claim_renewals(
+        &mut self,
+        due_before: i64,
+        claimed_before: i64,
+        now: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<Certificate>>;
+    /// Links a renewed certificate to its successor and moves auto-renewal to it.
+    async fn record_renewal(&mut self, workspace_id: &str, old_id: i64, new_id: i64) -> StoreResult<()>;
+    async fn record_renewal_failure(&mut self, workspace_id: &str, id: i64, error: &str) -> StoreResult<()>;
 }
 
 /// A write transaction. Dropping it without [`Tx::commit`] rolls back.
 #[async_trait]
-pub trait Tx: CertificateWrites + AuthWrites + AuditWrites + EventWrites + PluginWrites + CaWrites + Send {
+pub trait Tx:
+    CertificateWrites + AuthWrites + AuditWrites + EventWrites + PluginWrites + CaWrites + IssuanceWrites + Send
+{
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }
 
@@ -258,7 +304,7 @@ pub type ErasedJob =
 /// The database.
 #[async_trait]
 pub trait Store:
-    CertificateReads + AuthReads + AuditReads + EventReads + PluginReads + CaReads + Send + Sync + 'static
+    CertificateReads + AuthReads + AuditReads + EventReads + PluginReads + CaReads + IssuanceReads + Send + Sync + 'static
 {
     /// Opens a write transaction (on SQLite, writers queue for the one write slot).
     async fn begin(&self) -> StoreResult<Box<dyn Tx>>;

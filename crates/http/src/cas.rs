@@ -1,6 +1,5 @@
-//! `/api/certificate-authorities/*`, `/api/certificates/issue`, `/api/certificate-templates`,
-//! `/api/issuance-policies`, `/api/certificates/crl`, and the public CRL endpoint of every
-//! internal CA (`/pki/{caId}/crl`).
+//! `/api/certificate-authorities/*`, and the public endpoints of every internal CA: its
+//! certificate (`/pki/{caId}/ca`), CRL (`/pki/{caId}/crl`) and OCSP responder (`/pki/{caId}/ocsp`).
 
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
@@ -11,7 +10,6 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::certificates::certificate_dto;
 use crate::error::ApiResult;
 use crate::extract::{numeric_id, Authenticated, Json, Query};
 use crate::{created, data, list, Data, ListEnvelope, PageParams};
@@ -19,8 +17,6 @@ use trellis_core::cas::service::{self as registry, CaInput, CaView};
 use trellis_core::clock::rfc3339;
 use trellis_core::context::SharedContext;
 use trellis_core::error::{Entity, Error};
-use trellis_core::issuance::policies::{self, IssuancePolicy, NewPolicy};
-use trellis_core::issuance::{self, templates, IssueInput, SubjectInput};
 use trellis_core::plugins::{PkiCoreError, TestReport};
 
 pub fn routes() -> Router<SharedContext> {
@@ -30,12 +26,6 @@ pub fn routes() -> Router<SharedContext> {
         .route("/api/certificate-authorities/{id}", get(get_ca).patch(patch_ca).put(put_ca).delete(delete_ca))
         .route("/api/certificate-authorities/{id}/test", post(test_ca))
         .route("/api/certificate-authorities/{id}/sync", post(sync_ca))
-        .route("/api/certificates/issue", post(issue_certificate))
-        .route("/api/certificates/crl", get(list_crl_entries))
-        .route("/api/certificate-templates", get(list_templates))
-        .route("/api/certificate-templates/{id}", get(get_template))
-        .route("/api/issuance-policies", get(list_policies).post(create_policy))
-        .route("/api/issuance-policies/{id}", axum::routing::delete(delete_policy))
         .route("/pki/{ca_id}/crl", get(crl))
         .route("/pki/{ca_id}/ca", get(ca_certificate))
         .route("/pki/{ca_id}/ocsp", post(ocsp_post))
@@ -295,208 +285,6 @@ async fn sync_ca(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
     Ok(data(ca_dto(registry::sync(&ctx, &caller, numeric_id(&id)?).await?)))
-}
-
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SubjectBody {
-    organization: Option<String>,
-    organizational_unit: Option<String>,
-    /// Two letters.
-    country: Option<String>,
-    state: Option<String>,
-    locality: Option<String>,
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct IssueBody {
-    /// The CA to issue through.
-    ca_id: i64,
-    /// Must match the CA's type when given.
-    ca_type: Option<String>,
-    /// PEM PKCS#10; without it the server generates the key.
-    csr: Option<String>,
-    /// Required without `csr`.
-    #[schema(max_length = 64)]
-    common_name: Option<String>,
-    /// DNS names, IP addresses, e-mail addresses and URIs (classified by form).
-    #[serde(default, alias = "sans", alias = "alternativeNames")]
-    subject_alt_names: Vec<String>,
-    /// A built-in template (`web_server`, `client_auth`, `code_signing`, `smime`, `device`); default `web_server`.
-    #[serde(alias = "template")]
-    template_id: Option<String>,
-    #[serde(default)]
-    subject: Option<SubjectBody>,
-    #[schema(minimum = 1, maximum = 3650)]
-    validity_days: Option<u32>,
-    /// For a server-generated key: `ecdsa-p256` (default), `ecdsa-p384`, `ed25519`, `rsa-2048`, `rsa-3072`, `rsa-4096`.
-    key_algorithm: Option<String>,
-    auto_renewal: Option<bool>,
-    #[schema(value_type = Option<Object>)]
-    metadata: Option<Value>,
-}
-
-/// Issues a certificate through a CA: template, issuance policies, the CA's connector; the
-/// result enters the inventory. 403 `POLICY_DENIED` with reasons when a policy denies.
-#[utoipa::path(post, path = "/api/certificates/issue", tag = "certificates", request_body = IssueBody,
-    responses((status = 201, description = "`data`: the certificate record with `certificate` (PEM), `chain` (PEM list) and `serialNumber`")))]
-async fn issue_certificate(
-    State(ctx): State<SharedContext>,
-    Authenticated(caller): Authenticated,
-    Json(body): Json<IssueBody>,
-) -> ApiResult<Response> {
-    let subject = body.subject.unwrap_or_default();
-    let input = IssueInput {
-        ca_id: Some(body.ca_id),
-        ca_type: body.ca_type,
-        csr: body.csr,
-        common_name: body.common_name,
-        subject_alt_names: body.subject_alt_names,
-        template_id: body.template_id,
-        subject: SubjectInput {
-            organization: subject.organization,
-            organizational_unit: subject.organizational_unit,
-            country: subject.country,
-            state: subject.state,
-            locality: subject.locality,
-        },
-        validity_days: body.validity_days,
-        key_algorithm: body.key_algorithm,
-        auto_renewal: body.auto_renewal,
-        metadata: body.metadata,
-    };
-    let issued = issuance::issue(&ctx, &caller, input).await?;
-    let mut dto = serde_json::to_value(certificate_dto(issued.certificate, ctx.clock.now(), true))
-        .map_err(|err| Error::Internal(err.to_string()))?;
-    dto["chain"] = Value::from(issued.chain_pem);
-    Ok(created(dto))
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CrlEntryDto {
-    /// Lowercase hex.
-    serial_number: String,
-    revoked_at: String,
-    reason: String,
-    ca_id: i64,
-}
-
-/// Revoked certificates of the workspace's internal CAs, newest first.
-#[utoipa::path(get, path = "/api/certificates/crl", tag = "certificates", params(PageParams),
-    responses((status = 200, body = ListEnvelope<CrlEntryDto>)))]
-async fn list_crl_entries(
-    State(ctx): State<SharedContext>,
-    Authenticated(caller): Authenticated,
-    Query(page): Query<PageParams>,
-) -> ApiResult<axum::Json<ListEnvelope<CrlEntryDto>>> {
-    caller.require(trellis_core::auth::Scope::CertificatesRead)?;
-    let entries = ctx.store.list_workspace_revoked(&caller.workspace_id, page.request()?).await.map_err(Error::from)?;
-    Ok(list(entries, |e| CrlEntryDto {
-        serial_number: e.serial_number,
-        revoked_at: rfc3339(e.revoked_at.unwrap_or_default() * 1000),
-        reason: e.revocation_reason.unwrap_or_else(|| "unspecified".into()),
-        ca_id: e.ca_id,
-    }))
-}
-
-/// The templates of the workspace (the built-ins, read-only).
-#[utoipa::path(get, path = "/api/certificate-templates", tag = "certificate-templates",
-    responses((status = 200, description = "`data`: templates")))]
-async fn list_templates(Authenticated(caller): Authenticated) -> ApiResult<axum::Json<Value>> {
-    caller.require(trellis_core::auth::Scope::CertificatesRead)?;
-    Ok(data(templates::built_ins()))
-}
-
-/// One template by id (a built-in's id is its name).
-#[utoipa::path(get, path = "/api/certificate-templates/{id}", tag = "certificate-templates",
-    responses((status = 200, description = "`data`: the template")))]
-async fn get_template(Authenticated(caller): Authenticated, Path(id): Path<String>) -> ApiResult<axum::Json<Value>> {
-    caller.require(trellis_core::auth::Scope::CertificatesRead)?;
-    let template = templates::built_in_named(&id).ok_or(Error::NotFound(Entity::CertificateTemplate))?;
-    Ok(data(template))
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PolicyDto {
-    id: i64,
-    name: String,
-    /// The policy type, served by an issuance-policy plugin (e.g. `domain-policy`).
-    #[serde(rename = "type")]
-    policy_type: String,
-    #[schema(value_type = Object)]
-    config: Value,
-    position: i64,
-    enabled: bool,
-    created_at: String,
-}
-
-fn policy_dto(p: IssuancePolicy) -> PolicyDto {
-    PolicyDto {
-        id: p.id,
-        name: p.name,
-        policy_type: p.policy_type,
-        config: trellis_core::cas::secrets::masked(&p.config),
-        position: p.position,
-        enabled: p.enabled,
-        created_at: rfc3339(p.created_at),
-    }
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PolicyBody {
-    #[schema(max_length = 200)]
-    name: String,
-    #[serde(rename = "type")]
-    policy_type: String,
-    #[schema(value_type = Option<Object>)]
-    config: Option<Value>,
-    /// Evaluation order (ascending); default 0.
-    position: Option<i64>,
-    enabled: Option<bool>,
-}
-
-/// The workspace's issuance policies, in evaluation order.
-#[utoipa::path(get, path = "/api/issuance-policies", tag = "issuance-policies",
-    responses((status = 200, body = Data<Vec<PolicyDto>>)))]
-async fn list_policies(
-    State(ctx): State<SharedContext>,
-    Authenticated(caller): Authenticated,
-) -> ApiResult<axum::Json<Value>> {
-    Ok(data(policies::list(&ctx, &caller).await?.into_iter().map(policy_dto).collect::<Vec<_>>()))
-}
-
-/// Adds an issuance policy: every issuance in the workspace runs it from now on.
-#[utoipa::path(post, path = "/api/issuance-policies", tag = "issuance-policies", request_body = PolicyBody,
-    responses((status = 201, body = Data<PolicyDto>)))]
-async fn create_policy(
-    State(ctx): State<SharedContext>,
-    Authenticated(caller): Authenticated,
-    Json(body): Json<PolicyBody>,
-) -> ApiResult<Response> {
-    let new = NewPolicy {
-        name: Some(body.name),
-        policy_type: Some(body.policy_type),
-        config: body.config,
-        position: body.position,
-        enabled: body.enabled,
-    };
-    Ok(created(policy_dto(policies::create(&ctx, &caller, new).await?)))
-}
-
-/// Removes an issuance policy.
-#[utoipa::path(delete, path = "/api/issuance-policies/{id}", tag = "issuance-policies",
-    responses((status = 204, description = "Deleted")))]
-async fn delete_policy(
-    State(ctx): State<SharedContext>,
-    Authenticated(caller): Authenticated,
-    Path(id): Path<String>,
-) -> ApiResult<StatusCode> {
-    policies::delete(&ctx, &caller, numeric_id(&id)?).await?;
-    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The DER CRL of an internal CA (RFC 5280), signed at request time; public, as relying

@@ -9,6 +9,7 @@ mod certificates;
 pub mod docs;
 pub mod error;
 pub mod extract;
+mod issuance;
 pub mod listener;
 pub mod ops;
 pub mod plugin_dto;
@@ -100,6 +101,7 @@ pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
         .merge(ops::routes())
         .merge(auth::routes())
         .merge(cas::routes())
+        .merge(issuance::routes())
         .merge(certificates::routes())
         .merge(audit::routes())
         .merge(plugins::routes())

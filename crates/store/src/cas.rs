@@ -7,11 +7,10 @@ use sqlx::Row;
 use trellis_core::cas::{
     CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus, IssuedRecord, StoredAuthority,
 };
-use trellis_core::issuance::policies::IssuancePolicy;
 use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{CaReads, CaWrites};
 
-use crate::{bool_column, json_column, DbResult, Store, StoreError, StoreResult, Tx};
+use crate::{json_column, DbResult, Store, StoreError, StoreResult, Tx};
 
 const CA_COLUMNS: &str = "id, workspace_id, name, ca_type, description, url, status, health_status, issuer_patterns, \
     config, last_sync, created_at, updated_at";
@@ -173,31 +172,6 @@ impl CaReads for Store {
         .db()?;
         Ok(Page { items, total, total_exact: true, request: page })
     }
-
-    async fn list_issuance_policies(&self, workspace_id: &str) -> StoreResult<Vec<IssuancePolicy>> {
-        let sql = format!(
-            "SELECT {POLICY_COLUMNS} FROM issuance_policies WHERE workspace_id = $1 ORDER BY position, id LIMIT 100"
-        );
-        let rows = sqlx::query(&sql).bind(workspace_id).fetch_all(&self.pool).await.db()?;
-        rows.iter().map(policy_from_row).collect()
-    }
-}
-
-const POLICY_COLUMNS: &str = "id, workspace_id, name, policy_type, config, position, enabled, created_at, updated_at";
-
-fn policy_from_row(row: &AnyRow) -> StoreResult<IssuancePolicy> {
-    let config: String = row.try_get("config").db()?;
-    Ok(IssuancePolicy {
-        id: row.try_get("id").db()?,
-        workspace_id: row.try_get("workspace_id").db()?,
-        name: row.try_get("name").db()?,
-        policy_type: row.try_get("policy_type").db()?,
-        config: json_column(&config),
-        position: row.try_get("position").db()?,
-        enabled: bool_column(row.try_get("enabled").db()?),
-        created_at: row.try_get("created_at").db()?,
-        updated_at: row.try_get("updated_at").db()?,
-    })
 }
 
 #[async_trait]
@@ -373,34 +347,5 @@ impl CaWrites for Tx {
                 .await
                 .db()?;
         Ok(exists > 0)
-    }
-
-    async fn insert_issuance_policy(&mut self, policy: &IssuancePolicy) -> StoreResult<IssuancePolicy> {
-        let sql = format!(
-            "INSERT INTO issuance_policies (workspace_id, name, policy_type, config, position, enabled, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING {POLICY_COLUMNS}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(policy.workspace_id.as_str())
-            .bind(policy.name.as_str())
-            .bind(policy.policy_type.as_str())
-            .bind(policy.config.to_string())
-            .bind(policy.position)
-            .bind(i64::from(policy.enabled))
-            .bind(policy.created_at)
-            .fetch_one(&mut *self.inner)
-            .await
-            .db()?;
-        policy_from_row(&row)
-    }
-
-    async fn delete_issuance_policy(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool> {
-        let deleted = sqlx::query("DELETE FROM issuance_policies WHERE workspace_id = $1 AND id = $2")
-            .bind(workspace_id)
-            .bind(id)
-            .execute(&mut *self.inner)
-            .await
-            .db()?;
-        Ok(deleted.rows_affected() > 0)
     }
 }

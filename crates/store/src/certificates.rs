@@ -13,17 +13,18 @@ use trellis_core::certificates::{
 use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{CertificateReads, CertificateWrites};
 
-const CERTIFICATE_COLUMNS: &str = "id, workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
+pub(crate) const CERTIFICATE_COLUMNS: &str = "id, workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
     signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, subject_alt_names, \
     is_ca, issuance_source, auto_renewal, location, metadata, ca_id, machine_identity_id, revoked, revoked_at, \
-    revocation_reason, certificate_pem, chain_pem, CAST(CASE WHEN private_key_sealed IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_private_key, \
+    revocation_reason, certificate_pem, chain_pem, issuance_template, csr_pem, renewed_by_id, renewal_error, CAST(CASE WHEN private_key_sealed IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_private_key, \
     created_at, updated_at";
 
 /// The list omits the PEM (lists never return it), which keeps pages cheap to read.
 const LIST_COLUMNS: &str = "id, workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
     signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, subject_alt_names, \
     is_ca, issuance_source, auto_renewal, location, metadata, ca_id, machine_identity_id, revoked, revoked_at, \
-    revocation_reason, '' AS certificate_pem, CAST(NULL AS TEXT) AS chain_pem, CAST(CASE WHEN private_key_sealed IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_private_key, \
+    revocation_reason, '' AS certificate_pem, CAST(NULL AS TEXT) AS chain_pem, issuance_template, \
+    CAST(NULL AS TEXT) AS csr_pem, renewed_by_id, renewal_error, CAST(CASE WHEN private_key_sealed IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_private_key, \
     created_at, updated_at";
 
 /// Prefixes every plain column of a column list with `c.`, keeping expressions and aliases.
@@ -42,7 +43,7 @@ fn qualified_columns(columns: &str) -> String {
         .join(", ")
 }
 
-fn certificate_from_row(row: &AnyRow) -> StoreResult<Certificate> {
+pub(crate) fn certificate_from_row(row: &AnyRow) -> StoreResult<Certificate> {
     let source: String = row.try_get("issuance_source").db()?;
     let sans: String = row.try_get("subject_alt_names").db()?;
     let metadata: String = row.try_get("metadata").db()?;
@@ -75,6 +76,10 @@ fn certificate_from_row(row: &AnyRow) -> StoreResult<Certificate> {
         revocation_reason: row.try_get("revocation_reason").db()?,
         certificate_pem: row.try_get("certificate_pem").db()?,
         chain_pem: row.try_get("chain_pem").db()?,
+        issuance_template: row.try_get("issuance_template").db()?,
+        csr_pem: row.try_get("csr_pem").db()?,
+        renewed_by_id: row.try_get("renewed_by_id").db()?,
+        renewal_error: row.try_get("renewal_error").db()?,
         has_private_key: bool_column(row.try_get("has_private_key").db()?),
         created_at: row.try_get("created_at").db()?,
         updated_at: row.try_get("updated_at").db()?,
@@ -446,8 +451,8 @@ impl CertificateWrites for Tx {
             "INSERT INTO certificates (workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
                 signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, \
                 subject_alt_names, is_ca, issuance_source, auto_renewal, location, metadata, certificate_pem, created_at, updated_at, \
-                expiring_notified_at, expired_notified_at, ca_id, chain_pem, private_key_sealed) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21, $22, $22, $23, $24, $25) \
+                expiring_notified_at, expired_notified_at, ca_id, chain_pem, private_key_sealed, issuance_template, csr_pem) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21, $22, $22, $23, $24, $25, $26, $27) \
              RETURNING {CERTIFICATE_COLUMNS}"
         );
         let row = sqlx::query(&sql)
@@ -476,6 +481,8 @@ impl CertificateWrites for Tx {
             .bind(new.ca_id)
             .bind(new.chain_pem)
             .bind(new.private_key_sealed)
+            .bind(new.issuance_template)
+            .bind(new.csr_pem)
             .fetch_one(&mut *self.inner)
             .await
             .db()?;

@@ -45,6 +45,7 @@ pub struct FileConfig {
     pub plugin_max_calls_per_workspace: Option<usize>,
     pub first_party_plugin_dir: Option<PathBuf>,
     pub expiry_scan_interval_secs: Option<u64>,
+    pub renewal_interval_secs: Option<u64>,
     pub trusted_proxies: Option<String>,
     pub request_timeout_secs: Option<u64>,
     pub outbox_retention_days: Option<u64>,
@@ -114,6 +115,8 @@ pub struct Config {
     pub outbox_retention: Duration,
     /// How often the expiry scanner emits certificate.expiring / certificate.expired events.
     pub expiry_scan_interval: Duration,
+    /// How often the renewal worker renews due auto-renewing certificates.
+    pub renewal_interval: Duration,
 }
 
 impl std::fmt::Debug for Config {
@@ -218,6 +221,14 @@ impl Config {
         if expiry_scan_secs == 0 {
             return Err(ConfigError::Invalid {
                 name: "TRELLIS_EXPIRY_SCAN_INTERVAL_SECS",
+                message: "must be at least 1".into(),
+            });
+        }
+        let renewal_secs: u64 =
+            parse_env(&env, "TRELLIS_RENEWAL_INTERVAL_SECS")?.or(file.renewal_interval_secs).unwrap_or(600);
+        if renewal_secs == 0 {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_RENEWAL_INTERVAL_SECS",
                 message: "must be at least 1".into(),
             });
         }
@@ -327,6 +338,7 @@ impl Config {
                 .map(PathBuf::from)
                 .or(file.first_party_plugin_dir),
             expiry_scan_interval: Duration::from_secs(expiry_scan_secs),
+            renewal_interval: Duration::from_secs(renewal_secs),
             listen,
             acme_http01_listen,
             database_url,

@@ -73,6 +73,13 @@ enum JobsCommand {
         #[arg(long, hide = true, value_name = "RFC3339")]
         as_of: Option<String>,
     },
+    /// Renew due auto-renewing certificates (30 days before expiry); prints {"renewed", "failed"}.
+    Renew {
+        /// Run as if it were this instant (RFC 3339). For tests: the certificates it issues are
+        /// real and start at that instant.
+        #[arg(long, hide = true, value_name = "RFC3339")]
+        as_of: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -170,21 +177,33 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Jobs { command: JobsCommand::ExpiryScan { as_of } } => {
-            let clock: SharedClock = match as_of {
-                None => Arc::new(SystemClock),
-                Some(text) => Arc::new(FixedClock(
-                    chrono::DateTime::parse_from_rfc3339(&text)
-                        .with_context(|| format!("--as-of `{text}` is not an RFC 3339 time"))?
-                        .with_timezone(&chrono::Utc),
-                )),
-            };
-            let ctx = wiring::open(&config, clock).await.context("cannot start")?;
+            let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
             let scan = trellis_core::certificates::scan_expiry(&ctx).await.context("expiry scan failed")?;
             println!("{}", serde_json::json!({ "expiring": scan.expiring, "expired": scan.expired }));
             ctx.store.close().await;
             Ok(())
         }
+        Command::Jobs { command: JobsCommand::Renew { as_of } } => {
+            let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
+            plugin_service::sync(&ctx).await.context("loading plugins")?;
+            let run = trellis_core::issuance::renewal::run(&ctx, 1000).await.context("renewal failed")?;
+            println!("{}", serde_json::json!({ "renewed": run.renewed, "failed": run.failed }));
+            ctx.store.close().await;
+            Ok(())
+        }
     }
+}
+
+/// The wall clock, or a clock stopped at `as_of` (RFC 3339) for jobs run as of another instant.
+fn clock_as_of(as_of: Option<String>) -> anyhow::Result<SharedClock> {
+    Ok(match as_of {
+        None => Arc::new(SystemClock),
+        Some(text) => Arc::new(FixedClock(
+            chrono::DateTime::parse_from_rfc3339(&text)
+                .with_context(|| format!("--as-of `{text}` is not an RFC 3339 time"))?
+                .with_timezone(&chrono::Utc),
+        )),
+    })
 }
 
 /// The new user's password from stdin, a file, or (tests) the command line; never empty.
@@ -236,6 +255,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         plugin_workers::spawn_directory_watcher(ctx.clone(), dir, std::time::Duration::from_secs(2));
     }
     let expiry_scanner = trellis::jobs::spawn_expiry_scanner(ctx.clone(), config.expiry_scan_interval);
+    let renewal = trellis::jobs::spawn_renewal(ctx.clone(), config.renewal_interval);
     let outbox_retention = trellis::jobs::spawn_outbox_retention(
         ctx.clone(),
         std::time::Duration::from_secs(3600),
@@ -271,6 +291,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     expiry_scanner.abort();
+    renewal.abort();
     outbox_retention.abort();
     if let Some((server, purge)) = challenge_listener {
         server.abort();

@@ -428,3 +428,19 @@ pub async fn revoke_at_ca(
     ctx.plugins.host().ca_revoke(&call_target(ctx, &ca, &info)?, &request).await?;
     Ok("revoked")
 }
+
+/// Auto-renewal needs a CA that can issue again: a certificate issued through a CA whose
+/// connector cannot issue (or renew) gets 400 `UNSUPPORTED_CA`. Certificates without a CA link
+/// (imports) keep the flag as a reminder; nothing renews them here.
+pub async fn check_can_renew(ctx: &Context, certificate: &crate::certificates::Certificate) -> Result<()> {
+    let Some(ca_id) = certificate.ca_id else { return Ok(()) };
+    let Some(ca) = ctx.store.find_ca(&certificate.workspace_id, ca_id).await? else { return Ok(()) };
+    let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
+    if !(info.capabilities.issue || info.capabilities.renew) {
+        return Err(Error::UnsupportedCa(format!(
+            "CA type `{}` has no renewal method: its connector can neither issue nor renew",
+            ca.ca_type
+        )));
+    }
+    Ok(())
+}

@@ -110,6 +110,12 @@ pub struct Certificate {
     pub certificate_pem: String,
     /// The issuing chain, PEM, for certificates issued through a CA of this service.
     pub chain_pem: Option<String>,
+    /// Issued here: the template, the CSR of a caller-held key (single reads and renewal).
+    pub issuance_template: Option<String>,
+    pub csr_pem: Option<String>,
+    /// The certificate that renewed this one, and the last renewal failure.
+    pub renewed_by_id: Option<i64>,
+    pub renewal_error: Option<String>,
     pub has_private_key: bool,
     pub created_at: i64,
     pub updated_at: i64,
@@ -180,6 +186,10 @@ pub struct NewCertificate<'a> {
     pub chain_pem: Option<&'a str>,
     /// The private key generated here, sealed under the master key.
     pub private_key_sealed: Option<&'a str>,
+    /// The template it was issued under (renewal reuses it).
+    pub issuance_template: Option<&'a str>,
+    /// The CSR of a caller-held key (renewal signs it again).
+    pub csr_pem: Option<&'a str>,
 }
 
 /// Fields to change; `None` leaves a column alone.

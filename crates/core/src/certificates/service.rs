@@ -100,6 +100,8 @@ pub async fn register(ctx: &Context, caller: &Caller, registration: Registration
                     ca_id: None,
                     chain_pem: None,
                     private_key_sealed: None,
+                    issuance_template: None,
+                    csr_pem: None,
                 };
                 let certificate = tx.insert_certificate(&new).await.map_err(|err| match err {
                     StoreError::Unique(_) => Error::Conflict(format!(
@@ -255,10 +257,11 @@ fn changed_fields(update: &CertificateUpdate<'_>) -> Vec<&'static str> {
 /// Sets auto-renewal; with no value given, flips it.
 pub async fn set_auto_renewal(ctx: &Context, caller: &Caller, id: i64, enabled: Option<bool>) -> Result<Certificate> {
     caller.require(Scope::CertificatesWrite)?;
-    let enabled = match enabled {
-        Some(enabled) => enabled,
-        None => !get(ctx, caller, id).await?.auto_renewal,
-    };
+    let current = get(ctx, caller, id).await?;
+    let enabled = enabled.unwrap_or(!current.auto_renewal);
+    if enabled {
+        crate::cas::service::check_can_renew(ctx, &current).await?;
+    }
     let update = CertificateUpdate { auto_renewal: Some(enabled), ..Default::default() };
     mutate(
         ctx,

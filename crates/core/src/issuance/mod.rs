@@ -4,7 +4,9 @@
 //! with its audit row and `certificate.created` event.
 
 pub mod policies;
+pub mod renewal;
 pub mod request;
+pub mod requests;
 pub mod templates;
 
 use serde_json::{json, Value};
@@ -19,8 +21,8 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events;
 use crate::plugins::{
-    combine, Combined, IssuanceSource, IssueOutcome, IssueRequest, PluginInfo, PolicyReason, Requester, RequesterKind,
-    SignPermit,
+    combine, Combined, Decision, IssuanceSource, IssueOutcome, IssueRequest, PluginInfo, PolicyReason, Requester,
+    RequesterKind, SignPermit,
 };
 use crate::ports::StoreError;
 use crate::unit_of_work::{Target, UnitOfWork};
@@ -32,6 +34,14 @@ pub use self::request::{IssueInput, PreparedRequest, SubjectInput};
 pub struct Issued {
     pub certificate: Certificate,
     pub chain_pem: Vec<String>,
+}
+
+/// What an issue call ended with.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Issued(Box<Issued>),
+    /// A policy requires approval: the request waits at `/api/certificate-requests`.
+    AwaitingApproval(Box<requests::CertificateRequest>),
 }
 
 /// Who asks, as policies see it.
@@ -56,7 +66,7 @@ fn inventory_source(ca: &CertificateAuthority) -> InventorySource {
 }
 
 /// Issues a certificate through the CA `input.ca_id` (POST /api/certificates/issue).
-pub async fn issue(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<Issued> {
+pub async fn issue(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<Outcome> {
     caller.require(Scope::CertificatesWrite)?;
     let workspace_id = caller.workspace_id.to_string();
     let ca_id = input.ca_id.ok_or_else(|| Error::invalid_field("caId", "is required"))?;
@@ -68,12 +78,23 @@ pub async fn issue(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<
     if !info.capabilities.issue {
         return Err(Error::UnsupportedCa(format!("CA type `{}` cannot issue certificates", ca.ca_type)));
     }
-    let template = request::resolve_template(input.template_id.as_deref())?;
-    let prepared = request::prepare(ctx, &input, &template)?;
-    issue_prepared(ctx, &Audit::of(caller), &requester(caller), &ca, &info, prepared, IssuanceSource::Api).await
+    let template = templates::resolve(ctx, &workspace_id, input.template_id.as_deref()).await?;
+    let prepared = request::prepare(&input, &template)?;
+    let result =
+        issue_prepared(ctx, &Audit::of(caller), &requester(caller), &ca, &info, prepared, IssuanceSource::Api, false)
+            .await;
+    match result {
+        Ok(issued) => Ok(Outcome::Issued(Box::new(issued))),
+        Err(Error::ApprovalRequired(reasons)) => {
+            Ok(Outcome::AwaitingApproval(Box::new(requests::open(ctx, caller, &input, reasons).await?)))
+        }
+        Err(err) => Err(err),
+    }
 }
 
 /// Runs the policies and the connector for a prepared request, then records the certificate.
+/// An `approved` request is past approval: require-approval decisions no longer hold it.
+#[allow(clippy::too_many_arguments)]
 pub async fn issue_prepared(
     ctx: &Context,
     actor: &Audit,
@@ -82,9 +103,17 @@ pub async fn issue_prepared(
     info: &PluginInfo,
     mut prepared: PreparedRequest,
     source: IssuanceSource,
+    approved: bool,
 ) -> Result<Issued> {
     let evaluation = prepared.evaluation(ca, requester, source);
-    let decisions = policies::evaluate(ctx, &ca.workspace_id, &evaluation).await?;
+    let mut decisions = policies::evaluate(ctx, &ca.workspace_id, &evaluation).await?;
+    if approved {
+        for decision in &mut decisions {
+            if matches!(decision, Decision::RequireApproval(_)) {
+                *decision = Decision::Allow { max_validity_days: None };
+            }
+        }
+    }
     match combine(prepared.profile.validity_days, decisions) {
         Combined::Denied(reasons) => return Err(Error::PolicyDenied(reasons_json(&reasons))),
         Combined::NeedsApproval(reasons) => return Err(Error::ApprovalRequired(reasons_json(&reasons))),
@@ -125,6 +154,8 @@ pub async fn issue_prepared(
     let auto_renewal = prepared.auto_renewal;
     let actor = actor.clone();
     let template = prepared.template.clone();
+    // Renewal reuses a caller-held key through its CSR; a key generated here is replaced.
+    let csr_pem = prepared.private_key_pem.is_none().then(|| pem_encode("CERTIFICATE REQUEST", &prepared.csr_der));
     let certificate = ctx
         .store
         .write(move |tx| {
@@ -141,6 +172,8 @@ pub async fn issue_prepared(
                     ca_id: Some(ca_id),
                     chain_pem: (!chain_text.is_empty()).then_some(chain_text.as_str()),
                     private_key_sealed: private_key_sealed.as_deref(),
+                    issuance_template: Some(template.as_str()),
+                    csr_pem: csr_pem.as_deref(),
                 };
                 let certificate = tx.insert_certificate(&new).await.map_err(|err| match err {
                     StoreError::Unique(_) => Error::Conflict("the CA returned a certificate already in the inventory".into()),

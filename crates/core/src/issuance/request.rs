@@ -8,9 +8,8 @@ use serde_json::Value;
 use x509_parser::prelude::{FromDer, GeneralName, ParsedExtension, X509CertificationRequest};
 use x509_parser::public_key::PublicKey;
 
-use super::templates::{self, Template};
+use super::templates::Template;
 use crate::cas::CertificateAuthority;
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::plugins::{
     generate_pkcs8, CertificateProfile, EvaluationRequest, IssuanceSource, KeyAlgorithm, Requester, Subject,
@@ -20,8 +19,9 @@ use crate::plugins::{
 const MAX_SANS: usize = 100;
 const MAX_CSR_BYTES: usize = 64 * 1024;
 
-/// The issue body as the API received it.
-#[derive(Debug, Default, Clone)]
+/// The issue body as the API received it (stored as is by approval requests).
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct IssueInput {
     pub ca_id: Option<i64>,
     pub ca_type: Option<String>,
@@ -36,7 +36,8 @@ pub struct IssueInput {
     pub metadata: Option<Value>,
 }
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SubjectInput {
     pub organization: Option<String>,
     pub organizational_unit: Option<String>,
@@ -77,18 +78,6 @@ impl PreparedRequest {
             source,
         }
     }
-}
-
-/// A built-in template by name (`web_server` when none is named).
-pub fn resolve_template(template_id: Option<&str>) -> Result<Template> {
-    let name = template_id.map(str::trim).filter(|t| !t.is_empty()).unwrap_or("web_server");
-    templates::built_in_named(name).ok_or_else(|| {
-        let names: Vec<String> = templates::built_ins().into_iter().map(|t| t.id).collect();
-        Error::invalid_field(
-            "templateId",
-            format!("unknown template `{name}`; built-in templates: {}", names.join(", ")),
-        )
-    })
 }
 
 /// A name as the API sends it, classified: IP addresses, e-mail addresses, URIs, DNS names.
@@ -268,8 +257,7 @@ fn generated_key(algorithm: KeyAlgorithm) -> SubjectKey {
 }
 
 /// Checks the input against the template and builds the CSR and profile.
-pub fn prepare(ctx: &Context, input: &IssueInput, template: &Template) -> Result<PreparedRequest> {
-    let _ = ctx;
+pub fn prepare(input: &IssueInput, template: &Template) -> Result<PreparedRequest> {
     let common_name = text("commonName", &input.common_name, 64)?;
     if input.subject_alt_names.len() > MAX_SANS {
         return Err(Error::invalid_field("subjectAltNames", format!("at most {MAX_SANS} names")));

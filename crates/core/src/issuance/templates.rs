@@ -128,3 +128,295 @@ pub fn built_ins() -> Vec<Template> {
 pub fn built_in_named(name: &str) -> Option<Template> {
     built_ins().into_iter().find(|t| t.id == name)
 }
+
+/// A workspace's own template as stored: its settings as the API sent them (validated).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredTemplate {
+    pub id: i64,
+    pub workspace_id: String,
+    pub name: String,
+    pub body: serde_json::Value,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// The settings of a custom template, camelCase as the API takes them. Absent members take
+/// the values of the template named by `basedOn` (default `web_server`).
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TemplateSettings {
+    pub based_on: Option<String>,
+    pub description: Option<String>,
+    pub key_usages: Option<Vec<String>>,
+    pub extended_key_usages: Option<Vec<String>>,
+    pub default_validity_days: Option<u32>,
+    pub max_validity_days: Option<u32>,
+    pub allowed_key_algorithms: Option<Vec<String>>,
+    pub min_rsa_bits: Option<u32>,
+    pub san_rules: Option<SanRules>,
+    pub subject_defaults: Option<SubjectDefaults>,
+    pub renewal_window_days: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubjectDefaults {
+    pub organization: Option<String>,
+    pub organizational_unit: Option<String>,
+    pub country: Option<String>,
+    pub state: Option<String>,
+    pub locality: Option<String>,
+}
+
+impl<'de> serde::Deserialize<'de> for SanRules {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        struct Rules {
+            #[serde(default)]
+            dns: bool,
+            #[serde(default)]
+            ip: bool,
+            #[serde(default)]
+            email: bool,
+            #[serde(default)]
+            uri: bool,
+            #[serde(default)]
+            required: bool,
+        }
+        let r = Rules::deserialize(d)?;
+        Ok(SanRules { dns: r.dns, ip: r.ip, email: r.email, uri: r.uri, required: r.required })
+    }
+}
+
+fn parse_key_usage(name: &str) -> Option<KeyUsage> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+}
+
+/// A custom template's effective settings, checked. Errors name the member.
+pub fn resolve_settings(name: &str, id: String, settings: &TemplateSettings) -> crate::Result<Template> {
+    use crate::error::Error;
+    let base_name = settings.based_on.as_deref().unwrap_or("web_server");
+    let mut template = built_in_named(base_name).ok_or_else(|| {
+        Error::invalid_field(
+            "basedOn",
+            "must name a built-in template (web_server, client_auth, code_signing, smime, device)",
+        )
+    })?;
+    template.id = id;
+    template.name = name.to_owned();
+    template.built_in = false;
+    if let Some(description) = &settings.description {
+        template.description = description.clone();
+    }
+    if let Some(usages) = &settings.key_usages {
+        template.key_usages = usages
+            .iter()
+            .map(|u| {
+                parse_key_usage(u).filter(|k| !matches!(k, KeyUsage::KeyCertSign | KeyUsage::CrlSign)).ok_or_else(
+                    || {
+                        Error::invalid_field(
+                            "keyUsages",
+                            format!("`{u}` is not a key usage of an end-entity certificate"),
+                        )
+                    },
+                )
+            })
+            .collect::<crate::Result<_>>()?;
+    }
+    if let Some(ekus) = &settings.extended_key_usages {
+        for oid in ekus {
+            let valid = oid.split('.').count() >= 2
+                && oid.split('.').all(|arc| !arc.is_empty() && arc.chars().all(|c| c.is_ascii_digit()));
+            if !valid {
+                return Err(Error::invalid_field("extendedKeyUsages", format!("`{oid}` is not a dotted OID")));
+            }
+        }
+        template.extended_key_usages = ekus.clone();
+    }
+    if let Some(max) = settings.max_validity_days {
+        template.max_validity_days = max;
+    }
+    if let Some(days) = settings.default_validity_days {
+        template.default_validity_days = days;
+    }
+    if template.max_validity_days == 0 || template.max_validity_days > 3650 {
+        return Err(Error::invalid_field("maxValidityDays", "must be between 1 and 3650"));
+    }
+    if template.default_validity_days == 0 || template.default_validity_days > template.max_validity_days {
+        template.default_validity_days = template.default_validity_days.clamp(1, template.max_validity_days);
+        if settings.default_validity_days.is_some() {
+            return Err(Error::invalid_field("defaultValidityDays", "must be between 1 and maxValidityDays"));
+        }
+    }
+    if let Some(algorithms) = &settings.allowed_key_algorithms {
+        if algorithms.is_empty() || algorithms.iter().any(|a| !ALL_KEYS.contains(&a.as_str())) {
+            return Err(Error::invalid_field(
+                "allowedKeyAlgorithms",
+                format!("a non-empty list of {}", ALL_KEYS.join(", ")),
+            ));
+        }
+        template.allowed_key_algorithms = algorithms.clone();
+    }
+    if let Some(bits) = settings.min_rsa_bits {
+        if !(2048..=8192).contains(&bits) {
+            return Err(Error::invalid_field("minRsaBits", "must be between 2048 and 8192"));
+        }
+        template.min_rsa_bits = bits;
+    }
+    if let Some(rules) = settings.san_rules {
+        template.san_rules = rules;
+    }
+    if let Some(days) = settings.renewal_window_days {
+        if days == 0 || days > 365 {
+            return Err(Error::invalid_field("renewalWindowDays", "must be between 1 and 365"));
+        }
+        template.renewal_window_days = days;
+    }
+    if let Some(defaults) = &settings.subject_defaults {
+        if defaults.country.as_deref().is_some_and(|c| c.len() != 2 || !c.chars().all(|ch| ch.is_ascii_alphabetic())) {
+            return Err(Error::invalid_field("subjectDefaults.country", "must be a two-letter code"));
+        }
+        template.subject_defaults = Subject {
+            common_name: None,
+            organization: defaults.organization.clone(),
+            organizational_unit: defaults.organizational_unit.clone(),
+            country: defaults.country.as_deref().map(str::to_ascii_uppercase),
+            state: defaults.state.clone(),
+            locality: defaults.locality.clone(),
+            other: Vec::new(),
+        };
+    }
+    Ok(template)
+}
+
+/// A stored template's effective settings.
+pub fn from_stored(stored: &StoredTemplate) -> crate::Result<Template> {
+    let settings: TemplateSettings = serde_json::from_value(stored.body.clone())
+        .map_err(|err| crate::Error::Internal(format!("stored template {} is unreadable: {err}", stored.id)))?;
+    resolve_settings(&stored.name, stored.id.to_string(), &settings)
+}
+
+// ---- use cases ----------------------------------------------------------------------------
+
+use crate::audit::Audit;
+use crate::auth::{Caller, Scope};
+use crate::context::Context;
+use crate::error::{Entity, Error};
+use crate::unit_of_work::Target;
+
+/// The template `id_or_name` names in the workspace: a built-in name, or a custom template's id
+/// or name. None named: `web_server`.
+pub async fn resolve(ctx: &Context, workspace_id: &str, id_or_name: Option<&str>) -> crate::Result<Template> {
+    let wanted = id_or_name.map(str::trim).filter(|t| !t.is_empty()).unwrap_or("web_server");
+    if let Some(template) = built_in_named(wanted) {
+        return Ok(template);
+    }
+    match ctx.store.find_template(workspace_id, wanted).await? {
+        Some(stored) => from_stored(&stored),
+        None => {
+            let names: Vec<String> = built_ins().into_iter().map(|t| t.id).collect();
+            Err(Error::invalid_field(
+                "templateId",
+                format!(
+                    "unknown template `{wanted}`; built-ins: {} (or the id of a workspace template)",
+                    names.join(", ")
+                ),
+            ))
+        }
+    }
+}
+
+/// Built-ins first, then the workspace's own, oldest first.
+pub async fn list(ctx: &Context, caller: &Caller) -> crate::Result<Vec<Template>> {
+    caller.require(Scope::CertificatesRead)?;
+    let mut templates = built_ins();
+    for stored in ctx.store.list_templates(&caller.workspace_id).await? {
+        templates.push(from_stored(&stored)?);
+    }
+    Ok(templates)
+}
+
+pub async fn get(ctx: &Context, caller: &Caller, id: &str) -> crate::Result<Template> {
+    caller.require(Scope::CertificatesRead)?;
+    if let Some(template) = built_in_named(id) {
+        return Ok(template);
+    }
+    if id.parse::<i64>().is_err() {
+        return Err(Error::NotFound(Entity::CertificateTemplate));
+    }
+    let stored =
+        ctx.store.find_template(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateTemplate))?;
+    from_stored(&stored)
+}
+
+fn check_name(name: &str) -> crate::Result<String> {
+    let name = name.trim();
+    let valid = !name.is_empty()
+        && name.len() <= 100
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ' '));
+    if !valid {
+        return Err(Error::invalid_field("name", "1 to 100 letters, digits, spaces, `_`, `-` or `.`"));
+    }
+    if built_in_named(name).is_some() || name.parse::<i64>().is_ok() {
+        return Err(Error::invalid_field("name", "is a built-in template's name or a number; choose another"));
+    }
+    Ok(name.to_owned())
+}
+
+/// Creates (`id` none) or replaces a workspace template.
+pub async fn save(
+    ctx: &Context,
+    caller: &Caller,
+    id: Option<i64>,
+    name: &str,
+    settings: TemplateSettings,
+) -> crate::Result<Template> {
+    caller.require(Scope::CertificatesWrite)?;
+    let name = check_name(name)?;
+    resolve_settings(&name, id.unwrap_or_default().to_string(), &settings)?;
+    let body = serde_json::to_value(&settings).map_err(|err| Error::Internal(err.to_string()))?;
+    let workspace_id = caller.workspace_id.to_string();
+    let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
+    let at = change.at();
+    let row = StoredTemplate {
+        id: id.unwrap_or_default(),
+        workspace_id: workspace_id.clone(),
+        name,
+        body,
+        created_at: at,
+        updated_at: at,
+    };
+    let unique = |err: crate::ports::StoreError| match err {
+        crate::ports::StoreError::Unique(_) => Error::Conflict(format!("a template named `{}` exists", row.name)),
+        other => other.into(),
+    };
+    let stored = match id {
+        None => change.tx().insert_template(&row).await.map_err(unique)?,
+        Some(_) => change
+            .tx()
+            .update_template(&row)
+            .await
+            .map_err(unique)?
+            .ok_or(Error::NotFound(Entity::CertificateTemplate))?,
+    };
+    let action = if id.is_none() { "certificate_template.created" } else { "certificate_template.updated" };
+    change.audit(action, Target::new("certificate_template", stored.id), serde_json::json!({ "name": stored.name }));
+    change.commit().await?;
+    from_stored(&stored)
+}
+
+pub async fn delete(ctx: &Context, caller: &Caller, id: &str) -> crate::Result<()> {
+    caller.require(Scope::CertificatesWrite)?;
+    if built_in_named(id).is_some() {
+        return Err(Error::Forbidden(format!("`{id}` is a built-in template and cannot be deleted")));
+    }
+    let id: i64 = id.parse().map_err(|_| Error::NotFound(Entity::CertificateTemplate))?;
+    let workspace_id = caller.workspace_id.to_string();
+    let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
+    if !change.tx().delete_template(&workspace_id, id).await? {
+        return Err(Error::NotFound(Entity::CertificateTemplate));
+    }
+    change.audit("certificate_template.deleted", Target::new("certificate_template", id), serde_json::json!({}));
+    change.commit().await
+}

@@ -298,7 +298,7 @@ pub struct Subject {
 }
 
 /// RFC 5280 key usages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum KeyUsage {
     DigitalSignature,

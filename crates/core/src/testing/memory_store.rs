@@ -17,6 +17,8 @@ use crate::certificates::{
 use crate::error::Error;
 use crate::events::{NewEvent, OutboxEvent};
 use crate::issuance::policies::IssuancePolicy;
+use crate::issuance::requests::CertificateRequest;
+use crate::issuance::templates::StoredTemplate;
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 use crate::ports::*;
@@ -129,6 +131,10 @@ impl CertificateWrites for MemoryTx {
             revocation_reason: None,
             certificate_pem: parsed.pem.clone(),
             chain_pem: new.chain_pem.map(str::to_owned),
+            issuance_template: new.issuance_template.map(str::to_owned),
+            csr_pem: new.csr_pem.map(str::to_owned),
+            renewed_by_id: None,
+            renewal_error: None,
             has_private_key: new.private_key_sealed.is_some(),
             created_at: new.created_at,
             updated_at: new.created_at,
@@ -378,8 +384,24 @@ impl CaReads for MemoryStore {
     async fn list_workspace_revoked(&self, _: &str, _: PageRequest) -> StoreResult<Page<IssuedRecord>> {
         not_faked("list_workspace_revoked")
     }
+}
+
+#[async_trait]
+impl IssuanceReads for MemoryStore {
     async fn list_issuance_policies(&self, _: &str) -> StoreResult<Vec<IssuancePolicy>> {
         not_faked("list_issuance_policies")
+    }
+    async fn find_request(&self, _: &str, _: i64) -> StoreResult<Option<CertificateRequest>> {
+        not_faked("find_request")
+    }
+    async fn list_requests(&self, _: &str, _: Option<&str>, _: PageRequest) -> StoreResult<Page<CertificateRequest>> {
+        not_faked("list_requests")
+    }
+    async fn list_templates(&self, _: &str) -> StoreResult<Vec<StoredTemplate>> {
+        not_faked("list_templates")
+    }
+    async fn find_template(&self, _: &str, _: &str) -> StoreResult<Option<StoredTemplate>> {
+        not_faked("find_template")
     }
 }
 
@@ -412,11 +434,42 @@ impl CaWrites for MemoryTx {
     async fn revoke_issued(&mut self, _: i64, _: &str, _: i64, _: &str) -> StoreResult<bool> {
         not_faked("revoke_issued")
     }
+}
+
+#[async_trait]
+impl IssuanceWrites for MemoryTx {
     async fn insert_issuance_policy(&mut self, _: &IssuancePolicy) -> StoreResult<IssuancePolicy> {
         not_faked("insert_issuance_policy")
     }
     async fn delete_issuance_policy(&mut self, _: &str, _: i64) -> StoreResult<bool> {
         not_faked("delete_issuance_policy")
+    }
+    async fn insert_request(&mut self, _: &CertificateRequest) -> StoreResult<CertificateRequest> {
+        not_faked("insert_request")
+    }
+    async fn find_request(&mut self, _: &str, _: i64) -> StoreResult<Option<CertificateRequest>> {
+        not_faked("find_request")
+    }
+    async fn update_request(&mut self, _: &CertificateRequest, _: &str) -> StoreResult<Option<CertificateRequest>> {
+        not_faked("update_request")
+    }
+    async fn insert_template(&mut self, _: &StoredTemplate) -> StoreResult<StoredTemplate> {
+        not_faked("insert_template")
+    }
+    async fn update_template(&mut self, _: &StoredTemplate) -> StoreResult<Option<StoredTemplate>> {
+        not_faked("update_template")
+    }
+    async fn delete_template(&mut self, _: &str, _: i64) -> StoreResult<bool> {
+        not_faked("delete_template")
+    }
+    async fn claim_renewals(&mut self, _: i64, _: i64, _: i64, _: i64) -> StoreResult<Vec<Certificate>> {
+        not_faked("claim_renewals")
+    }
+    async fn record_renewal(&mut self, _: &str, _: i64, _: i64) -> StoreResult<()> {
+        not_faked("record_renewal")
+    }
+    async fn record_renewal_failure(&mut self, _: &str, _: i64, _: &str) -> StoreResult<()> {
+        not_faked("record_renewal_failure")
     }
 }
 

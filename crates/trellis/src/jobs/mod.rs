@@ -44,6 +44,20 @@ pub fn spawn_expiry_scanner(ctx: SharedContext, interval: Duration) -> tokio::ta
     })
 }
 
+/// Renews due auto-renewing certificates now and then every `interval`.
+pub fn spawn_renewal(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHandle<()> {
+    spawn_periodic("renewal", interval, move || {
+        let ctx = ctx.clone();
+        async move {
+            let run = trellis_core::issuance::renewal::run(&ctx, 100).await?;
+            if run.renewed + run.failed > 0 {
+                tracing::info!(renewed = run.renewed, failed = run.failed, "renewal run finished");
+            }
+            Ok::<_, trellis_core::Error>(())
+        }
+    })
+}
+
 /// Deletes delivered outbox events older than `retention`, now and then every `interval`.
 pub fn spawn_outbox_retention(
     ctx: SharedContext,

@@ -1,0 +1,148 @@
+//! Auto-renewal: certificates with `autoRenewal` that a CA of this service issued are renewed
+//! inside their renewal window (30 days before expiry, the built-in templates' window) through
+//! the same path as every issuance (policies, then the CA's connector). A key generated here is
+//! replaced by a new one; a caller-held key is renewed with its stored CSR.
+//!
+//! Replica-safe: a certificate is claimed (stamped) before it is renewed, and a claim holds for
+//! [`CLAIM_LEASE_MS`], so two replicas never renew it at once and a failure is retried after
+//! the lease.
+
+use serde_json::json;
+use x509_parser::prelude::{FromDer, X509Certificate};
+
+use super::request::{IssueInput, SubjectInput};
+use super::{issue_prepared, request, templates};
+use crate::audit::Audit;
+use crate::cas::service::{connector_for, find};
+use crate::certificates::Certificate;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::events;
+use crate::plugins::{IssuanceSource, Requester, RequesterKind};
+use crate::unit_of_work::Target;
+
+/// Renewal window before expiry.
+pub const WINDOW_MS: i64 = 30 * 86_400_000;
+/// How long a claim holds (and how long a failed renewal waits before the next try).
+pub const CLAIM_LEASE_MS: i64 = 3_600_000;
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RenewalRun {
+    pub renewed: u32,
+    pub failed: u32,
+}
+
+/// Renews up to `limit` due certificates now.
+pub async fn run(ctx: &Context, limit: i64) -> Result<RenewalRun> {
+    let now = ctx.now_millis();
+    let mut change = ctx.change(Audit::system("renewal"), None).await?;
+    let due = change.tx().claim_renewals(now + WINDOW_MS, now - CLAIM_LEASE_MS, now, limit).await?;
+    change.commit().await?;
+    let mut run = RenewalRun::default();
+    for certificate in due {
+        match renew(ctx, &certificate).await {
+            Ok(new_id) => {
+                run.renewed += 1;
+                tracing::info!(certificate = certificate.id, renewed_by = new_id, "certificate renewed");
+            }
+            Err(err) => {
+                run.failed += 1;
+                tracing::warn!(certificate = certificate.id, error = %err, "renewal failed; retrying after the claim lease");
+                record_failure(ctx, &certificate, &err).await?;
+            }
+        }
+    }
+    Ok(run)
+}
+
+/// The subject's DN parts of a certificate (what a renewal keeps).
+fn subject_parts(certificate: &Certificate) -> SubjectInput {
+    let Some(der) =
+        crate::certificates::x509::pem_certificates(&certificate.certificate_pem).and_then(|b| b.into_iter().next())
+    else {
+        return SubjectInput::default();
+    };
+    let Ok((_, parsed)) = X509Certificate::from_der(&der) else { return SubjectInput::default() };
+    let subject = parsed.subject();
+    let text = |attribute: Option<&x509_parser::x509::AttributeTypeAndValue<'_>>| {
+        attribute.and_then(|a| a.as_str().ok()).map(str::to_owned)
+    };
+    let parts = SubjectInput {
+        organization: text(subject.iter_organization().next()),
+        organizational_unit: text(subject.iter_organizational_unit().next()),
+        country: text(subject.iter_country().next()),
+        state: text(subject.iter_state_or_province().next()),
+        locality: text(subject.iter_locality().next()),
+    };
+    parts
+}
+
+/// The key algorithm of a generated key, as the issue API names it.
+fn key_algorithm(certificate: &Certificate) -> Option<String> {
+    Some(
+        match (certificate.key_algorithm.as_str(), certificate.key_size) {
+            ("ECDSA", Some(384)) => "ecdsa-p384",
+            ("ECDSA", _) => "ecdsa-p256",
+            ("ED25519", _) => "ed25519",
+            ("RSA", Some(3072)) => "rsa-3072",
+            ("RSA", Some(4096)) => "rsa-4096",
+            ("RSA", _) => "rsa-2048",
+            _ => return None,
+        }
+        .to_owned(),
+    )
+}
+
+async fn renew(ctx: &Context, old: &Certificate) -> Result<i64> {
+    let ca_id = old.ca_id.ok_or_else(|| Error::UnsupportedCa("the certificate has no CA".into()))?;
+    let ca = find(ctx, &old.workspace_id, ca_id).await?;
+    let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
+    if !info.capabilities.issue {
+        return Err(Error::UnsupportedCa(format!("CA type `{}` cannot renew", ca.ca_type)));
+    }
+    let names = old
+        .subject_alt_names
+        .iter()
+        .map(|name| name.split_once(':').map_or(name.as_str(), |(_, value)| value).to_owned())
+        .collect();
+    let generated_key = old.has_private_key || old.csr_pem.is_none();
+    let input = IssueInput {
+        ca_id: Some(ca_id),
+        csr: if generated_key { None } else { old.csr_pem.clone() },
+        common_name: Some(old.common_name.clone()).filter(|cn| !cn.is_empty()),
+        subject_alt_names: names,
+        template_id: old.issuance_template.clone(),
+        subject: subject_parts(old),
+        key_algorithm: if generated_key { key_algorithm(old) } else { None },
+        auto_renewal: Some(true),
+        metadata: Some(old.metadata.clone()).filter(|m| m.is_object()),
+        ..IssueInput::default()
+    };
+    let template = templates::resolve(ctx, &old.workspace_id, input.template_id.as_deref()).await?;
+    let prepared = request::prepare(&input, &template)?;
+    let actor = Audit::system("renewal");
+    let requester = Requester { kind: RequesterKind::System, id: "renewal".into(), display_name: None };
+    let issued = issue_prepared(ctx, &actor, &requester, &ca, &info, prepared, IssuanceSource::Renewal, false).await?;
+    let new_id = issued.certificate.id;
+    let mut change = ctx.change(actor, Some(&old.workspace_id)).await?;
+    change.tx().record_renewal(&old.workspace_id, old.id, new_id).await?;
+    change.audit("certificate.renewed", Target::new("certificate", old.id), json!({ "renewedBy": new_id })).emit(
+        events::CERTIFICATE_RENEWED,
+        json!({ "oldCertificateId": old.id, "newCertificateId": new_id, "commonName": old.common_name, "caId": ca_id }),
+    );
+    change.commit().await?;
+    Ok(new_id)
+}
+
+async fn record_failure(ctx: &Context, certificate: &Certificate, err: &Error) -> Result<()> {
+    let message: String = err.to_string().chars().take(1000).collect();
+    let mut change = ctx.change(Audit::system("renewal"), Some(&certificate.workspace_id)).await?;
+    change.tx().record_renewal_failure(&certificate.workspace_id, certificate.id, &message).await?;
+    change
+        .audit("certificate.renewal_failed", Target::new("certificate", certificate.id), json!({ "error": message }))
+        .emit(
+            events::CERTIFICATE_RENEWAL_FAILED,
+            json!({ "certificateId": certificate.id, "commonName": certificate.common_name, "error": message, "code": err.code() }),
+        );
+    change.commit().await
+}

@@ -1,0 +1,212 @@
+//! Approval-gated issuance (`/api/certificate-requests`): a request waits as `pending` until
+//! someone other than its requester approves it (then it issues through the same path as
+//! every issuance: `approved` → `issued`, or `failed` with the error) or rejects it.
+
+use serde_json::{json, Value};
+
+use super::{issue_prepared, requester, templates, IssueInput, Issued};
+use crate::audit::Audit;
+use crate::auth::{Caller, Scope};
+use crate::cas::service::{connector_for, find};
+use crate::context::Context;
+use crate::error::{Entity, Error, Result};
+use crate::pagination::{Page, PageRequest};
+use crate::plugins::IssuanceSource;
+use crate::unit_of_work::Target;
+
+pub const PENDING: &str = "pending";
+pub const APPROVED: &str = "approved";
+pub const ISSUED: &str = "issued";
+pub const REJECTED: &str = "rejected";
+pub const FAILED: &str = "failed";
+const STATES: [&str; 5] = [PENDING, APPROVED, ISSUED, REJECTED, FAILED];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CertificateRequest {
+    pub id: i64,
+    pub workspace_id: String,
+    pub ca_id: i64,
+    pub status: String,
+    /// The issue body as submitted (CSR included).
+    pub request: Value,
+    pub common_name: Option<String>,
+    /// Why approval is needed: policy reasons, or `requested` for a direct submission.
+    pub reasons: Value,
+    /// `<actor type>:<actor id>` of the requester.
+    pub requested_by: String,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<i64>,
+    pub decision_reason: Option<String>,
+    pub certificate_id: Option<i64>,
+    pub error: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+fn actor_ref(actor: &Audit) -> String {
+    format!("{}:{}", actor.actor_type, actor.actor_id)
+}
+
+/// Stores a pending request for `input` (validated as an issuance would be).
+pub(crate) async fn open(
+    ctx: &Context,
+    caller: &Caller,
+    input: &IssueInput,
+    reasons: Value,
+) -> Result<CertificateRequest> {
+    let workspace_id = caller.workspace_id.to_string();
+    let body = serde_json::to_value(input).map_err(|err| Error::Internal(err.to_string()))?;
+    let actor = Audit::of(caller);
+    let mut change = ctx.change(actor.clone(), Some(&workspace_id)).await?;
+    let at = change.at();
+    let row = CertificateRequest {
+        id: 0,
+        workspace_id: workspace_id.clone(),
+        ca_id: input.ca_id.unwrap_or_default(),
+        status: PENDING.into(),
+        request: body,
+        common_name: input.common_name.clone(),
+        reasons,
+        requested_by: actor_ref(&actor),
+        decided_by: None,
+        decided_at: None,
+        decision_reason: None,
+        certificate_id: None,
+        error: None,
+        created_at: at,
+        updated_at: at,
+    };
+    let request = change.tx().insert_request(&row).await?;
+    change.audit(
+        "certificate_request.created",
+        Target::new("certificate_request", request.id),
+        json!({ "caId": request.ca_id, "commonName": request.common_name, "reasons": request.reasons }),
+    );
+    change.commit().await?;
+    Ok(request)
+}
+
+/// Submits a request for approval (`POST /api/certificate-requests`).
+pub async fn submit(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<CertificateRequest> {
+    caller.require(Scope::CertificatesWrite)?;
+    let ca_id = input.ca_id.ok_or_else(|| Error::invalid_field("caId", "is required"))?;
+    let ca = find(ctx, &caller.workspace_id, ca_id).await?;
+    let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
+    if !info.capabilities.issue {
+        return Err(Error::UnsupportedCa(format!("CA type `{}` cannot issue certificates", ca.ca_type)));
+    }
+    // Checked now so an approver never approves what cannot be issued.
+    let template = templates::resolve(ctx, &caller.workspace_id, input.template_id.as_deref()).await?;
+    super::request::prepare(&input, &template)?;
+    open(ctx, caller, &input, json!([{ "code": "requested", "message": "submitted for approval" }])).await
+}
+
+pub async fn list(
+    ctx: &Context,
+    caller: &Caller,
+    status: Option<&str>,
+    page: PageRequest,
+) -> Result<Page<CertificateRequest>> {
+    caller.require(Scope::CertificatesRead)?;
+    let status = status.map(str::trim).filter(|s| !s.is_empty());
+    if let Some(status) = status.filter(|s| !STATES.contains(s)) {
+        return Err(Error::invalid_field("status", format!("`{status}` is not one of {}", STATES.join(", "))));
+    }
+    Ok(ctx.store.list_requests(&caller.workspace_id, status, page).await?)
+}
+
+pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<CertificateRequest> {
+    caller.require(Scope::CertificatesRead)?;
+    ctx.store.find_request(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateRequest))
+}
+
+/// Moves a pending request to `to` on behalf of `caller` (not its requester).
+async fn decide(
+    ctx: &Context,
+    caller: &Caller,
+    id: i64,
+    to: &str,
+    reason: Option<String>,
+) -> Result<CertificateRequest> {
+    caller.require(Scope::CertificatesWrite)?;
+    let workspace_id = caller.workspace_id.to_string();
+    let actor = Audit::of(caller);
+    let mut change = ctx.change(actor.clone(), Some(&workspace_id)).await?;
+    let current =
+        change.tx().find_request(&workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateRequest))?;
+    if current.status != PENDING {
+        return Err(Error::Conflict(format!("request {id} is {}, not pending", current.status)));
+    }
+    if current.requested_by == actor_ref(&actor) {
+        return Err(Error::Forbidden("A requester cannot approve or reject their own request".into()));
+    }
+    let at = change.at();
+    let decided = CertificateRequest {
+        status: to.into(),
+        decided_by: Some(actor_ref(&actor)),
+        decided_at: Some(at),
+        decision_reason: reason,
+        updated_at: at,
+        ..current
+    };
+    let updated = change
+        .tx()
+        .update_request(&decided, PENDING)
+        .await?
+        .ok_or_else(|| Error::Conflict(format!("request {id} was decided meanwhile")))?;
+    change.audit(
+        &format!("certificate_request.{to}"),
+        Target::new("certificate_request", id),
+        json!({ "reason": updated.decision_reason }),
+    );
+    change.commit().await?;
+    Ok(updated)
+}
+
+pub async fn reject(ctx: &Context, caller: &Caller, id: i64, reason: Option<String>) -> Result<CertificateRequest> {
+    let reason = reason.map(|r| r.trim().chars().take(1024).collect::<String>()).filter(|r| !r.is_empty());
+    decide(ctx, caller, id, REJECTED, reason).await
+}
+
+/// Approves and issues. The request ends `issued` (with the certificate) or `failed` (with the
+/// error, which is also returned).
+pub async fn approve(ctx: &Context, caller: &Caller, id: i64) -> Result<(CertificateRequest, Issued)> {
+    let approved = decide(ctx, caller, id, APPROVED, None).await?;
+    let outcome = async {
+        let input: IssueInput = serde_json::from_value(approved.request.clone())
+            .map_err(|err| Error::Internal(format!("stored request {id} is unreadable: {err}")))?;
+        let ca = find(ctx, &approved.workspace_id, approved.ca_id).await?;
+        let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
+        let template = templates::resolve(ctx, &ca.workspace_id, input.template_id.as_deref()).await?;
+        let prepared = super::request::prepare(&input, &template)?;
+        let requester = requester(caller);
+        issue_prepared(ctx, &Audit::of(caller), &requester, &ca, &info, prepared, IssuanceSource::RequestWorkflow, true)
+            .await
+    }
+    .await;
+    let mut change = ctx.change(Audit::of(caller), Some(&approved.workspace_id)).await?;
+    let at = change.at();
+    let (finished, result) = match outcome {
+        Ok(issued) => (
+            CertificateRequest {
+                status: ISSUED.into(),
+                certificate_id: Some(issued.certificate.id),
+                updated_at: at,
+                ..approved
+            },
+            Ok(issued),
+        ),
+        Err(err) => (
+            CertificateRequest { status: FAILED.into(), error: Some(err.to_string()), updated_at: at, ..approved },
+            Err(err),
+        ),
+    };
+    let finished = change.tx().update_request(&finished, APPROVED).await?.unwrap_or(finished);
+    change.audit(
+        &format!("certificate_request.{}", finished.status),
+        Target::new("certificate_request", id),
+        json!({ "certificateId": finished.certificate_id, "error": finished.error }),
+    );
+    change.commit().await?;
+    result.map(|issued| (finished, issued))
+}
