@@ -105,3 +105,25 @@ CREATE TABLE certificate_templates (
     updated_at       BIGINT NOT NULL
 );
 CREATE UNIQUE INDEX certificate_templates_name ON certificate_templates (workspace_id, name);
+
+-- Discovery scans (ca_certs here; tls_endpoints with the connectors). A running scan beats
+-- its heartbeat; one whose heartbeat stops (the process died) is taken over and rerun.
+CREATE TABLE discovery_scans (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    workspace_id     TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    scan_type        TEXT NOT NULL,
+    ca_id            BIGINT,
+    status           TEXT NOT NULL,              -- pending, running, completed, failed, cancelled
+    found            BIGINT NOT NULL DEFAULT 0,
+    new_count        BIGINT NOT NULL DEFAULT 0,
+    updated_count    BIGINT NOT NULL DEFAULT 0,
+    failed_count     BIGINT NOT NULL DEFAULT 0,
+    error            TEXT,
+    requested_by     TEXT NOT NULL,
+    created_at       BIGINT NOT NULL,
+    started_at       BIGINT,
+    finished_at      BIGINT,
+    heartbeat_at     BIGINT
+);
+CREATE INDEX discovery_scans_recent ON discovery_scans (workspace_id, id);
+CREATE INDEX discovery_scans_open ON discovery_scans (status, heartbeat_at) WHERE status IN ('pending', 'running');

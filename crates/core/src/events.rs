@@ -10,6 +10,8 @@ pub const CERTIFICATE_EXPIRED: &str = "certificate.expired";
 pub const CERTIFICATE_RENEWED: &str = "certificate.renewed";
 pub const CERTIFICATE_RENEWAL_FAILED: &str = "certificate.renewal_failed";
 pub const CA_CREATED: &str = "ca.created";
+pub const DISCOVERY_SCAN_COMPLETED: &str = "discovery.scan_completed";
+pub const DISCOVERY_NEW_CERTIFICATES_FOUND: &str = "discovery.new_certificates_found";
 pub const CA_UPDATED: &str = "ca.updated";
 pub const CA_HEALTH_CHANGED: &str = "ca.health_changed";
 

@@ -13,6 +13,7 @@ pub mod certificates;
 pub mod clock;
 pub mod context;
 pub mod crypto;
+pub mod discovery;
 pub mod error;
 pub mod events;
 pub mod ids;

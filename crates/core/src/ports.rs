@@ -19,6 +19,7 @@ use crate::cas::{CaFields, CaStats, CertificateAuthority, IssuedRecord, StoredAu
 use crate::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
 };
+use crate::discovery::Scan;
 use crate::error::Error;
 use crate::events::{NewEvent, OutboxEvent};
 use crate::issuance::policies::IssuancePolicy;
@@ -289,10 +290,47 @@ pub trait IssuanceWrites: Send {
     async fn record_renewal_failure(&mut self, workspace_id: &str, id: i64, error: &str) -> StoreResult<()>;
 }
 
+#[async_trait]
+pub trait DiscoveryReads: Send + Sync {
+    async fn find_scan(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Scan>>;
+    async fn list_scans(
+        &self,
+        workspace_id: &str,
+        scan_type: Option<&str>,
+        page: PageRequest,
+    ) -> StoreResult<Page<Scan>>;
+}
+
+#[async_trait]
+pub trait DiscoveryWrites: Send {
+    async fn insert_scan(&mut self, scan: &Scan) -> StoreResult<Scan>;
+    /// Moves one scan to `running` (of any workspace): `only` if it is pending, else the oldest
+    /// pending scan or one whose heartbeat is older than `stale_before`.
+    async fn claim_scan(&mut self, only: Option<i64>, now: i64, stale_before: i64) -> StoreResult<Option<Scan>>;
+    /// Writes counts and heartbeat; false when the scan is no longer running (cancelled).
+    async fn update_scan_progress(&mut self, scan: &Scan) -> StoreResult<bool>;
+    /// Writes the terminal state; false when the scan had already ended (cancelled).
+    async fn finish_scan(&mut self, scan: &Scan) -> StoreResult<bool>;
+    async fn cancel_scan(&mut self, workspace_id: &str, id: i64, at: i64) -> StoreResult<Option<Scan>>;
+    async fn find_certificate_by_fingerprint(
+        &mut self,
+        workspace_id: &str,
+        fingerprint_sha256: &str,
+    ) -> StoreResult<Option<Certificate>>;
+}
+
 /// A write transaction. Dropping it without [`Tx::commit`] rolls back.
 #[async_trait]
 pub trait Tx:
-    CertificateWrites + AuthWrites + AuditWrites + EventWrites + PluginWrites + CaWrites + IssuanceWrites + Send
+    CertificateWrites
+    + AuthWrites
+    + AuditWrites
+    + EventWrites
+    + PluginWrites
+    + CaWrites
+    + IssuanceWrites
+    + DiscoveryWrites
+    + Send
 {
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }
@@ -304,7 +342,17 @@ pub type ErasedJob =
 /// The database.
 #[async_trait]
 pub trait Store:
-    CertificateReads + AuthReads + AuditReads + EventReads + PluginReads + CaReads + IssuanceReads + Send + Sync + 'static
+    CertificateReads
+    + AuthReads
+    + AuditReads
+    + EventReads
+    + PluginReads
+    + CaReads
+    + IssuanceReads
+    + DiscoveryReads
+    + Send
+    + Sync
+    + 'static
 {
     /// Opens a write transaction (on SQLite, writers queue for the one write slot).
     async fn begin(&self) -> StoreResult<Box<dyn Tx>>;

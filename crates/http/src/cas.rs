@@ -26,6 +26,7 @@ pub fn routes() -> Router<SharedContext> {
         .route("/api/certificate-authorities/{id}", get(get_ca).patch(patch_ca).put(put_ca).delete(delete_ca))
         .route("/api/certificate-authorities/{id}/test", post(test_ca))
         .route("/api/certificate-authorities/{id}/sync", post(sync_ca))
+        .route("/api/certificate-authorities/{id}/fetch-certificates", post(fetch_certificates))
         .route("/pki/{ca_id}/crl", get(crl))
         .route("/pki/{ca_id}/ca", get(ca_certificate))
         .route("/pki/{ca_id}/ocsp", post(ocsp_post))
@@ -105,17 +106,11 @@ pub struct CaBody {
     issuer_patterns: Option<Vec<String>>,
     #[schema(value_type = Option<Object>)]
     config: Option<Value>,
-    /// On create: start a `ca_certs` discovery scan. Not available in this version: `true` is refused.
+    /// On create: start a `ca_certs` discovery scan of the new CA (its id is returned as `scanId`).
     scan_certificates: Option<bool>,
 }
 
 fn ca_input(body: CaBody) -> Result<CaInput, Error> {
-    if body.scan_certificates == Some(true) {
-        return Err(Error::invalid_field(
-            "scanCertificates",
-            "ca_certs discovery scans are not available in this version; create the CA without it",
-        ));
-    }
     Ok(CaInput {
         name: body.name,
         ca_type: body.ca_type,
@@ -189,7 +184,13 @@ async fn create_ca(
     Authenticated(caller): Authenticated,
     Json(body): Json<CaBody>,
 ) -> ApiResult<Response> {
-    Ok(created(ca_dto(registry::create(&ctx, &caller, ca_input(body)?).await?)))
+    let scan = body.scan_certificates.unwrap_or(false);
+    let (view, scan_id) = registry::create_and_scan(&ctx, &caller, ca_input(body)?, scan).await?;
+    let mut dto = serde_json::to_value(ca_dto(view)).map_err(|err| Error::Internal(err.to_string()))?;
+    if let Some(id) = scan_id {
+        dto["scanId"] = Value::from(id);
+    }
+    Ok(created(dto))
 }
 
 /// Changes the given fields (config members merge; `********` keeps a secret).
@@ -358,4 +359,29 @@ async fn ocsp_answer(
         return ocsp_response(error_response(OcspErrorStatus::Unauthorized));
     };
     ocsp_response(pki.ocsp(ca_id, request).await)
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FetchDto {
+    success: bool,
+    message: String,
+    scan_id: i64,
+}
+
+/// Starts a `ca_certs` discovery scan of the CA: its issued certificates come into the
+/// inventory. Poll `/api/discovery/scans/{scanId}`.
+#[utoipa::path(post, path = "/api/certificate-authorities/{id}/fetch-certificates", tag = "certificate-authorities",
+    responses((status = 200, body = Data<FetchDto>)))]
+async fn fetch_certificates(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Value>> {
+    let scan = trellis_core::discovery::start_ca_scan(&ctx, &caller, numeric_id(&id)?).await?;
+    Ok(data(FetchDto {
+        success: true,
+        message: format!("Scan {} started; poll /api/discovery/scans/{}", scan.id, scan.id),
+        scan_id: scan.id,
+    }))
 }

@@ -6,6 +6,7 @@ mod audit;
 mod auth;
 mod cas;
 mod certificates;
+mod discovery;
 pub mod docs;
 pub mod error;
 pub mod extract;
@@ -102,6 +103,7 @@ pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
         .merge(auth::routes())
         .merge(cas::routes())
         .merge(issuance::routes())
+        .merge(discovery::routes())
         .merge(certificates::routes())
         .merge(audit::routes())
         .merge(plugins::routes())

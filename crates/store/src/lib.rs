@@ -12,6 +12,7 @@ mod auth;
 mod cas;
 mod certificates;
 mod challenges;
+mod discovery;
 mod issuance;
 mod outbox;
 mod plugins;

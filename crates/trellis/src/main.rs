@@ -256,6 +256,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     }
     let expiry_scanner = trellis::jobs::spawn_expiry_scanner(ctx.clone(), config.expiry_scan_interval);
     let renewal = trellis::jobs::spawn_renewal(ctx.clone(), config.renewal_interval);
+    let discovery = trellis::jobs::spawn_discovery(ctx.clone(), std::time::Duration::from_secs(60));
     let outbox_retention = trellis::jobs::spawn_outbox_retention(
         ctx.clone(),
         std::time::Duration::from_secs(3600),
@@ -292,6 +293,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .await?;
     expiry_scanner.abort();
     renewal.abort();
+    discovery.abort();
     outbox_retention.abort();
     if let Some((server, purge)) = challenge_listener {
         server.abort();

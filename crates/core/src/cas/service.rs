@@ -444,3 +444,20 @@ pub async fn check_can_renew(ctx: &Context, certificate: &crate::certificates::C
     }
     Ok(())
 }
+
+/// Creates a CA and, when asked (`scanCertificates`), starts a `ca_certs` scan of it; the scan
+/// id is returned beside the CA.
+pub async fn create_and_scan(
+    ctx: &std::sync::Arc<Context>,
+    caller: &Caller,
+    input: CaInput,
+    scan_certificates: bool,
+) -> Result<(CaView, Option<i64>)> {
+    let created = create(ctx, caller, input).await?;
+    let scan = if scan_certificates {
+        Some(crate::discovery::start_ca_scan(ctx, caller, created.ca.id).await?.id)
+    } else {
+        None
+    };
+    Ok((created, scan))
+}

@@ -14,6 +14,7 @@ use crate::cas::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus
 use crate::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
 };
+use crate::discovery::Scan;
 use crate::error::Error;
 use crate::events::{NewEvent, OutboxEvent};
 use crate::issuance::policies::IssuancePolicy;
@@ -470,6 +471,38 @@ impl IssuanceWrites for MemoryTx {
     }
     async fn record_renewal_failure(&mut self, _: &str, _: i64, _: &str) -> StoreResult<()> {
         not_faked("record_renewal_failure")
+    }
+}
+
+#[async_trait]
+impl DiscoveryReads for MemoryStore {
+    async fn find_scan(&self, _: &str, _: i64) -> StoreResult<Option<Scan>> {
+        not_faked("find_scan")
+    }
+    async fn list_scans(&self, _: &str, _: Option<&str>, _: PageRequest) -> StoreResult<Page<Scan>> {
+        not_faked("list_scans")
+    }
+}
+
+#[async_trait]
+impl DiscoveryWrites for MemoryTx {
+    async fn insert_scan(&mut self, _: &Scan) -> StoreResult<Scan> {
+        not_faked("insert_scan")
+    }
+    async fn claim_scan(&mut self, _: Option<i64>, _: i64, _: i64) -> StoreResult<Option<Scan>> {
+        not_faked("claim_scan")
+    }
+    async fn update_scan_progress(&mut self, _: &Scan) -> StoreResult<bool> {
+        not_faked("update_scan_progress")
+    }
+    async fn finish_scan(&mut self, _: &Scan) -> StoreResult<bool> {
+        not_faked("finish_scan")
+    }
+    async fn cancel_scan(&mut self, _: &str, _: i64, _: i64) -> StoreResult<Option<Scan>> {
+        not_faked("cancel_scan")
+    }
+    async fn find_certificate_by_fingerprint(&mut self, _: &str, _: &str) -> StoreResult<Option<Certificate>> {
+        not_faked("find_certificate_by_fingerprint")
     }
 }
 

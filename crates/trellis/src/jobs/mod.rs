@@ -58,6 +58,18 @@ pub fn spawn_renewal(ctx: SharedContext, interval: Duration) -> tokio::task::Joi
     })
 }
 
+/// Runs discovery scans nobody is running: pending ones whose starter is gone, and running ones
+/// whose heartbeat stopped (their process died), now and then every `interval`.
+pub fn spawn_discovery(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHandle<()> {
+    spawn_periodic("discovery", interval, move || {
+        let ctx = ctx.clone();
+        async move {
+            while trellis_core::discovery::claim_and_run(&ctx, None).await? {}
+            Ok::<_, trellis_core::Error>(())
+        }
+    })
+}
+
 /// Deletes delivered outbox events older than `retention`, now and then every `interval`.
 pub fn spawn_outbox_retention(
     ctx: SharedContext,

@@ -1,0 +1,176 @@
+//! Discovery scans.
+
+use async_trait::async_trait;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use trellis_core::certificates::Certificate;
+use trellis_core::discovery::Scan;
+use trellis_core::pagination::{Page, PageRequest};
+use trellis_core::ports::{DiscoveryReads, DiscoveryWrites};
+
+use crate::certificates::{certificate_from_row, CERTIFICATE_COLUMNS};
+use crate::{DbResult, Store, StoreResult, Tx};
+
+const SCAN_COLUMNS: &str =
+    "id, workspace_id, scan_type, ca_id, status, found, new_count, updated_count, failed_count, \
+    error, requested_by, created_at, started_at, finished_at, heartbeat_at";
+
+fn scan_from_row(row: &AnyRow) -> StoreResult<Scan> {
+    Ok(Scan {
+        id: row.try_get("id").db()?,
+        workspace_id: row.try_get("workspace_id").db()?,
+        scan_type: row.try_get("scan_type").db()?,
+        ca_id: row.try_get("ca_id").db()?,
+        status: row.try_get("status").db()?,
+        found: row.try_get("found").db()?,
+        new_count: row.try_get("new_count").db()?,
+        updated_count: row.try_get("updated_count").db()?,
+        failed_count: row.try_get("failed_count").db()?,
+        error: row.try_get("error").db()?,
+        requested_by: row.try_get("requested_by").db()?,
+        created_at: row.try_get("created_at").db()?,
+        started_at: row.try_get("started_at").db()?,
+        finished_at: row.try_get("finished_at").db()?,
+        heartbeat_at: row.try_get("heartbeat_at").db()?,
+    })
+}
+
+#[async_trait]
+impl DiscoveryReads for Store {
+    async fn find_scan(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Scan>> {
+        let sql = format!("SELECT {SCAN_COLUMNS} FROM discovery_scans WHERE workspace_id = $1 AND id = $2");
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await.db()?;
+        row.as_ref().map(scan_from_row).transpose()
+    }
+
+    async fn list_scans(
+        &self,
+        workspace_id: &str,
+        scan_type: Option<&str>,
+        page: PageRequest,
+    ) -> StoreResult<Page<Scan>> {
+        let filter = "workspace_id = $1 AND ($2 = '' OR scan_type = $2)";
+        let sql =
+            format!("SELECT {SCAN_COLUMNS} FROM discovery_scans WHERE {filter} ORDER BY id DESC LIMIT $3 OFFSET $4");
+        let scan_type = scan_type.unwrap_or_default();
+        let rows = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(scan_type)
+            .bind(page.limit)
+            .bind(page.offset)
+            .fetch_all(&self.pool)
+            .await
+            .db()?;
+        let items = rows.iter().map(scan_from_row).collect::<StoreResult<Vec<_>>>()?;
+        let total: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM discovery_scans WHERE {filter}"))
+            .bind(workspace_id)
+            .bind(scan_type)
+            .fetch_one(&self.pool)
+            .await
+            .db()?;
+        Ok(Page { items, total, total_exact: true, request: page })
+    }
+}
+
+#[async_trait]
+impl DiscoveryWrites for Tx {
+    async fn insert_scan(&mut self, scan: &Scan) -> StoreResult<Scan> {
+        let sql = format!(
+            "INSERT INTO discovery_scans (workspace_id, scan_type, ca_id, status, requested_by, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING {SCAN_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(scan.workspace_id.as_str())
+            .bind(scan.scan_type.as_str())
+            .bind(scan.ca_id)
+            .bind(scan.status.as_str())
+            .bind(scan.requested_by.as_str())
+            .bind(scan.created_at)
+            .fetch_one(&mut *self.inner)
+            .await
+            .db()?;
+        scan_from_row(&row)
+    }
+
+    async fn claim_scan(&mut self, only: Option<i64>, now: i64, stale_before: i64) -> StoreResult<Option<Scan>> {
+        // The outer condition is re-evaluated on the locked row, so one replica claims a scan.
+        let claimable = "(status = 'pending' AND ($2 = 0 OR id = $2)) \
+            OR (status = 'running' AND $2 = 0 AND heartbeat_at < $3)";
+        let sql = format!(
+            "UPDATE discovery_scans SET status = 'running', started_at = COALESCE(started_at, $1), heartbeat_at = $1 \
+             WHERE id IN (SELECT id FROM discovery_scans WHERE {claimable} ORDER BY id LIMIT 1) AND ({claimable}) \
+             RETURNING {SCAN_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(now)
+            .bind(only.unwrap_or(0))
+            .bind(stale_before)
+            .fetch_optional(&mut *self.inner)
+            .await
+            .db()?;
+        row.as_ref().map(scan_from_row).transpose()
+    }
+
+    async fn update_scan_progress(&mut self, scan: &Scan) -> StoreResult<bool> {
+        let updated = sqlx::query(
+            "UPDATE discovery_scans SET found = $2, new_count = $3, updated_count = $4, failed_count = $5, heartbeat_at = $6 \
+             WHERE id = $1 AND status = 'running'",
+        )
+        .bind(scan.id)
+        .bind(scan.found)
+        .bind(scan.new_count)
+        .bind(scan.updated_count)
+        .bind(scan.failed_count)
+        .bind(scan.heartbeat_at)
+        .execute(&mut *self.inner)
+        .await
+        .db()?;
+        Ok(updated.rows_affected() > 0)
+    }
+
+    async fn finish_scan(&mut self, scan: &Scan) -> StoreResult<bool> {
+        let updated = sqlx::query(
+            "UPDATE discovery_scans SET status = $2, error = $3, finished_at = $4, found = $5, new_count = $6, \
+                updated_count = $7, failed_count = $8 WHERE id = $1 AND status = 'running'",
+        )
+        .bind(scan.id)
+        .bind(scan.status.as_str())
+        .bind(scan.error.as_deref())
+        .bind(scan.finished_at)
+        .bind(scan.found)
+        .bind(scan.new_count)
+        .bind(scan.updated_count)
+        .bind(scan.failed_count)
+        .execute(&mut *self.inner)
+        .await
+        .db()?;
+        Ok(updated.rows_affected() > 0)
+    }
+
+    async fn cancel_scan(&mut self, workspace_id: &str, id: i64, at: i64) -> StoreResult<Option<Scan>> {
+        let sql = format!(
+            "UPDATE discovery_scans SET status = 'cancelled', finished_at = $3 \
+             WHERE workspace_id = $1 AND id = $2 AND status IN ('pending', 'running') RETURNING {SCAN_COLUMNS}"
+        );
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).bind(at).fetch_optional(&mut *self.inner).await.db()?;
+        row.as_ref().map(scan_from_row).transpose()
+    }
+
+    async fn find_certificate_by_fingerprint(
+        &mut self,
+        workspace_id: &str,
+        fingerprint_sha256: &str,
+    ) -> StoreResult<Option<Certificate>> {
+        let sql = format!(
+            "SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE workspace_id = $1 AND fingerprint_sha256 = $2"
+        );
+        let row = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(fingerprint_sha256)
+            .fetch_optional(&mut *self.inner)
+            .await
+            .db()?;
+        row.as_ref().map(certificate_from_row).transpose()
+    }
+}
