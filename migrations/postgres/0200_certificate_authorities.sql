@@ -127,3 +127,21 @@ CREATE TABLE discovery_scans (
 );
 CREATE INDEX discovery_scans_recent ON discovery_scans (workspace_id, id);
 CREATE INDEX discovery_scans_open ON discovery_scans (status, heartbeat_at) WHERE status IN ('pending', 'running');
+
+-- Revocations waiting for approval (certificates whose template requires it).
+CREATE TABLE revocation_requests (
+    id               BIGSERIAL PRIMARY KEY,
+    workspace_id     TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    certificate_id   BIGINT NOT NULL REFERENCES certificates(id) ON DELETE CASCADE,
+    reason           TEXT NOT NULL,
+    status           TEXT NOT NULL,              -- pending, approved, rejected, failed
+    requested_by     TEXT NOT NULL,
+    decided_by       TEXT,
+    decided_at       BIGINT,
+    decision_reason  TEXT,
+    error            TEXT,
+    created_at       BIGINT NOT NULL,
+    updated_at       BIGINT NOT NULL
+);
+CREATE INDEX revocation_requests_recent ON revocation_requests (workspace_id, id);
+CREATE UNIQUE INDEX revocation_requests_one_pending ON revocation_requests (certificate_id) WHERE status = 'pending';

@@ -16,6 +16,7 @@ use futures_util::future::BoxFuture;
 use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::auth::{ApiKey, Role, User, Workspace};
 use crate::cas::{CaFields, CaStats, CertificateAuthority, IssuedRecord, StoredAuthority};
+use crate::certificates::revocation_requests::RevocationRequest;
 use crate::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
 };
@@ -71,6 +72,12 @@ pub trait CertificateReads: Send + Sync {
         page: PageRequest,
     ) -> StoreResult<Page<UsageRecord>>;
     async fn list_identities(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<MachineIdentity>>;
+    async fn list_revocation_requests(
+        &self,
+        workspace_id: &str,
+        status: Option<&str>,
+        page: PageRequest,
+    ) -> StoreResult<Page<RevocationRequest>>;
     async fn find_identity(&self, workspace_id: &str, id: i64) -> StoreResult<Option<MachineIdentity>>;
 }
 
@@ -96,6 +103,14 @@ pub trait CertificateWrites: Send {
     async fn claim_expired(&mut self, now: i64, limit: i64) -> StoreResult<Vec<Certificate>>;
     /// As [`CertificateWrites::claim_expired`], for certificates entering the expiring window.
     async fn claim_expiring(&mut self, now: i64, limit: i64) -> StoreResult<Vec<Certificate>>;
+    async fn insert_revocation_request(&mut self, request: &RevocationRequest) -> StoreResult<RevocationRequest>;
+    async fn find_revocation_request(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<RevocationRequest>>;
+    /// Moves a request from state `from`; `None` when it was not in `from`.
+    async fn update_revocation_request(
+        &mut self,
+        request: &RevocationRequest,
+        from: &str,
+    ) -> StoreResult<Option<RevocationRequest>>;
 }
 
 #[async_trait]

@@ -12,6 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::error::ApiResult;
 use crate::extract::{numeric_id, Authenticated, Json, OptionalJson, Query};
 use crate::{created, data, list, Data, ListEnvelope, PageParams};
+use trellis_core::certificates::revocation_requests::{self, RevocationRequest};
 use trellis_core::certificates::{self as inventory, Certificate, MachineIdentity, Statistics, UsageRecord};
 use trellis_core::clock::rfc3339;
 use trellis_core::context::SharedContext;
@@ -23,6 +24,9 @@ pub fn routes() -> Router<SharedContext> {
         .route("/api/certificates/{id}", get(get_certificate).put(update_certificate).delete(delete_certificate))
         .route("/api/certificates/{id}/auto-renew", put(set_auto_renew))
         .route("/api/certificates/{id}/revoke", post(revoke_certificate))
+        .route("/api/certificates/revocation-requests", get(list_revocation_requests))
+        .route("/api/certificates/revocation-requests/{id}/approve", post(approve_revocation))
+        .route("/api/certificates/revocation-requests/{id}/reject", post(reject_revocation))
         .route("/api/certificates/{id}/download", get(download_certificate))
         .route("/api/certificates/{id}/private-key", get(private_key))
         .route("/api/certificates/{id}/private-key-status", get(private_key_status))
@@ -295,17 +299,115 @@ pub struct RevokeBody {
     reason: Option<String>,
 }
 
-/// Marks the certificate revoked. 400 VALIDATION_ERROR if it already is.
-#[utoipa::path(post, path = "/api/certificates/{id}/revoke", tag = "certificates", request_body(content = Option<RevokeBody>, description = "Optional"), responses((status = 200, body = Data<CertificateDto>), (status = 400, description = "Already revoked")))]
+/// Revokes the certificate (at its CA too, when issued through one). 400 VALIDATION_ERROR if it
+/// already is; 202 with a pending revocation request when its template requires approval.
+#[utoipa::path(post, path = "/api/certificates/{id}/revoke", tag = "certificates", request_body(content = Option<RevokeBody>, description = "Optional"), responses((status = 200, body = Data<CertificateDto>), (status = 202, body = Data<RevocationRequestDto>), (status = 400, description = "Already revoked")))]
 async fn revoke_certificate(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
     OptionalJson(body): OptionalJson<RevokeBody>,
-) -> ApiResult<axum::Json<Value>> {
+) -> ApiResult<Response> {
     let id = numeric_id(&id)?;
-    let certificate = inventory::revoke(&ctx, &caller, id, body.and_then(|b| b.reason)).await?;
-    Ok(data(certificate_dto(certificate, ctx.clock.now(), false)))
+    match inventory::revoke(&ctx, &caller, id, body.and_then(|b| b.reason)).await? {
+        inventory::Revocation::Revoked(certificate) => {
+            Ok(data(certificate_dto(*certificate, ctx.clock.now(), false)).into_response())
+        }
+        inventory::Revocation::AwaitingApproval(request) => {
+            Ok((StatusCode::ACCEPTED, data(revocation_request_dto(*request))).into_response())
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevocationRequestDto {
+    id: i64,
+    certificate_id: i64,
+    reason: String,
+    /// `pending`, `approved`, `rejected` or `failed`.
+    status: String,
+    requested_by: String,
+    decided_by: Option<String>,
+    decided_at: Option<String>,
+    decision_reason: Option<String>,
+    error: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+fn revocation_request_dto(r: RevocationRequest) -> RevocationRequestDto {
+    RevocationRequestDto {
+        id: r.id,
+        certificate_id: r.certificate_id,
+        reason: r.reason,
+        status: r.status,
+        requested_by: r.requested_by,
+        decided_by: r.decided_by,
+        decided_at: r.decided_at.map(rfc3339),
+        decision_reason: r.decision_reason,
+        error: r.error,
+        created_at: rfc3339(r.created_at),
+        updated_at: rfc3339(r.updated_at),
+    }
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RevocationFilters {
+    /// `pending` (the approvals to make), `approved`, `rejected`, `failed` (empty: all).
+    #[param(pattern = "^(pending|approved|rejected|failed|)$")]
+    status: Option<String>,
+}
+
+/// Revocations waiting for (or past) approval, newest first.
+#[utoipa::path(get, path = "/api/certificates/revocation-requests", tag = "certificates", params(RevocationFilters, PageParams),
+    responses((status = 200, body = ListEnvelope<RevocationRequestDto>)))]
+async fn list_revocation_requests(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Query(filters): Query<RevocationFilters>,
+    Query(page): Query<PageParams>,
+) -> ApiResult<axum::Json<ListEnvelope<RevocationRequestDto>>> {
+    let page = revocation_requests::list(&ctx, &caller, filters.status.as_deref(), page.request()?).await?;
+    Ok(list(page, revocation_request_dto))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovedRevocationDto {
+    request: RevocationRequestDto,
+    certificate: CertificateDto,
+}
+
+/// Approves a pending revocation (not one's own): the certificate is revoked at its CA and in
+/// the inventory.
+#[utoipa::path(post, path = "/api/certificates/revocation-requests/{id}/approve", tag = "certificates",
+    responses((status = 200, body = Data<ApprovedRevocationDto>), (status = 409, description = "Not pending")))]
+async fn approve_revocation(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Value>> {
+    let (request, certificate) = revocation_requests::approve(&ctx, &caller, numeric_id(&id)?).await?;
+    Ok(data(ApprovedRevocationDto {
+        request: revocation_request_dto(request),
+        certificate: certificate_dto(certificate, ctx.clock.now(), false),
+    }))
+}
+
+/// Rejects a pending revocation (not one's own); the certificate stays valid.
+#[utoipa::path(post, path = "/api/certificates/revocation-requests/{id}/reject", tag = "certificates",
+    request_body(content = Option<RevokeBody>, description = "Optional `reason`"),
+    responses((status = 200, body = Data<RevocationRequestDto>)))]
+async fn reject_revocation(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+    OptionalJson(body): OptionalJson<RevokeBody>,
+) -> ApiResult<axum::Json<Value>> {
+    let request = revocation_requests::reject(&ctx, &caller, numeric_id(&id)?, body.and_then(|b| b.reason)).await?;
+    Ok(data(revocation_request_dto(request)))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

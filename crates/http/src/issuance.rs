@@ -198,6 +198,8 @@ pub struct TemplateBody {
     #[schema(value_type = Option<Object>)]
     subject_defaults: Option<Value>,
     renewal_window_days: Option<u32>,
+    /// Revocations of this template's certificates wait for someone else's approval.
+    revocation_requires_approval: Option<bool>,
 }
 
 fn parse_member<T: serde::de::DeserializeOwned>(field: &str, value: Option<Value>) -> Result<Option<T>, Error> {
@@ -219,6 +221,7 @@ fn template_settings(body: TemplateBody) -> Result<(String, TemplateSettings), E
             san_rules: parse_member("sanRules", body.san_rules)?,
             subject_defaults: parse_member("subjectDefaults", body.subject_defaults)?,
             renewal_window_days: body.renewal_window_days,
+            revocation_requires_approval: body.revocation_requires_approval,
         },
     ))
 }

@@ -6,6 +6,7 @@ use sqlx::Row;
 
 use crate::{bind_all, bool_column, json_column, Bind, Dialect, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
+use trellis_core::certificates::revocation_requests::RevocationRequest;
 use trellis_core::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, IssuanceSource, MachineIdentity, NewCertificate, Statistics,
     Status, UsageRecord, EXPIRING_WINDOW_MS,
@@ -407,6 +408,15 @@ impl CertificateReads for Store {
         let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await.db()?;
         row.as_ref().map(identity_from_row).transpose()
     }
+
+    async fn list_revocation_requests(
+        &self,
+        workspace_id: &str,
+        status: Option<&str>,
+        page: PageRequest,
+    ) -> StoreResult<Page<RevocationRequest>> {
+        self.revocation_requests_page(workspace_id, status, page).await
+    }
 }
 
 const IDENTITY_COLUMNS: &str = "m.id, m.workspace_id, m.name, m.kind, m.description, m.metadata, m.created_at, m.updated_at, \
@@ -654,5 +664,128 @@ impl CertificateWrites for Tx {
             .await
             .db()?;
         rows.iter().map(certificate_from_row).collect()
+    }
+
+    async fn insert_revocation_request(&mut self, request: &RevocationRequest) -> StoreResult<RevocationRequest> {
+        self.revocation_request_insert(request).await
+    }
+
+    async fn find_revocation_request(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<RevocationRequest>> {
+        self.revocation_request_find(workspace_id, id).await
+    }
+
+    async fn update_revocation_request(
+        &mut self,
+        request: &RevocationRequest,
+        from: &str,
+    ) -> StoreResult<Option<RevocationRequest>> {
+        self.revocation_request_update(request, from).await
+    }
+}
+
+const REVOCATION_COLUMNS: &str =
+    "id, workspace_id, certificate_id, reason, status, requested_by, decided_by, decided_at, \
+    decision_reason, error, created_at, updated_at";
+
+fn revocation_request_from_row(row: &AnyRow) -> StoreResult<RevocationRequest> {
+    Ok(RevocationRequest {
+        id: row.try_get("id").db()?,
+        workspace_id: row.try_get("workspace_id").db()?,
+        certificate_id: row.try_get("certificate_id").db()?,
+        reason: row.try_get("reason").db()?,
+        status: row.try_get("status").db()?,
+        requested_by: row.try_get("requested_by").db()?,
+        decided_by: row.try_get("decided_by").db()?,
+        decided_at: row.try_get("decided_at").db()?,
+        decision_reason: row.try_get("decision_reason").db()?,
+        error: row.try_get("error").db()?,
+        created_at: row.try_get("created_at").db()?,
+        updated_at: row.try_get("updated_at").db()?,
+    })
+}
+
+impl Store {
+    pub(crate) async fn revocation_requests_page(
+        &self,
+        workspace_id: &str,
+        status: Option<&str>,
+        page: PageRequest,
+    ) -> StoreResult<Page<RevocationRequest>> {
+        let filter = "workspace_id = $1 AND ($2 = '' OR status = $2)";
+        let sql = format!(
+            "SELECT {REVOCATION_COLUMNS} FROM revocation_requests WHERE {filter} ORDER BY id DESC LIMIT $3 OFFSET $4"
+        );
+        let status = status.unwrap_or_default();
+        let rows = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(status)
+            .bind(page.limit)
+            .bind(page.offset)
+            .fetch_all(&self.pool)
+            .await
+            .db()?;
+        let items = rows.iter().map(revocation_request_from_row).collect::<StoreResult<Vec<_>>>()?;
+        let total: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM revocation_requests WHERE {filter}"))
+            .bind(workspace_id)
+            .bind(status)
+            .fetch_one(&self.pool)
+            .await
+            .db()?;
+        Ok(Page { items, total, total_exact: true, request: page })
+    }
+}
+
+impl Tx {
+    pub(crate) async fn revocation_request_insert(&mut self, r: &RevocationRequest) -> StoreResult<RevocationRequest> {
+        let sql = format!(
+            "INSERT INTO revocation_requests (workspace_id, certificate_id, reason, status, requested_by, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING {REVOCATION_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(r.workspace_id.as_str())
+            .bind(r.certificate_id)
+            .bind(r.reason.as_str())
+            .bind(r.status.as_str())
+            .bind(r.requested_by.as_str())
+            .bind(r.created_at)
+            .fetch_one(&mut *self.inner)
+            .await
+            .db()?;
+        revocation_request_from_row(&row)
+    }
+
+    pub(crate) async fn revocation_request_find(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+    ) -> StoreResult<Option<RevocationRequest>> {
+        let sql = format!("SELECT {REVOCATION_COLUMNS} FROM revocation_requests WHERE workspace_id = $1 AND id = $2");
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.inner).await.db()?;
+        row.as_ref().map(revocation_request_from_row).transpose()
+    }
+
+    pub(crate) async fn revocation_request_update(
+        &mut self,
+        r: &RevocationRequest,
+        from: &str,
+    ) -> StoreResult<Option<RevocationRequest>> {
+        let sql = format!(
+            "UPDATE revocation_requests SET status = $3, decided_by = $4, decided_at = $5, decision_reason = $6, error = $7, \
+                updated_at = $8 WHERE workspace_id = $1 AND id = $2 AND status = $9 RETURNING {REVOCATION_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(r.workspace_id.as_str())
+            .bind(r.id)
+            .bind(r.status.as_str())
+            .bind(r.decided_by.as_deref())
+            .bind(r.decided_at)
+            .bind(r.decision_reason.as_deref())
+            .bind(r.error.as_deref())
+            .bind(r.updated_at)
+            .bind(from)
+            .fetch_optional(&mut *self.inner)
+            .await
+            .db()?;
+        row.as_ref().map(revocation_request_from_row).transpose()
     }
 }

@@ -275,35 +275,73 @@ pub async fn set_auto_renewal(ctx: &Context, caller: &Caller, id: i64, enabled: 
     .await
 }
 
-pub async fn revoke(ctx: &Context, caller: &Caller, id: i64, reason: Option<String>) -> Result<Certificate> {
+/// What a revoke request did.
+#[derive(Debug, Clone)]
+pub enum Revocation {
+    Revoked(Box<Certificate>),
+    /// The certificate's template requires approval: the revocation waits at
+    /// `/api/certificates/revocation-requests`.
+    AwaitingApproval(Box<super::revocation_requests::RevocationRequest>),
+}
+
+impl Revocation {
+    /// The revoked certificate, if the revocation happened now.
+    pub fn revoked(self) -> Option<Certificate> {
+        match self {
+            Revocation::Revoked(certificate) => Some(*certificate),
+            Revocation::AwaitingApproval(_) => None,
+        }
+    }
+}
+
+pub async fn revoke(ctx: &Context, caller: &Caller, id: i64, reason: Option<String>) -> Result<Revocation> {
     caller.require(Scope::CertificatesWrite)?;
     let reason = match reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty()) {
         Some(reason) => check_text("reason", &reason)?,
         None => "unspecified".to_string(),
     };
-    // The CA revokes first (a plugin call, outside the transaction); a CA that cannot be
-    // reached fails the request and the record stays as it was, so a retry revokes both.
     let existing =
         ctx.store.find_certificate(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))?;
-    let at_ca = if existing.revoked {
-        "not_attempted"
-    } else {
-        crate::cas::service::revoke_at_ca(ctx, &existing, &reason).await?
-    };
-    let now = ctx.now_millis();
-    let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
-    let current =
-        change.tx().find_certificate(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))?;
-    if current.revoked {
-        return Err(Error::validation_with(
-            "Certificate is already revoked",
-            json!({ "revokedAt": current.revoked_at.map(crate::clock::rfc3339), "reason": current.revocation_reason }),
-        ));
+    if existing.revoked {
+        return Err(already_revoked(&existing));
     }
-    let update = CertificateUpdate { revoke: Some((now, &reason)), ..Default::default() };
+    if super::revocation_requests::requires_approval(ctx, &existing).await {
+        let request = super::revocation_requests::open(ctx, caller, &existing, &reason).await?;
+        return Ok(Revocation::AwaitingApproval(Box::new(request)));
+    }
+    let certificate = revoke_now(ctx, &Audit::of(caller), &existing, &reason).await?;
+    Ok(Revocation::Revoked(Box::new(certificate)))
+}
+
+fn already_revoked(certificate: &Certificate) -> Error {
+    Error::validation_with(
+        "Certificate is already revoked",
+        json!({ "revokedAt": certificate.revoked_at.map(crate::clock::rfc3339), "reason": certificate.revocation_reason }),
+    )
+}
+
+/// Revokes at the CA (when issued through one), then in the inventory, with the audit row and
+/// `certificate.revoked`.
+pub(crate) async fn revoke_now(
+    ctx: &Context,
+    actor: &Audit,
+    existing: &Certificate,
+    reason: &str,
+) -> Result<Certificate> {
+    let (workspace_id, id) = (existing.workspace_id.as_str(), existing.id);
+    // The CA revokes first (a plugin call, outside the transaction); a CA that cannot be
+    // reached fails the request and the record stays as it was, so a retry revokes both.
+    let at_ca = crate::cas::service::revoke_at_ca(ctx, existing, reason).await?;
+    let now = ctx.now_millis();
+    let mut change = ctx.change(actor.clone(), Some(workspace_id)).await?;
+    let current = change.tx().find_certificate(workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))?;
+    if current.revoked {
+        return Err(already_revoked(&current));
+    }
+    let update = CertificateUpdate { revoke: Some((now, reason)), ..Default::default() };
     let certificate = change
         .tx()
-        .update_certificate(&caller.workspace_id, id, &update, now)
+        .update_certificate(workspace_id, id, &update, now)
         .await?
         .ok_or(Error::NotFound(Entity::Certificate))?;
     change.audit("certificate.revoked", Target::new("certificate", id), json!({ "reason": reason, "atCa": at_ca }));

@@ -26,7 +26,9 @@ async fn revoke_records_the_change_its_audit_row_and_its_event_together() {
 
     let revoked = certificates::revoke(&ctx, &caller, registered.id, Some("keyCompromise".into()))
         .await
-        .unwrap_or_else(|err| panic!("revoke: {err}"));
+        .unwrap_or_else(|err| panic!("revoke: {err}"))
+        .revoked()
+        .unwrap_or_else(|| panic!("revocation is not held for approval here"));
     assert_eq!(revoked.status(ctx.clock.now()), Status::Revoked);
 
     let tables = store.snapshot();

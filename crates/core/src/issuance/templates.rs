@@ -41,6 +41,8 @@ pub struct Template {
     pub subject_defaults: Subject,
     /// Days before expiry when auto-renewal renews.
     pub renewal_window_days: u32,
+    /// Revoking a certificate of this template waits for someone else's approval.
+    pub revocation_requires_approval: bool,
 }
 
 const ALL_KEYS: [&str; 4] = ["ecdsa-p256", "ecdsa-p384", "ed25519", "rsa"];
@@ -68,6 +70,7 @@ fn built_in(
         san_rules,
         subject_defaults: Subject::default(),
         renewal_window_days: 30,
+        revocation_requires_approval: false,
     }
 }
 
@@ -156,6 +159,7 @@ pub struct TemplateSettings {
     pub san_rules: Option<SanRules>,
     pub subject_defaults: Option<SubjectDefaults>,
     pub renewal_window_days: Option<u32>,
+    pub revocation_requires_approval: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize)]
@@ -272,6 +276,9 @@ pub fn resolve_settings(name: &str, id: String, settings: &TemplateSettings) -> 
             return Err(Error::invalid_field("renewalWindowDays", "must be between 1 and 365"));
         }
         template.renewal_window_days = days;
+    }
+    if let Some(required) = settings.revocation_requires_approval {
+        template.revocation_requires_approval = required;
     }
     if let Some(defaults) = &settings.subject_defaults {
         if defaults.country.as_deref().is_some_and(|c| c.len() != 2 || !c.chars().all(|ch| ch.is_ascii_alphabetic())) {

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::auth::{ApiKey, Role, User, Workspace};
 use crate::cas::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus, IssuedRecord, StoredAuthority};
+use crate::certificates::revocation_requests::RevocationRequest;
 use crate::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
 };
@@ -89,6 +90,14 @@ impl CertificateReads for MemoryStore {
     }
     async fn find_identity(&self, _: &str, _: i64) -> StoreResult<Option<MachineIdentity>> {
         not_faked("find_identity")
+    }
+    async fn list_revocation_requests(
+        &self,
+        _: &str,
+        _: Option<&str>,
+        _: PageRequest,
+    ) -> StoreResult<Page<RevocationRequest>> {
+        not_faked("list_revocation_requests")
     }
 }
 
@@ -193,6 +202,19 @@ impl CertificateWrites for MemoryTx {
     }
     async fn claim_expiring(&mut self, _: i64, _: i64) -> StoreResult<Vec<Certificate>> {
         not_faked("claim_expiring")
+    }
+    async fn insert_revocation_request(&mut self, _: &RevocationRequest) -> StoreResult<RevocationRequest> {
+        not_faked("insert_revocation_request")
+    }
+    async fn find_revocation_request(&mut self, _: &str, _: i64) -> StoreResult<Option<RevocationRequest>> {
+        not_faked("find_revocation_request")
+    }
+    async fn update_revocation_request(
+        &mut self,
+        _: &RevocationRequest,
+        _: &str,
+    ) -> StoreResult<Option<RevocationRequest>> {
+        not_faked("update_revocation_request")
     }
 }
 
