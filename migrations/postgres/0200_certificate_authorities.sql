@@ -22,9 +22,10 @@ CREATE INDEX certificates_by_ca ON certificates (workspace_id, ca_id);
 ALTER TABLE certificates ADD COLUMN chain_pem TEXT;
 
 -- Internal CAs (host pki-core): certificate and sealed PKCS#8 key. The key never leaves the
--- host and is never returned.
+-- host and is never returned. No foreign key on purpose: deleting the CA record stops its
+-- issuance, but its CRL and OCSP keep answering for what it issued (CA ids are never reused).
 CREATE TABLE internal_authorities (
-    ca_id            BIGINT PRIMARY KEY REFERENCES certificate_authorities(id) ON DELETE CASCADE,
+    ca_id            BIGINT PRIMARY KEY,
     workspace_id     TEXT NOT NULL,
     certificate_pem  TEXT NOT NULL,
     key_sealed       TEXT NOT NULL,
@@ -34,10 +35,10 @@ CREATE TABLE internal_authorities (
 );
 
 -- Every certificate an internal CA signed, kept for CRL, OCSP and discovery even when the
--- inventory record is deleted. Times in seconds.
+-- inventory record or the CA record is deleted. Times in seconds.
 CREATE TABLE internal_issued (
     id               BIGSERIAL PRIMARY KEY,
-    ca_id            BIGINT NOT NULL REFERENCES certificate_authorities(id) ON DELETE CASCADE,
+    ca_id            BIGINT NOT NULL,
     workspace_id     TEXT NOT NULL,
     serial_number    TEXT NOT NULL,
     certificate_pem  TEXT NOT NULL,

@@ -6,7 +6,8 @@ pub mod certs;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
@@ -60,12 +61,20 @@ fn create_postgres_database(admin_url: &str) -> anyhow::Result<String> {
     Ok(format!("{base}/{name}"))
 }
 
+/// Everything the server wrote to stderr (its log), line by line as it arrives.
+#[derive(Default)]
+struct CapturedLog {
+    lines: Mutex<Vec<String>>,
+    grew: Condvar,
+}
+
 /// A running `trellis serve` with its own data directory; killed on drop.
 pub struct Server {
     child: Child,
     pub base_url: String,
     pub dir: tempfile::TempDir,
     pub env: Vec<(String, String)>,
+    log: Arc<CapturedLog>,
 }
 
 impl Server {
@@ -106,9 +115,15 @@ impl Server {
         let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().context("spawn trellis")?;
         let stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
         let (tx, rx) = std::sync::mpsc::channel();
+        let log = Arc::new(CapturedLog::default());
+        let captured = log.clone();
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(mut lines) = captured.lines.lock() {
+                    lines.push(line.clone());
+                }
+                captured.grew.notify_all();
                 if !sent {
                     if let Ok(event) = serde_json::from_str::<Value>(&line) {
                         if event["message"] == "listening" {
@@ -137,7 +152,67 @@ impl Server {
                 bail!("trellis did not report a listening address within 30 s")
             }
         };
-        Ok(Server { child, base_url: format!("http://{address}"), dir, env })
+        Ok(Server { child, base_url: format!("http://{address}"), dir, env, log })
+    }
+
+    /// The server's log so far (stderr: JSON lines, plugin logs included).
+    pub fn log(&self) -> String {
+        self.log.lines.lock().map(|lines| lines.join("\n")).unwrap_or_default()
+    }
+
+    /// Waits until a log line contains `needle` (false after `timeout`).
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let Ok(mut lines) = self.log.lines.lock() else { return false };
+        loop {
+            if lines.iter().any(|line| line.contains(needle)) {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            match self.log.grew.wait_timeout(lines, left) {
+                Ok((guard, _)) => lines = guard,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// The log up to and including a request made now: everything the server logged for the
+    /// requests before this call has been written by then.
+    pub async fn flushed_log(&self) -> String {
+        let res = Client::new(self, None).get("/health").await;
+        let request_id = res.header("x-request-id").unwrap_or_default().to_string();
+        assert!(!request_id.is_empty(), "/health answered without X-Request-Id");
+        assert!(
+            self.wait_for_log(&request_id, Duration::from_secs(10)),
+            "the server never logged request {request_id}"
+        );
+        self.log()
+    }
+
+    /// Runs one SQL statement against this server's database (the `sqlite3` CLI, or `psql` on
+    /// PostgreSQL) and returns its output, one row a line, columns separated by `|`.
+    pub fn sql(&self, statement: &str) -> String {
+        let url = self
+            .env
+            .iter()
+            .find(|(name, _)| name == "TRELLIS_DATABASE_URL")
+            .map(|(_, url)| url.clone())
+            .unwrap_or_default();
+        let output = match url.strip_prefix("sqlite://") {
+            Some(path) => Command::new("sqlite3")
+                .args(["-bail", path.split('?').next().unwrap_or(path), statement])
+                .output()
+                .expect("the sqlite3 CLI is installed (apt-get install sqlite3)"),
+            None => Command::new("psql")
+                .args([url.as_str(), "-At", "-v", "ON_ERROR_STOP=1", "-c", statement])
+                .output()
+                .expect("psql is installed (apt-get install postgresql-client)"),
+        };
+        assert!(output.status.success(), "`{statement}` failed: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).trim_end().to_string()
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -292,6 +367,10 @@ impl Client {
 
     pub async fn put(&self, path: &str, body: Value) -> Response {
         self.send(self.request(reqwest::Method::PUT, path).json(&body)).await
+    }
+
+    pub async fn patch(&self, path: &str, body: Value) -> Response {
+        self.send(self.request(reqwest::Method::PATCH, path).json(&body)).await
     }
 
     /// POST with a raw body and content type.

@@ -3,8 +3,10 @@
 mod acme_http01;
 mod audit;
 mod auth;
+mod cas;
 mod certificates;
 mod errors;
+mod issuance;
 mod ops;
 mod pagination;
 mod plugins;

@@ -139,9 +139,6 @@ struct CsrFacts {
 
 fn csr_facts(der: &[u8]) -> Result<CsrFacts> {
     let invalid = || Error::invalid_field("csr", "is not a PKCS#10 certificate request with a valid signature");
-    // rcgen verifies the self-signature (proof of possession of the key).
-    rcgen::CertificateSigningRequestParams::from_der(&CertificateSigningRequestDer::from(der))
-        .map_err(|_| invalid())?;
     let (_, csr) = X509CertificationRequest::from_der(der).map_err(|_| invalid())?;
     let info = &csr.certification_request_info;
     let common_name = info.subject.iter_common_name().next().and_then(|cn| cn.as_str().ok()).map(str::to_owned);
@@ -189,6 +186,16 @@ fn csr_facts(der: &[u8]) -> Result<CsrFacts> {
         }
         _ => return Err(Error::invalid_field("csr", "the key is not RSA, ECDSA (P-256/P-384) or Ed25519")),
     };
+    // Named before the signature check, which cannot verify RSA keys this small at all.
+    if key.algorithm == "rsa" && key.size_bits < 2048 {
+        return Err(Error::invalid_field(
+            "csr",
+            format!("the RSA key has {} bits; at least 2048 are required", key.size_bits),
+        ));
+    }
+    // rcgen verifies the self-signature (proof of possession of the key).
+    rcgen::CertificateSigningRequestParams::from_der(&CertificateSigningRequestDer::from(der))
+        .map_err(|_| invalid())?;
     Ok(CsrFacts { key, common_name, names })
 }
 
