@@ -84,7 +84,8 @@ fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CaBody {
-    #[schema(max_length = 200)]
+    /// Required on create and PUT.
+    #[schema(min_length = 1, max_length = 200)]
     name: Option<String>,
     /// Required on create.
     #[serde(rename = "type")]

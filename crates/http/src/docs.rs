@@ -154,8 +154,19 @@ impl utoipa::Modify for ApiContract {
                 .filter_map(|segment| segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
                 .map(str::to_owned)
                 .collect();
-            // Numeric ids are the certificate inventory's (spec: integer ids); the rest are strings.
-            let numeric = path.starts_with("/api/certificates/") || path.starts_with("/api/machine-identities/");
+            // Integer ids (spec: CAs and certificates have integer ids); the rest are strings
+            // (templates: a built-in's name or a number; plugins: their id).
+            let numeric = [
+                "/api/certificates/",
+                "/api/machine-identities/",
+                "/api/certificate-authorities/",
+                "/api/certificate-requests/",
+                "/api/issuance-policies/",
+                "/api/discovery/scans/",
+                "/pki/",
+            ]
+            .iter()
+            .any(|prefix| path.starts_with(prefix));
             let operations = [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete];
             for operation in operations.into_iter().flatten() {
                 let params = operation.parameters.get_or_insert_with(Vec::new);
@@ -165,7 +176,7 @@ impl utoipa::Modify for ApiContract {
                     if declared {
                         continue;
                     }
-                    let schema = if numeric && name == "id" {
+                    let schema = if numeric && (name == "id" || name == "ca_id") {
                         ObjectBuilder::new()
                             .schema_type(SchemaType::Type(Type::Integer))
                             .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(

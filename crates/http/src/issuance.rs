@@ -177,7 +177,7 @@ async fn get_template(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateBody {
-    #[schema(max_length = 100)]
+    #[schema(min_length = 1, max_length = 100, pattern = "^[A-Za-z0-9_. -]+$")]
     name: String,
     /// The built-in whose settings absent members take (default `web_server`).
     based_on: Option<String>,
@@ -251,7 +251,8 @@ async fn update_template(
     if templates::built_in_named(id.trim()).is_some() {
         return Err(Error::Forbidden(format!("`{id}` is a built-in template and cannot be changed")).into());
     }
-    let id = numeric_id(&id)?;
+    // A name that is no built-in's and no number names no template.
+    let id: i64 = id.trim().parse().map_err(|_| Error::NotFound(trellis_core::error::Entity::CertificateTemplate))?;
     let (name, settings) = template_settings(body)?;
     Ok(data(templates::save(&ctx, &caller, Some(id), &name, settings).await?))
 }
@@ -426,9 +427,10 @@ fn policy_dto(p: IssuancePolicy) -> PolicyDto {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyBody {
-    #[schema(max_length = 200)]
+    #[schema(min_length = 1, max_length = 200)]
     name: String,
     #[serde(rename = "type")]
+    #[schema(min_length = 1)]
     policy_type: String,
     #[schema(value_type = Option<Object>)]
     config: Option<Value>,

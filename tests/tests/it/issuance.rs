@@ -422,6 +422,47 @@ async fn revocation_puts_the_certificate_on_the_public_crl() {
     let (ok, out) = openssl.verify(&["-crl_check_all", "-CAfile", "ca.pem", "-CRLfile", "crls.pem", "doomed.pem"]);
     assert!(!ok && out.contains("certificate revoked"), "{out}");
 
+    // OCSP (RFC 6960) from the running binary, as openssl asks it: POST with a nonce, and GET.
+    let ocsp_url = server.url(&format!("/pki/{inter}/ocsp"));
+    let ocsp = |cert: &str, extra: &[&str]| {
+        let mut args = vec!["ocsp", "-issuer", "ca.pem", "-cert", cert, "-url", ocsp_url.as_str(), "-CAfile", "ca.pem"];
+        args.extend_from_slice(extra);
+        let output = openssl.run(&args);
+        String::from_utf8_lossy(&output.stdout).to_string() + &String::from_utf8_lossy(&output.stderr)
+    };
+    let answer = ocsp("doomed.pem", &[]);
+    assert!(answer.contains("Response verify OK") && answer.contains("doomed.pem: revoked"), "{answer}");
+    assert!(answer.contains("keyCompromise"), "{answer}");
+    let answer = ocsp("spared.pem", &["-no_nonce"]);
+    assert!(answer.contains("Response verify OK") && answer.contains("spared.pem: good"), "{answer}");
+    let answer = ocsp("spared.pem", &["-no_nonce", "-reqout", "req.der"]);
+    assert!(answer.contains("good"), "{answer}");
+    let encoded = std::process::Command::new("base64").args(["-w0"]).arg(openssl.path("req.der")).output().unwrap();
+    let request = String::from_utf8(encoded.stdout).unwrap();
+    let by_get = Client::new(&server, None).get(&format!("/pki/{inter}/ocsp/{request}")).await;
+    assert_eq!(by_get.status, 200);
+    openssl.write("get.der", &by_get.bytes);
+    let answer = openssl.run(&[
+        "ocsp",
+        "-respin",
+        "get.der",
+        "-issuer",
+        "ca.pem",
+        "-cert",
+        "spared.pem",
+        "-CAfile",
+        "ca.pem",
+        "-no_nonce",
+    ]);
+    let answer = String::from_utf8_lossy(&answer.stdout).to_string() + &String::from_utf8_lossy(&answer.stderr);
+    assert!(answer.contains("Response verify OK") && answer.contains("spared.pem: good"), "{answer}");
+    // The root's responder does not answer for the intermediate's certificates.
+    let foreign_url = server.url(&format!("/pki/{root}/ocsp"));
+    let output =
+        openssl.run(&["ocsp", "-issuer", "ca.pem", "-cert", "spared.pem", "-url", &foreign_url, "-CAfile", "ca.pem"]);
+    let answer = String::from_utf8_lossy(&output.stdout).to_string() + &String::from_utf8_lossy(&output.stderr);
+    assert!(answer.contains("unauthorized"), "{answer}");
+
     let entries = admin.get("/api/certificates/crl").await;
     assert_eq!(entries.status, 200, "{}", entries.body);
     assert_eq!(entries.body["total"], 1, "{}", entries.body);
