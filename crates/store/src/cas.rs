@@ -80,18 +80,7 @@ impl CaReads for Store {
     }
 
     async fn list_cas(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<CertificateAuthority>> {
-        let sql = format!(
-            "SELECT {CA_COLUMNS} FROM certificate_authorities WHERE workspace_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3"
-        );
-        let rows =
-            sqlx::query(&sql).bind(workspace_id).bind(page.limit).bind(page.offset).fetch_all(&self.pool).await.db()?;
-        let items = rows.iter().map(ca_from_row).collect::<StoreResult<Vec<_>>>()?;
-        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM certificate_authorities WHERE workspace_id = $1")
-            .bind(workspace_id)
-            .fetch_one(&self.pool)
-            .await
-            .db()?;
-        Ok(Page { items, total, total_exact: true, request: page })
+        self.workspace_page(CA_COLUMNS, "certificate_authorities", workspace_id, None, None, page, ca_from_row).await
     }
 
     async fn ca_stats(&self, workspace_id: &str) -> StoreResult<CaStats> {
@@ -156,21 +145,8 @@ impl CaReads for Store {
     }
 
     async fn list_workspace_revoked(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<IssuedRecord>> {
-        let sql = format!(
-            "SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE workspace_id = $1 AND revoked_at IS NOT NULL \
-             ORDER BY id DESC LIMIT $2 OFFSET $3"
-        );
-        let rows =
-            sqlx::query(&sql).bind(workspace_id).bind(page.limit).bind(page.offset).fetch_all(&self.pool).await.db()?;
-        let items = rows.iter().map(issued_from_row).collect::<StoreResult<Vec<_>>>()?;
-        let total: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM internal_issued WHERE workspace_id = $1 AND revoked_at IS NOT NULL",
-        )
-        .bind(workspace_id)
-        .fetch_one(&self.pool)
-        .await
-        .db()?;
-        Ok(Page { items, total, total_exact: true, request: page })
+        let revoked = Some("revoked_at IS NOT NULL");
+        self.workspace_page(ISSUED_COLUMNS, "internal_issued", workspace_id, None, revoked, page, issued_from_row).await
     }
 }
 

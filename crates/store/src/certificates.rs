@@ -415,7 +415,9 @@ impl CertificateReads for Store {
         status: Option<&str>,
         page: PageRequest,
     ) -> StoreResult<Page<RevocationRequest>> {
-        self.revocation_requests_page(workspace_id, status, page).await
+        let status = status.map(|status| ("status", status));
+        let map = revocation_request_from_row;
+        self.workspace_page(REVOCATION_COLUMNS, "revocation_requests", workspace_id, status, None, page, map).await
     }
 }
 
@@ -667,11 +669,27 @@ impl CertificateWrites for Tx {
     }
 
     async fn insert_revocation_request(&mut self, request: &RevocationRequest) -> StoreResult<RevocationRequest> {
-        self.revocation_request_insert(request).await
+        let sql = format!(
+            "INSERT INTO revocation_requests (workspace_id, certificate_id, reason, status, requested_by, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING {REVOCATION_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(request.workspace_id.as_str())
+            .bind(request.certificate_id)
+            .bind(request.reason.as_str())
+            .bind(request.status.as_str())
+            .bind(request.requested_by.as_str())
+            .bind(request.created_at)
+            .fetch_one(&mut *self.inner)
+            .await
+            .db()?;
+        revocation_request_from_row(&row)
     }
 
     async fn find_revocation_request(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<RevocationRequest>> {
-        self.revocation_request_find(workspace_id, id).await
+        let sql = format!("SELECT {REVOCATION_COLUMNS} FROM revocation_requests WHERE workspace_id = $1 AND id = $2");
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.inner).await.db()?;
+        row.as_ref().map(revocation_request_from_row).transpose()
     }
 
     async fn update_revocation_request(
@@ -679,7 +697,24 @@ impl CertificateWrites for Tx {
         request: &RevocationRequest,
         from: &str,
     ) -> StoreResult<Option<RevocationRequest>> {
-        self.revocation_request_update(request, from).await
+        let sql = format!(
+            "UPDATE revocation_requests SET status = $3, decided_by = $4, decided_at = $5, decision_reason = $6, error = $7, \
+                updated_at = $8 WHERE workspace_id = $1 AND id = $2 AND status = $9 RETURNING {REVOCATION_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(request.workspace_id.as_str())
+            .bind(request.id)
+            .bind(request.status.as_str())
+            .bind(request.decided_by.as_deref())
+            .bind(request.decided_at)
+            .bind(request.decision_reason.as_deref())
+            .bind(request.error.as_deref())
+            .bind(request.updated_at)
+            .bind(from)
+            .fetch_optional(&mut *self.inner)
+            .await
+            .db()?;
+        row.as_ref().map(revocation_request_from_row).transpose()
     }
 }
 
@@ -702,90 +737,4 @@ fn revocation_request_from_row(row: &AnyRow) -> StoreResult<RevocationRequest> {
         created_at: row.try_get("created_at").db()?,
         updated_at: row.try_get("updated_at").db()?,
     })
-}
-
-impl Store {
-    pub(crate) async fn revocation_requests_page(
-        &self,
-        workspace_id: &str,
-        status: Option<&str>,
-        page: PageRequest,
-    ) -> StoreResult<Page<RevocationRequest>> {
-        let filter = "workspace_id = $1 AND ($2 = '' OR status = $2)";
-        let sql = format!(
-            "SELECT {REVOCATION_COLUMNS} FROM revocation_requests WHERE {filter} ORDER BY id DESC LIMIT $3 OFFSET $4"
-        );
-        let status = status.unwrap_or_default();
-        let rows = sqlx::query(&sql)
-            .bind(workspace_id)
-            .bind(status)
-            .bind(page.limit)
-            .bind(page.offset)
-            .fetch_all(&self.pool)
-            .await
-            .db()?;
-        let items = rows.iter().map(revocation_request_from_row).collect::<StoreResult<Vec<_>>>()?;
-        let total: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM revocation_requests WHERE {filter}"))
-            .bind(workspace_id)
-            .bind(status)
-            .fetch_one(&self.pool)
-            .await
-            .db()?;
-        Ok(Page { items, total, total_exact: true, request: page })
-    }
-}
-
-impl Tx {
-    pub(crate) async fn revocation_request_insert(&mut self, r: &RevocationRequest) -> StoreResult<RevocationRequest> {
-        let sql = format!(
-            "INSERT INTO revocation_requests (workspace_id, certificate_id, reason, status, requested_by, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING {REVOCATION_COLUMNS}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(r.workspace_id.as_str())
-            .bind(r.certificate_id)
-            .bind(r.reason.as_str())
-            .bind(r.status.as_str())
-            .bind(r.requested_by.as_str())
-            .bind(r.created_at)
-            .fetch_one(&mut *self.inner)
-            .await
-            .db()?;
-        revocation_request_from_row(&row)
-    }
-
-    pub(crate) async fn revocation_request_find(
-        &mut self,
-        workspace_id: &str,
-        id: i64,
-    ) -> StoreResult<Option<RevocationRequest>> {
-        let sql = format!("SELECT {REVOCATION_COLUMNS} FROM revocation_requests WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.inner).await.db()?;
-        row.as_ref().map(revocation_request_from_row).transpose()
-    }
-
-    pub(crate) async fn revocation_request_update(
-        &mut self,
-        r: &RevocationRequest,
-        from: &str,
-    ) -> StoreResult<Option<RevocationRequest>> {
-        let sql = format!(
-            "UPDATE revocation_requests SET status = $3, decided_by = $4, decided_at = $5, decision_reason = $6, error = $7, \
-                updated_at = $8 WHERE workspace_id = $1 AND id = $2 AND status = $9 RETURNING {REVOCATION_COLUMNS}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(r.workspace_id.as_str())
-            .bind(r.id)
-            .bind(r.status.as_str())
-            .bind(r.decided_by.as_deref())
-            .bind(r.decided_at)
-            .bind(r.decision_reason.as_deref())
-            .bind(r.error.as_deref())
-            .bind(r.updated_at)
-            .bind(from)
-            .fetch_optional(&mut *self.inner)
-            .await
-            .db()?;
-        row.as_ref().map(revocation_request_from_row).transpose()
-    }
 }

@@ -50,26 +50,8 @@ impl DiscoveryReads for Store {
         scan_type: Option<&str>,
         page: PageRequest,
     ) -> StoreResult<Page<Scan>> {
-        let filter = "workspace_id = $1 AND ($2 = '' OR scan_type = $2)";
-        let sql =
-            format!("SELECT {SCAN_COLUMNS} FROM discovery_scans WHERE {filter} ORDER BY id DESC LIMIT $3 OFFSET $4");
-        let scan_type = scan_type.unwrap_or_default();
-        let rows = sqlx::query(&sql)
-            .bind(workspace_id)
-            .bind(scan_type)
-            .bind(page.limit)
-            .bind(page.offset)
-            .fetch_all(&self.pool)
-            .await
-            .db()?;
-        let items = rows.iter().map(scan_from_row).collect::<StoreResult<Vec<_>>>()?;
-        let total: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM discovery_scans WHERE {filter}"))
-            .bind(workspace_id)
-            .bind(scan_type)
-            .fetch_one(&self.pool)
-            .await
-            .db()?;
-        Ok(Page { items, total, total_exact: true, request: page })
+        let scan_type = scan_type.map(|scan_type| ("scan_type", scan_type));
+        self.workspace_page(SCAN_COLUMNS, "discovery_scans", workspace_id, scan_type, None, page, scan_from_row).await
     }
 }
 

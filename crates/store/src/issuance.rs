@@ -93,27 +93,9 @@ impl IssuanceReads for Store {
         status: Option<&str>,
         page: PageRequest,
     ) -> StoreResult<Page<CertificateRequest>> {
-        let filter = "workspace_id = $1 AND ($2 = '' OR status = $2)";
-        let sql = format!(
-            "SELECT {REQUEST_COLUMNS} FROM certificate_requests WHERE {filter} ORDER BY id DESC LIMIT $3 OFFSET $4"
-        );
-        let status = status.unwrap_or_default();
-        let rows = sqlx::query(&sql)
-            .bind(workspace_id)
-            .bind(status)
-            .bind(page.limit)
-            .bind(page.offset)
-            .fetch_all(&self.pool)
+        let status = status.map(|status| ("status", status));
+        self.workspace_page(REQUEST_COLUMNS, "certificate_requests", workspace_id, status, None, page, request_from_row)
             .await
-            .db()?;
-        let items = rows.iter().map(request_from_row).collect::<StoreResult<Vec<_>>>()?;
-        let total: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM certificate_requests WHERE {filter}"))
-            .bind(workspace_id)
-            .bind(status)
-            .fetch_one(&self.pool)
-            .await
-            .db()?;
-        Ok(Page { items, total, total_exact: true, request: page })
     }
 
     async fn list_templates(&self, workspace_id: &str) -> StoreResult<Vec<StoredTemplate>> {

@@ -310,6 +310,29 @@ fn bind_all<'q>(mut query: AnyQuery<'q>, binds: &'q [Bind]) -> AnyQuery<'q> {
 }
 
 impl Store {
+    /// A newest-first window of `table` rows of one workspace, optionally only those whose
+    /// `column` equals a value (an empty value filters nothing) and meeting `condition`.
+    #[allow(clippy::too_many_arguments, reason = "the parts of one SELECT; a builder would only rename them")]
+    async fn workspace_page<T>(
+        &self,
+        columns: &str,
+        table: &str,
+        workspace_id: &str,
+        equals: Option<(&str, &str)>,
+        condition: Option<&str>,
+        page: trellis_core::pagination::PageRequest,
+        map: fn(&sqlx::any::AnyRow) -> StoreResult<T>,
+    ) -> StoreResult<trellis_core::pagination::Page<T>> {
+        let mut clauses = vec!["workspace_id = $1".to_owned()];
+        let mut binds = vec![Bind::Text(workspace_id.to_owned())];
+        if let Some((column, value)) = equals.filter(|(_, value)| !value.is_empty()) {
+            binds.push(Bind::Text(value.to_owned()));
+            clauses.push(format!("{column} = ${}", binds.len()));
+        }
+        clauses.extend(condition.map(str::to_owned));
+        self.fetch_page(columns, table, &clauses.join(" AND "), "id DESC", &binds, page, map).await
+    }
+
     /// One list window: the number of matches, then `page` of them in `order_by` order.
     /// `where_clause` refers to `binds` as `$1..$n`.
     #[allow(clippy::too_many_arguments, reason = "the parts of one SELECT; a builder would only rename them")]

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::service::revoke_now;
 use super::Certificate;
+use crate::approvals::{check_decidable, principal};
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::context::Context;
@@ -15,7 +16,7 @@ use crate::pagination::{Page, PageRequest};
 use crate::ports::StoreError;
 use crate::unit_of_work::Target;
 
-pub const PENDING: &str = "pending";
+pub use crate::approvals::PENDING;
 pub const APPROVED: &str = "approved";
 pub const REJECTED: &str = "rejected";
 pub const FAILED: &str = "failed";
@@ -35,10 +36,6 @@ pub struct RevocationRequest {
     pub error: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
-}
-
-fn actor_ref(actor: &Audit) -> String {
-    format!("{}:{}", actor.actor_type, actor.actor_id)
 }
 
 /// Whether revoking `certificate` needs approval (its template says so). A template that is
@@ -65,7 +62,7 @@ pub(crate) async fn open(
         certificate_id: certificate.id,
         reason: reason.to_owned(),
         status: PENDING.into(),
-        requested_by: actor_ref(&actor),
+        requested_by: principal(&actor),
         decided_by: None,
         decided_at: None,
         decision_reason: None,
@@ -117,16 +114,11 @@ async fn decide(
         .find_revocation_request(&caller.workspace_id, id)
         .await?
         .ok_or(Error::NotFound(Entity::RevocationRequest))?;
-    if current.status != PENDING {
-        return Err(Error::Conflict(format!("revocation request {id} is {}, not pending", current.status)));
-    }
-    if current.requested_by == actor_ref(&actor) {
-        return Err(Error::Forbidden("A requester cannot approve or reject their own request".into()));
-    }
+    check_decidable("revocation request", id, &current.status, &current.requested_by, &actor)?;
     let at = change.at();
     let decided = RevocationRequest {
         status: to.into(),
-        decided_by: Some(actor_ref(&actor)),
+        decided_by: Some(principal(&actor)),
         decided_at: Some(at),
         decision_reason: reason,
         updated_at: at,

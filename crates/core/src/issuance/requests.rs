@@ -5,6 +5,7 @@
 use serde_json::{json, Value};
 
 use super::{issue_prepared, requester, templates, IssueInput, Issued};
+use crate::approvals::{check_decidable, principal};
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::cas::service::{connector_for, find};
@@ -14,7 +15,7 @@ use crate::pagination::{Page, PageRequest};
 use crate::plugins::IssuanceSource;
 use crate::unit_of_work::Target;
 
-pub const PENDING: &str = "pending";
+pub use crate::approvals::PENDING;
 pub const APPROVED: &str = "approved";
 pub const ISSUED: &str = "issued";
 pub const REJECTED: &str = "rejected";
@@ -43,10 +44,6 @@ pub struct CertificateRequest {
     pub updated_at: i64,
 }
 
-fn actor_ref(actor: &Audit) -> String {
-    format!("{}:{}", actor.actor_type, actor.actor_id)
-}
-
 /// Stores a pending request for `input` (validated as an issuance would be).
 pub(crate) async fn open(
     ctx: &Context,
@@ -67,7 +64,7 @@ pub(crate) async fn open(
         request: body,
         common_name: input.common_name.clone(),
         reasons,
-        requested_by: actor_ref(&actor),
+        requested_by: principal(&actor),
         decided_by: None,
         decided_at: None,
         decision_reason: None,
@@ -134,16 +131,11 @@ async fn decide(
     let mut change = ctx.change(actor.clone(), Some(&workspace_id)).await?;
     let current =
         change.tx().find_request(&workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateRequest))?;
-    if current.status != PENDING {
-        return Err(Error::Conflict(format!("request {id} is {}, not pending", current.status)));
-    }
-    if current.requested_by == actor_ref(&actor) {
-        return Err(Error::Forbidden("A requester cannot approve or reject their own request".into()));
-    }
+    check_decidable("request", id, &current.status, &current.requested_by, &actor)?;
     let at = change.at();
     let decided = CertificateRequest {
         status: to.into(),
-        decided_by: Some(actor_ref(&actor)),
+        decided_by: Some(principal(&actor)),
         decided_at: Some(at),
         decision_reason: reason,
         updated_at: at,
