@@ -101,6 +101,33 @@ pub async fn issue_prepared(
     requester: &Requester,
     ca: &CertificateAuthority,
     info: &PluginInfo,
+    prepared: PreparedRequest,
+    source: IssuanceSource,
+    approved: bool,
+) -> Result<Issued> {
+    let result = issue_through(ctx, actor, requester, ca, info, prepared, source, approved).await;
+    let source_label = match source {
+        IssuanceSource::Api => "api",
+        IssuanceSource::RequestWorkflow => "request",
+        IssuanceSource::Attestation => "attestation",
+        IssuanceSource::Renewal => "renewal",
+    };
+    let outcome = match &result {
+        Ok(_) => "issued",
+        Err(err) => err.code(),
+    };
+    metrics::counter!("trellis_issuances_total", "ca_type" => ca.ca_type.clone(), "source" => source_label, "outcome" => outcome)
+        .increment(1);
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn issue_through(
+    ctx: &Context,
+    actor: &Audit,
+    requester: &Requester,
+    ca: &CertificateAuthority,
+    info: &PluginInfo,
     mut prepared: PreparedRequest,
     source: IssuanceSource,
     approved: bool,
