@@ -67,13 +67,15 @@ CREATE TABLE issuance_policies (
 CREATE INDEX issuance_policies_order ON issuance_policies (workspace_id, position, id);
 
 -- What renewal needs of a certificate issued here: its template, its CSR (renewing a
--- caller-held key reuses it), and the renewal's bookkeeping (a claim lease so one replica
+-- caller-held key reuses it), its renewal window, and the renewal's bookkeeping (a claim lease so one replica
 -- renews, the successor, the last failure).
 ALTER TABLE certificates ADD COLUMN issuance_template TEXT;
 ALTER TABLE certificates ADD COLUMN csr_pem TEXT;
 ALTER TABLE certificates ADD COLUMN renewed_by_id BIGINT;
 ALTER TABLE certificates ADD COLUMN renewal_claimed_at BIGINT;
 ALTER TABLE certificates ADD COLUMN renewal_error TEXT;
+-- How long before expiry renewal starts (the template's window when issued), milliseconds.
+ALTER TABLE certificates ADD COLUMN renew_before_ms BIGINT;
 CREATE INDEX certificates_renewal_due ON certificates (expires_at) WHERE auto_renewal = 1 AND revoked = 0 AND ca_id IS NOT NULL AND renewed_by_id IS NULL;
 
 -- Approval-gated issuance: the request as submitted, its state, who decided.

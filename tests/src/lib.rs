@@ -269,6 +269,24 @@ impl Server {
         (self.login(email, "password-123").await, workspace)
     }
 
+    /// A new user who is also a member of `workspace_id` with `role` (`owner`, `member`,
+    /// `viewer`), signed in with that workspace selected (`X-Workspace-Id`). There is no API to
+    /// invite members, so the membership row is written the way the store writes it.
+    pub async fn new_member(&self, email: &str, workspace_id: &str, role: &str) -> Client {
+        let (client, _) = self.new_user(email).await;
+        let user = client.get("/api/auth/user").await;
+        let user_id =
+            user.body["data"]["id"].as_str().unwrap_or_else(|| panic!("no user id: {}", user.body)).to_string();
+        for value in [workspace_id, user_id.as_str(), role] {
+            assert!(value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "not an id: {value}");
+        }
+        self.sql(&format!(
+            "INSERT INTO workspace_members (workspace_id, user_id, role, created_at) \
+             VALUES ('{workspace_id}', '{user_id}', '{role}', 0)"
+        ));
+        client.with_header("X-Workspace-Id", workspace_id)
+    }
+
     /// A client authenticating with a new API key of the admin's workspace.
     pub async fn key_client(&self, scopes: &[&str]) -> Client {
         let admin = self.admin().await;

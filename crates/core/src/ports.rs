@@ -290,14 +290,14 @@ pub trait IssuanceWrites: Send {
     async fn insert_template(&mut self, template: &StoredTemplate) -> StoreResult<StoredTemplate>;
     async fn update_template(&mut self, template: &StoredTemplate) -> StoreResult<Option<StoredTemplate>>;
     async fn delete_template(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
-    /// Claims up to `limit` auto-renewing certificates (of every workspace) that expire before
-    /// `due_before` and are not claimed since `claimed_before`; claimed rows are stamped `now`,
-    /// so replicas never renew the same certificate at once.
+    /// Claims up to `limit` auto-renewing certificates (of every workspace) inside their renewal
+    /// window at `now` (their own, else `default_window_ms` before expiry) and not claimed since
+    /// `claimed_before`; claimed rows are stamped `now`, so replicas never renew one at once.
     async fn claim_renewals(
         &mut self,
-        due_before: i64,
-        claimed_before: i64,
         now: i64,
+        default_window_ms: i64,
+        claimed_before: i64,
         limit: i64,
     ) -> StoreResult<Vec<Certificate>>;
     /// Links a renewed certificate to its successor and moves auto-renewal to it.

@@ -71,6 +71,11 @@ pub(crate) struct CertificateDto {
     machine_identity_id: Option<i64>,
     revoked_at: Option<String>,
     revocation_reason: Option<String>,
+    /// The template it was issued under, for certificates issued here.
+    issuance_template: Option<String>,
+    /// The certificate that renewed this one, and the last renewal failure.
+    renewed_by_id: Option<i64>,
+    renewal_error: Option<String>,
     created_at: String,
     updated_at: String,
     /// PEM; present on single reads.
@@ -110,6 +115,9 @@ pub(crate) fn certificate_dto(
         machine_identity_id: certificate.machine_identity_id,
         revoked_at: certificate.revoked_at.map(rfc3339),
         revocation_reason: certificate.revocation_reason,
+        issuance_template: certificate.issuance_template,
+        renewed_by_id: certificate.renewed_by_id,
+        renewal_error: certificate.renewal_error,
         created_at: rfc3339(certificate.created_at),
         updated_at: rfc3339(certificate.updated_at),
         certificate: with_pem.then_some(certificate.certificate_pem),

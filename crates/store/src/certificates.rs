@@ -463,8 +463,9 @@ impl CertificateWrites for Tx {
             "INSERT INTO certificates (workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
                 signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, \
                 subject_alt_names, is_ca, issuance_source, auto_renewal, location, metadata, certificate_pem, created_at, updated_at, \
-                expiring_notified_at, expired_notified_at, ca_id, chain_pem, private_key_sealed, issuance_template, csr_pem) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21, $22, $22, $23, $24, $25, $26, $27) \
+                expiring_notified_at, expired_notified_at, ca_id, chain_pem, private_key_sealed, issuance_template, csr_pem, \
+                renew_before_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21, $22, $22, $23, $24, $25, $26, $27, $28) \
              RETURNING {CERTIFICATE_COLUMNS}"
         );
         let row = sqlx::query(&sql)
@@ -495,6 +496,7 @@ impl CertificateWrites for Tx {
             .bind(new.private_key_sealed)
             .bind(new.issuance_template)
             .bind(new.csr_pem)
+            .bind(new.renew_before_ms)
             .fetch_one(&mut *self.inner)
             .await
             .db()?;

@@ -253,24 +253,25 @@ impl IssuanceWrites for Tx {
 
     async fn claim_renewals(
         &mut self,
-        due_before: i64,
-        claimed_before: i64,
         now: i64,
+        default_window_ms: i64,
+        claimed_before: i64,
         limit: i64,
     ) -> StoreResult<Vec<Certificate>> {
         // The outer condition is checked again after a concurrent claim commits (PostgreSQL
         // re-evaluates it on the locked row), so a row is claimed by one replica only.
         let claimable = "auto_renewal = 1 AND revoked = 0 AND ca_id IS NOT NULL AND renewed_by_id IS NULL \
-            AND expires_at < $1 AND expires_at > $3 AND (renewal_claimed_at IS NULL OR renewal_claimed_at < $2)";
+            AND expires_at > $1 AND expires_at - COALESCE(renew_before_ms, $2) < $1 \
+            AND (renewal_claimed_at IS NULL OR renewal_claimed_at < $3)";
         let sql = format!(
-            "UPDATE certificates SET renewal_claimed_at = $3 \
+            "UPDATE certificates SET renewal_claimed_at = $1 \
              WHERE id IN (SELECT id FROM certificates WHERE {claimable} ORDER BY expires_at LIMIT $4) AND {claimable} \
              RETURNING {CERTIFICATE_COLUMNS}"
         );
         let rows = sqlx::query(&sql)
-            .bind(due_before)
-            .bind(claimed_before)
             .bind(now)
+            .bind(default_window_ms)
+            .bind(claimed_before)
             .bind(limit)
             .fetch_all(&mut *self.inner)
             .await

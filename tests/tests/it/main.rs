@@ -7,6 +7,7 @@ mod cas;
 mod certificates;
 mod errors;
 mod issuance;
+mod lifecycle;
 mod ops;
 mod pagination;
 mod plugins;

@@ -453,6 +453,16 @@ pub async fn create_and_scan(
     input: CaInput,
     scan_certificates: bool,
 ) -> Result<(CaView, Option<i64>)> {
+    // Refused before anything is created: a 400 never leaves a CA behind.
+    if scan_certificates {
+        let ca_type = input.ca_type.as_deref().map(str::trim).unwrap_or_default();
+        let info = connector_for(ctx, &caller.workspace_id, ca_type)?;
+        if !info.capabilities.discover {
+            return Err(Error::UnsupportedCa(format!(
+                "CA type `{ca_type}` cannot list its certificates; create the CA without scanCertificates"
+            )));
+        }
+    }
     let created = create(ctx, caller, input).await?;
     let scan = if scan_certificates {
         Some(crate::discovery::start_ca_scan(ctx, caller, created.ca.id).await?.id)

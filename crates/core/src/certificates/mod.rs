@@ -191,6 +191,8 @@ pub struct NewCertificate<'a> {
     pub issuance_template: Option<&'a str>,
     /// The CSR of a caller-held key (renewal signs it again).
     pub csr_pem: Option<&'a str>,
+    /// How long before expiry auto-renewal renews it (the template's window).
+    pub renew_before_ms: Option<i64>,
 }
 
 /// Fields to change; `None` leaves a column alone.

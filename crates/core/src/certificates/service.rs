@@ -102,6 +102,7 @@ pub async fn register(ctx: &Context, caller: &Caller, registration: Registration
                     private_key_sealed: None,
                     issuance_template: None,
                     csr_pem: None,
+                    renew_before_ms: None,
                 };
                 let certificate = tx.insert_certificate(&new).await.map_err(|err| match err {
                     StoreError::Unique(_) => Error::Conflict(format!(

@@ -234,6 +234,7 @@ async fn import_one(
         private_key_sealed: None,
         issuance_template: None,
         csr_pem: None,
+        renew_before_ms: None,
     };
     let certificate = match change.tx().insert_certificate(&new).await {
         Ok(certificate) => certificate,

@@ -55,6 +55,18 @@ pub fn requester(caller: &Caller) -> Requester {
     }
 }
 
+/// The requester a stored request names (`<actor type>:<actor id>`), as policies see it.
+pub fn requester_from_principal(principal: &str) -> Requester {
+    let (kind, id) = principal.split_once(':').unwrap_or(("system", principal));
+    let kind = match kind {
+        "user" => RequesterKind::User,
+        "api_key" => RequesterKind::ApiKey,
+        "agent" => RequesterKind::Agent,
+        _ => RequesterKind::System,
+    };
+    Requester { kind, id: id.to_owned(), display_name: None }
+}
+
 fn inventory_source(ca: &CertificateAuthority) -> InventorySource {
     if ca.ca_type == INTERNAL {
         InventorySource::Internal
@@ -181,6 +193,7 @@ async fn issue_through(
     let auto_renewal = prepared.auto_renewal;
     let actor = actor.clone();
     let template = prepared.template.clone();
+    let renew_before_ms = i64::from(prepared.renewal_window_days) * 86_400_000;
     // Renewal reuses a caller-held key through its CSR; a key generated here is replaced.
     let csr_pem = prepared.private_key_pem.is_none().then(|| pem_encode("CERTIFICATE REQUEST", &prepared.csr_der));
     let certificate = ctx
@@ -201,6 +214,7 @@ async fn issue_through(
                     private_key_sealed: private_key_sealed.as_deref(),
                     issuance_template: Some(template.as_str()),
                     csr_pem: csr_pem.as_deref(),
+                    renew_before_ms: Some(renew_before_ms),
                 };
                 let certificate = tx.insert_certificate(&new).await.map_err(|err| match err {
                     StoreError::Unique(_) => Error::Conflict("the CA returned a certificate already in the inventory".into()),

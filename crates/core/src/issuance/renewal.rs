@@ -1,5 +1,6 @@
 //! Auto-renewal: certificates with `autoRenewal` that a CA of this service issued are renewed
-//! inside their renewal window (30 days before expiry, the built-in templates' window) through
+//! inside their renewal window (their template's `renewalWindowDays` when issued; 30 days
+//! before expiry otherwise) through
 //! the same path as every issuance (policies, then the CA's connector). A key generated here is
 //! replaced by a new one; a caller-held key is renewed with its stored CSR.
 //!
@@ -21,7 +22,7 @@ use crate::events;
 use crate::plugins::{IssuanceSource, Requester, RequesterKind};
 use crate::unit_of_work::Target;
 
-/// Renewal window before expiry.
+/// Renewal window before expiry of certificates that did not record their own.
 pub const WINDOW_MS: i64 = 30 * 86_400_000;
 /// How long a claim holds (and how long a failed renewal waits before the next try).
 pub const CLAIM_LEASE_MS: i64 = 3_600_000;
@@ -36,7 +37,7 @@ pub struct RenewalRun {
 pub async fn run(ctx: &Context, limit: i64) -> Result<RenewalRun> {
     let now = ctx.now_millis();
     let mut change = ctx.change(Audit::system("renewal"), None).await?;
-    let due = change.tx().claim_renewals(now + WINDOW_MS, now - CLAIM_LEASE_MS, now, limit).await?;
+    let due = change.tx().claim_renewals(now, WINDOW_MS, now - CLAIM_LEASE_MS, limit).await?;
     change.commit().await?;
     let mut run = RenewalRun::default();
     for certificate in due {
@@ -119,6 +120,9 @@ async fn renew(ctx: &Context, old: &Certificate) -> Result<i64> {
         ..IssueInput::default()
     };
     let template = templates::resolve(ctx, &old.workspace_id, input.template_id.as_deref()).await?;
+    // The same lifetime as the certificate it replaces, within what the template allows now.
+    let lifetime_days = u32::try_from((old.expires_at - old.not_before).div_euclid(86_400_000)).unwrap_or(1);
+    let input = IssueInput { validity_days: Some(lifetime_days.clamp(1, template.max_validity_days)), ..input };
     let prepared = request::prepare(&input, &template)?;
     let actor = Audit::system("renewal");
     let requester = Requester { kind: RequesterKind::System, id: "renewal".into(), display_name: None };

@@ -56,6 +56,8 @@ pub struct PreparedRequest {
     pub private_key_pem: Option<String>,
     pub profile: CertificateProfile,
     pub auto_renewal: bool,
+    /// The template's renewal window.
+    pub renewal_window_days: u32,
     pub metadata: Option<Value>,
 }
 
@@ -367,6 +369,7 @@ pub fn prepare(input: &IssueInput, template: &Template) -> Result<PreparedReques
             validity_days,
         },
         auto_renewal: input.auto_renewal.unwrap_or(false),
+        renewal_window_days: template.renewal_window_days,
         metadata,
     })
 }

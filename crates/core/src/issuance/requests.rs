@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::{issue_prepared, requester, templates, IssueInput, Issued};
+use super::{issue_prepared, templates, IssueInput, Issued};
 use crate::approvals::{check_decidable, principal};
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
@@ -171,7 +171,8 @@ pub async fn approve(ctx: &Context, caller: &Caller, id: i64) -> Result<(Certifi
         let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
         let template = templates::resolve(ctx, &ca.workspace_id, input.template_id.as_deref()).await?;
         let prepared = super::request::prepare(&input, &template)?;
-        let requester = requester(caller);
+        // Policies judge the request as its requester made it, whoever approves it.
+        let requester = super::requester_from_principal(&approved.requested_by);
         issue_prepared(ctx, &Audit::of(caller), &requester, &ca, &info, prepared, IssuanceSource::RequestWorkflow, true)
             .await
     }
