@@ -3,7 +3,6 @@
 
 use std::net::IpAddr;
 
-use rustls_pki_types::CertificateSigningRequestDer;
 use serde_json::Value;
 use x509_parser::prelude::{FromDer, GeneralName, ParsedExtension, X509CertificationRequest};
 use x509_parser::public_key::PublicKey;
@@ -195,9 +194,9 @@ fn csr_facts(der: &[u8]) -> Result<CsrFacts> {
             format!("the RSA key has {} bits; at least 2048 are required", key.size_bits),
         ));
     }
-    // rcgen verifies the self-signature (proof of possession of the key).
-    rcgen::CertificateSigningRequestParams::from_der(&CertificateSigningRequestDer::from(der))
-        .map_err(|_| invalid())?;
+    // The self-signature proves possession of the key. `pki-core` signs only these verified
+    // bytes, so the internal CA does not verify them again.
+    csr.verify_signature().map_err(|_| invalid())?;
     Ok(CsrFacts { key, common_name, names })
 }
 

@@ -1,7 +1,6 @@
 //! Signing end-entity certificates under an internal CA.
 
 use rcgen::{CertificateParams, CustomExtension, ExtendedKeyUsagePurpose, IsCa, KeyUsagePurpose, SanType};
-use rustls_pki_types::CertificateSigningRequestDer;
 
 use super::authority::{distinguished_name, Signer};
 use super::{serial, time, PkiError};
@@ -23,19 +22,44 @@ pub struct Signed {
     pub serial_number: String,
 }
 
-/// Signs the key of `csr_der` (whose signature is verified first) under `profile`, which the
-/// host resolved (template, request, policies): the CSR's own names and extensions are not
-/// copied. Validity starts at `now` and never outlasts the CA.
+/// Whether [`sign_csr`] checks the CSR's self-signature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CsrCheck {
+    /// Verify it (proof of possession of the key).
+    Verify,
+    /// The caller verified exactly these bytes already (the issuance use case does, and
+    /// `pki-core` signs only the bytes of that request): one ECDSA/RSA verification per
+    /// issuance instead of two.
+    AlreadyVerified,
+}
+
+/// The public key a CSR certifies.
+fn csr_public_key(csr_der: &[u8], check: CsrCheck) -> Result<rcgen::SubjectPublicKeyInfo, PkiError> {
+    use x509_parser::prelude::{FromDer, X509CertificationRequest};
+    let (rest, csr) = X509CertificationRequest::from_der(csr_der).map_err(|_| PkiError::InvalidCsr)?;
+    if !rest.is_empty() {
+        return Err(PkiError::InvalidCsr);
+    }
+    if check == CsrCheck::Verify {
+        csr.verify_signature().map_err(|_| PkiError::InvalidCsr)?;
+    }
+    rcgen::SubjectPublicKeyInfo::from_der(csr.certification_request_info.subject_pki.raw)
+        .map_err(|_| PkiError::InvalidCsr)
+}
+
+/// Signs the key of `csr_der` under `profile`, which the host resolved (template, request,
+/// policies): the CSR's own names and extensions are not copied. Validity starts at `now` and
+/// never outlasts the CA.
 pub fn sign_csr(
     authority: &Signer,
     csr_der: &[u8],
+    check: CsrCheck,
     profile: &CertificateProfile,
     urls: &IssuerUrls,
     now: i64,
     entropy: &dyn Entropy,
 ) -> Result<Signed, PkiError> {
-    let csr = rcgen::CertificateSigningRequestParams::from_der(&CertificateSigningRequestDer::from(csr_der))
-        .map_err(|_| PkiError::InvalidCsr)?;
+    let public_key = csr_public_key(csr_der, check)?;
     let ca_not_after = authority.not_after();
     if ca_not_after <= now {
         return Err(PkiError::AuthorityExpired(ca_not_after));
@@ -62,7 +86,7 @@ pub fn sign_csr(
     params.crl_distribution_points = vec![rcgen::CrlDistributionPoint { uris: vec![urls.crl.clone()] }];
     params.custom_extensions = vec![ocsp_access(&urls.ocsp)];
     let certificate = params
-        .signed_by(&csr.public_key, &authority.issuer, &authority.key)
+        .signed_by(&public_key, &authority.issuer, &authority.key)
         .map_err(|err| PkiError::Signing(err.to_string()))?;
     Ok(Signed { certificate_der: certificate.der().to_vec(), serial_number })
 }

@@ -20,7 +20,7 @@ pub mod service;
 
 pub use self::authority::{Authority, NewAuthority, Signer};
 pub use self::crl::{sign_crl, RevokedEntry};
-pub use self::issue::{sign_csr, IssuerUrls, Signed};
+pub use self::issue::{sign_csr, CsrCheck, IssuerUrls, Signed};
 pub use self::ocsp::{
     error_response, parse_get_request, parse_request, sign_response, CertId, CertStatus, HashAlgorithm, OcspError,
     OcspErrorStatus, OcspIssuer, OcspRequest, SingleStatus,

@@ -8,7 +8,7 @@ use der::asn1::BitStringRef;
 
 use super::*;
 use crate::clock::OsEntropy;
-use crate::pki::{sign_csr, Authority, IssuerUrls, NewAuthority, Signed};
+use crate::pki::{sign_csr, Authority, CsrCheck, IssuerUrls, NewAuthority, Signed};
 use crate::plugins::{CertificateProfile, KeyAlgorithm, KeyUsage, Subject, SubjectAltName};
 
 const NONCE_OID: &str = "1.3.6.1.5.5.7.48.1.2";
@@ -40,7 +40,7 @@ fn leaf(signer: &Signer, name: &str, at: i64) -> Signed {
         validity_days: 30,
     };
     let urls = IssuerUrls { crl: "http://pki.example/pki/1/crl".into(), ocsp: "http://pki.example/pki/1/ocsp".into() };
-    sign_csr(signer, csr.der(), &profile, &urls, at, &OsEntropy).expect("leaf")
+    sign_csr(signer, csr.der(), CsrCheck::Verify, &profile, &urls, at, &OsEntropy).expect("leaf")
 }
 
 fn single(cert_id: &CertId, status: CertStatus, at: i64) -> SingleStatus {

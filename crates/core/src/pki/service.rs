@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::{
-    error_response, sign_csr, sign_response, Authority, CertStatus, IssuerUrls, NewAuthority, OcspError,
+    error_response, sign_csr, sign_response, Authority, CertStatus, CsrCheck, IssuerUrls, NewAuthority, OcspError,
     OcspErrorStatus, OcspIssuer, OcspRequest, PkiError, Signer, SingleStatus,
 };
 use crate::cas::{IssuedRecord, StoredAuthority};
@@ -25,6 +25,8 @@ use crate::ports::{Store, StoreError};
 pub struct Prepared {
     pub signer: Signer,
     pub chain_der: Vec<Vec<u8>>,
+    /// What issued certificates carry as their chain: `chain_der` without a self-signed root.
+    pub issued_chain_der: Vec<Vec<u8>>,
     pub workspace_id: String,
 }
 
@@ -132,7 +134,12 @@ impl InternalPki {
             }
             parent = parent_row.parent_ca_id;
         }
-        let prepared = Arc::new(Prepared { signer, chain_der, workspace_id: stored.workspace_id });
+        // The root is what relying parties already trust; the chain carries what lies between.
+        let issued_chain_der = match chain_der.split_last() {
+            Some((last, rest)) if is_self_signed(last) => rest.to_vec(),
+            _ => chain_der.clone(),
+        };
+        let prepared = Arc::new(Prepared { signer, chain_der, issued_chain_der, workspace_id: stored.workspace_id });
         if let Ok(mut cache) = self.prepared.lock() {
             cache.insert(ca_id, prepared.clone());
         }
@@ -370,7 +377,15 @@ impl PkiCore for InternalPki {
     ) -> Result<SignedCertificate, PkiCoreError> {
         let prepared = self.prepared_for(grant).await?;
         let now = self.now_secs();
-        let signed = sign_csr(&prepared.signer, csr_der, profile, &self.urls(grant.ca_id), now, self.entropy.as_ref())
+        // Only the bytes of the request's permit reach here, and the issuance use case verified
+        // exactly those.
+        let check = if grant.sign.as_ref().is_some_and(|permit| permit.csr_der == csr_der) {
+            CsrCheck::AlreadyVerified
+        } else {
+            CsrCheck::Verify
+        };
+        let urls = self.urls(grant.ca_id);
+        let signed = sign_csr(&prepared.signer, csr_der, check, profile, &urls, now, self.entropy.as_ref())
             .map_err(pki_error)?;
         let certificate_pem = to_pem(&signed.certificate_der);
         let not_after = now + i64::from(profile.validity_days) * 86_400;

@@ -98,6 +98,7 @@ fn leaves_carry_the_profile_a_random_serial_and_revocation_pointers() {
     let signed = sign_csr(
         &root.signer().expect("signer"),
         &csr("www.example.com"),
+        CsrCheck::Verify,
         &profile("www.example.com", 90),
         &urls(),
         NOW,
@@ -158,15 +159,29 @@ fn leaves_carry_the_profile_a_random_serial_and_revocation_pointers() {
     assert_eq!(ocsp, [("1.3.6.1.5.5.7.48.1".to_owned(), urls().ocsp)]);
 
     // Validity never outlasts the CA; a tampered CSR is refused.
-    let long =
-        sign_csr(&root.signer().expect("signer"), &csr("a"), &profile("a.example", 40_000), &urls(), NOW, &OsEntropy)
-            .expect("signed");
+    let long = sign_csr(
+        &root.signer().expect("signer"),
+        &csr("a"),
+        CsrCheck::Verify,
+        &profile("a.example", 40_000),
+        &urls(),
+        NOW,
+        &OsEntropy,
+    )
+    .expect("signed");
     assert_eq!(parsed(&long.certificate_der).validity().not_after, root_cert.validity().not_after);
     let mut tampered = csr("b");
     let last = tampered.len() - 1;
     tampered[last] ^= 0x01;
-    let refused =
-        sign_csr(&root.signer().expect("signer"), &tampered, &profile("b.example", 30), &urls(), NOW, &OsEntropy);
+    let refused = sign_csr(
+        &root.signer().expect("signer"),
+        &tampered,
+        CsrCheck::Verify,
+        &profile("b.example", 30),
+        &urls(),
+        NOW,
+        &OsEntropy,
+    );
     assert_eq!(refused.expect_err("bad signature"), PkiError::InvalidCsr);
 }
 
@@ -177,9 +192,16 @@ fn imports_need_a_ca_certificate_and_its_own_key() {
     let key_pem = crate::certificates::x509::pem_encode("PRIVATE KEY", &root.key_pkcs8);
     let imported = Authority::import(&certificate_pem, &key_pem).expect("import");
     assert_eq!(imported.key_algorithm, Some(KeyAlgorithm::EcdsaP256));
-    let leaf =
-        sign_csr(&imported.signer().expect("signer"), &csr("c"), &profile("c.example", 30), &urls(), NOW, &OsEntropy)
-            .expect("signs");
+    let leaf = sign_csr(
+        &imported.signer().expect("signer"),
+        &csr("c"),
+        CsrCheck::Verify,
+        &profile("c.example", 30),
+        &urls(),
+        NOW,
+        &OsEntropy,
+    )
+    .expect("signs");
     parsed(&leaf.certificate_der).verify_signature(Some(parsed(&root.certificate_der).public_key())).expect("chains");
 
     let other = Authority::create_root(&spec("Other", KeyAlgorithm::EcdsaP256, 365), NOW, &OsEntropy).expect("root");
@@ -194,10 +216,26 @@ fn imports_need_a_ca_certificate_and_its_own_key() {
 fn crls_are_signed_by_the_ca_and_list_every_revocation() {
     use crate::plugins::RevocationReason;
     let root = Authority::create_root(&spec("Root", KeyAlgorithm::EcdsaP256, 3650), NOW, &OsEntropy).expect("root");
-    let a = sign_csr(&root.signer().expect("signer"), &csr("a"), &profile("a.example", 30), &urls(), NOW, &OsEntropy)
-        .expect("a");
-    let b = sign_csr(&root.signer().expect("signer"), &csr("b"), &profile("b.example", 30), &urls(), NOW, &OsEntropy)
-        .expect("b");
+    let a = sign_csr(
+        &root.signer().expect("signer"),
+        &csr("a"),
+        CsrCheck::Verify,
+        &profile("a.example", 30),
+        &urls(),
+        NOW,
+        &OsEntropy,
+    )
+    .expect("a");
+    let b = sign_csr(
+        &root.signer().expect("signer"),
+        &csr("b"),
+        CsrCheck::Verify,
+        &profile("b.example", 30),
+        &urls(),
+        NOW,
+        &OsEntropy,
+    )
+    .expect("b");
     let entries = [
         RevokedEntry {
             serial_number: a.serial_number.clone(),
