@@ -6,7 +6,7 @@ CARGO ?= cargo
 WORKSPACE := --workspace --exclude 'trellis-fixture-*'
 TEST_RUNNER ?= $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo "$(CARGO) nextest run" || echo "$(CARGO) test")
 
-.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login lint fmt fuzz-api
+.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login bench-issuance lint fmt fuzz-api
 
 ## Serve on 127.0.0.1:8080 with SQLite at ./data/trellis.db and the first-party plugins.
 run: plugins
@@ -38,6 +38,12 @@ plugins:
 bench-inventory:
 	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin inventory-bench
 	./target/release/inventory-bench
+
+## Issuance figures (issue 8): POST /api/certificates/issue against an internal CA (CSR, server key,
+## 0/1/3 domain policies) vs an rcgen + SQLite peer in the same run; 3 runs, medians.
+bench-issuance: plugins
+	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin issuance-bench
+	./target/release/issuance-bench
 
 ## Plugin runtime figures: call overhead vs bare wasmtime (criterion), cache load, startup, 1,000 calls.
 bench-plugins: plugins
