@@ -9,7 +9,8 @@
 //!   certificate is committed as one SQLite row (WAL, synchronous=NORMAL, one transaction per
 //!   certificate), same number of tasks on a tokio runtime in one process      [Trellis >= 30% of it]
 //! * the same issuance with a server-generated key (no CSR, `commonName` only, P-256)
-//! * the CSR issuance with 0, 1 and 3 `domain-policy` issuance policies: rate and p50
+//! * the CSR issuance with 0, 1 and 3 `domain-policy` issuance policies: rate and p50 at
+//!   `--clients`, and p50 of one client issuing to the three workspaces in turn (`lat`)
 //!
 //! The phases of a run share one server (one workspace, internal CA and API key per policy
 //! count) and are rotated from run to run, so that drift of the machine spreads over all of
@@ -32,21 +33,22 @@ issuance-bench: issuance figures of issue 8 against target/release/trellis
 USAGE: issuance-bench [OPTIONS]
 
 OPTIONS (environment variable in brackets):
-  --runs N            runs (fresh server and database each), medians reported [ISSUANCE_BENCH_RUNS, default 3]
-  --seconds S         measured seconds per phase                  [ISSUANCE_BENCH_SECONDS, default 10]
-  --warmup S          unmeasured seconds before each phase         [default 2]
+  --runs N            runs, each with a fresh server and database; medians reported
+                                                             [ISSUANCE_BENCH_RUNS, default 3]
+  --seconds S         measured seconds per phase             [ISSUANCE_BENCH_SECONDS, default 10]
+  --warmup S          unmeasured seconds before each phase   [default 2]
   --clients N         concurrent closed-loop clients (one keep-alive connection each),
-                      and the peer's number of tasks                [ISSUANCE_BENCH_CLIENTS, default 64]
-  --latency-clients N clients of the lat phase (0/1/3 policies in turn)  [default 1]
+                      and the peer's number of tasks         [ISSUANCE_BENCH_CLIENTS, default 64]
+  --latency-clients N clients of the lat phase (0/1/3 policies in turn)            [default 1]
   --only LIST         comma list of csr,keygen,policy1,policy3,peer,lat
-                                                                    [ISSUANCE_BENCH_ONLY, default all]
+                                                             [ISSUANCE_BENCH_ONLY, default all]
   --micro N           iterations of the single-threaded cost probes (CSR verify, sign, key
-                      generation, one SQLite commit); 0 skips them  [default 2000]
+                      generation, one SQLite commit); 0 skips them                 [default 2000]
   --perf-dir DIR      record the server with `perf record` during every measured HTTP phase
                       (DIR/<phase>-run<N>.data; read with `perf report -i`)
   --server-env K=V    extra environment variable for `trellis serve` (repeatable; diagnostics,
                       e.g. TOKIO_WORKER_THREADS=4; the figures are measured without)
-  --trellis PATH      server binary                               [TRELLIS_BIN, default: next to this binary]
+  --trellis PATH      server binary               [TRELLIS_BIN, default: next to this binary]
   --json PATH         also write all samples as JSON
   --keep              keep the temporary directories (printed)
   -h, --help          this text
@@ -780,7 +782,8 @@ async fn peer_commit(pool: &sqlx::SqlitePool, serial: &str, cn: &str, now: i64, 
 
 /// The peer phase, on its own multi-threaded tokio runtime (one worker per core) in a thread
 /// of this process while the HTTP clients are idle: `--clients` tasks, each signing its CSR
-/// and committing the row in a loop, same window as the HTTP phases.
+/// and committing the row in a loop, same window as the HTTP phases. (The caller's runtime
+/// worker waits for the thread: nothing else of the driver runs meanwhile.)
 fn peer_phase(options: &Options, dir: &Path, csrs: &Csrs) -> Result<PhaseResult> {
     let (warmup, seconds, clients) = (options.warmup, options.seconds, options.clients);
     let db = dir.join("peer.db");
@@ -1042,18 +1045,15 @@ async fn run_once(options: &Options, run: usize, csrs: &Csrs, samples: &mut Samp
         Some(guard)
     };
     let db = dir.join("trellis.db");
-    let mut keys = Vec::new();
-    for (n, email) in ["none@example.com", "one@example.com", "three@example.com"].iter().enumerate() {
-        let _ = n;
-        keys.push(new_tenant(&options.trellis, &dir, &db, email).await?);
-    }
+    // One workspace (user, API key, internal CA) per number of policies: 0, 1, 3.
+    let none_key = new_tenant(&options.trellis, &dir, &db, "none@example.com").await?;
+    let one_key = new_tenant(&options.trellis, &dir, &db, "one@example.com").await?;
+    let three_key = new_tenant(&options.trellis, &dir, &db, "three@example.com").await?;
     let server = Server::start(&options.trellis, &dir, &db, &options.server_env).await?;
     let http = client()?;
-    let mut keys = keys.into_iter();
-    let mut next_key = || keys.next().ok_or_else(|| anyhow!("no API key left"));
-    let none = set_up_tenant(&http, &server.base, next_key()?, 0).await?;
-    let one = set_up_tenant(&http, &server.base, next_key()?, 1).await?;
-    let three = set_up_tenant(&http, &server.base, next_key()?, 3).await?;
+    let none = set_up_tenant(&http, &server.base, none_key, 0).await?;
+    let one = set_up_tenant(&http, &server.base, one_key, 1).await?;
+    let three = set_up_tenant(&http, &server.base, three_key, 3).await?;
     // Sanity issuances: one per tenant, none of the denied ones.
     let mut acknowledged = 3usize;
 
