@@ -143,8 +143,7 @@ async fn list_crl_entries(
     Authenticated(caller): Authenticated,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<CrlEntryDto>>> {
-    caller.require(trellis_core::auth::Scope::CertificatesRead)?;
-    let entries = ctx.store.list_workspace_revoked(&caller.workspace_id, page.request()?).await.map_err(Error::from)?;
+    let entries = trellis_core::cas::service::revoked_serials(&ctx, &caller, page.request()?).await?;
     Ok(list(entries, |e| CrlEntryDto {
         serial_number: e.serial_number,
         revoked_at: rfc3339(e.revoked_at.unwrap_or_default() * 1000),
@@ -235,7 +234,7 @@ async fn create_template(
     Json(body): Json<TemplateBody>,
 ) -> ApiResult<Response> {
     let (name, settings) = template_settings(body)?;
-    let template: Template = templates::save(&ctx, &caller, None, &name, settings).await?;
+    let template: Template = templates::create(&ctx, &caller, &name, settings).await?;
     Ok(created(template))
 }
 
@@ -248,13 +247,8 @@ async fn update_template(
     Path(id): Path<String>,
     Json(body): Json<TemplateBody>,
 ) -> ApiResult<axum::Json<Value>> {
-    if templates::built_in_named(id.trim()).is_some() {
-        return Err(Error::Forbidden(format!("`{id}` is a built-in template and cannot be changed")).into());
-    }
-    // A name that is no built-in's and no number names no template.
-    let id: i64 = id.trim().parse().map_err(|_| Error::NotFound(trellis_core::error::Entity::CertificateTemplate))?;
     let (name, settings) = template_settings(body)?;
-    Ok(data(templates::save(&ctx, &caller, Some(id), &name, settings).await?))
+    Ok(data(templates::update(&ctx, &caller, &id, &name, settings).await?))
 }
 
 /// Deletes a workspace template.

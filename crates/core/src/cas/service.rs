@@ -471,3 +471,9 @@ pub async fn create_and_scan(
     };
     Ok((created, scan))
 }
+
+/// The revoked serials of the workspace's internal CAs, newest first (`GET /api/certificates/crl`).
+pub async fn revoked_serials(ctx: &Context, caller: &Caller, page: PageRequest) -> Result<Page<super::IssuedRecord>> {
+    caller.require(Scope::CertificatesRead)?;
+    Ok(ctx.store.list_workspace_revoked(&caller.workspace_id, page).await?)
+}

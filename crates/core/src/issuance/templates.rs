@@ -371,8 +371,30 @@ fn check_name(name: &str) -> crate::Result<String> {
     Ok(name.to_owned())
 }
 
+/// Creates a workspace template.
+pub async fn create(ctx: &Context, caller: &Caller, name: &str, settings: TemplateSettings) -> crate::Result<Template> {
+    save(ctx, caller, None, name, settings).await
+}
+
+/// Replaces workspace template `id`. Built-ins are read-only (403); a name that is neither a
+/// built-in's nor a number names no template (404).
+pub async fn update(
+    ctx: &Context,
+    caller: &Caller,
+    id: &str,
+    name: &str,
+    settings: TemplateSettings,
+) -> crate::Result<Template> {
+    let id = id.trim();
+    if built_in_named(id).is_some() {
+        return Err(Error::Forbidden(format!("`{id}` is a built-in template and cannot be changed")));
+    }
+    let id: i64 = id.parse().map_err(|_| Error::NotFound(Entity::CertificateTemplate))?;
+    save(ctx, caller, Some(id), name, settings).await
+}
+
 /// Creates (`id` none) or replaces a workspace template.
-pub async fn save(
+async fn save(
     ctx: &Context,
     caller: &Caller,
     id: Option<i64>,
