@@ -43,7 +43,9 @@ for group in "$@"; do
             want openssl command -v openssl
             want curl command -v curl
             # schemathesis (PyPI) runs from a venv under target/.
-            want python3-venv python3 -c 'import ensurepip' 
+            want python3-venv python3 -c 'import ensurepip'
+            # The webhook signature snippets (docs/webhooks) run under Node in tests/it/webhooks.rs.
+            want nodejs command -v node
             ;;
         *) echo "install-deps: unknown group '$group' (wasm, postgres, test)" >&2; exit 2 ;;
     esac

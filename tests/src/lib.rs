@@ -2,6 +2,7 @@
 //! SQLite database, and talk HTTP to it. Also builds test certificates with rcgen.
 
 pub mod certs;
+pub mod receiver;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -107,52 +108,19 @@ impl Server {
             env.retain(|(n, _)| n != name);
             env.push((name.to_string(), value.to_string()));
         }
-        let mut command = Command::new(trellis_binary());
-        command.arg("serve").env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
-        for (name, value) in &env {
-            command.env(name, value);
-        }
-        let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().context("spawn trellis")?;
-        let stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let log = Arc::new(CapturedLog::default());
-        let captured = log.clone();
-        std::thread::spawn(move || {
-            let mut sent = false;
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(mut lines) = captured.lines.lock() {
-                    lines.push(line.clone());
-                }
-                captured.grew.notify_all();
-                if !sent {
-                    if let Ok(event) = serde_json::from_str::<Value>(&line) {
-                        if event["message"] == "listening" {
-                            let _ = tx.send(Ok(event["address"].as_str().unwrap_or_default().to_string()));
-                            sent = true;
-                            continue;
-                        }
-                    }
-                    if line.starts_with("Error:") {
-                        let _ = tx.send(Err(line.clone()));
-                    }
-                }
-                if std::env::var("TRELLIS_TEST_LOGS").is_ok() {
-                    eprintln!("[server] {line}");
-                }
-            }
-        });
-        let address = match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(Ok(address)) => address,
-            Ok(Err(line)) => {
-                let _ = child.kill();
-                bail!("trellis failed to start: {line}")
-            }
-            Err(_) => {
-                let _ = child.kill();
-                bail!("trellis did not report a listening address within 30 s")
-            }
-        };
-        Ok(Server { child, base_url: format!("http://{address}"), dir, env, log })
+        let (child, base_url, log) = spawn_serve(&env)?;
+        Ok(Server { child, base_url, dir, env, log })
+    }
+
+    /// SIGKILLs the server (no shutdown at all) and starts it again on the same database, data
+    /// directory and settings; `base_url` changes (a new ephemeral port).
+    pub fn kill_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (child, base_url, log) = spawn_serve(&self.env).expect("server restarts");
+        self.child = child;
+        self.base_url = base_url;
+        self.log = log;
     }
 
     /// The server's log so far (stderr: JSON lines, plugin logs included).
@@ -240,12 +208,17 @@ impl Server {
     }
 
     pub fn cli_raw(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
+        Ok(self.cli_command(args).output()?)
+    }
+
+    /// A `trellis` subcommand with this server's settings, not yet run.
+    pub fn cli_command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(trellis_binary());
         command.args(args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
         for (name, value) in &self.env {
             command.env(name, value);
         }
-        Ok(command.output()?)
+        command
     }
 
     /// A client signed in as the bootstrap admin.
@@ -402,4 +375,54 @@ impl Client {
         assert_eq!(res.status, 201, "register failed: {}", res.body);
         res.body["data"].clone()
     }
+}
+
+/// Spawns `trellis serve` with `env` and waits for its listening address.
+fn spawn_serve(env: &[(String, String)]) -> anyhow::Result<(Child, String, Arc<CapturedLog>)> {
+    let mut command = Command::new(trellis_binary());
+    command.arg("serve").env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().context("spawn trellis")?;
+    let stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let log = Arc::new(CapturedLog::default());
+    let captured = log.clone();
+    std::thread::spawn(move || {
+        let mut sent = false;
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(mut lines) = captured.lines.lock() {
+                lines.push(line.clone());
+            }
+            captured.grew.notify_all();
+            if !sent {
+                if let Ok(event) = serde_json::from_str::<Value>(&line) {
+                    if event["message"] == "listening" {
+                        let _ = tx.send(Ok(event["address"].as_str().unwrap_or_default().to_string()));
+                        sent = true;
+                        continue;
+                    }
+                }
+                if line.starts_with("Error:") {
+                    let _ = tx.send(Err(line.clone()));
+                }
+            }
+            if std::env::var("TRELLIS_TEST_LOGS").is_ok() {
+                eprintln!("[server] {line}");
+            }
+        }
+    });
+    let address = match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(address)) => address,
+        Ok(Err(line)) => {
+            let _ = child.kill();
+            bail!("trellis failed to start: {line}")
+        }
+        Err(_) => {
+            let _ = child.kill();
+            bail!("trellis did not report a listening address within 30 s")
+        }
+    };
+    Ok((child, format!("http://{address}"), log))
 }

@@ -11,6 +11,7 @@ use crate::pki::InternalPki;
 use crate::plugins::service::PluginService;
 use crate::ports::Store;
 use crate::unit_of_work::UnitOfWork;
+use crate::webhooks::transport::{NoTransport, WebhookTransport};
 
 /// What the use cases need of the configuration (the binary loads and validates it).
 #[derive(Debug, Clone, Default)]
@@ -34,6 +35,8 @@ pub struct Context {
     pub plugins: PluginService,
     /// The internal PKI (CRL and OCSP answers); the plugin runtime reaches it as `pki-core`.
     pub pki: Option<Arc<InternalPki>>,
+    /// Outbound HTTP for webhook deliveries (SSRF-vetted); refuses everything by default.
+    pub outbound: Arc<dyn WebhookTransport>,
 }
 
 pub type SharedContext = Arc<Context>;
@@ -48,12 +51,28 @@ impl Context {
         plugins: PluginService,
     ) -> Self {
         let login_limiter = LoginLimiter::new(settings.login_max_failures, settings.login_window);
-        Context { settings, store, clock, entropy, master_key, login_limiter, plugins, pki: None }
+        Context {
+            settings,
+            store,
+            clock,
+            entropy,
+            master_key,
+            login_limiter,
+            plugins,
+            pki: None,
+            outbound: Arc::new(NoTransport),
+        }
     }
 
     /// Serves CRLs and OCSP from `pki`.
     pub fn with_pki(mut self, pki: Arc<InternalPki>) -> Self {
         self.pki = Some(pki);
+        self
+    }
+
+    /// Delivers webhooks through `outbound`.
+    pub fn with_outbound(mut self, outbound: Arc<dyn WebhookTransport>) -> Self {
+        self.outbound = outbound;
         self
     }
 

@@ -21,6 +21,9 @@ pub enum Entity {
     Plugin,
     PrivateKey,
     Workspace,
+    WebhookEndpoint,
+    WebhookDelivery,
+    ExternalIntegration,
 }
 
 impl Entity {
@@ -37,6 +40,9 @@ impl Entity {
             Entity::RevocationRequest => "Revocation request",
             Entity::CertificateUsage => "Certificate usage record",
             Entity::MachineIdentity => "Machine identity",
+            Entity::WebhookEndpoint => "Webhook endpoint",
+            Entity::WebhookDelivery => "Webhook delivery",
+            Entity::ExternalIntegration => "External integration",
             Entity::Plugin => "Plugin",
             Entity::PrivateKey => "Private key",
             Entity::Workspace => "Workspace",

@@ -14,6 +14,13 @@ pub const DISCOVERY_SCAN_COMPLETED: &str = "discovery.scan_completed";
 pub const DISCOVERY_NEW_CERTIFICATES_FOUND: &str = "discovery.new_certificates_found";
 pub const CA_UPDATED: &str = "ca.updated";
 pub const CA_HEALTH_CHANGED: &str = "ca.health_changed";
+pub const WORKFLOW_EXECUTION_COMPLETED: &str = "workflow.execution_completed";
+pub const ATTESTATION_FAILED: &str = "attestation.failed";
+pub const WEBHOOK_TEST: &str = "webhook.test";
+/// An endpoint failing for longer than the operator's limit was switched off (not in §6).
+pub const WEBHOOK_DISABLED: &str = "webhook.disabled";
+/// The same for an external integration.
+pub const INTEGRATION_DISABLED: &str = "integration.disabled";
 
 /// The payload envelope every event is delivered in: `{type, workspaceId, occurredAt, data}`.
 pub fn envelope(workspace_id: &str, event_type: &str, data: &serde_json::Value, at: i64) -> serde_json::Value {

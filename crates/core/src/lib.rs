@@ -24,6 +24,7 @@ pub mod pki;
 pub mod plugins;
 pub mod ports;
 pub mod unit_of_work;
+pub mod webhooks;
 
 #[cfg(test)]
 mod testing;

@@ -77,7 +77,9 @@ fn ca_dto(view: CaView) -> CaDto {
 }
 
 /// Accepts absent (leave alone), `null` (clear) and a value (set).
-fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+pub(crate) fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
 }
 

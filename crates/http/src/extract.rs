@@ -230,3 +230,18 @@ pub fn optional_integral<'de, D: serde::Deserializer<'de>>(deserializer: D) -> R
 fn as_integer(number: &serde_json::Number) -> Option<i64> {
     number.as_i64().or_else(|| number.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15).map(|f| f as i64))
 }
+
+/// A text id such as `whk_3f9c…`: the prefix, then 1 to 64 lowercase hex digits. Anything else
+/// is a malformed id (400), not an absent one.
+pub fn prefixed_id(text: &str, prefix: &str) -> Result<String, ApiError> {
+    let valid = text.strip_prefix(prefix).is_some_and(|hex| {
+        !hex.is_empty() && hex.len() <= 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    });
+    if valid {
+        return Ok(text.to_owned());
+    }
+    Err(ApiError::Domain(Error::validation_with(
+        format!("`{}` is not a valid id; these ids look like {prefix}…", text.chars().take(40).collect::<String>()),
+        serde_json::json!({ "field": "id" }),
+    )))
+}

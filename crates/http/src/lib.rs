@@ -10,11 +10,13 @@ mod discovery;
 pub mod docs;
 pub mod error;
 pub mod extract;
+mod integrations;
 mod issuance;
 pub mod listener;
 pub mod ops;
 pub mod plugin_dto;
 mod plugins;
+mod webhooks;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -104,6 +106,8 @@ pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
         .merge(cas::routes())
         .merge(issuance::routes())
         .merge(discovery::routes())
+        .merge(webhooks::routes())
+        .merge(integrations::routes())
         .merge(certificates::routes())
         .merge(audit::routes())
         .merge(plugins::routes())

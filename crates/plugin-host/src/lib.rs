@@ -28,6 +28,7 @@ mod host_v0_1;
 mod host_v0_2;
 mod install;
 mod invoke;
+pub mod outbound;
 mod registry;
 mod runtime;
 mod worlds;

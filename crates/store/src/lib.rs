@@ -16,6 +16,7 @@ mod discovery;
 mod issuance;
 mod outbox;
 mod plugins;
+mod webhooks;
 mod writer;
 
 use std::str::FromStr;
@@ -107,6 +108,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0200_certificate_authorities.sql"),
         postgres: include_str!("../../../migrations/postgres/0200_certificate_authorities.sql"),
     },
+    Migration {
+        version: 300,
+        name: "webhooks",
+        sqlite: include_str!("../../../migrations/sqlite/0300_webhooks.sql"),
+        postgres: include_str!("../../../migrations/postgres/0300_webhooks.sql"),
+    },
 ];
 
 #[derive(Clone)]
@@ -126,6 +133,7 @@ pub struct Store {
 pub struct Tx {
     inner: sqlx::Transaction<'static, Any>,
     _gate: Option<OwnedMutexGuard<()>>,
+    dialect: Dialect,
 }
 
 impl Store {
@@ -192,7 +200,7 @@ impl Store {
             None => None,
         };
         let inner = self.pool.begin().await.db()?;
-        Ok(Tx { inner, _gate: gate })
+        Ok(Tx { inner, _gate: gate, dialect: self.dialect })
     }
 
     async fn migrate(&self) -> StoreResult<()> {

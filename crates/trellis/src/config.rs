@@ -51,6 +51,13 @@ pub struct FileConfig {
     pub outbox_retention_days: Option<u64>,
     pub max_connections: Option<usize>,
     pub max_concurrent_requests: Option<usize>,
+    pub webhook_allow_private_networks: Option<bool>,
+    pub webhook_ca_bundle: Option<PathBuf>,
+    pub webhook_disable_after_hours: Option<u64>,
+    pub delivery_worker: Option<bool>,
+    pub delivery_lease_secs: Option<u64>,
+    pub delivery_max_in_flight: Option<usize>,
+    pub delivery_per_target_in_flight: Option<usize>,
 }
 
 /// Operator overrides of one plugin kind's per-call limits
@@ -117,6 +124,16 @@ pub struct Config {
     pub expiry_scan_interval: Duration,
     /// How often the renewal worker renews due auto-renewing certificates.
     pub renewal_interval: Duration,
+    /// Webhook deliveries may go to private, loopback and link-local addresses
+    /// (`TRELLIS_WEBHOOK_ALLOW_PRIVATE_NETWORKS`; default: the plugin setting).
+    pub webhook_allow_private_networks: bool,
+    /// Extra trust anchors (PEM) for webhook receivers (`TRELLIS_WEBHOOK_CA_BUNDLE`; default:
+    /// the plugin bundle).
+    pub webhook_ca_bundle: Option<PathBuf>,
+    /// Run the delivery worker in this process (`TRELLIS_DELIVERY_WORKER`, default true).
+    pub delivery_worker: bool,
+    /// The delivery worker's settings.
+    pub delivery: trellis_core::webhooks::worker::WorkerSettings,
 }
 
 impl std::fmt::Debug for Config {
@@ -322,7 +339,53 @@ impl Config {
             }
             _ => format!("http://{listen}"),
         };
+        let plugin_allow_private_networks: bool = parse_env(&env, "TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS")?
+            .or(file.plugin_allow_private_networks)
+            .unwrap_or(false);
+        let webhook_ca_bundle = env("TRELLIS_WEBHOOK_CA_BUNDLE")
+            .map(PathBuf::from)
+            .or(file.webhook_ca_bundle)
+            .or_else(|| plugin_ca_bundle.clone());
+        if let Some(path) = &webhook_ca_bundle {
+            if !path.is_file() {
+                return Err(ConfigError::Invalid {
+                    name: "TRELLIS_WEBHOOK_CA_BUNDLE",
+                    message: format!("{} is not a readable PEM file", path.display()),
+                });
+            }
+        }
+        let mut delivery = trellis_core::webhooks::worker::WorkerSettings::default();
+        let at_least_one = |name: &'static str, value: u64| {
+            if value == 0 {
+                Err(ConfigError::Invalid { name, message: "must be at least 1".into() })
+            } else {
+                Ok(value)
+            }
+        };
+        if let Some(secs) = parse_env::<u64>(&env, "TRELLIS_DELIVERY_LEASE_SECS")?.or(file.delivery_lease_secs) {
+            delivery.lease = Duration::from_secs(at_least_one("TRELLIS_DELIVERY_LEASE_SECS", secs)?);
+        }
+        if let Some(n) = parse_env::<usize>(&env, "TRELLIS_DELIVERY_MAX_IN_FLIGHT")?.or(file.delivery_max_in_flight) {
+            delivery.max_in_flight = at_least_one("TRELLIS_DELIVERY_MAX_IN_FLIGHT", n as u64)? as usize;
+        }
+        if let Some(n) =
+            parse_env::<usize>(&env, "TRELLIS_DELIVERY_PER_TARGET_IN_FLIGHT")?.or(file.delivery_per_target_in_flight)
+        {
+            delivery.per_target_in_flight = at_least_one("TRELLIS_DELIVERY_PER_TARGET_IN_FLIGHT", n as u64)? as usize;
+        }
+        if let Some(hours) =
+            parse_env::<u64>(&env, "TRELLIS_WEBHOOK_DISABLE_AFTER_HOURS")?.or(file.webhook_disable_after_hours)
+        {
+            delivery.disable_after =
+                Duration::from_secs(at_least_one("TRELLIS_WEBHOOK_DISABLE_AFTER_HOURS", hours)?.saturating_mul(3600));
+        }
         Ok(Config {
+            webhook_allow_private_networks: parse_env(&env, "TRELLIS_WEBHOOK_ALLOW_PRIVATE_NETWORKS")?
+                .or(file.webhook_allow_private_networks)
+                .unwrap_or(plugin_allow_private_networks),
+            webhook_ca_bundle,
+            delivery_worker: parse_env(&env, "TRELLIS_DELIVERY_WORKER")?.or(file.delivery_worker).unwrap_or(true),
+            delivery,
             public_url,
             max_connections,
             outbox_retention: Duration::from_secs(outbox_retention_days.saturating_mul(86_400)),
@@ -353,9 +416,7 @@ impl Config {
             admin_email,
             admin_password,
             plugin_dir: env("TRELLIS_PLUGIN_DIR").map(PathBuf::from).or(file.plugin_dir),
-            plugin_allow_private_networks: parse_env(&env, "TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS")?
-                .or(file.plugin_allow_private_networks)
-                .unwrap_or(false),
+            plugin_allow_private_networks,
             plugin_record_private_networks: parse_env(&env, "TRELLIS_PLUGIN_RECORD_PRIVATE_NETWORKS")?
                 .or(file.plugin_record_private_networks)
                 .unwrap_or(false),

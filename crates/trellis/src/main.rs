@@ -80,6 +80,14 @@ enum JobsCommand {
         #[arg(long, hide = true, value_name = "RFC3339")]
         as_of: Option<String>,
     },
+    /// Deliver pending events to webhooks and integrations: fans out the outbox, then makes every
+    /// attempt due now; prints {"events", "delivered", "retrying", "failed"}.
+    Deliver {
+        /// Run as if it were this instant (RFC 3339): attempts due by then are made (tests walk
+        /// the retry schedule with it; the deliveries are real).
+        #[arg(long, hide = true, value_name = "RFC3339")]
+        as_of: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -183,6 +191,20 @@ async fn main() -> anyhow::Result<()> {
             ctx.store.close().await;
             Ok(())
         }
+        Command::Jobs { command: JobsCommand::Deliver { as_of } } => {
+            let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
+            plugin_service::sync(&ctx).await.context("loading plugins")?;
+            let owner = ctx.new_id("cli_");
+            let run = trellis_core::webhooks::worker::run_once(&ctx, &config.delivery, &owner)
+                .await
+                .context("delivery failed")?;
+            println!(
+                "{}",
+                serde_json::json!({ "events": run.events, "delivered": run.delivered, "retrying": run.retrying, "failed": run.failed })
+            );
+            ctx.store.close().await;
+            Ok(())
+        }
         Command::Jobs { command: JobsCommand::Renew { as_of } } => {
             let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
             plugin_service::sync(&ctx).await.context("loading plugins")?;
@@ -257,6 +279,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let expiry_scanner = trellis::jobs::spawn_expiry_scanner(ctx.clone(), config.expiry_scan_interval);
     let renewal = trellis::jobs::spawn_renewal(ctx.clone(), config.renewal_interval);
     let discovery = trellis::jobs::spawn_discovery(ctx.clone(), std::time::Duration::from_secs(60));
+    let deliveries = config
+        .delivery_worker
+        .then(|| trellis_core::webhooks::worker::DeliveryWorker::new(ctx.clone(), config.delivery.clone()).spawn());
     let outbox_retention = trellis::jobs::spawn_outbox_retention(
         ctx.clone(),
         std::time::Duration::from_secs(3600),
@@ -295,6 +320,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     renewal.abort();
     discovery.abort();
     outbox_retention.abort();
+    if let Some(deliveries) = deliveries {
+        deliveries.abort();
+    }
     if let Some((server, purge)) = challenge_listener {
         server.abort();
         purge.abort();

@@ -12,6 +12,7 @@ use trellis_core::plugins::PluginError;
 use trellis_core::ports::StoreError;
 use trellis_core::{Context, Settings, SharedContext};
 use trellis_http::HttpSettings;
+use trellis_plugin_host::outbound::{HostOutbound, OutboundConfig};
 use trellis_store::{DbChallengeAnswers, Store};
 
 use crate::config::Config;
@@ -25,6 +26,8 @@ pub enum StartError {
     Store(#[from] StoreError),
     #[error("plugin runtime: {0}")]
     Plugins(#[from] PluginError),
+    #[error("webhook client: {0}")]
+    Outbound(String),
 }
 
 /// The domain's share of the configuration.
@@ -87,6 +90,16 @@ pub async fn open_service(config: &Config, clock: SharedClock) -> Result<Service
         http01_answers.clone(),
         pki.clone(),
     )?;
-    let ctx = Arc::new(Context::new(settings(config), shared_store, clock, entropy, master_key, plugins).with_pki(pki));
+    let outbound = HostOutbound::new(OutboundConfig {
+        allow_private_networks: config.webhook_allow_private_networks,
+        ca_bundle: config.webhook_ca_bundle.clone(),
+        ..OutboundConfig::default()
+    })
+    .map_err(StartError::Outbound)?;
+    let ctx = Arc::new(
+        Context::new(settings(config), shared_store, clock, entropy, master_key, plugins)
+            .with_pki(pki)
+            .with_outbound(Arc::new(outbound)),
+    );
     Ok(Service { ctx, http01_answers })
 }

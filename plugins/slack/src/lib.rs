@@ -72,6 +72,8 @@ impl Integration for Slack {
         let mention = if critical { config.mention_on_critical.as_deref() } else { None };
         let headline = format!("{emoji} {}", event.summary);
         let payload = &event.payload;
+        // Webhook payloads carry the subject under `data`; flat payloads at the top level.
+        let data = payload.get("data").filter(|data| data.is_object());
         let mut details =
             format!("Event `{}` · workspace `{}` · id `{}`", event.event_type, ctx.workspace_id, event.id);
         for (key, label) in [
@@ -80,7 +82,8 @@ impl Integration for Slack {
             ("notAfter", "Expires"),
             ("expiresAt", "Expires"),
         ] {
-            if let Some(value) = payload.get(key).and_then(Value::as_str) {
+            let value = data.and_then(|data| data.get(key)).or_else(|| payload.get(key)).and_then(Value::as_str);
+            if let Some(value) = value {
                 details.push_str(&format!("\n{label}: `{value}`"));
             }
         }
@@ -161,18 +164,46 @@ mod tests {
         let event = Event::for_test(
             "certificate.expired",
             "Certificate api.example.com expired",
-            json!({"commonName": "api.example.com", "serialNumber": "0a"}),
+            json!({
+                "id": "evt_123",
+                "type": "certificate.expired",
+                "workspaceId": "ws_test",
+                "occurredAt": "2026-11-25T10:00:00.000Z",
+                "data": {
+                    "certificateId": "crt_1",
+                    "commonName": "api.example.com",
+                    "serialNumber": "0a",
+                    "expiresAt": "2026-11-25T10:00:00.000Z",
+                    "status": "expired"
+                }
+            }),
         );
         let delivery = Slack::notify(&testing::context("int_1"), &config, &event).expect("delivered");
         assert_eq!(delivery.status(), Some(200));
         let sent = testing::http::requests();
         let text = sent[0].json()["text"].as_str().unwrap_or_default().to_owned();
         assert_eq!(text, "<!here> :red_circle: Certificate api.example.com expired");
-        assert!(sent[0].json()["blocks"][1]["elements"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("Serial: `0a`"));
+        let context = sent[0].json()["blocks"][1]["elements"][0]["text"].as_str().unwrap_or_default().to_owned();
+        for expected in ["Common name: `api.example.com`", "Serial: `0a`", "Expires: `2026-11-25T10:00:00.000Z`"] {
+            assert!(context.contains(expected), "{expected} in {context}");
+        }
         assert!(testing::logs().iter().any(|line| line.starts_with("INFO slack message posted")));
+    }
+
+    #[test]
+    fn flat_payloads_still_carry_the_details() {
+        testing::http::respond("POST", HOOK, 200, "ok");
+        let config: Config = testing::config(json!({"webhookUrl": HOOK})).expect("config");
+        let event = Event::for_test(
+            "certificate.expiring",
+            "Certificate api.example.com expires in 7 days",
+            json!({"commonName": "api.example.com", "notAfter": "2026-01-08T00:00:00Z"}),
+        );
+        Slack::notify(&testing::context("int_1"), &config, &event).expect("delivered");
+        let body = testing::http::requests()[0].json();
+        let context = body["blocks"][1]["elements"][0]["text"].as_str().unwrap_or_default().to_owned();
+        assert!(context.contains("Common name: `api.example.com`"), "{context}");
+        assert!(context.contains("Expires: `2026-01-08T00:00:00Z`"), "{context}");
     }
 
     #[test]

@@ -13,3 +13,4 @@ mod pagination;
 mod plugins;
 mod plugins_out_of_tree;
 mod plugins_slack;
+mod webhooks;

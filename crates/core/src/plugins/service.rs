@@ -299,16 +299,11 @@ pub async fn test_binding(
             | PluginError::AmbiguousBinding { .. }
             | PluginError::WrongKind { .. }),
         ) => Err(err.into()),
-        Err(err) => Ok(TestReport {
-            success: false,
-            message: err.to_string(),
-            checks: vec![Check { name: "plugin".into(), status: CheckStatus::Fail, message: err.code().into() }],
-            details: serde_json::json!({ "code": err.code() }),
-        }),
+        Err(err) => Ok(TestReport::failed_call(&err)),
     }
 }
 
-fn urls_in(value: &serde_json::Value) -> Vec<String> {
+pub(crate) fn urls_in(value: &serde_json::Value) -> Vec<String> {
     match value {
         serde_json::Value::String(s) if s.starts_with("https://") || s.starts_with("http://") => vec![s.clone()],
         serde_json::Value::Array(items) => items.iter().flat_map(urls_in).collect(),

@@ -172,6 +172,19 @@ pub struct TestReport {
     pub details: serde_json::Value,
 }
 
+impl TestReport {
+    /// A failed report for a call that failed before the plugin could report (trap, timeout,
+    /// denial, plugin error): the `plugin` check carries the error code.
+    pub fn failed_call(err: &super::PluginError) -> TestReport {
+        TestReport {
+            success: false,
+            message: err.to_string(),
+            checks: vec![Check { name: "plugin".into(), status: CheckStatus::Fail, message: err.code().into() }],
+            details: serde_json::json!({ "code": err.code() }),
+        }
+    }
+}
+
 /// Who a call is made for and with which record.
 #[derive(Debug, Clone, Default)]
 pub struct CallContext {

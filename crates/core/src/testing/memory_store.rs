@@ -24,6 +24,9 @@ use crate::issuance::templates::StoredTemplate;
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 use crate::ports::*;
+use crate::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, NewDelivery};
+use crate::webhooks::worker::Subscriber;
+use crate::webhooks::{DeliveryStats, ExternalIntegration, TargetKind, WebhookEndpoint};
 
 #[derive(Debug, Clone, Default)]
 pub struct Tables {
@@ -552,4 +555,97 @@ impl Store for MemoryStore {
         Ok(())
     }
     async fn close(&self) {}
+}
+
+#[async_trait]
+impl WebhookReads for MemoryStore {
+    async fn find_webhook(&self, _: &str, _: &str) -> StoreResult<Option<WebhookEndpoint>> {
+        not_faked("find_webhook")
+    }
+    async fn list_webhooks(&self, _: &str, _: PageRequest) -> StoreResult<Page<WebhookEndpoint>> {
+        not_faked("list_webhooks")
+    }
+    async fn find_integration(&self, _: &str, _: &str) -> StoreResult<Option<ExternalIntegration>> {
+        not_faked("find_integration")
+    }
+    async fn list_integrations(&self, _: &str, _: PageRequest) -> StoreResult<Page<ExternalIntegration>> {
+        not_faked("list_integrations")
+    }
+    async fn delivery_stats(&self, _: &str, _: &[String], _: i64) -> StoreResult<Vec<(String, DeliveryStats)>> {
+        not_faked("delivery_stats")
+    }
+    async fn list_deliveries(&self, _: &str, _: &DeliveryFilter, _: PageRequest) -> StoreResult<Page<Delivery>> {
+        not_faked("list_deliveries")
+    }
+    async fn find_delivery(&self, _: &str, _: &str) -> StoreResult<Option<Delivery>> {
+        not_faked("find_delivery")
+    }
+    async fn delivery_backlog(&self) -> StoreResult<(i64, Option<i64>)> {
+        not_faked("delivery_backlog")
+    }
+}
+
+#[async_trait]
+impl WebhookWrites for MemoryTx {
+    async fn insert_webhook(&mut self, _: &WebhookEndpoint) -> StoreResult<()> {
+        not_faked("insert_webhook")
+    }
+    async fn update_webhook(&mut self, _: &WebhookEndpoint) -> StoreResult<bool> {
+        not_faked("update_webhook")
+    }
+    async fn delete_webhook(&mut self, _: &str, _: &str, _: i64) -> StoreResult<bool> {
+        not_faked("delete_webhook")
+    }
+    async fn insert_integration(&mut self, _: &ExternalIntegration) -> StoreResult<()> {
+        not_faked("insert_integration")
+    }
+    async fn update_integration(&mut self, _: &ExternalIntegration) -> StoreResult<bool> {
+        not_faked("update_integration")
+    }
+    async fn delete_integration(&mut self, _: &str, _: &str, _: i64) -> StoreResult<bool> {
+        not_faked("delete_integration")
+    }
+    async fn insert_delivery(&mut self, _: &NewDelivery) -> StoreResult<Delivery> {
+        not_faked("insert_delivery")
+    }
+    async fn claim_outbox_events(&mut self, _: i64) -> StoreResult<Vec<OutboxEvent>> {
+        not_faked("claim_outbox_events")
+    }
+    async fn subscribers(&mut self, _: &[String]) -> StoreResult<Vec<Subscriber>> {
+        not_faked("subscribers")
+    }
+    async fn insert_deliveries(&mut self, _: &[NewDelivery]) -> StoreResult<()> {
+        not_faked("insert_deliveries")
+    }
+    async fn mark_events_processed(&mut self, _: &[i64], _: i64) -> StoreResult<()> {
+        not_faked("mark_events_processed")
+    }
+    async fn claim_deliveries(
+        &mut self,
+        _: i64,
+        _: &str,
+        _: i64,
+        _: i64,
+        _: i64,
+        _: &[String],
+    ) -> StoreResult<Vec<Delivery>> {
+        not_faked("claim_deliveries")
+    }
+    async fn extend_leases(&mut self, _: &str, _: i64, _: i64) -> StoreResult<u64> {
+        not_faked("extend_leases")
+    }
+    async fn complete_deliveries(&mut self, _: &[Completion]) -> StoreResult<u64> {
+        not_faked("complete_deliveries")
+    }
+    async fn record_target_outcomes(
+        &mut self,
+        _: &[(TargetKind, String)],
+        _: &[(TargetKind, String)],
+        _: i64,
+    ) -> StoreResult<()> {
+        not_faked("record_target_outcomes")
+    }
+    async fn disable_target(&mut self, _: TargetKind, _: &str, _: &str, _: i64) -> StoreResult<bool> {
+        not_faked("disable_target")
+    }
 }

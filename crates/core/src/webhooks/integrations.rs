@@ -1,0 +1,301 @@
+//! External integrations (spec §2.9, §4.4): `{name, type, configuration}` records served by
+//! the integration plugin bound to `type` for the workspace (`slack`, `msteams`, `pagerduty`,
+//! `jira`, `servicenow`, `splunk`, `datadog`, or any third party's). The plugin validates the
+//! configuration; its secret members are sealed at rest and masked in every response, as a
+//! CA's are. Events reach the plugin's `notify` through the same outbox worker, retry
+//! schedule and delivery log as webhooks.
+
+use serde_json::{json, Value};
+
+use crate::audit::Audit;
+use crate::auth::{Caller, Scope};
+use crate::cas::secrets;
+use crate::context::Context;
+use crate::error::{Entity, Error, Result};
+use crate::pagination::{Page, PageRequest};
+use crate::plugins::{CallTarget, PluginError, PluginInfo, PluginKind, PluginRef, TestReport};
+use crate::unit_of_work::Target;
+
+use super::{check_event_list, check_text, DeliveryStats, ExternalIntegration, SUCCESS_RATE_WINDOW_MS};
+
+const MAX_NAME: usize = 200;
+const MAX_CONFIG_BYTES: usize = 64 * 1024;
+
+/// A create, PUT or PATCH body. `None` = absent.
+#[derive(Debug, Default, Clone)]
+pub struct IntegrationInput {
+    pub name: Option<String>,
+    pub integration_type: Option<String>,
+    pub configuration: Option<Value>,
+    pub events: Option<Vec<String>>,
+    pub enabled: Option<bool>,
+}
+
+/// An integration as callers see it: secrets masked, with its rolling success rate.
+#[derive(Debug, Clone)]
+pub struct IntegrationView {
+    pub integration: ExternalIntegration,
+    pub configuration: Value,
+    pub stats: DeliveryStats,
+}
+
+/// The plugin serving `integration_type` here, or a 400 listing the served types.
+pub fn plugin_for(ctx: &Context, workspace_id: &str, integration_type: &str) -> Result<PluginInfo> {
+    let host = ctx.plugins.host();
+    host.serving(workspace_id, PluginKind::Integration, integration_type).map_err(|err| match err {
+        PluginError::NotBound { .. } | PluginError::NotFound { .. } => {
+            let available = host.served_types(PluginKind::Integration);
+            Error::validation_with(
+                format!(
+                    "No installed integration plugin serves type `{integration_type}`; available types: {}",
+                    if available.is_empty() {
+                        "none (install an integration plugin)".to_owned()
+                    } else {
+                        available.join(", ")
+                    }
+                ),
+                json!({ "field": "type", "availableTypes": available }),
+            )
+        }
+        other => other.into(),
+    })
+}
+
+/// A call into the integration's plugin: clear configuration, the record's URLs reachable.
+pub fn call_target(ctx: &Context, integration: &ExternalIntegration, info: &PluginInfo) -> Result<CallTarget> {
+    let pointers = secrets::secret_pointers(info);
+    let clear = secrets::unseal(&integration.config, &pointers, &integration.workspace_id, &ctx.master_key)?;
+    let hosts = crate::plugins::service::urls_in(&clear);
+    Ok(CallTarget::new(
+        &integration.workspace_id,
+        PluginRef::Id(info.id.clone()),
+        secrets::for_plugin(&clear, &pointers),
+    )
+    .for_record(&integration.id)
+    .with_record_hosts(hosts))
+}
+
+fn check_type(text: &str) -> Result<String> {
+    let text = text.trim();
+    let valid = !text.is_empty()
+        && text.len() <= 64
+        && text.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if !valid {
+        return Err(Error::invalid_field("type", "must be an integration type such as slack, pagerduty or jira"));
+    }
+    Ok(text.to_owned())
+}
+
+fn view(integration: ExternalIntegration, stats: DeliveryStats) -> IntegrationView {
+    let configuration = secrets::masked(&integration.config);
+    IntegrationView { integration, configuration, stats }
+}
+
+async fn with_stats(
+    ctx: &Context,
+    items: Vec<ExternalIntegration>,
+    workspace_id: &str,
+) -> Result<Vec<IntegrationView>> {
+    let ids: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
+    let since = ctx.now_millis() - SUCCESS_RATE_WINDOW_MS;
+    let stats = if ids.is_empty() { Vec::new() } else { ctx.store.delivery_stats(workspace_id, &ids, since).await? };
+    Ok(items
+        .into_iter()
+        .map(|i| {
+            let s = stats.iter().find(|(id, _)| *id == i.id).map(|(_, s)| *s).unwrap_or_default();
+            view(i, s)
+        })
+        .collect())
+}
+
+pub async fn list(ctx: &Context, caller: &Caller, page: PageRequest) -> Result<Page<IntegrationView>> {
+    caller.require(Scope::IntegrationsRead)?;
+    let Page { items, total, total_exact, request } = ctx.store.list_integrations(&caller.workspace_id, page).await?;
+    let items = with_stats(ctx, items, &caller.workspace_id).await?;
+    Ok(Page { items, total, total_exact, request })
+}
+
+async fn find(ctx: &Context, workspace_id: &str, id: &str) -> Result<ExternalIntegration> {
+    ctx.store.find_integration(workspace_id, id).await?.ok_or(Error::NotFound(Entity::ExternalIntegration))
+}
+
+pub async fn get(ctx: &Context, caller: &Caller, id: &str) -> Result<IntegrationView> {
+    caller.require(Scope::IntegrationsRead)?;
+    let integration = find(ctx, &caller.workspace_id, id).await?;
+    let mut views = with_stats(ctx, vec![integration], &caller.workspace_id).await?;
+    views.pop().ok_or(Error::NotFound(Entity::ExternalIntegration))
+}
+
+/// Name, type, configuration (sealed, validated by the plugin) and events of a create or a
+/// full replace; `previous` lets masked secrets stand for the stored ones.
+async fn resolve(
+    ctx: &Context,
+    workspace_id: &str,
+    input: IntegrationInput,
+    previous: Option<&ExternalIntegration>,
+) -> Result<(String, String, Value, Vec<String>)> {
+    let name = check_text("name", input.name.as_deref().unwrap_or_default(), MAX_NAME)?;
+    if name.is_empty() {
+        return Err(Error::invalid_field("name", "is required"));
+    }
+    let integration_type = check_type(input.integration_type.as_deref().unwrap_or_default())?;
+    let info = plugin_for(ctx, workspace_id, &integration_type)?;
+    let configuration = match input.configuration.unwrap_or(Value::Null) {
+        Value::Null => json!({}),
+        config @ Value::Object(_) if config.to_string().len() <= MAX_CONFIG_BYTES => config,
+        Value::Object(_) => return Err(Error::invalid_field("configuration", "must be at most 64 KiB")),
+        _ => return Err(Error::invalid_field("configuration", "must be an object")),
+    };
+    let pointers = secrets::secret_pointers(&info);
+    let same_type = previous.filter(|p| p.integration_type == integration_type);
+    let sealed = secrets::seal(
+        configuration,
+        same_type.map(|p| &p.config),
+        &pointers,
+        workspace_id,
+        &ctx.master_key,
+        ctx.entropy.as_ref(),
+    )
+    .map_err(rename_config_field)?;
+    let clear = secrets::unseal(&sealed, &pointers, workspace_id, &ctx.master_key)?;
+    let target = CallTarget::new(workspace_id, PluginRef::Id(info.id.clone()), secrets::for_plugin(&clear, &pointers));
+    ctx.plugins
+        .host()
+        .validate_config(&target, PluginKind::Integration)
+        .await
+        .map_err(|err| rename_config_field(crate::cas::service::config_error(err)))?;
+    let events = match input.events {
+        Some(events) => check_event_list("events", Some(events), true)?,
+        None => previous.map(|p| p.events.clone()).unwrap_or_else(|| vec!["*".to_owned()]),
+    };
+    Ok((name, integration_type, sealed, events))
+}
+
+/// The CA registry's errors say `config`; here the member is `configuration`.
+fn rename_config_field(err: Error) -> Error {
+    match err {
+        Error::Validation { message, details: Some(mut details) } => {
+            if let Some(map) = details.as_object_mut() {
+                if let Some(problems) = map.remove("config") {
+                    map.insert("configuration".into(), problems);
+                }
+                if map.get("field").and_then(Value::as_str) == Some("config") {
+                    map.insert("field".into(), json!("configuration"));
+                }
+            }
+            Error::Validation {
+                message: message.replacen("Invalid config", "Invalid configuration", 1),
+                details: Some(details),
+            }
+        }
+        other => other,
+    }
+}
+
+fn audit_details(integration: &ExternalIntegration) -> Value {
+    json!({ "name": integration.name, "type": integration.integration_type, "events": integration.events, "enabled": integration.enabled })
+}
+
+pub async fn create(ctx: &Context, caller: &Caller, input: IntegrationInput) -> Result<IntegrationView> {
+    caller.require(Scope::IntegrationsWrite)?;
+    let workspace_id = caller.workspace_id.to_string();
+    let enabled = input.enabled.unwrap_or(true);
+    let (name, integration_type, config, events) = resolve(ctx, &workspace_id, input, None).await?;
+    let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
+    let at = change.at();
+    let integration = ExternalIntegration {
+        id: ctx.new_id("int_"),
+        workspace_id,
+        name,
+        integration_type,
+        events,
+        config,
+        enabled,
+        disabled_reason: None,
+        failing_since: None,
+        created_at: at,
+        updated_at: at,
+    };
+    change.tx().insert_integration(&integration).await?;
+    change.audit("integration.created", Target::new("integration", &integration.id), audit_details(&integration));
+    change.commit().await?;
+    Ok(view(integration, DeliveryStats::default()))
+}
+
+/// PATCH (`replace = false`: absent members keep their value; configuration members merge)
+/// or PUT (`replace = true`: the body is the whole record).
+pub async fn update(
+    ctx: &Context,
+    caller: &Caller,
+    id: &str,
+    mut input: IntegrationInput,
+    replace: bool,
+) -> Result<IntegrationView> {
+    caller.require(Scope::IntegrationsWrite)?;
+    let mut integration = find(ctx, &caller.workspace_id, id).await?;
+    if !replace {
+        input.name = input.name.or_else(|| Some(integration.name.clone()));
+        input.integration_type = input.integration_type.or_else(|| Some(integration.integration_type.clone()));
+        input.configuration = Some(match (input.configuration.take(), secrets::masked(&integration.config)) {
+            (Some(Value::Object(patch)), Value::Object(mut current)) => {
+                current.extend(patch);
+                Value::Object(current)
+            }
+            (Some(other), _) => other,
+            (None, current) => current,
+        });
+    }
+    let enabled = input.enabled;
+    let (name, integration_type, config, events) =
+        resolve(ctx, &caller.workspace_id, input, Some(&integration)).await?;
+    integration.name = name;
+    integration.integration_type = integration_type;
+    integration.config = config;
+    integration.events = events;
+    if let Some(enabled) = enabled {
+        if enabled && !integration.enabled {
+            integration.disabled_reason = None;
+            integration.failing_since = None;
+        }
+        if !enabled && integration.enabled {
+            integration.disabled_reason = Some("disabled by a user".into());
+        }
+        integration.enabled = enabled;
+    }
+    let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
+    integration.updated_at = change.at();
+    if !change.tx().update_integration(&integration).await? {
+        return Err(Error::NotFound(Entity::ExternalIntegration));
+    }
+    change.audit("integration.updated", Target::new("integration", &integration.id), audit_details(&integration));
+    change.commit().await?;
+    get(ctx, caller, id).await
+}
+
+pub async fn delete(ctx: &Context, caller: &Caller, id: &str) -> Result<()> {
+    caller.require(Scope::IntegrationsWrite)?;
+    let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
+    let at = change.at();
+    if !change.tx().delete_integration(&caller.workspace_id, id, at).await? {
+        return Err(Error::NotFound(Entity::ExternalIntegration));
+    }
+    change.audit("integration.deleted", Target::new("integration", id), json!({}));
+    change.commit().await
+}
+
+/// Runs the plugin's `test` (a harmless message to the external system) and reports each check.
+pub async fn test(ctx: &Context, caller: &Caller, id: &str) -> Result<TestReport> {
+    caller.require(Scope::IntegrationsWrite)?;
+    let integration = find(ctx, &caller.workspace_id, id).await?;
+    let info = plugin_for(ctx, &caller.workspace_id, &integration.integration_type)?;
+    let mut target = call_target(ctx, &integration, &info)?;
+    target.context.request_id = caller.request_id.clone();
+    let report = match ctx.plugins.host().integration_test(&target).await {
+        Ok(report) => report,
+        Err(err) => TestReport::failed_call(&err),
+    };
+    let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
+    change.audit("integration.tested", Target::new("integration", id), json!({ "success": report.success }));
+    change.commit().await?;
+    Ok(report)
+}

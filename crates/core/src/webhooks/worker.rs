@@ -1,0 +1,728 @@
+//! The delivery worker: drains the event outbox into deliveries (fan-out) and makes the
+//! attempts, on every replica at once.
+//!
+//! - **Fan-out** locks a batch of undelivered outbox events (on PostgreSQL skipping rows
+//!   another replica holds), inserts one delivery per (event, subscribed target) and marks the
+//!   events processed, in one transaction: an event is fanned out exactly once, or not at all
+//!   if the process dies first.
+//! - **Attempts** run under a lease: a claim stamps due deliveries with this worker's id and a
+//!   lease end, which a renewer pushes forward while attempts run. A process that dies leaves
+//!   its leases to expire; any replica then takes the deliveries over. Delivery is therefore at
+//!   least once; receivers deduplicate on the event id (`Trellis-Event-Id`).
+//! - **Isolation**: each target has at most `per_target_in_flight` attempts running per
+//!   process, and a claim passes over targets at that limit, so one slow or dead endpoint holds
+//!   a bounded share of the worker, never all of it. Every attempt has the receiver timeout.
+//! - **Completions** are written in batches (one transaction for many finished attempts),
+//!   which is what lets SQLite keep up with thousands of deliveries a second.
+//! - An endpoint or integration that has failed without a success for `disable_after` is
+//!   switched off at its next final failure, with an audit row and a `webhook.disabled` /
+//!   `integration.disabled` event; re-enabling it (PATCH `enabled: true`) clears the record.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, Notify, Semaphore};
+
+use crate::audit::Audit;
+use crate::context::{Context, SharedContext};
+use crate::error::Result;
+use crate::events::{self, OutboxEvent};
+use crate::plugins::{CallTarget, Event};
+use crate::unit_of_work::Target;
+
+use super::deliveries::{self, AttemptResult, Completion, Delivery, NewDelivery, RECEIVER_TIMEOUT};
+use super::signing;
+use super::transport::{OutboundPost, TransportError};
+use super::{endpoints, integrations, subscribes, ExternalIntegration, TargetKind, WebhookEndpoint};
+
+/// A webhook endpoint or integration that may receive an event.
+#[derive(Debug, Clone)]
+pub struct Subscriber {
+    pub kind: TargetKind,
+    pub id: String,
+    pub workspace_id: String,
+    pub events: Vec<String>,
+    pub created_at: i64,
+}
+
+/// How the worker runs (operator settings, `TRELLIS_DELIVERY_*`).
+#[derive(Debug, Clone)]
+pub struct WorkerSettings {
+    /// How long a claim holds a delivery without renewal; renewed every third of it.
+    pub lease: Duration,
+    /// Attempts running at once in this process.
+    pub max_in_flight: usize,
+    /// Attempts running at once per target in this process.
+    pub per_target_in_flight: usize,
+    /// How often an idle worker looks for work.
+    pub poll_interval: Duration,
+    /// Outbox events fanned out per transaction.
+    pub fan_out_batch: i64,
+    /// A target failing without a success for this long is switched off at its next final failure.
+    pub disable_after: Duration,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        WorkerSettings {
+            lease: Duration::from_secs(60),
+            max_in_flight: 256,
+            per_target_in_flight: 16,
+            poll_interval: Duration::from_millis(50),
+            fan_out_batch: 500,
+            disable_after: Duration::from_secs(3 * 24 * 3600),
+        }
+    }
+}
+
+/// The id receivers deduplicate on.
+pub fn event_id(outbox_id: i64) -> String {
+    format!("evt_{outbox_id}")
+}
+
+/// The exact body of a delivery: `{id, type, workspaceId, occurredAt, data}`.
+pub fn body(event_id: &str, workspace_id: &str, event_type: &str, data: &Value, at: i64) -> String {
+    json!({
+        "id": event_id,
+        "type": event_type,
+        "workspaceId": workspace_id,
+        "occurredAt": crate::clock::rfc3339(at),
+        "data": data,
+    })
+    .to_string()
+}
+
+fn body_of(event: &OutboxEvent) -> String {
+    let data = event.payload.get("data").cloned().unwrap_or(Value::Null);
+    body(&event_id(event.id), &event.workspace_id, &event.event_type, &data, event.created_at)
+}
+
+/// Fans out up to `limit` outbox events; returns how many were processed. Targets receive the
+/// events emitted after they were created.
+pub async fn fan_out(ctx: &Context, limit: i64) -> Result<usize> {
+    let mut tx = ctx.store.begin().await?;
+    let events = tx.claim_outbox_events(limit).await?;
+    if events.is_empty() {
+        return Ok(0);
+    }
+    let now = ctx.now_millis();
+    let mut workspaces: Vec<String> = events.iter().map(|e| e.workspace_id.clone()).collect();
+    workspaces.sort();
+    workspaces.dedup();
+    let subscribers = tx.subscribers(&workspaces).await?;
+    let mut planned = Vec::new();
+    for event in &events {
+        let mut body = None;
+        for subscriber in subscribers.iter().filter(|s| {
+            s.workspace_id == event.workspace_id
+                && s.created_at <= event.created_at
+                && subscribes(&s.events, &event.event_type)
+        }) {
+            let payload = body.get_or_insert_with(|| body_of(event)).clone();
+            planned.push(NewDelivery {
+                id: ctx.new_id("dlv_"),
+                workspace_id: event.workspace_id.clone(),
+                target_kind: subscriber.kind,
+                target_id: subscriber.id.clone(),
+                event_id: event_id(event.id),
+                event_type: event.event_type.clone(),
+                payload,
+                redelivery_of: None,
+                created_at: now,
+            });
+        }
+    }
+    if !planned.is_empty() {
+        tx.insert_deliveries(&planned).await?;
+    }
+    let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
+    tx.mark_events_processed(&ids, now).await?;
+    tx.commit().await?;
+    metrics::counter!("trellis_events_fanned_out_total").increment(ids.len() as u64);
+    metrics::counter!("trellis_webhook_deliveries_enqueued_total").increment(planned.len() as u64);
+    Ok(events.len())
+}
+
+/// What an attempt needs of its target, loaded once per claim batch.
+enum Recipient {
+    Webhook {
+        endpoint: WebhookEndpoint,
+        secrets: Vec<String>,
+    },
+    Integration {
+        integration: ExternalIntegration,
+        target: Box<CallTarget>,
+    },
+    /// Deleted, switched off, or unusable (its plugin is gone): the delivery fails for good.
+    Unavailable(String),
+}
+
+impl Recipient {
+    fn failing_since(&self) -> Option<i64> {
+        match self {
+            Recipient::Webhook { endpoint, .. } => endpoint.failing_since,
+            Recipient::Integration { integration, .. } => integration.failing_since,
+            Recipient::Unavailable(_) => None,
+        }
+    }
+}
+
+async fn load_recipient(ctx: &Context, delivery: &Delivery) -> Recipient {
+    let loaded: Result<Recipient> = async {
+        Ok(match delivery.target_kind {
+            TargetKind::Webhook => match ctx.store.find_webhook(&delivery.workspace_id, &delivery.target_id).await? {
+                None => Recipient::Unavailable("the webhook endpoint was deleted".into()),
+                Some(endpoint) if !endpoint.enabled => Recipient::Unavailable(format!(
+                    "the webhook endpoint is disabled ({})",
+                    endpoint.disabled_reason.as_deref().unwrap_or("disabled")
+                )),
+                Some(endpoint) => {
+                    let secrets = endpoints::secrets(ctx, &endpoint, ctx.now_millis())?;
+                    Recipient::Webhook { endpoint, secrets }
+                }
+            },
+            TargetKind::Integration => {
+                match ctx.store.find_integration(&delivery.workspace_id, &delivery.target_id).await? {
+                    None => Recipient::Unavailable("the integration was deleted".into()),
+                    Some(integration) if !integration.enabled => Recipient::Unavailable(format!(
+                        "the integration is disabled ({})",
+                        integration.disabled_reason.as_deref().unwrap_or("disabled")
+                    )),
+                    Some(integration) => {
+                        match integrations::plugin_for(ctx, &integration.workspace_id, &integration.integration_type) {
+                            Err(err) => Recipient::Unavailable(err.to_string()),
+                            Ok(info) => {
+                                let target = integrations::call_target(ctx, &integration, &info)?;
+                                Recipient::Integration { integration, target: Box::new(target) }
+                            }
+                        }
+                    }
+                }
+            }
+        })
+    }
+    .await;
+    loaded.unwrap_or_else(|err| Recipient::Unavailable(format!("cannot load the target: {err}")))
+}
+
+/// One-line summary of an event for chat, paging and ticketing tools.
+pub fn summary(event_type: &str, data: &Value) -> String {
+    let text = |key: &str| data.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
+    let certificate = || {
+        let cn = text("commonName");
+        if cn.is_empty() {
+            format!("#{}", data.get("certificateId").unwrap_or(&Value::Null))
+        } else {
+            cn
+        }
+    };
+    let ca = || text("name");
+    match event_type {
+        events::CERTIFICATE_CREATED => format!("Certificate {} added to the inventory", certificate()),
+        events::CERTIFICATE_UPDATED => format!("Certificate {} updated", certificate()),
+        events::CERTIFICATE_EXPIRING => match data.get("daysUntilExpiry").and_then(Value::as_i64) {
+            Some(days) => format!("Certificate {} expires in {days} days ({})", certificate(), text("expiresAt")),
+            None => format!("Certificate {} expires on {}", certificate(), text("expiresAt")),
+        },
+        events::CERTIFICATE_EXPIRED => format!("Certificate {} expired on {}", certificate(), text("expiresAt")),
+        events::CERTIFICATE_REVOKED => format!("Certificate {} was revoked", certificate()),
+        events::CERTIFICATE_RENEWED => format!("Certificate {} was renewed", certificate()),
+        events::CERTIFICATE_RENEWAL_FAILED => format!("Renewal of certificate {} failed", certificate()),
+        events::CERTIFICATE_DELETED => format!("Certificate {} was deleted from the inventory", certificate()),
+        events::CA_CREATED => format!("Certificate authority {} registered", ca()),
+        events::CA_UPDATED => format!("Certificate authority {} updated", ca()),
+        events::CA_HEALTH_CHANGED => format!("Certificate authority {} is {}", ca(), text("healthStatus")),
+        events::DISCOVERY_SCAN_COMPLETED => {
+            format!("Discovery scan {} {}", data.get("scanId").unwrap_or(&Value::Null), text("status"))
+        }
+        events::DISCOVERY_NEW_CERTIFICATES_FOUND => format!(
+            "Discovery found {} new certificates",
+            data.get("count").or(data.get("new")).unwrap_or(&Value::Null)
+        ),
+        events::ATTESTATION_FAILED => "A device attestation failed".to_owned(),
+        events::WEBHOOK_TEST => "Trellis test event".to_owned(),
+        events::WEBHOOK_DISABLED => format!("Webhook endpoint {} was disabled", text("url")),
+        events::INTEGRATION_DISABLED => format!("Integration {} was disabled", text("name")),
+        other => format!("Trellis event {other}"),
+    }
+}
+
+fn http_error_text(status: u16) -> String {
+    format!("the receiver answered HTTP {status}; a 2xx status is required")
+}
+
+/// Makes one attempt: the signed POST, or the plugin's `notify`.
+async fn attempt(ctx: &Context, delivery: &Delivery, recipient: &Recipient) -> AttemptResult {
+    match recipient {
+        Recipient::Unavailable(reason) => {
+            AttemptResult::Failed { http_status: None, latency_ms: None, error: reason.clone(), retry_after_ms: None }
+        }
+        Recipient::Webhook { endpoint, secrets } => {
+            let timestamp = ctx.now_millis().div_euclid(1000);
+            let keys: Vec<&str> = secrets.iter().map(String::as_str).collect();
+            let signature = signing::signature_header(&keys, timestamp, delivery.payload.as_bytes());
+            let request = OutboundPost {
+                url: endpoint.url.clone(),
+                headers: vec![
+                    ("content-type", "application/json".to_owned()),
+                    ("user-agent", concat!("Trellis-Webhooks/", env!("CARGO_PKG_VERSION")).to_owned()),
+                    (signing::HEADER_EVENT_ID, delivery.event_id.clone()),
+                    (signing::HEADER_EVENT_TYPE, delivery.event_type.clone()),
+                    (signing::HEADER_DELIVERY_ID, delivery.id.clone()),
+                    (signing::HEADER_TIMESTAMP, timestamp.to_string()),
+                    (signing::HEADER_SIGNATURE, signature),
+                ],
+                body: delivery.payload.as_bytes().to_vec(),
+                timeout: RECEIVER_TIMEOUT,
+            };
+            match ctx.outbound.post(request).await {
+                Ok(response) if (200..300).contains(&response.status) => AttemptResult::Delivered {
+                    http_status: Some(response.status),
+                    latency_ms: Some(response.latency_ms),
+                    reference: None,
+                },
+                Ok(response) => AttemptResult::Failed {
+                    http_status: Some(response.status),
+                    latency_ms: Some(response.latency_ms),
+                    error: http_error_text(response.status),
+                    retry_after_ms: None,
+                },
+                Err(err @ TransportError::Denied { .. }) => AttemptResult::Failed {
+                    http_status: None,
+                    latency_ms: None,
+                    error: err.to_string(),
+                    retry_after_ms: None,
+                },
+                Err(err) => AttemptResult::Failed {
+                    http_status: None,
+                    latency_ms: None,
+                    error: err.to_string(),
+                    retry_after_ms: None,
+                },
+            }
+        }
+        Recipient::Integration { integration, target } => {
+            let payload: Value = serde_json::from_str(&delivery.payload).unwrap_or(Value::Null);
+            let data = payload.get("data").cloned().unwrap_or(Value::Null);
+            let occurred_at_ms = payload
+                .get("occurredAt")
+                .and_then(Value::as_str)
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map_or(delivery.created_at, |t| t.timestamp_millis());
+            let event = Event {
+                id: delivery.event_id.clone(),
+                event_type: delivery.event_type.clone(),
+                occurred_at_ms,
+                workspace_id: integration.workspace_id.clone(),
+                summary: summary(&delivery.event_type, &data),
+                payload,
+            };
+            let started = std::time::Instant::now();
+            let mut target = (**target).clone();
+            target.context.request_id = delivery.id.clone();
+            match ctx.plugins.host().notify(&target, &event).await {
+                Ok(outcome) => AttemptResult::Delivered {
+                    http_status: outcome.status,
+                    latency_ms: Some(i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX)),
+                    reference: outcome.reference,
+                },
+                Err(err) => AttemptResult::Failed {
+                    http_status: None,
+                    latency_ms: None,
+                    error: format!("{}: {err}", err.code()),
+                    retry_after_ms: err.retry_after_secs().map(|s| i64::try_from(s).unwrap_or(0) * 1000),
+                },
+            }
+        }
+    }
+}
+
+/// A finished attempt, on its way to the batch writer.
+struct Finished {
+    completion: Completion,
+    kind: TargetKind,
+    target_id: String,
+    workspace_id: String,
+    failing_since: Option<i64>,
+    event_created_at: i64,
+}
+
+/// What one [`run_once`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RunSummary {
+    pub events: usize,
+    pub delivered: usize,
+    pub retrying: usize,
+    pub failed: usize,
+}
+
+/// Writes finished attempts in one transaction, then switches off targets failing too long.
+async fn write_batch(ctx: &Context, settings: &WorkerSettings, batch: &[Finished]) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let now = ctx.now_millis();
+    let completions: Vec<Completion> = batch.iter().map(|f| f.completion.clone()).collect();
+    let mut succeeded: Vec<(TargetKind, String)> = Vec::new();
+    let mut failed: Vec<(TargetKind, String)> = Vec::new();
+    for f in batch {
+        let list = if f.completion.status == deliveries::SUCCESS { &mut succeeded } else { &mut failed };
+        if !list.iter().any(|(k, id)| *k == f.kind && *id == f.target_id) {
+            list.push((f.kind, f.target_id.clone()));
+        }
+    }
+    // A target that succeeded in this batch is not failing, whatever else failed.
+    failed.retain(|t| !succeeded.contains(t));
+    let mut tx = ctx.store.begin().await?;
+    tx.complete_deliveries(&completions).await?;
+    tx.record_target_outcomes(&succeeded, &failed, now).await?;
+    tx.commit().await?;
+    for f in batch {
+        let outcome = match f.completion.status {
+            deliveries::SUCCESS => "success",
+            deliveries::FAILED => "failed",
+            _ => "retry",
+        };
+        metrics::counter!("trellis_webhook_deliveries_total", "kind" => f.kind.as_str(), "outcome" => outcome)
+            .increment(1);
+        if f.completion.status == deliveries::SUCCESS {
+            let seconds = (f.completion.last_attempt_at - f.event_created_at).max(0) as f64 / 1000.0;
+            metrics::histogram!("trellis_webhook_enqueue_to_attempt_seconds").record(seconds);
+        }
+    }
+    let disable_after = i64::try_from(settings.disable_after.as_millis()).unwrap_or(i64::MAX);
+    let mut disabled: Vec<&str> = Vec::new();
+    for f in batch.iter().filter(|f| f.completion.status == deliveries::FAILED) {
+        let long_failing = f.failing_since.is_some_and(|since| now - since >= disable_after);
+        if long_failing
+            && !disabled.contains(&f.target_id.as_str())
+            && !succeeded.iter().any(|(_, id)| *id == f.target_id)
+        {
+            disabled.push(&f.target_id);
+            if let Err(err) = disable(ctx, f, now).await {
+                tracing::warn!(target_id = %f.target_id, error = %err, "cannot disable a failing delivery target");
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn disable(ctx: &Context, f: &Finished, now: i64) -> Result<()> {
+    let days = (now - f.failing_since.unwrap_or(now)) / (24 * 3600 * 1000);
+    let reason = format!("disabled automatically: every delivery failed for {days} days");
+    let mut change = ctx.change(Audit::system("delivery-worker"), Some(&f.workspace_id)).await?;
+    if !change.tx().disable_target(f.kind, &f.target_id, &reason, now).await? {
+        return Ok(());
+    }
+    let (action, event, target) = match f.kind {
+        TargetKind::Webhook => ("webhook.disabled", events::WEBHOOK_DISABLED, Target::new("webhook", &f.target_id)),
+        TargetKind::Integration => {
+            ("integration.disabled", events::INTEGRATION_DISABLED, Target::new("integration", &f.target_id))
+        }
+    };
+    let data = json!({ "id": f.target_id, "reason": reason, "lastError": f.completion.error });
+    change.audit(action, target, data.clone()).emit(event, data);
+    change.commit().await?;
+    tracing::warn!(target_kind = f.kind.as_str(), target_id = %f.target_id, "delivery target disabled after failing for days");
+    Ok(())
+}
+
+async fn finish(ctx: &Context, owner: &str, delivery: &Delivery, recipient: &Recipient) -> Finished {
+    let started = ctx.now_millis();
+    let result = attempt(ctx, delivery, recipient).await;
+    let ended = ctx.now_millis();
+    let mut completion =
+        deliveries::complete(&delivery.id, owner, delivery.attempts, delivery.first_attempt_at, started, ended, result);
+    if matches!(recipient, Recipient::Unavailable(_)) {
+        // Nothing will change by waiting: the target is gone or off.
+        completion.status = deliveries::FAILED;
+        completion.completed_at = Some(ended);
+        completion.duration_ms = Some(ended - completion.first_attempt_at);
+    }
+    Finished {
+        completion,
+        kind: delivery.target_kind,
+        target_id: delivery.target_id.clone(),
+        workspace_id: delivery.workspace_id.clone(),
+        failing_since: recipient.failing_since(),
+        event_created_at: delivery.created_at,
+    }
+}
+
+async fn load_recipients(ctx: &Context, claimed: &[Delivery]) -> HashMap<String, Arc<Recipient>> {
+    let mut recipients: HashMap<String, Arc<Recipient>> = HashMap::new();
+    for delivery in claimed {
+        if !recipients.contains_key(&delivery.target_id) {
+            let recipient = load_recipient(ctx, delivery).await;
+            recipients.insert(delivery.target_id.clone(), Arc::new(recipient));
+        }
+    }
+    recipients
+}
+
+/// Fans out everything and makes every attempt due now, in this process, then returns (the
+/// `trellis jobs deliver` command; tests use it with a clock set to a later instant to walk
+/// the retry schedule).
+pub async fn run_once(ctx: &Context, settings: &WorkerSettings, owner: &str) -> Result<RunSummary> {
+    let mut summary = RunSummary::default();
+    loop {
+        let n = fan_out(ctx, settings.fan_out_batch).await?;
+        summary.events += n;
+        if n == 0 {
+            break;
+        }
+    }
+    let lease = i64::try_from(settings.lease.as_millis()).unwrap_or(60_000);
+    loop {
+        let now = ctx.now_millis();
+        let mut tx = ctx.store.begin().await?;
+        let claimed = tx.claim_deliveries(now, owner, now + lease, 500, 500, &[]).await?;
+        tx.commit().await?;
+        if claimed.is_empty() {
+            return Ok(summary);
+        }
+        let recipients = load_recipients(ctx, &claimed).await;
+        let attempts = claimed.iter().map(|delivery| {
+            let recipient = recipients.get(&delivery.target_id).cloned();
+            async move {
+                let recipient = recipient.unwrap_or_else(|| Arc::new(Recipient::Unavailable("no target".into())));
+                finish(ctx, owner, delivery, &recipient).await
+            }
+        });
+        let finished = futures_util::future::join_all(attempts).await;
+        for f in &finished {
+            match f.completion.status {
+                deliveries::SUCCESS => summary.delivered += 1,
+                deliveries::FAILED => summary.failed += 1,
+                _ => summary.retrying += 1,
+            }
+        }
+        write_batch(ctx, settings, &finished).await?;
+        // Retries are scheduled later than `now`, so the loop ends once nothing is due.
+        if finished.iter().all(|f| f.completion.status == deliveries::PENDING && f.completion.next_attempt_at > now) {
+            return Ok(summary);
+        }
+    }
+}
+
+/// The background worker of one process.
+pub struct DeliveryWorker {
+    ctx: SharedContext,
+    settings: WorkerSettings,
+    owner: String,
+    in_flight: AtomicUsize,
+    per_target: Mutex<HashMap<String, (usize, Arc<Semaphore>)>>,
+    wake: Notify,
+}
+
+impl DeliveryWorker {
+    pub fn new(ctx: SharedContext, settings: WorkerSettings) -> Arc<DeliveryWorker> {
+        let owner = ctx.new_id("wrk_");
+        Arc::new(DeliveryWorker {
+            ctx,
+            settings,
+            owner,
+            in_flight: AtomicUsize::new(0),
+            per_target: Mutex::new(HashMap::new()),
+            wake: Notify::new(),
+        })
+    }
+
+    /// Runs until the task is aborted: fan-out, claims, attempts, batched completions, lease
+    /// renewal and the backlog gauges.
+    pub fn spawn(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let (done_tx, done_rx) = mpsc::unbounded_channel::<Finished>();
+        let writer = tokio::spawn(self.clone().write_completions(done_rx));
+        let renewer = tokio::spawn(self.clone().renew_leases());
+        let gauges = tokio::spawn(self.clone().export_backlog());
+        let worker = self.clone();
+        tokio::spawn(async move {
+            let _guards = (AbortOnDrop(writer), AbortOnDrop(renewer), AbortOnDrop(gauges));
+            worker.claim_loop(done_tx).await;
+        })
+    }
+
+    fn saturated_targets(&self) -> Vec<String> {
+        let per_target = self.per_target.lock().unwrap_or_else(|p| p.into_inner());
+        per_target
+            .iter()
+            .filter(|(_, (n, _))| *n >= self.settings.per_target_in_flight)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    fn acquire_target(&self, target_id: &str) -> Arc<Semaphore> {
+        let mut per_target = self.per_target.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = per_target
+            .entry(target_id.to_owned())
+            .or_insert_with(|| (0, Arc::new(Semaphore::new(self.settings.per_target_in_flight))));
+        entry.0 += 1;
+        entry.1.clone()
+    }
+
+    fn release_target(&self, target_id: &str) {
+        let mut per_target = self.per_target.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = per_target.get_mut(target_id) {
+            entry.0 = entry.0.saturating_sub(1);
+            if entry.0 == 0 {
+                per_target.remove(target_id);
+            }
+        }
+    }
+
+    async fn claim_loop(self: Arc<Self>, done: mpsc::UnboundedSender<Finished>) {
+        let ctx = &self.ctx;
+        let lease = i64::try_from(self.settings.lease.as_millis()).unwrap_or(60_000);
+        loop {
+            let fanned = match fan_out(ctx, self.settings.fan_out_batch).await {
+                Ok(n) => n,
+                Err(err) => {
+                    tracing::warn!(error = %err, "webhook fan-out failed; retrying");
+                    0
+                }
+            };
+            let free = self.settings.max_in_flight.saturating_sub(self.in_flight.load(Ordering::Acquire));
+            let mut claimed = Vec::new();
+            if free > 0 {
+                let exclude = self.saturated_targets();
+                let now = ctx.now_millis();
+                let claim = async {
+                    let mut tx = ctx.store.begin().await?;
+                    let limit = i64::try_from(free.min(500)).unwrap_or(500);
+                    let per_target = i64::try_from(self.settings.per_target_in_flight).unwrap_or(16);
+                    let rows = tx.claim_deliveries(now, &self.owner, now + lease, limit, per_target, &exclude).await?;
+                    tx.commit().await?;
+                    Ok::<_, crate::error::Error>(rows)
+                };
+                match claim.await {
+                    Ok(rows) => claimed = rows,
+                    Err(err) => tracing::warn!(error = %err, "claiming webhook deliveries failed; retrying"),
+                }
+            }
+            if !claimed.is_empty() {
+                let recipients = load_recipients(ctx, &claimed).await;
+                for delivery in claimed.iter() {
+                    self.in_flight.fetch_add(1, Ordering::AcqRel);
+                    let gate = self.acquire_target(&delivery.target_id);
+                    let recipient = recipients
+                        .get(&delivery.target_id)
+                        .cloned()
+                        .unwrap_or_else(|| Arc::new(Recipient::Unavailable("no target".into())));
+                    let (worker, done, delivery) = (self.clone(), done.clone(), delivery.clone());
+                    tokio::spawn(async move {
+                        let permit = gate.acquire_owned().await;
+                        let finished = finish(&worker.ctx, &worker.owner, &delivery, &recipient).await;
+                        drop(permit);
+                        if done.send(finished).is_err() {
+                            worker.finished_one(&delivery.target_id);
+                        }
+                    });
+                }
+            }
+            if fanned == 0 && claimed.is_empty() {
+                let _ = tokio::time::timeout(self.settings.poll_interval, self.wake.notified()).await;
+            }
+        }
+    }
+
+    fn finished_one(&self, target_id: &str) {
+        self.release_target(target_id);
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.wake.notify_one();
+    }
+
+    async fn write_completions(self: Arc<Self>, mut done: mpsc::UnboundedReceiver<Finished>) {
+        const BATCH: usize = 512;
+        let mut batch = Vec::with_capacity(BATCH);
+        while let Some(first) = done.recv().await {
+            batch.push(first);
+            while batch.len() < BATCH {
+                match done.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
+            }
+            // A failed write leaves the leases to expire: the deliveries are attempted again.
+            if let Err(err) = write_batch(&self.ctx, &self.settings, &batch).await {
+                tracing::warn!(error = %err, deliveries = batch.len(), "cannot record delivery attempts; they will be retried");
+            }
+            for f in batch.drain(..) {
+                self.finished_one(&f.target_id);
+            }
+        }
+    }
+
+    async fn renew_leases(self: Arc<Self>) {
+        let lease = i64::try_from(self.settings.lease.as_millis()).unwrap_or(60_000);
+        let mut ticker = tokio::time::interval(self.settings.lease / 3);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            if self.in_flight.load(Ordering::Acquire) == 0 {
+                continue;
+            }
+            let now = self.ctx.now_millis();
+            let renewed = async {
+                let mut tx = self.ctx.store.begin().await?;
+                tx.extend_leases(&self.owner, now, now + lease).await?;
+                tx.commit().await?;
+                Ok::<_, crate::error::Error>(())
+            };
+            if let Err(err) = renewed.await {
+                tracing::warn!(error = %err, "cannot renew delivery leases");
+            }
+        }
+    }
+
+    async fn export_backlog(self: Arc<Self>) {
+        let mut ticker = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            ticker.tick().await;
+            if let Ok((pending, oldest)) = self.ctx.store.delivery_backlog().await {
+                metrics::gauge!("trellis_webhook_queue_depth").set(pending as f64);
+                let age = oldest.map_or(0.0, |at| (self.ctx.now_millis() - at).max(0) as f64 / 1000.0);
+                metrics::gauge!("trellis_webhook_oldest_pending_seconds").set(age);
+            }
+        }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_name_the_certificate_and_when() {
+        let data =
+            json!({ "commonName": "api.example.com", "expiresAt": "2026-12-01T00:00:00.000Z", "daysUntilExpiry": 6 });
+        assert_eq!(
+            summary("certificate.expiring", &data),
+            "Certificate api.example.com expires in 6 days (2026-12-01T00:00:00.000Z)"
+        );
+        assert_eq!(
+            summary("ca.health_changed", &json!({ "name": "Root", "healthStatus": "unhealthy" })),
+            "Certificate authority Root is unhealthy"
+        );
+        assert_eq!(summary("certificate.revoked", &json!({ "certificateId": 7 })), "Certificate #7 was revoked");
+    }
+
+    #[test]
+    fn the_body_carries_the_event_id() {
+        let body: Value = serde_json::from_str(&body("evt_9", "ws_1", "webhook.test", &json!({"a": 1}), 0)).unwrap();
+        assert_eq!(body["id"], "evt_9");
+        assert_eq!(body["type"], "webhook.test");
+        assert_eq!(body["occurredAt"], "1970-01-01T00:00:00.000Z");
+        assert_eq!(body["data"]["a"], 1);
+    }
+}
