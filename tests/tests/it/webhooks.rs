@@ -151,6 +151,13 @@ async fn deliveries_are_signed_filtered_logged_and_verified_by_the_snippets() {
     assert!(deliveries(&stranger, "").await.is_empty());
     assert_eq!(stranger.get(&format!("/api/integrations/webhooks/deliveries/{delivery_id}")).await.status, 404);
 
+    // Metrics: deliveries by outcome, the queue depth and the oldest pending delivery's age.
+    let metrics = admin.get("/metrics").await;
+    let text = String::from_utf8_lossy(&metrics.bytes).to_string();
+    assert!(text.contains("trellis_webhook_deliveries_total{kind=\"webhook\",outcome=\"success\"}"), "{text}");
+    assert!(text.contains("trellis_webhook_queue_depth"), "{text}");
+    assert!(text.contains("trellis_webhook_oldest_pending_seconds"), "{text}");
+
     // The secret never reached the log.
     let log = server.flushed_log().await;
     assert!(!log.contains(&secret[6..]), "the signing secret is in the log");
@@ -225,7 +232,8 @@ async fn failures_are_retried_on_the_spec_schedule_then_fail_after_five_attempts
     let receiver = Receiver::start().await;
     receiver.respond_with(|_| Reply::Status(503, "{\"busy\":true}".into()));
     // No background worker: the test drives every attempt with its own clock.
-    let server = server_for(&receiver, &[("TRELLIS_DELIVERY_WORKER", "false")]);
+    let server =
+        server_for(&receiver, &[("TRELLIS_DELIVERY_WORKER", "false"), ("TRELLIS_WEBHOOK_DISABLE_AFTER_HOURS", "1")]);
     let admin = server.admin().await;
     let hook = create_webhook(&admin, &receiver.url("/flaky"), json!(["webhook.test"])).await;
     let id = hook["id"].as_str().unwrap_or_default();
@@ -263,6 +271,21 @@ async fn failures_are_retried_on_the_spec_schedule_then_fail_after_five_attempts
         }
     }
     assert_eq!(receiver.requests().len(), 5);
+    // Failing without a success for the operator's limit (1 h here) switched the endpoint off,
+    // with an audit row and a webhook.disabled event; enabling it again clears the record.
+    let endpoint = admin.get(&format!("/api/integrations/webhooks/{id}")).await.body["data"].clone();
+    assert_eq!(endpoint["enabled"], false, "{endpoint}");
+    assert!(endpoint["disabledReason"].as_str().is_some_and(|r| r.contains("automatically")), "{endpoint}");
+    assert_eq!(endpoint["successRate"], 0.0, "{endpoint}");
+    let events = admin.get("/api/events?type=webhook.disabled").await;
+    assert_eq!(events.body["data"][0]["payload"]["data"]["id"], id, "{}", events.body);
+    let audit = admin.get("/api/audit-logs?action=webhook.disabled").await;
+    assert_eq!(audit.body["data"].as_array().map(Vec::len), Some(1), "{}", audit.body);
+    let enabled = admin.patch(&format!("/api/integrations/webhooks/{id}"), json!({ "enabled": true })).await;
+    assert_eq!(
+        (enabled.body["data"]["enabled"].as_bool(), enabled.body["data"]["failingSince"].is_null()),
+        (Some(true), true)
+    );
     // The 6 h step is never reached: five attempts in all.
     let later = deliver_as_of(&server, t0 + 6 * 3_600_000 + 1_000).await;
     assert_eq!(later["failed"].as_i64().unwrap_or(0) + later["retrying"].as_i64().unwrap_or(0), 0, "{later}");
@@ -382,4 +405,60 @@ async fn a_rotated_secret_signs_beside_the_old_one_during_the_grace_period() {
     assert_eq!(admin.delete(&format!("/api/integrations/webhooks/{id}")).await.status, 204);
     assert_eq!(admin.get(&format!("/api/integrations/webhooks/{id}")).await.status, 404);
     assert_eq!(receiver.requests().len(), 2, "nothing arrived while disabled or after deletion");
+}
+
+/// Two replicas on one PostgreSQL database: 1,000 events reach a deduplicating receiver once
+/// each (fan-out and attempts are shared through row locks and leases).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_deliver_each_of_a_thousand_events_once() {
+    if !trellis_tests::on_postgres() {
+        return; // Several processes on one database is the PostgreSQL deployment.
+    }
+    let receiver = Receiver::start().await;
+    let master_key = "5a".repeat(32);
+    let first = server_for(&receiver, &[("TRELLIS_MASTER_KEY", master_key.as_str())]);
+    let database_url = first
+        .env
+        .iter()
+        .find(|(name, _)| name == "TRELLIS_DATABASE_URL")
+        .map(|(_, url)| url.clone())
+        .unwrap_or_default();
+    let second = server_for(
+        &receiver,
+        &[("TRELLIS_MASTER_KEY", master_key.as_str()), ("TRELLIS_DATABASE_URL", database_url.as_str())],
+    );
+    let admin = first.admin().await;
+    create_webhook(&admin, &receiver.url("/replicated"), json!(["certificate.created"])).await;
+    // Events through both replicas' APIs, concurrently.
+    let clients = [admin.clone(), second.admin().await];
+    let mut imports = tokio::task::JoinSet::new();
+    for n in 0..1000 {
+        let client = clients[n % 2].clone();
+        imports.spawn(async move {
+            let (pem, _) = Spec::tls(&format!("r{n}.replicas.example.com")).build();
+            client.register(&pem).await;
+        });
+        if imports.len() >= 16 {
+            imports.join_next().await;
+        }
+    }
+    while imports.join_next().await.is_some() {}
+    let got = receiver.wait_for(1000, Duration::from_secs(120)).await;
+    // Let any duplicate that was still on its way arrive before counting.
+    let admin = first.admin().await;
+    for _ in 0..200 {
+        if deliveries(&admin, "status=pending&limit=1").await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let got = if got.len() >= 1000 { receiver.requests() } else { got };
+    let mut ids: Vec<String> =
+        got.iter().map(|r| r.header("trellis-event-id").unwrap_or_default().to_owned()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 1000, "every event arrived");
+    assert_eq!(got.len(), 1000, "and none twice");
+    let succeeded = admin.get("/api/integrations/webhooks/deliveries?status=success&limit=1").await;
+    assert_eq!(succeeded.body["total"], 1000, "{}", succeeded.body);
 }
