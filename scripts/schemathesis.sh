@@ -39,7 +39,8 @@ run() {
 }
 # Operations whose valid input depends on what no schema can say: registration ("a valid X.509
 # certificate in PEM"), a CSR's signature, a CA or policy `type` that an installed plugin must
-# serve and a `config` that plugin validates, a template's settings checked together. Strings
+# serve and a `config` that plugin validates, a template's settings checked together, a webhook
+# URL whose host must resolve to a public address. Strings
 # that match the documented shape but are none of these are rightly refused with 400, which
 # `positive_data_acceptance` counts as a failure; they get every other check.
 RUNTIME_CHECKED=(
@@ -47,6 +48,8 @@ RUNTIME_CHECKED=(
     "POST /api/certificate-authorities" "PUT /api/certificate-authorities/{id}" "PATCH /api/certificate-authorities/{id}"
     "POST /api/issuance-policies" "POST /api/certificate-templates" "PUT /api/certificate-templates/{id}"
     "POST /api/discovery/scans"
+    "POST /api/integrations/webhooks" "PATCH /api/integrations/webhooks/{id}"
+    "POST /api/integrations/external" "PUT /api/integrations/external/{id}" "PATCH /api/integrations/external/{id}"
 )
 # OCSP is a binary protocol (application/ocsp-request); openssl ocsp tests it (tests/it/issuance.rs).
 OCSP=("POST /pki/{ca_id}/ocsp" "GET /pki/{ca_id}/ocsp/{request}")

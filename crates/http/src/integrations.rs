@@ -125,7 +125,7 @@ async fn create_integration(
     Ok(created(integration_dto(integrations::create(&ctx, &caller, input(body)).await?)))
 }
 
-#[utoipa::path(get, path = "/api/integrations/external/{id}", tag = "integrations",
+#[utoipa::path(get, path = "/api/integrations/external/{id}", params(("id" = String, Path, pattern = "^int_[0-9a-f]{1,64}$")), tag = "integrations",
     responses((status = 200, body = Data<IntegrationDto>)))]
 async fn get_integration(
     State(ctx): State<SharedContext>,
@@ -136,7 +136,7 @@ async fn get_integration(
 }
 
 /// Changes the given members (configuration members merge; `********` keeps a secret).
-#[utoipa::path(patch, path = "/api/integrations/external/{id}", tag = "integrations", request_body = IntegrationBody,
+#[utoipa::path(patch, path = "/api/integrations/external/{id}", params(("id" = String, Path, pattern = "^int_[0-9a-f]{1,64}$")), tag = "integrations", request_body = IntegrationBody,
     responses((status = 200, body = Data<IntegrationDto>)))]
 async fn patch_integration(
     State(ctx): State<SharedContext>,
@@ -149,7 +149,7 @@ async fn patch_integration(
 }
 
 /// Replaces the integration (name and type required).
-#[utoipa::path(put, path = "/api/integrations/external/{id}", tag = "integrations", request_body = IntegrationBody,
+#[utoipa::path(put, path = "/api/integrations/external/{id}", params(("id" = String, Path, pattern = "^int_[0-9a-f]{1,64}$")), tag = "integrations", request_body = IntegrationBody,
     responses((status = 200, body = Data<IntegrationDto>)))]
 async fn put_integration(
     State(ctx): State<SharedContext>,
@@ -162,7 +162,7 @@ async fn put_integration(
 }
 
 /// Deletes the integration; its pending deliveries end `failed`.
-#[utoipa::path(delete, path = "/api/integrations/external/{id}", tag = "integrations",
+#[utoipa::path(delete, path = "/api/integrations/external/{id}", params(("id" = String, Path, pattern = "^int_[0-9a-f]{1,64}$")), tag = "integrations",
     responses((status = 204, description = "Deleted")))]
 async fn delete_integration(
     State(ctx): State<SharedContext>,
@@ -174,7 +174,7 @@ async fn delete_integration(
 }
 
 /// Sends a harmless test message through the plugin and reports each check.
-#[utoipa::path(post, path = "/api/integrations/external/{id}/test", tag = "integrations",
+#[utoipa::path(post, path = "/api/integrations/external/{id}/test", params(("id" = String, Path, pattern = "^int_[0-9a-f]{1,64}$")), tag = "integrations",
     responses((status = 200, body = Data<TestReportDto>)))]
 async fn test_integration(
     State(ctx): State<SharedContext>,

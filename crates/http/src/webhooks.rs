@@ -131,7 +131,7 @@ async fn create_webhook(
     Ok(created(with_secret(endpoints::create(&ctx, &caller, input(body)).await?)))
 }
 
-#[utoipa::path(get, path = "/api/integrations/webhooks/{id}", tag = "webhooks",
+#[utoipa::path(get, path = "/api/integrations/webhooks/{id}", params(("id" = String, Path, pattern = "^whk_[0-9a-f]{1,64}$")), tag = "webhooks",
     responses((status = 200, body = Data<WebhookDto>)))]
 async fn get_webhook(
     State(ctx): State<SharedContext>,
@@ -142,7 +142,7 @@ async fn get_webhook(
 }
 
 /// Changes URL, events, description or enabled (absent members stay).
-#[utoipa::path(patch, path = "/api/integrations/webhooks/{id}", tag = "webhooks", request_body = WebhookBody,
+#[utoipa::path(patch, path = "/api/integrations/webhooks/{id}", params(("id" = String, Path, pattern = "^whk_[0-9a-f]{1,64}$")), tag = "webhooks", request_body = WebhookBody,
     responses((status = 200, body = Data<WebhookDto>)))]
 async fn update_webhook(
     State(ctx): State<SharedContext>,
@@ -154,7 +154,7 @@ async fn update_webhook(
 }
 
 /// Deletes the endpoint; its pending deliveries end `failed`.
-#[utoipa::path(delete, path = "/api/integrations/webhooks/{id}", tag = "webhooks",
+#[utoipa::path(delete, path = "/api/integrations/webhooks/{id}", params(("id" = String, Path, pattern = "^whk_[0-9a-f]{1,64}$")), tag = "webhooks",
     responses((status = 204, description = "Deleted")))]
 async fn delete_webhook(
     State(ctx): State<SharedContext>,
@@ -173,7 +173,7 @@ pub struct TestEnqueuedDto {
 }
 
 /// Enqueues a synthetic `webhook.test` event for this endpoint; returns its `deliveryId`.
-#[utoipa::path(post, path = "/api/integrations/webhooks/{id}/test", tag = "webhooks",
+#[utoipa::path(post, path = "/api/integrations/webhooks/{id}/test", params(("id" = String, Path, pattern = "^whk_[0-9a-f]{1,64}$")), tag = "webhooks",
     responses((status = 200, body = Data<TestEnqueuedDto>)))]
 async fn test_webhook(
     State(ctx): State<SharedContext>,
@@ -189,13 +189,14 @@ async fn test_webhook(
 pub struct RotateBody {
     /// How long the current secret keeps signing beside the new one: 0 to 604800 seconds,
     /// default 86400.
+    #[serde(default, deserialize_with = "crate::extract::optional_integral")]
     #[schema(minimum = 0, maximum = 604800)]
     grace_seconds: Option<i64>,
 }
 
 /// Makes a new signing secret (returned once); the current one keeps signing for the grace
 /// period, so receivers can switch without a failed delivery.
-#[utoipa::path(post, path = "/api/integrations/webhooks/{id}/rotate-secret", tag = "webhooks",
+#[utoipa::path(post, path = "/api/integrations/webhooks/{id}/rotate-secret", params(("id" = String, Path, pattern = "^whk_[0-9a-f]{1,64}$")), tag = "webhooks",
     request_body(content = Option<RotateBody>, description = "Optional"),
     responses((status = 200, body = Data<WebhookWithSecretDto>)))]
 async fn rotate_secret(
@@ -208,8 +209,9 @@ async fn rotate_secret(
     let body: RotateBody = if body.iter().all(u8::is_ascii_whitespace) {
         RotateBody::default()
     } else {
-        serde_json::from_slice(&body)
+        serde_json::from_slice::<Option<RotateBody>>(&body)
             .map_err(|err| Error::validation(format!("The request body is not a valid rotation request: {err}")))?
+            .unwrap_or_default()
     };
     let grace = body.grace_seconds;
     Ok(data(with_secret(endpoints::rotate_secret(&ctx, &caller, &prefixed_id(&id, "whk_")?, grace).await?)))
@@ -283,13 +285,13 @@ pub(crate) fn delivery_dto(d: Delivery) -> DeliveryDto {
 #[serde(rename_all = "camelCase")]
 pub struct DeliveryFilters {
     /// Only deliveries to this webhook endpoint (`whk_…`).
-    #[param(pattern = "^whk_[0-9a-f]{1,64}$")]
+    #[param(pattern = "^(whk_[0-9a-f]{1,64})?$")]
     webhook_id: Option<String>,
     /// Only deliveries to this external integration (`int_…`).
-    #[param(pattern = "^int_[0-9a-f]{1,64}$")]
+    #[param(pattern = "^(int_[0-9a-f]{1,64})?$")]
     integration_id: Option<String>,
     /// `pending`, `success` or `failed`.
-    #[param(pattern = "^(pending|success|failed)$")]
+    #[param(pattern = "^(pending|success|failed|)$")]
     status: Option<String>,
     /// Only this event type.
     event_type: Option<String>,
@@ -316,7 +318,7 @@ async fn list_deliveries(
     Ok(list(deliveries::list(&ctx, &caller, &filter, page.request()?).await?, delivery_dto))
 }
 
-#[utoipa::path(get, path = "/api/integrations/webhooks/deliveries/{id}", tag = "webhooks",
+#[utoipa::path(get, path = "/api/integrations/webhooks/deliveries/{id}", params(("id" = String, Path, pattern = "^dlv_[0-9a-f]{1,64}$")), tag = "webhooks",
     responses((status = 200, body = Data<DeliveryDto>)))]
 async fn get_delivery(
     State(ctx): State<SharedContext>,
@@ -327,7 +329,7 @@ async fn get_delivery(
 }
 
 /// Sends the delivery's payload again as a new delivery (same event id).
-#[utoipa::path(post, path = "/api/integrations/webhooks/deliveries/{id}/redeliver", tag = "webhooks",
+#[utoipa::path(post, path = "/api/integrations/webhooks/deliveries/{id}/redeliver", params(("id" = String, Path, pattern = "^dlv_[0-9a-f]{1,64}$")), tag = "webhooks",
     responses((status = 201, body = Data<DeliveryDto>)))]
 async fn redeliver(
     State(ctx): State<SharedContext>,
