@@ -24,6 +24,7 @@ pub enum Entity {
     WebhookEndpoint,
     WebhookDelivery,
     ExternalIntegration,
+    Device,
 }
 
 impl Entity {
@@ -43,6 +44,7 @@ impl Entity {
             Entity::WebhookEndpoint => "Webhook endpoint",
             Entity::WebhookDelivery => "Webhook delivery",
             Entity::ExternalIntegration => "External integration",
+            Entity::Device => "Device",
             Entity::Plugin => "Plugin",
             Entity::PrivateKey => "Private key",
             Entity::Workspace => "Workspace",
@@ -85,6 +87,9 @@ pub enum Error {
     /// A plugin call or plugin lifecycle operation failed; the variant says how.
     #[error(transparent)]
     Plugin(#[from] PluginError),
+    /// An attestation endpoint's refusal (spec §4.3's own error form).
+    #[error(transparent)]
+    Attestation(#[from] crate::attestation::AttestationError),
     #[error("storage failure: {0}")]
     Store(#[from] StoreError),
     #[error("internal error: {0}")]
@@ -125,6 +130,7 @@ impl Error {
             Error::ApprovalRequired(_) => "APPROVAL_REQUIRED",
             Error::Pending(_) => "ISSUANCE_PENDING",
             Error::Plugin(err) => err.api_code(),
+            Error::Attestation(err) => err.code(),
             Error::Store(_) => "INTERNAL_ERROR",
             Error::Internal(_) => "INTERNAL_ERROR",
         }

@@ -7,6 +7,7 @@
 //! cases call the ports, which `trellis-store` and `trellis-plugin-host` implement.
 
 pub mod approvals;
+pub mod attestation;
 pub mod audit;
 pub mod auth;
 pub mod cas;

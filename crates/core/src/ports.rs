@@ -13,6 +13,12 @@ use std::any::Any;
 use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 
+use crate::attestation::devices::Device;
+use crate::attestation::enrollment::PendingEnrollment;
+use crate::attestation::nonces::Nonce;
+use crate::attestation::policies::Policy as AttestationPolicy;
+use crate::attestation::provision::AttestationRecord;
+use crate::attestation::trust::TrustRoot;
 use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::auth::{ApiKey, Role, User, Workspace};
 use crate::cas::{CaFields, CaStats, CertificateAuthority, IssuedRecord, StoredAuthority};
@@ -27,6 +33,7 @@ use crate::issuance::policies::IssuancePolicy;
 use crate::issuance::requests::CertificateRequest;
 use crate::issuance::templates::StoredTemplate;
 use crate::pagination::{Page, PageRequest};
+use crate::plugins::TpmClock;
 use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 use crate::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, NewDelivery};
 use crate::webhooks::worker::Subscriber;
@@ -357,6 +364,10 @@ pub trait WebhookReads: Send + Sync {
         page: PageRequest,
     ) -> StoreResult<Page<Delivery>>;
     async fn find_delivery(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Delivery>>;
+    /// Whether some outbox event waits for fan-out (a read: no write lock taken).
+    async fn has_undelivered_events(&self) -> StoreResult<bool>;
+    /// Whether some delivery is due at `now` and not leased (a read).
+    async fn has_due_deliveries(&self, now: i64) -> StoreResult<bool>;
     /// Pending deliveries of every workspace, and when the oldest of them was created.
     async fn delivery_backlog(&self) -> StoreResult<(i64, Option<i64>)>;
 }
@@ -384,15 +395,13 @@ pub trait WebhookWrites: Send {
     async fn insert_deliveries(&mut self, deliveries: &[NewDelivery]) -> StoreResult<()>;
     async fn mark_events_processed(&mut self, ids: &[i64], at: i64) -> StoreResult<()>;
     /// Leases up to `limit` pending deliveries due at `now` whose lease is free or expired,
-    /// at most `per_target` of one target, skipping `exclude_targets`, soonest due first.
-    #[allow(clippy::too_many_arguments, reason = "the parts of one claim")]
+    /// skipping `exclude_targets`, soonest due first.
     async fn claim_deliveries(
         &mut self,
         now: i64,
         lease_owner: &str,
         lease_until: i64,
         limit: i64,
-        per_target: i64,
         exclude_targets: &[String],
     ) -> StoreResult<Vec<Delivery>>;
     /// Extends every live lease of `lease_owner` to `lease_until`.
@@ -412,6 +421,62 @@ pub trait WebhookWrites: Send {
     async fn disable_target(&mut self, kind: TargetKind, id: &str, reason: &str, at: i64) -> StoreResult<bool>;
 }
 
+#[async_trait]
+pub trait AttestationReads: Send + Sync {
+    async fn find_device(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Device>>;
+    async fn list_devices(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<Device>>;
+    async fn find_attestation_policy(&self, workspace_id: &str, id: i64) -> StoreResult<Option<AttestationPolicy>>;
+    /// Oldest first (policy choice takes the first match).
+    async fn list_attestation_policies(&self, workspace_id: &str) -> StoreResult<Vec<AttestationPolicy>>;
+    async fn list_trust_roots(&self, workspace_id: &str) -> StoreResult<Vec<TrustRoot>>;
+    /// Newest first.
+    async fn list_attestation_records(
+        &self,
+        workspace_id: &str,
+        device_id: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<AttestationRecord>>;
+}
+
+#[async_trait]
+pub trait AttestationWrites: Send {
+    async fn insert_device(&mut self, device: &Device) -> StoreResult<Device>;
+    /// Writes every field but id, workspace and creation time; false when absent.
+    async fn update_device(&mut self, device: &Device) -> StoreResult<bool>;
+    async fn delete_device(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
+    /// Status and last attestation time (and, for a passing quote, its clock).
+    async fn set_device_attestation(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        status: &str,
+        at: i64,
+        clock: Option<TpmClock>,
+    ) -> StoreResult<()>;
+    async fn insert_attestation_policy(&mut self, policy: &AttestationPolicy) -> StoreResult<AttestationPolicy>;
+    async fn update_attestation_policy(&mut self, policy: &AttestationPolicy) -> StoreResult<bool>;
+    async fn delete_attestation_policy(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
+    async fn insert_nonce(&mut self, nonce: &Nonce) -> StoreResult<()>;
+    async fn find_nonce(&mut self, workspace_id: &str, nonce: &str) -> StoreResult<Option<Nonce>>;
+    /// Marks the nonce consumed at `at` if nobody has; false when another consumption won.
+    async fn consume_nonce(&mut self, workspace_id: &str, nonce: &str, at: i64) -> StoreResult<bool>;
+    /// Stores the device's pending enrollment, replacing an earlier one.
+    async fn put_enrollment(&mut self, enrollment: &PendingEnrollment) -> StoreResult<()>;
+    /// Removes and returns the device's pending enrollment.
+    async fn take_enrollment(&mut self, workspace_id: &str, device_id: i64) -> StoreResult<Option<PendingEnrollment>>;
+    async fn insert_trust_root(&mut self, root: &TrustRoot) -> StoreResult<TrustRoot>;
+    async fn delete_trust_root(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
+    async fn insert_attestation_record(&mut self, record: &AttestationRecord) -> StoreResult<AttestationRecord>;
+}
+
+/// A row written for its own sake, with no answer needed: see [`Tx::insert_rows`].
+pub enum NewRow<'a> {
+    /// An internal CA's ledger row.
+    Issued(&'a IssuedRecord),
+    Audit(NewAuditEntry<'a>),
+    Event(NewEvent<'a>),
+}
+
 /// A write transaction. Dropping it without [`Tx::commit`] rolls back.
 #[async_trait]
 pub trait Tx:
@@ -424,9 +489,25 @@ pub trait Tx:
     + IssuanceWrites
     + DiscoveryWrites
     + WebhookWrites
+    + AttestationWrites
     + Send
 {
     async fn commit(self: Box<Self>) -> StoreResult<()>;
+
+    /// Inserts `rows` in order, as `insert_issued`, `insert_audit` and `insert_event` would. A
+    /// store may send them together (on SQLite one round trip to the connection instead of one
+    /// each: what a unit of work's audit rows and events cost on the group-commit writer's
+    /// path). An error fails the whole call.
+    async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()> {
+        for row in rows {
+            match row {
+                NewRow::Issued(record) => self.insert_issued(record).await?,
+                NewRow::Audit(entry) => self.insert_audit(entry).await?,
+                NewRow::Event(event) => self.insert_event(event).await?,
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A group-commit job with its result type erased (see [`Store::write`]).
@@ -445,6 +526,7 @@ pub trait Store:
     + IssuanceReads
     + DiscoveryReads
     + WebhookReads
+    + AttestationReads
     + Send
     + Sync
     + 'static

@@ -78,6 +78,26 @@ use trellis_core::context::SharedContext;
         super::integrations::put_integration,
         super::integrations::delete_integration,
         super::integrations::test_integration,
+        super::attestation::list_devices,
+        super::attestation::create_device,
+        super::attestation::get_device,
+        super::attestation::update_device,
+        super::attestation::delete_device,
+        super::attestation::challenge,
+        super::attestation::enroll,
+        super::attestation::activate,
+        super::attestation::attest_and_provision,
+        super::attestation::attestations,
+        super::attestation::attest,
+        super::attestation::attest_tpm,
+        super::attestation::list_policies,
+        super::attestation::get_policy,
+        super::attestation::create_policy,
+        super::attestation::update_policy,
+        super::attestation::delete_policy,
+        super::attestation::list_roots,
+        super::attestation::add_root,
+        super::attestation::remove_root,
         super::issuance::issue_certificate,
         super::issuance::list_crl_entries,
         super::issuance::list_templates,
@@ -150,17 +170,18 @@ impl utoipa::Modify for ApiContract {
 
         let components = openapi.components.get_or_insert_with(Default::default);
         components.schemas.insert("ErrorBody".into(), error_body_schema().into());
+        components.schemas.insert("AttestationErrorBody".into(), attestation_error_body_schema().into());
         components.add_security_scheme("apiKey", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))));
         components.add_security_scheme(
             "session",
             SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::new("trellis_session"))),
         );
-        let error = |description: &str| {
+        let error_with = |description: &str, schema: &str| {
             ResponseBuilder::new()
                 .description(description)
                 .content(
                     "application/json",
-                    ContentBuilder::new().schema(Some(utoipa::openapi::Ref::from_schema_name("ErrorBody"))).build(),
+                    ContentBuilder::new().schema(Some(utoipa::openapi::Ref::from_schema_name(schema))).build(),
                 )
                 .build()
         };
@@ -180,10 +201,18 @@ impl utoipa::Modify for ApiContract {
                 "/api/certificate-requests/",
                 "/api/issuance-policies/",
                 "/api/discovery/scans/",
+                "/api/iot/devices/",
+                "/api/attestation/policies/",
+                "/api/attestation/trust-roots/",
                 "/pki/",
             ]
             .iter()
             .any(|prefix| path.starts_with(prefix));
+            // Spec §4.3: the attestation endpoints answer errors as `{error: "<code>", details}`.
+            let attestation_form = path.starts_with("/api/attestation/")
+                || (path.starts_with("/api/iot/devices/{id}/") && path != "/api/iot/devices/{id}");
+            let schema = if attestation_form { "AttestationErrorBody" } else { "ErrorBody" };
+            let error = |description: &str| error_with(description, schema);
             let operations = [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete];
             for operation in operations.into_iter().flatten() {
                 let params = operation.parameters.get_or_insert_with(Vec::new);
@@ -243,6 +272,20 @@ fn error_body_schema() -> utoipa::openapi::schema::Object {
         .required("code")
         .required("message");
     ObjectBuilder::new().property("error", inner).required("error").build()
+}
+
+/// `{"error": "<code>", "details"?, "failures"?}` (spec §4.3); `error` is the §5 object for a
+/// 401 from authentication, which comes before the endpoint.
+fn attestation_error_body_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType, Type};
+    let string = || ObjectBuilder::new().schema_type(SchemaType::Type(Type::String));
+    let any = || ObjectBuilder::new().schema_type(SchemaType::AnyValue);
+    ObjectBuilder::new()
+        .property("error", any())
+        .property("details", any())
+        .property("failures", ArrayBuilder::new().items(string()))
+        .required("error")
+        .build()
 }
 
 pub fn routes() -> Router<SharedContext> {

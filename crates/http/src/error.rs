@@ -7,6 +7,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
+use trellis_core::attestation::AttestationError;
 use trellis_core::error::Error;
 use trellis_core::plugins::{PluginError, ReportedError};
 
@@ -51,7 +52,27 @@ pub fn status_of(err: &Error) -> StatusCode {
         Error::PolicyDenied(_) | Error::ApprovalRequired(_) => StatusCode::FORBIDDEN,
         Error::Pending(_) => StatusCode::SERVICE_UNAVAILABLE,
         Error::Plugin(err) => plugin_status(err),
+        Error::Attestation(err) => attestation_status(err),
         Error::Store(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// Attestation refusals (spec §4.3, §7).
+pub fn attestation_status(err: &AttestationError) -> StatusCode {
+    match err {
+        AttestationError::PolicyNotFound | AttestationError::TrustRootNotFound => StatusCode::NOT_FOUND,
+        AttestationError::InvalidPolicy(_)
+        | AttestationError::NonceNotFound
+        | AttestationError::NonceAlreadyUsed
+        | AttestationError::NonceExpired
+        | AttestationError::NonceDeviceMismatch
+        | AttestationError::NoncePurposeMismatch { .. }
+        | AttestationError::MissingField(_)
+        | AttestationError::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
+        AttestationError::Failed(_) | AttestationError::EnrollmentFailed(_) | AttestationError::ActivationFailed(_) => {
+            StatusCode::FORBIDDEN
+        }
+        AttestationError::DuplicateTrustRoot => StatusCode::CONFLICT,
     }
 }
 
@@ -90,7 +111,7 @@ fn plugin_status(err: &PluginError) -> StatusCode {
 }
 
 impl ApiError {
-    fn status_and_code(&self) -> (StatusCode, &'static str) {
+    pub(crate) fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::Domain(err) => (status_of(err), err.code()),
             ApiError::RouteNotFound => (StatusCode::NOT_FOUND, "NOT_FOUND"),
@@ -103,7 +124,7 @@ impl ApiError {
         }
     }
 
-    fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             ApiError::Domain(err) => err.to_string(),
             ApiError::RouteNotFound => "Route not found".into(),

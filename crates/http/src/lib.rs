@@ -2,6 +2,7 @@
 //! Handlers translate HTTP to domain calls and back; they hold no business rules.
 
 pub mod acme_challenges;
+mod attestation;
 mod audit;
 mod auth;
 mod cas;
@@ -108,6 +109,7 @@ pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
         .merge(discovery::routes())
         .merge(webhooks::routes())
         .merge(integrations::routes())
+        .merge(attestation::routes())
         .merge(certificates::routes())
         .merge(audit::routes())
         .merge(plugins::routes())

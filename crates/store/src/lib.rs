@@ -7,6 +7,7 @@
 //! Writes go through [`Tx`], so a change, its audit row and its outbox event commit together.
 //! `redact_url` keeps credentials out of connection errors.
 
+mod attestation;
 mod audit;
 mod auth;
 mod cas;
@@ -114,6 +115,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0300_webhooks.sql"),
         postgres: include_str!("../../../migrations/postgres/0300_webhooks.sql"),
     },
+    Migration {
+        version: 400,
+        name: "attestation",
+        sqlite: include_str!("../../../migrations/sqlite/0400_attestation.sql"),
+        postgres: include_str!("../../../migrations/postgres/0400_attestation.sql"),
+    },
 ];
 
 #[derive(Clone)]
@@ -151,6 +158,9 @@ impl Store {
                     .max_connections(8)
                     .min_connections(1)
                     .idle_timeout(None)
+                    // An embedded database has no link to go stale: no ping (a round trip to
+                    // the connection's thread) before every query's acquire.
+                    .test_before_acquire(false)
                     // Reads go through a memory map of the database file (up to 16 GiB; the
                     // ceiling is compiled in, see .cargo/config.toml): no read syscall or copy
                     // per page, and the pages are the kernel's page cache, shared by every
@@ -257,6 +267,52 @@ impl ports::Tx for Tx {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
         self.commit_tx().await
     }
+
+    /// On SQLite, one query text holding every insert (SQLite runs each statement of a text,
+    /// binding `$n` across them): one round trip to the connection's thread instead of one per
+    /// row. PostgreSQL prepares one statement per text: one insert each.
+    async fn insert_rows(&mut self, rows: &[ports::NewRow<'_>]) -> StoreResult<()> {
+        use ports::{AuditWrites, CaWrites, EventWrites, NewRow};
+        if self.dialect != Dialect::Sqlite || rows.len() < 2 {
+            for row in rows {
+                match row {
+                    NewRow::Issued(record) => self.insert_issued(record).await?,
+                    NewRow::Audit(entry) => self.insert_audit(entry).await?,
+                    NewRow::Event(event) => self.insert_event(event).await?,
+                }
+            }
+            return Ok(());
+        }
+        let mut sql = String::new();
+        let mut first = 1;
+        for row in rows {
+            let insert = match row {
+                NewRow::Issued(_) => cas::INSERT_ISSUED,
+                NewRow::Audit(_) => audit::INSERT_AUDIT,
+                NewRow::Event(_) => outbox::INSERT_EVENT,
+            };
+            sql.push_str(&insert_sql(insert, first));
+            sql.push_str(";\n");
+            first += insert.1;
+        }
+        let mut query = sqlx::query(&sql);
+        for row in rows {
+            query = match row {
+                NewRow::Issued(record) => cas::bind_issued(query, record),
+                NewRow::Audit(entry) => audit::bind_audit(query, entry),
+                NewRow::Event(event) => outbox::bind_event(query, event),
+            };
+        }
+        query.execute(&mut *self.inner).await.db()?;
+        Ok(())
+    }
+}
+
+/// `insert` (an `INSERT INTO … (columns)` and its number of values) with its `VALUES`,
+/// numbered from `$first`.
+pub(crate) fn insert_sql((insert, count): (&str, usize), first: usize) -> String {
+    let values: Vec<String> = (first..first + count).map(|n| format!("${n}")).collect();
+    format!("{insert} VALUES ({})", values.join(", "))
 }
 
 #[async_trait]
@@ -305,7 +361,7 @@ enum Bind {
     Text(String),
 }
 
-type AnyQuery<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>;
+pub(crate) type AnyQuery<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>;
 
 fn bind_all<'q>(mut query: AnyQuery<'q>, binds: &'q [Bind]) -> AnyQuery<'q> {
     for bind in binds {

@@ -9,22 +9,26 @@ pub mod request;
 pub mod requests;
 pub mod templates;
 
+#[cfg(test)]
+mod ledger_tests;
+
 use serde_json::{json, Value};
 
 use crate::audit::Audit;
 use crate::auth::{Actor, Caller, Scope};
 use crate::cas::service::{call_target, connector_for, INTERNAL};
-use crate::cas::{self, CertificateAuthority};
+use crate::cas::{self, CertificateAuthority, IssuedRecord};
 use crate::certificates::x509::{parse_der, pem_encode, to_pem};
 use crate::certificates::{Certificate, IssuanceSource as InventorySource, NewCertificate};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events;
+use crate::pki::LedgerSlot;
 use crate::plugins::{
-    combine, Combined, Decision, IssuanceSource, IssueOutcome, IssueRequest, PluginInfo, PolicyReason, Requester,
-    RequesterKind, SignPermit,
+    combine, Combined, Decision, IssuanceSource, IssueOutcome, IssueRequest, PluginError, PluginInfo, PolicyReason,
+    Requester, RequesterKind, SignPermit,
 };
-use crate::ports::StoreError;
+use crate::ports::{NewRow, StoreError};
 use crate::unit_of_work::{Target, UnitOfWork};
 
 pub use self::request::{IssueInput, PreparedRequest, SubjectInput};
@@ -80,6 +84,29 @@ fn inventory_source(ca: &CertificateAuthority) -> InventorySource {
 /// Issues a certificate through the CA `input.ca_id` (POST /api/certificates/issue).
 pub async fn issue(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<Outcome> {
     caller.require(Scope::CertificatesWrite)?;
+    match resolve_and_issue(ctx, caller, &input, IssuanceSource::Api).await {
+        Ok(issued) => Ok(Outcome::Issued(Box::new(issued))),
+        Err(Error::ApprovalRequired(reasons)) => {
+            Ok(Outcome::AwaitingApproval(Box::new(requests::open(ctx, caller, &input, reasons).await?)))
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// Issues for a device whose attestation just passed (attest-and-provision): the attestation
+/// is the authorization, so `attestation:write` suffices; issuance policies still run, and one
+/// that requires approval refuses (a device cannot wait for a human).
+pub async fn issue_attested(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<Issued> {
+    caller.require(Scope::AttestationWrite)?;
+    resolve_and_issue(ctx, caller, &input, IssuanceSource::Attestation).await
+}
+
+async fn resolve_and_issue(
+    ctx: &Context,
+    caller: &Caller,
+    input: &IssueInput,
+    source: IssuanceSource,
+) -> Result<Issued> {
     let workspace_id = caller.workspace_id.to_string();
     let ca_id = input.ca_id.ok_or_else(|| Error::invalid_field("caId", "is required"))?;
     let ca = cas::service::find(ctx, &workspace_id, ca_id).await?;
@@ -91,17 +118,8 @@ pub async fn issue(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<
         return Err(Error::UnsupportedCa(format!("CA type `{}` cannot issue certificates", ca.ca_type)));
     }
     let template = templates::resolve(ctx, &workspace_id, input.template_id.as_deref()).await?;
-    let prepared = request::prepare(&input, &template)?;
-    let result =
-        issue_prepared(ctx, &Audit::of(caller), &requester(caller), &ca, &info, prepared, IssuanceSource::Api, false)
-            .await;
-    match result {
-        Ok(issued) => Ok(Outcome::Issued(Box::new(issued))),
-        Err(Error::ApprovalRequired(reasons)) => {
-            Ok(Outcome::AwaitingApproval(Box::new(requests::open(ctx, caller, &input, reasons).await?)))
-        }
-        Err(err) => Err(err),
-    }
+    let prepared = request::prepare(input, &template)?;
+    issue_prepared(ctx, &Audit::of(caller), &requester(caller), &ca, &info, prepared, source, false).await
 }
 
 /// Runs the policies and the connector for a prepared request, then records the certificate.
@@ -167,10 +185,47 @@ async fn issue_through(
         metadata: json!({}),
     };
     let mut target = call_target(ctx, ca, info)?;
+    // An internal CA's ledger row comes back in this slot and is written with the certificate,
+    // in one group-commit job instead of two (see `pki::ledger` for why nothing signed goes
+    // unrecorded).
+    let ledger = target.pki.is_some().then(LedgerSlot::default);
     if let Some(grant) = target.pki.as_mut() {
-        grant.sign = Some(SignPermit { csr_der: request.csr_der.clone(), profile: request.profile.clone() });
+        grant.sign = Some(SignPermit {
+            csr_der: request.csr_der.clone(),
+            profile: request.profile.clone(),
+            ledger: ledger.clone(),
+        });
     }
-    let issued = match ctx.plugins.host().ca_issue(&target, &request).await? {
+    let outcome = ctx.plugins.host().ca_issue(&target, &request).await;
+    let unrecorded = ledger.as_ref().and_then(LedgerSlot::take);
+    let ledger_row = unrecorded.as_ref().map(|row| row.record().clone());
+    let stored = store_issued(ctx, actor, ca, info, prepared, outcome, ledger_row).await;
+    match (unrecorded, &stored) {
+        // The certificate's job committed, the ledger row with it.
+        (Some(row), Ok(_)) => row.committed(),
+        // Nothing leaves with the error, but the CA signed: its ledger keeps the certificate.
+        (Some(row), Err(_)) => {
+            if let Err(err) = row.record_now().await {
+                tracing::error!(error = %err, "recording an issued certificate in the CA's ledger failed");
+            }
+        }
+        (None, _) => {}
+    }
+    stored
+}
+
+/// The connector's answer into the inventory, with its audit row, its `certificate.created`
+/// event and, for an internal CA, the ledger row of the certificate, in one group-commit job.
+async fn store_issued(
+    ctx: &Context,
+    actor: &Audit,
+    ca: &CertificateAuthority,
+    info: &PluginInfo,
+    mut prepared: PreparedRequest,
+    outcome: std::result::Result<IssueOutcome, PluginError>,
+    ledger_row: Option<IssuedRecord>,
+) -> Result<Issued> {
+    let issued = match outcome? {
         IssueOutcome::Issued(issued) => issued,
         IssueOutcome::Pending(pending) => {
             return Err(Error::Pending(format!(
@@ -228,7 +283,8 @@ async fn issue_through(
                         json!({ "caId": ca_id, "caType": ca_type, "template": template, "serialNumber": certificate.serial_number, "commonName": certificate.common_name }),
                     )
                     .emit(events::CERTIFICATE_CREATED, crate::certificates::event_data(&certificate, now));
-                change.commit().await?;
+                // The ledger row goes with the audit row and the event (one round trip).
+                change.commit_with(ledger_row.iter().map(NewRow::Issued).collect()).await?;
                 Ok(certificate)
             })
         })

@@ -43,5 +43,15 @@ pub use self::verifier::{
 pub const BUILT_PLUGINS_DIR: &str = "target/plugins";
 
 /// First-party plugins installed on first start (file stems in [`BUILT_PLUGINS_DIR`]).
-pub const FIRST_PARTY_PLUGINS: &[&str] =
-    &["slack", "msteams", "pagerduty", "jira", "servicenow", "splunk", "datadog", "internal", "domain-policy"];
+pub const FIRST_PARTY_PLUGINS: &[&str] = &[
+    "slack",
+    "msteams",
+    "pagerduty",
+    "jira",
+    "servicenow",
+    "splunk",
+    "datadog",
+    "internal",
+    "domain-policy",
+    "tpm2-verifier",
+];

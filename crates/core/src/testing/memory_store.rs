@@ -8,6 +8,12 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
+use crate::attestation::devices::Device;
+use crate::attestation::enrollment::PendingEnrollment;
+use crate::attestation::nonces::Nonce;
+use crate::attestation::policies::Policy as AttestationPolicy;
+use crate::attestation::provision::AttestationRecord;
+use crate::attestation::trust::TrustRoot;
 use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::auth::{ApiKey, Role, User, Workspace};
 use crate::cas::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus, IssuedRecord, StoredAuthority};
@@ -22,6 +28,7 @@ use crate::issuance::policies::IssuancePolicy;
 use crate::issuance::requests::CertificateRequest;
 use crate::issuance::templates::StoredTemplate;
 use crate::pagination::{Page, PageRequest};
+use crate::plugins::TpmClock;
 use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 use crate::ports::*;
 use crate::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, NewDelivery};
@@ -33,6 +40,12 @@ pub struct Tables {
     pub certificates: Vec<Certificate>,
     pub audit: Vec<AuditEntry>,
     pub events: Vec<OutboxEvent>,
+    /// Internal CAs' keys and certificates.
+    pub authorities: Vec<StoredAuthority>,
+    /// Internal CAs' ledger (`internal_issued`).
+    pub issued: Vec<IssuedRecord>,
+    /// Transactions committed (each `write` job commits once here).
+    pub commits: usize,
     next_id: i64,
 }
 
@@ -395,8 +408,8 @@ impl CaReads for MemoryStore {
     async fn ca_stats(&self, _: &str) -> StoreResult<CaStats> {
         not_faked("ca_stats")
     }
-    async fn find_authority(&self, _: i64) -> StoreResult<Option<StoredAuthority>> {
-        not_faked("find_authority")
+    async fn find_authority(&self, ca_id: i64) -> StoreResult<Option<StoredAuthority>> {
+        Ok(self.snapshot().authorities.into_iter().find(|a| a.ca_id == ca_id))
     }
     async fn find_issued(&self, _: i64, _: &str) -> StoreResult<Option<IssuedRecord>> {
         not_faked("find_issued")
@@ -415,7 +428,8 @@ impl CaReads for MemoryStore {
 #[async_trait]
 impl IssuanceReads for MemoryStore {
     async fn list_issuance_policies(&self, _: &str) -> StoreResult<Vec<IssuancePolicy>> {
-        not_faked("list_issuance_policies")
+        // No policies: every issuance proceeds.
+        Ok(Vec::new())
     }
     async fn find_request(&self, _: &str, _: i64) -> StoreResult<Option<CertificateRequest>> {
         not_faked("find_request")
@@ -451,11 +465,21 @@ impl CaWrites for MemoryTx {
     async fn delete_ca(&mut self, _: &str, _: i64) -> StoreResult<bool> {
         not_faked("delete_ca")
     }
-    async fn insert_authority(&mut self, _: &StoredAuthority) -> StoreResult<()> {
-        not_faked("insert_authority")
+    async fn insert_authority(&mut self, authority: &StoredAuthority) -> StoreResult<()> {
+        if self.working.authorities.iter().any(|a| a.ca_id == authority.ca_id) {
+            return Err(StoreError::Unique("internal_authorities".into()));
+        }
+        self.working.authorities.push(authority.clone());
+        Ok(())
     }
-    async fn insert_issued(&mut self, _: &IssuedRecord) -> StoreResult<()> {
-        not_faked("insert_issued")
+    async fn insert_issued(&mut self, record: &IssuedRecord) -> StoreResult<()> {
+        let issued = &mut self.working.issued;
+        if issued.iter().any(|r| r.ca_id == record.ca_id && r.serial_number == record.serial_number) {
+            return Err(StoreError::Unique("internal_issued_serial".into()));
+        }
+        let id = issued.len() as i64 + 1;
+        issued.push(IssuedRecord { id, ..record.clone() });
+        Ok(())
     }
     async fn revoke_issued(&mut self, _: i64, _: &str, _: i64, _: &str) -> StoreResult<bool> {
         not_faked("revoke_issued")
@@ -535,7 +559,9 @@ impl DiscoveryWrites for MemoryTx {
 impl Tx for MemoryTx {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
         let mut tables = self.tables.lock().map_err(|_| StoreError::Database("poisoned".into()))?;
+        let commits = tables.commits + 1;
         *tables = self.working;
+        tables.commits = commits;
         Ok(())
     }
 }
@@ -580,6 +606,12 @@ impl WebhookReads for MemoryStore {
     async fn find_delivery(&self, _: &str, _: &str) -> StoreResult<Option<Delivery>> {
         not_faked("find_delivery")
     }
+    async fn has_undelivered_events(&self) -> StoreResult<bool> {
+        not_faked("has_undelivered_events")
+    }
+    async fn has_due_deliveries(&self, _: i64) -> StoreResult<bool> {
+        not_faked("has_due_deliveries")
+    }
     async fn delivery_backlog(&self) -> StoreResult<(i64, Option<i64>)> {
         not_faked("delivery_backlog")
     }
@@ -620,15 +652,7 @@ impl WebhookWrites for MemoryTx {
     async fn mark_events_processed(&mut self, _: &[i64], _: i64) -> StoreResult<()> {
         not_faked("mark_events_processed")
     }
-    async fn claim_deliveries(
-        &mut self,
-        _: i64,
-        _: &str,
-        _: i64,
-        _: i64,
-        _: i64,
-        _: &[String],
-    ) -> StoreResult<Vec<Delivery>> {
+    async fn claim_deliveries(&mut self, _: i64, _: &str, _: i64, _: i64, _: &[String]) -> StoreResult<Vec<Delivery>> {
         not_faked("claim_deliveries")
     }
     async fn extend_leases(&mut self, _: &str, _: i64, _: i64) -> StoreResult<u64> {
@@ -647,5 +671,83 @@ impl WebhookWrites for MemoryTx {
     }
     async fn disable_target(&mut self, _: TargetKind, _: &str, _: &str, _: i64) -> StoreResult<bool> {
         not_faked("disable_target")
+    }
+}
+
+#[async_trait]
+impl AttestationReads for MemoryStore {
+    async fn find_device(&self, _: &str, _: i64) -> StoreResult<Option<Device>> {
+        not_faked("find_device")
+    }
+    async fn list_devices(&self, _: &str, _: PageRequest) -> StoreResult<Page<Device>> {
+        not_faked("list_devices")
+    }
+    async fn find_attestation_policy(&self, _: &str, _: i64) -> StoreResult<Option<AttestationPolicy>> {
+        not_faked("find_attestation_policy")
+    }
+    async fn list_attestation_policies(&self, _: &str) -> StoreResult<Vec<AttestationPolicy>> {
+        not_faked("list_attestation_policies")
+    }
+    async fn list_trust_roots(&self, _: &str) -> StoreResult<Vec<TrustRoot>> {
+        not_faked("list_trust_roots")
+    }
+    async fn list_attestation_records(&self, _: &str, _: i64, _: i64) -> StoreResult<Vec<AttestationRecord>> {
+        not_faked("list_attestation_records")
+    }
+}
+
+#[async_trait]
+impl AttestationWrites for MemoryTx {
+    async fn insert_device(&mut self, _: &Device) -> StoreResult<Device> {
+        not_faked("insert_device")
+    }
+    async fn update_device(&mut self, _: &Device) -> StoreResult<bool> {
+        not_faked("update_device")
+    }
+    async fn delete_device(&mut self, _: &str, _: i64) -> StoreResult<bool> {
+        not_faked("delete_device")
+    }
+    async fn set_device_attestation(
+        &mut self,
+        _: &str,
+        _: i64,
+        _: &str,
+        _: i64,
+        _: Option<TpmClock>,
+    ) -> StoreResult<()> {
+        not_faked("set_device_attestation")
+    }
+    async fn insert_attestation_policy(&mut self, _: &AttestationPolicy) -> StoreResult<AttestationPolicy> {
+        not_faked("insert_attestation_policy")
+    }
+    async fn update_attestation_policy(&mut self, _: &AttestationPolicy) -> StoreResult<bool> {
+        not_faked("update_attestation_policy")
+    }
+    async fn delete_attestation_policy(&mut self, _: &str, _: i64) -> StoreResult<bool> {
+        not_faked("delete_attestation_policy")
+    }
+    async fn insert_nonce(&mut self, _: &Nonce) -> StoreResult<()> {
+        not_faked("insert_nonce")
+    }
+    async fn find_nonce(&mut self, _: &str, _: &str) -> StoreResult<Option<Nonce>> {
+        not_faked("find_nonce")
+    }
+    async fn consume_nonce(&mut self, _: &str, _: &str, _: i64) -> StoreResult<bool> {
+        not_faked("consume_nonce")
+    }
+    async fn put_enrollment(&mut self, _: &PendingEnrollment) -> StoreResult<()> {
+        not_faked("put_enrollment")
+    }
+    async fn take_enrollment(&mut self, _: &str, _: i64) -> StoreResult<Option<PendingEnrollment>> {
+        not_faked("take_enrollment")
+    }
+    async fn insert_trust_root(&mut self, _: &TrustRoot) -> StoreResult<TrustRoot> {
+        not_faked("insert_trust_root")
+    }
+    async fn delete_trust_root(&mut self, _: &str, _: i64) -> StoreResult<bool> {
+        not_faked("delete_trust_root")
+    }
+    async fn insert_attestation_record(&mut self, _: &AttestationRecord) -> StoreResult<AttestationRecord> {
+        not_faked("insert_attestation_record")
     }
 }
