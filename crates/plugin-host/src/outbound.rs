@@ -48,7 +48,7 @@ impl Default for OutboundConfig {
             use_system_roots: true,
             connect_timeout: Duration::from_secs(10),
             max_response_bytes: 64 * 1024,
-            max_idle_per_destination: 32,
+            max_idle_per_destination: 64,
         }
     }
 }

@@ -215,6 +215,26 @@ impl WebhookReads for Store {
         row.as_ref().map(delivery_from_row).transpose()
     }
 
+    async fn has_undelivered_events(&self) -> StoreResult<bool> {
+        let row = sqlx::query("SELECT id FROM event_outbox WHERE processed_at IS NULL LIMIT 1")
+            .fetch_optional(&self.pool)
+            .await
+            .db()?;
+        Ok(row.is_some())
+    }
+
+    async fn has_due_deliveries(&self, now: i64) -> StoreResult<bool> {
+        let row = sqlx::query(
+            "SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $1 \
+             AND (lease_until IS NULL OR lease_until < $1) LIMIT 1",
+        )
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await
+        .db()?;
+        Ok(row.is_some())
+    }
+
     async fn delivery_backlog(&self) -> StoreResult<(i64, Option<i64>)> {
         let row = sqlx::query(
             "SELECT COUNT(*) AS pending, MIN(created_at) AS oldest FROM webhook_deliveries WHERE status = 'pending'",
@@ -470,36 +490,25 @@ impl WebhookWrites for Tx {
         lease_owner: &str,
         lease_until: i64,
         limit: i64,
-        per_target: i64,
         exclude_targets: &[String],
     ) -> StoreResult<Vec<Delivery>> {
-        let claimable = "status = 'pending' AND next_attempt_at <= $1 AND (lease_until IS NULL OR lease_until < $1)";
         let exclude = if exclude_targets.is_empty() {
             String::new()
         } else {
-            format!(" AND target_id NOT IN ({})", placeholders(6, exclude_targets.len()))
+            format!(" AND target_id NOT IN ({})", placeholders(5, exclude_targets.len()))
         };
-        // At most `limit` rows, and per target no more than a worker runs at once, so that a
-        // backlog of one target never fills a claim.
-        let ranked = format!(
-            "SELECT id FROM (SELECT id, next_attempt_at, ROW_NUMBER() OVER (PARTITION BY target_id ORDER BY next_attempt_at, id) AS rank \
-             FROM webhook_deliveries WHERE {claimable}{exclude}) ranked WHERE rank <= $5 ORDER BY next_attempt_at LIMIT $4"
-        );
-        // PostgreSQL: lock the candidates, skipping rows another replica holds; the condition
-        // is checked again on the newest version of each locked row.
-        let candidates = match self.dialect {
-            Dialect::Postgres => {
-                format!(
-                    "SELECT id FROM webhook_deliveries WHERE id IN ({ranked}) AND {claimable} FOR UPDATE SKIP LOCKED"
-                )
-            }
-            Dialect::Sqlite => ranked,
-        };
+        // The due index walked in order: the cost is the rows claimed plus the leased or excluded
+        // ones passed over (bounded by what this process has in flight), not the backlog.
+        // PostgreSQL locks the candidates, skipping rows another replica holds, and checks the
+        // condition again on each row's newest version.
+        let lock = if self.dialect == Dialect::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
         let sql = format!(
-            "UPDATE webhook_deliveries SET lease_owner = $2, lease_until = $3 WHERE id IN ({candidates}) \
+            "UPDATE webhook_deliveries SET lease_owner = $2, lease_until = $3 WHERE id IN (\
+             SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $1 \
+             AND (lease_until IS NULL OR lease_until < $1){exclude} ORDER BY next_attempt_at LIMIT $4{lock}) \
              RETURNING {DELIVERY_COLUMNS}"
         );
-        let mut query = sqlx::query(&sql).bind(now).bind(lease_owner).bind(lease_until).bind(limit).bind(per_target);
+        let mut query = sqlx::query(&sql).bind(now).bind(lease_owner).bind(lease_until).bind(limit);
         for id in exclude_targets {
             query = query.bind(id.as_str());
         }

@@ -1,11 +1,13 @@
 //! Black-box tests: each test starts the real `trellis` binary and talks HTTP to it.
 
 mod acme_http01;
+mod attestation;
 mod audit;
 mod auth;
 mod cas;
 mod certificates;
 mod errors;
+mod integrations;
 mod issuance;
 mod lifecycle;
 mod ops;

@@ -98,6 +98,53 @@ pub fn seal(
     Ok(config)
 }
 
+/// A stored secret goes only where it went before: an update that keeps a secret by sending
+/// [`MASK`] but points the record at another host (a URL in the configuration, or the record's
+/// own `url`: `extra_before` / `extra_after`) is refused, so that someone who may edit a record
+/// but never saw its secret cannot send it to a server of their choice.
+pub fn refuse_kept_secrets_for_new_hosts(
+    update: &Value,
+    before_clear: &Value,
+    extra_before: &[String],
+    extra_after: &[String],
+) -> Result<()> {
+    if !contains_mask(update) {
+        return Ok(());
+    }
+    let hosts = |urls: Vec<String>| -> Vec<String> {
+        let mut hosts: Vec<String> = urls
+            .iter()
+            .filter_map(|u| url::Url::parse(u).ok())
+            .filter_map(|u| u.host_str().map(|h| format!("{h}:{}", u.port_or_known_default().unwrap_or(0))))
+            .collect();
+        hosts.sort();
+        hosts.dedup();
+        hosts
+    };
+    let mut after = crate::plugins::service::urls_in(update);
+    after.extend(extra_after.iter().cloned());
+    let mut before = crate::plugins::service::urls_in(before_clear);
+    before.extend(extra_before.iter().cloned());
+    let (after, before) = (hosts(after), hosts(before));
+    if after.iter().any(|h| !before.contains(h)) {
+        return Err(Error::validation_with(
+            "Invalid config: the record now points at another host, so its stored secrets must be sent again \
+             (a kept secret is never sent to a new host)",
+            json!({ "config": [{ "field": "", "message": "send every secret again when a URL changes" }] }),
+        ));
+    }
+    Ok(())
+}
+
+fn contains_mask(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s == MASK,
+        Value::Array(items) => items.iter().any(contains_mask),
+        Value::Object(map) => map.values().any(contains_mask),
+        _ => false,
+    }
+}
+
 /// The configuration with secrets in the clear, for the host side (plugin calls, pki-core).
 pub fn unseal(config: &Value, pointers: &[(String, bool)], workspace_id: &str, key: &MasterKey) -> Result<Value> {
     let mut config = config.clone();

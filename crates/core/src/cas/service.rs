@@ -213,6 +213,12 @@ async fn resolve_fields(
     };
     let pointers = secrets::secret_pointers(&info);
     let config = check_config(input.config.unwrap_or(Value::Null))?;
+    if let Some(previous) = previous {
+        let before = secrets::unseal(&previous.config, &pointers, workspace_id, &ctx.master_key)?;
+        let before_url: Vec<String> = previous.url.iter().cloned().collect();
+        let after_url: Vec<String> = url.iter().cloned().collect();
+        secrets::refuse_kept_secrets_for_new_hosts(&config, &before, &before_url, &after_url)?;
+    }
     let sealed = secrets::seal(
         config,
         previous.map(|p| &p.config),

@@ -132,6 +132,15 @@ impl PluginError {
         }
     }
 
+    /// The HTTP status the external system answered, when the plugin reported one.
+    pub fn upstream_status(&self) -> Option<u16> {
+        match self {
+            PluginError::Reported { error: ReportedError::Upstream { status, .. }, .. } => *status,
+            PluginError::Reported { error: ReportedError::RateLimited { .. }, .. } => Some(429),
+            _ => None,
+        }
+    }
+
     /// Seconds after which a retry may succeed, for failures that say so.
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {

@@ -100,9 +100,9 @@ pub enum ReportedError {
     NotFound { message: String },
     #[error("not supported: {message}")]
     NotSupported { message: String },
-    #[error("upstream failure (status {status:?}, retryable {retryable}): {message}")]
+    #[error("upstream failure{}{}: {message}", status.map(|s| format!(" (HTTP {s})")).unwrap_or_default(), if *retryable { ", retryable" } else { "" })]
     Upstream { status: Option<u16>, message: String, retryable: bool },
-    #[error("rate limited (retry after {retry_after_secs:?} s)")]
+    #[error("rate limited{}", retry_after_secs.map(|s| format!(" (retry after {s} s)")).unwrap_or_default())]
     RateLimited { retry_after_secs: Option<u32> },
     #[error("conflict: {message}")]
     Conflict { message: String },

@@ -148,6 +148,10 @@ async fn resolve(
     };
     let pointers = secrets::secret_pointers(&info);
     let same_type = previous.filter(|p| p.integration_type == integration_type);
+    if let Some(previous) = same_type {
+        let before = secrets::unseal(&previous.config, &pointers, workspace_id, &ctx.master_key)?;
+        secrets::refuse_kept_secrets_for_new_hosts(&configuration, &before, &[], &[]).map_err(rename_config_field)?;
+    }
     let sealed = secrets::seal(
         configuration,
         same_type.map(|p| &p.config),

@@ -69,9 +69,9 @@ impl Default for WorkerSettings {
     fn default() -> Self {
         WorkerSettings {
             lease: Duration::from_secs(60),
-            max_in_flight: 256,
-            per_target_in_flight: 16,
-            poll_interval: Duration::from_millis(50),
+            max_in_flight: 512,
+            per_target_in_flight: 64,
+            poll_interval: Duration::from_millis(25),
             fan_out_batch: 500,
             disable_after: Duration::from_secs(3 * 24 * 3600),
         }
@@ -330,8 +330,8 @@ async fn attempt(ctx: &Context, delivery: &Delivery, recipient: &Recipient) -> A
                     reference: outcome.reference,
                 },
                 Err(err) => AttemptResult::Failed {
-                    http_status: None,
-                    latency_ms: None,
+                    http_status: err.upstream_status(),
+                    latency_ms: Some(i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX)),
                     error: format!("{}: {err}", err.code()),
                     retry_after_ms: err.retry_after_secs().map(|s| i64::try_from(s).unwrap_or(0) * 1000),
                 },
@@ -479,7 +479,7 @@ pub async fn run_once(ctx: &Context, settings: &WorkerSettings, owner: &str) -> 
     loop {
         let now = ctx.now_millis();
         let mut tx = ctx.store.begin().await?;
-        let claimed = tx.claim_deliveries(now, owner, now + lease, 500, 500, &[]).await?;
+        let claimed = tx.claim_deliveries(now, owner, now + lease, 500, &[]).await?;
         tx.commit().await?;
         if claimed.is_empty() {
             return Ok(summary);
@@ -577,23 +577,31 @@ impl DeliveryWorker {
         let ctx = &self.ctx;
         let lease = i64::try_from(self.settings.lease.as_millis()).unwrap_or(60_000);
         loop {
-            let fanned = match fan_out(ctx, self.settings.fan_out_batch).await {
-                Ok(n) => n,
-                Err(err) => {
-                    tracing::warn!(error = %err, "webhook fan-out failed; retrying");
-                    0
+            // Cheap reads first, so that an idle worker never takes SQLite's write lock.
+            let waiting = ctx.store.has_undelivered_events().await.unwrap_or(true);
+            let fanned = if !waiting {
+                0
+            } else {
+                match fan_out(ctx, self.settings.fan_out_batch).await {
+                    Ok(n) => n,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "webhook fan-out failed; retrying");
+                        0
+                    }
                 }
             };
             let free = self.settings.max_in_flight.saturating_sub(self.in_flight.load(Ordering::Acquire));
             let mut claimed = Vec::new();
-            if free > 0 {
+            let due = free > 0 && ctx.store.has_due_deliveries(ctx.now_millis()).await.unwrap_or(true);
+            if due {
                 let exclude = self.saturated_targets();
                 let now = ctx.now_millis();
                 let claim = async {
                     let mut tx = ctx.store.begin().await?;
-                    let limit = i64::try_from(free.min(500)).unwrap_or(500);
-                    let per_target = i64::try_from(self.settings.per_target_in_flight).unwrap_or(16);
-                    let rows = tx.claim_deliveries(now, &self.owner, now + lease, limit, per_target, &exclude).await?;
+                    // No bigger than one target's share: a claim that all went to one slow target
+                    // leaves the other slots to the rest.
+                    let limit = i64::try_from(free.min(self.settings.per_target_in_flight).min(500)).unwrap_or(64);
+                    let rows = tx.claim_deliveries(now, &self.owner, now + lease, limit, &exclude).await?;
                     tx.commit().await?;
                     Ok::<_, crate::error::Error>(rows)
                 };
