@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::audit::{Audit, NewAuditEntry};
 use crate::error::Result;
 use crate::events::{self, NewEvent};
-use crate::ports::Tx;
+use crate::ports::{NewRow, Tx};
 
 /// What an audit row is about.
 #[derive(Debug, Clone)]
@@ -126,13 +126,24 @@ impl<'a> UnitOfWork<'a> {
 
     /// Writes the audit rows and events, then commits (unless a group-commit writer owns the
     /// transaction, which commits it with its batch).
-    pub async fn commit(mut self) -> Result<()> {
+    pub async fn commit(self) -> Result<()> {
+        self.commit_with(Vec::new()).await
+    }
+
+    /// [`UnitOfWork::commit`] that also writes `rows` (the change's own rows that need no
+    /// answer), before the audit rows and events and together with them: one call to the store
+    /// (one round trip on SQLite).
+    pub async fn commit_with(mut self, mut rows: Vec<NewRow<'_>>) -> Result<()> {
         let audits = std::mem::take(&mut self.audits);
         let pending_events = std::mem::take(&mut self.events);
         let (actor, workspace_id, at) = (self.actor.clone(), self.workspace_id.clone(), self.at);
-        let tx = self.tx();
+        let payloads: Vec<Value> = pending_events
+            .iter()
+            .map(|event| events::envelope(&event.workspace_id, event.event_type, &event.data, at))
+            .collect();
+        rows.reserve(audits.len() + pending_events.len());
         for row in &audits {
-            tx.insert_audit(&NewAuditEntry {
+            rows.push(NewRow::Audit(NewAuditEntry {
                 workspace_id: workspace_id.as_deref(),
                 actor_type: actor.actor_type,
                 actor_id: &actor.actor_id,
@@ -142,19 +153,20 @@ impl<'a> UnitOfWork<'a> {
                 request_id: actor.request_id.as_deref(),
                 details: &row.details,
                 created_at: at,
-            })
-            .await?;
+            }));
         }
-        for event in &pending_events {
-            let payload = events::envelope(&event.workspace_id, event.event_type, &event.data, at);
-            tx.insert_event(&NewEvent {
+        for (event, payload) in pending_events.iter().zip(&payloads) {
+            rows.push(NewRow::Event(NewEvent {
                 workspace_id: &event.workspace_id,
                 event_type: event.event_type,
-                payload: &payload,
+                payload,
                 created_at: at,
-            })
-            .await?;
+            }));
         }
+        if !rows.is_empty() {
+            self.tx().insert_rows(&rows).await?;
+        }
+        drop(rows);
         if let Slot::Owned(tx) = self.slot {
             tx.commit().await?;
         }

@@ -64,10 +64,20 @@ impl AuditReads for Store {
 #[async_trait]
 impl AuditWrites for Tx {
     async fn insert_audit(&mut self, entry: &NewAuditEntry<'_>) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO audit_logs (workspace_id, actor_type, actor_id, action, target_type, target_id, request_id, details, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
+        let sql = crate::insert_sql(INSERT_AUDIT, 1);
+        bind_audit(sqlx::query(&sql), entry).execute(&mut *self.inner).await.db()?;
+        Ok(())
+    }
+}
+
+/// The insert of an audit row (without its `VALUES`) and its number of parameters.
+pub(crate) const INSERT_AUDIT: (&str, usize) = (
+    "INSERT INTO audit_logs (workspace_id, actor_type, actor_id, action, target_type, target_id, request_id, details, created_at)",
+    9,
+);
+
+pub(crate) fn bind_audit<'q>(query: crate::AnyQuery<'q>, entry: &NewAuditEntry<'q>) -> crate::AnyQuery<'q> {
+    query
         .bind(entry.workspace_id)
         .bind(entry.actor_type)
         .bind(entry.actor_id)
@@ -77,8 +87,4 @@ impl AuditWrites for Tx {
         .bind(entry.request_id)
         .bind(entry.details.to_string())
         .bind(entry.created_at)
-        .execute(&mut *self.inner)
-        .await.db()?;
-        Ok(())
-    }
 }

@@ -15,6 +15,20 @@ use crate::{json_column, DbResult, Store, StoreError, StoreResult, Tx};
 const CA_COLUMNS: &str = "id, workspace_id, name, ca_type, description, url, status, health_status, issuer_patterns, \
     config, last_sync, created_at, updated_at";
 
+/// The insert of a ledger row (without its `VALUES`) and its number of parameters.
+pub(crate) const INSERT_ISSUED: (&str, usize) =
+    ("INSERT INTO internal_issued (ca_id, workspace_id, serial_number, certificate_pem, not_after, issued_at)", 6);
+
+pub(crate) fn bind_issued<'q>(query: crate::AnyQuery<'q>, record: &'q IssuedRecord) -> crate::AnyQuery<'q> {
+    query
+        .bind(record.ca_id)
+        .bind(record.workspace_id.as_str())
+        .bind(record.serial_number.as_str())
+        .bind(record.certificate_pem.as_str())
+        .bind(record.not_after)
+        .bind(record.issued_at)
+}
+
 const ISSUED_COLUMNS: &str =
     "id, ca_id, workspace_id, serial_number, certificate_pem, not_after, issued_at, revoked_at, revocation_reason";
 
@@ -281,19 +295,8 @@ impl CaWrites for Tx {
     }
 
     async fn insert_issued(&mut self, record: &IssuedRecord) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO internal_issued (ca_id, workspace_id, serial_number, certificate_pem, not_after, issued_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(record.ca_id)
-        .bind(record.workspace_id.as_str())
-        .bind(record.serial_number.as_str())
-        .bind(record.certificate_pem.as_str())
-        .bind(record.not_after)
-        .bind(record.issued_at)
-        .execute(&mut *self.inner)
-        .await
-        .db()?;
+        let sql = crate::insert_sql(INSERT_ISSUED, 1);
+        bind_issued(sqlx::query(&sql), record).execute(&mut *self.inner).await.db()?;
         Ok(())
     }
 

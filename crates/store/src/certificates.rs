@@ -459,16 +459,16 @@ fn usage_from_row(row: &AnyRow) -> StoreResult<UsageRecord> {
 impl CertificateWrites for Tx {
     async fn insert_certificate(&mut self, new: &NewCertificate<'_>) -> StoreResult<Certificate> {
         let parsed = new.parsed;
-        let sql = format!(
-            "INSERT INTO certificates (workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
+        let sql = "INSERT INTO certificates (workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
                 signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, \
                 subject_alt_names, is_ca, issuance_source, auto_renewal, location, metadata, certificate_pem, created_at, updated_at, \
                 expiring_notified_at, expired_notified_at, ca_id, chain_pem, private_key_sealed, issuance_template, csr_pem, \
                 renew_before_ms) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21, $22, $22, $23, $24, $25, $26, $27, $28) \
-             RETURNING {CERTIFICATE_COLUMNS}"
-        );
-        let row = sqlx::query(&sql)
+             RETURNING id";
+        // Only the id comes back: the rest of the row is what was bound, and decoding it again
+        // (thirty-odd columns looked up by name) was CPU on the group-commit writer's path.
+        let id: i64 = sqlx::query_scalar(sql)
             .bind(new.workspace_id)
             .bind(parsed.common_name.as_str())
             .bind(parsed.issuer.as_str())
@@ -500,7 +500,42 @@ impl CertificateWrites for Tx {
             .fetch_one(&mut *self.inner)
             .await
             .db()?;
-        certificate_from_row(&row)
+        Ok(Certificate {
+            id,
+            workspace_id: new.workspace_id.to_owned(),
+            common_name: parsed.common_name.clone(),
+            issuer: parsed.issuer.clone(),
+            subject: parsed.subject.clone(),
+            serial_number: parsed.serial_number.clone(),
+            not_before: parsed.not_before,
+            expires_at: parsed.expires_at,
+            signature_algorithm: parsed.signature_algorithm.clone(),
+            signature_hash: parsed.signature_hash.clone(),
+            key_algorithm: parsed.key_algorithm.clone(),
+            key_size: parsed.key_size,
+            fingerprint_sha256: parsed.fingerprint_sha256.clone(),
+            usage_category: parsed.usage_category.as_str().to_owned(),
+            subject_alt_names: parsed.subject_alt_names.clone(),
+            is_ca: parsed.is_ca,
+            issuance_source: new.issuance_source,
+            auto_renewal: new.auto_renewal,
+            location: new.location.map(str::to_owned),
+            metadata: new.metadata.clone(),
+            ca_id: new.ca_id,
+            machine_identity_id: None,
+            revoked: false,
+            revoked_at: None,
+            revocation_reason: None,
+            certificate_pem: parsed.pem.clone(),
+            chain_pem: new.chain_pem.map(str::to_owned),
+            issuance_template: new.issuance_template.map(str::to_owned),
+            csr_pem: new.csr_pem.map(str::to_owned),
+            renewed_by_id: None,
+            renewal_error: None,
+            has_private_key: new.private_key_sealed.is_some(),
+            created_at: new.created_at,
+            updated_at: new.created_at,
+        })
     }
 
     async fn find_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>> {

@@ -11,6 +11,14 @@ use trellis_core::events::{NewEvent, OutboxEvent};
 use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{EventReads, EventWrites};
 
+/// The insert of an outbox event (without its `VALUES`) and its number of parameters.
+pub(crate) const INSERT_EVENT: (&str, usize) =
+    ("INSERT INTO event_outbox (workspace_id, event_type, payload, created_at)", 4);
+
+pub(crate) fn bind_event<'q>(query: crate::AnyQuery<'q>, event: &NewEvent<'q>) -> crate::AnyQuery<'q> {
+    query.bind(event.workspace_id).bind(event.event_type).bind(event.payload.to_string()).bind(event.created_at)
+}
+
 #[async_trait]
 impl EventReads for Store {
     /// Events of a workspace, newest first, processed or not.
@@ -46,14 +54,8 @@ fn event_from_row(row: &AnyRow) -> StoreResult<OutboxEvent> {
 #[async_trait]
 impl EventWrites for Tx {
     async fn insert_event(&mut self, event: &NewEvent<'_>) -> StoreResult<()> {
-        sqlx::query("INSERT INTO event_outbox (workspace_id, event_type, payload, created_at) VALUES ($1, $2, $3, $4)")
-            .bind(event.workspace_id)
-            .bind(event.event_type)
-            .bind(event.payload.to_string())
-            .bind(event.created_at)
-            .execute(&mut *self.inner)
-            .await
-            .db()?;
+        let sql = crate::insert_sql(INSERT_EVENT, 1);
+        bind_event(sqlx::query(&sql), event).execute(&mut *self.inner).await.db()?;
         Ok(())
     }
 

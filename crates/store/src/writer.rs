@@ -124,13 +124,19 @@ async fn run_batch(store: &Store, jobs: Vec<Job>) {
     let mut finished = Vec::with_capacity(jobs.len());
     let outcome = async {
         let mut tx = store.begin_tx().await?;
-        for job in jobs {
-            sqlx::query("SAVEPOINT job").execute(&mut *tx.inner).await.db()?;
+        // Every statement is a round trip to the connection's thread, on the path of every job
+        // of the batch: the savepoint that ends one job and the one that starts the next go
+        // together, and COMMIT releases the last.
+        sqlx::query("SAVEPOINT job").execute(&mut *tx.inner).await.db()?;
+        for (index, job) in jobs.into_iter().enumerate() {
+            if index > 0 {
+                // (SQLite runs every statement of a query text; the writer is SQLite's only.)
+                sqlx::query("RELEASE job; SAVEPOINT job").execute(&mut *tx.inner).await.db()?;
+            }
             let done = job(&mut tx).await;
             if done.failed {
                 sqlx::query("ROLLBACK TO job").execute(&mut *tx.inner).await.db()?;
             }
-            sqlx::query("RELEASE job").execute(&mut *tx.inner).await.db()?;
             finished.push(done);
         }
         tx.commit_tx().await

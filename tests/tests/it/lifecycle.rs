@@ -1038,3 +1038,54 @@ async fn renewal_follows_the_template_window_and_keeps_the_lifetime() {
     assert_eq!(renewed["autoRenewal"], true);
     assert_eq!(old["autoRenewal"], false);
 }
+
+/// Certificates issued on approval and by auto-renewal (`trellis jobs renew`, another process)
+/// are in their internal CA's ledger like those of `POST /api/certificates/issue`: the ledger row
+/// is written in the issuance's own transaction on every path, and revoking them puts them on
+/// the CA's public CRL, which is built from the ledger.
+#[tokio::test]
+async fn certificates_issued_on_approval_and_by_renewal_are_in_the_cas_ledger() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let root = internal_root(&admin, "Ledger Root").await;
+    let openssl = Openssl::new();
+    let key = server.key_client(&["certificates:read", "certificates:write"]).await;
+    let gate = admin
+        .post(
+            "/api/issuance-policies",
+            json!({ "name": "gate", "type": "domain-policy", "config": { "requireApprovalFor": ["*.prod.example.com"] } }),
+        )
+        .await;
+    assert_eq!(gate.status, 201, "{}", gate.body);
+
+    let parked =
+        admin.post("/api/certificates/issue", json!({ "caId": root, "commonName": "api.prod.example.com" })).await;
+    assert_eq!(parked.status, 202, "{}", parked.body);
+    let request = parked.body["data"]["id"].as_i64().unwrap();
+    let approved = key.post(&format!("/api/certificate-requests/{request}/approve"), json!({})).await;
+    assert_eq!(approved.status, 200, "{}", approved.body);
+    let on_approval = approved.body["data"]["certificate"].clone();
+
+    let due = issue(
+        &admin,
+        json!({ "caId": root, "commonName": "renew.example.com", "autoRenewal": true, "validityDays": 40 }),
+    )
+    .await;
+    let run = server.cli(&["jobs", "renew", "--as-of", &days_from_now(15)]).expect("jobs renew --as-of");
+    assert_eq!(run, json!({ "renewed": 1, "failed": 0 }));
+    let renewed_id = event_data(&admin, "certificate.renewed").await[0]["newCertificateId"].as_i64().expect("renewed");
+    let by_renewal = admin.get(&format!("/api/certificates/{renewed_id}")).await.body["data"].clone();
+    assert_ne!(serial(&by_renewal), serial(&due));
+
+    let listing = crl_text(&server, &openssl, root).await;
+    for cert in [&on_approval, &by_renewal] {
+        assert!(!listing.contains(&serial(cert)), "not revoked yet: {listing}");
+        let revoked = admin.post(&format!("/api/certificates/{}/revoke", cert["id"]), json!({})).await;
+        assert_eq!(revoked.status, 200, "{}", revoked.body);
+    }
+    let listing = crl_text(&server, &openssl, root).await;
+    for cert in [&on_approval, &by_renewal] {
+        assert!(listing.contains(&serial(cert)), "{} not on the CRL: {listing}", serial(cert));
+    }
+    assert!(!listing.contains(&serial(&due)), "the renewed certificate is not revoked: {listing}");
+}

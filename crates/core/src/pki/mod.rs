@@ -9,18 +9,22 @@
 //!   every certificate and CRL it signs.
 //! - [`issue`]: signs a verified CSR under a host-resolved profile: 16 random serial bytes,
 //!   SKI/AKI, a CRL distribution point and an OCSP URL of this service.
+//! - [`ledger`]: the ledger row of a certificate signed for an issuance, written in the
+//!   issuance's own transaction.
 //! - [`crl`]: the CA's signed CRL (number, thisUpdate, nextUpdate, reasons).
 //! - [`ocsp`]: OCSP requests parsed and responses signed by the CA key (RFC 6960).
 
 pub mod authority;
 pub mod crl;
 pub mod issue;
+pub mod ledger;
 pub mod ocsp;
 pub mod service;
 
 pub use self::authority::{Authority, NewAuthority, Signer};
 pub use self::crl::{sign_crl, RevokedEntry};
 pub use self::issue::{sign_csr, CsrCheck, IssuerUrls, Signed};
+pub use self::ledger::{LedgerSlot, Unrecorded};
 pub use self::ocsp::{
     error_response, parse_get_request, parse_request, sign_response, CertId, CertStatus, HashAlgorithm, OcspError,
     OcspErrorStatus, OcspIssuer, OcspRequest, SingleStatus,

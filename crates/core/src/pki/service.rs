@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::{
     error_response, sign_csr, sign_response, Authority, CertStatus, CsrCheck, IssuerUrls, NewAuthority, OcspError,
-    OcspErrorStatus, OcspIssuer, OcspRequest, PkiError, Signer, SingleStatus,
+    OcspErrorStatus, OcspIssuer, OcspRequest, PkiError, Signer, SingleStatus, Unrecorded,
 };
 use crate::cas::{IssuedRecord, StoredAuthority};
 use crate::certificates::x509::{pem_certificates, to_pem};
@@ -400,23 +400,25 @@ impl PkiCore for InternalPki {
             revoked_at: None,
             revocation_reason: None,
         };
-        // The ledger row is durable before the certificate leaves the host: a CA never hands out
-        // a certificate its CRL and OCSP could not answer for.
-        self.store
-            .write(move |tx| Box::pin(async move { tx.insert_issued(&record).await.map_err(Into::into) }))
-            .await
-            .map_err(|err| {
+        // A CA never hands out a certificate its CRL and OCSP could not answer for. Inside an
+        // issuance, the ledger row goes back to the issuance use case, which writes it in the
+        // transaction that stores the certificate, committed before the certificate leaves the
+        // service (one group commit per issuance, not two: see `pki::ledger`). Otherwise the
+        // row is durable before the certificate leaves the host.
+        let row = Unrecorded::new(record, self.store.clone());
+        let row = match grant.sign.as_ref().and_then(|permit| permit.ledger.as_ref()) {
+            Some(slot) => slot.put(row).err(),
+            None => Some(row),
+        };
+        if let Some(row) = row {
+            row.record_now().await.map_err(|err| {
                 tracing::error!(error = %err, "recording an issued certificate failed");
                 PkiCoreError::Unavailable("recording the certificate failed; retry later".into())
             })?;
-        // The root is what relying parties already trust; the chain carries what lies between.
-        let chain_der = match prepared.chain_der.split_last() {
-            Some((last, rest)) if is_self_signed(last) => rest.to_vec(),
-            _ => prepared.chain_der.clone(),
-        };
+        }
         Ok(SignedCertificate {
             certificate_der: signed.certificate_der,
-            chain_der,
+            chain_der: prepared.issued_chain_der.clone(),
             serial_number: signed.serial_number,
         })
     }

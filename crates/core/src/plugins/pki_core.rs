@@ -10,6 +10,7 @@ use async_trait::async_trait;
 
 use super::keystore::KeyAlgorithm;
 use super::types::{CertificateProfile, RevocationInfo, RevocationReason, Subject};
+use crate::pki::LedgerSlot;
 
 /// The internal CA a call may use: the CA record, and what the host may read of its stored
 /// configuration (withheld members such as an imported private key; never sent to the plugin).
@@ -33,6 +34,11 @@ impl std::fmt::Debug for PkiGrant {
 pub struct SignPermit {
     pub csr_der: Vec<u8>,
     pub profile: CertificateProfile,
+    /// Set by the issuance use case: `sign-csr` leaves the certificate's ledger row here, and
+    /// the use case writes it in the transaction that stores the certificate, which commits
+    /// before the certificate leaves the service (see [`crate::pki::ledger`]). Without a slot,
+    /// `sign-csr` writes the row itself before it returns.
+    pub ledger: Option<LedgerSlot>,
 }
 
 impl SignPermit {
@@ -147,7 +153,8 @@ pub enum PkiCoreError {
 pub trait PkiCore: Send + Sync + 'static {
     async fn authority(&self, grant: &PkiGrant) -> Result<Option<AuthorityInfo>, PkiCoreError>;
     async fn create_authority(&self, grant: &PkiGrant, spec: AuthoritySpec) -> Result<AuthorityInfo, PkiCoreError>;
-    /// Signs (the caller checked the permit) and records the certificate before returning it.
+    /// Signs (the caller checked the permit) and records the certificate before returning it,
+    /// or, when the permit carries a ledger slot, leaves its ledger row there for the caller.
     async fn sign_csr(
         &self,
         grant: &PkiGrant,

@@ -8,7 +8,7 @@ mod no_plugins;
 use std::sync::Arc;
 
 pub use self::memory_store::MemoryStore;
-pub use self::no_plugins::NoPlugins;
+pub use self::no_plugins::{IssueScript, NoPlugins};
 use crate::auth::{Actor, Caller, Role};
 use crate::clock::{FixedClock, OsEntropy};
 use crate::context::{Context, Settings};
@@ -17,6 +17,11 @@ use crate::plugins::service::PluginService;
 
 /// A context over `store`, stopped at `now` (RFC 3339), with no plugins installed.
 pub fn context(store: MemoryStore, now: &str) -> Context {
+    context_with(store, now, NoPlugins::default())
+}
+
+/// [`context`] with `plugins` as the plugin host.
+pub fn context_with(store: MemoryStore, now: &str, plugins: NoPlugins) -> Context {
     let now = chrono::DateTime::parse_from_rfc3339(now).map(|t| t.with_timezone(&chrono::Utc)).unwrap_or_default();
     let settings =
         Settings { login_max_failures: 5, login_window: std::time::Duration::from_secs(900), ..Settings::default() };
@@ -27,7 +32,7 @@ pub fn context(store: MemoryStore, now: &str) -> Context {
         Arc::new(FixedClock(now)),
         Arc::new(OsEntropy),
         key,
-        PluginService::new(Arc::new(NoPlugins)),
+        PluginService::new(Arc::new(plugins)),
     )
 }
 

@@ -1,10 +1,23 @@
-//! `NoPlugins`: a plugin host with nothing installed. Every call fails as an unbound type would.
+//! `NoPlugins`: a plugin host with nothing installed. Every call fails as an unbound type would,
+//! but `ca_issue`, which a test may script.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures_util::future::BoxFuture;
 
 use crate::plugins::*;
 
-pub struct NoPlugins;
+/// A connector's `issue` as a test scripts it: the call's target (with its `pki-core` grant)
+/// and request in, the outcome out.
+pub type IssueScript =
+    Arc<dyn Fn(CallTarget, IssueRequest) -> BoxFuture<'static, Result<IssueOutcome, PluginError>> + Send + Sync>;
+
+#[derive(Default)]
+pub struct NoPlugins {
+    /// What `ca_issue` does; unset, it fails like every other call.
+    pub issue: Option<IssueScript>,
+}
 
 fn none() -> PluginError {
     PluginError::NotFound { id: "(no plugins in this test)".into() }
@@ -67,8 +80,11 @@ impl PluginHost for NoPlugins {
     async fn ca_setup(&self, _: &CallTarget) -> Result<(), PluginError> {
         Err(none())
     }
-    async fn ca_issue(&self, _: &CallTarget, _: &IssueRequest) -> Result<IssueOutcome, PluginError> {
-        Err(none())
+    async fn ca_issue(&self, target: &CallTarget, request: &IssueRequest) -> Result<IssueOutcome, PluginError> {
+        match &self.issue {
+            Some(script) => script(target.clone(), request.clone()).await,
+            None => Err(none()),
+        }
     }
     async fn ca_poll_issue(&self, _: &CallTarget, _: &str, _: &IssueRequest) -> Result<IssueOutcome, PluginError> {
         Err(none())
