@@ -310,15 +310,8 @@ async fn list_deliveries(
         filters.webhook_id.as_deref().filter(|s| !s.is_empty()).map(|id| prefixed_id(id, "whk_")).transpose()?;
     let integration =
         filters.integration_id.as_deref().filter(|s| !s.is_empty()).map(|id| prefixed_id(id, "int_")).transpose()?;
-    if webhook.is_some() && integration.is_some() {
-        return Err(Error::validation_with(
-            "Filter by webhookId or by integrationId, not both",
-            serde_json::json!({ "field": "integrationId" }),
-        )
-        .into());
-    }
     let filter = DeliveryFilter {
-        target_id: webhook.or(integration),
+        target_ids: webhook.into_iter().chain(integration).collect(),
         status: filters.status.filter(|s| !s.is_empty()),
         event_type: filters.event_type.filter(|s| !s.is_empty()),
     };

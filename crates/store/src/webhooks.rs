@@ -189,9 +189,11 @@ impl WebhookReads for Store {
     ) -> StoreResult<Page<Delivery>> {
         let mut clauses = vec!["workspace_id = $1".to_owned()];
         let mut binds = vec![Bind::Text(workspace_id.to_owned())];
-        for (column, value) in
-            [("target_id", &filter.target_id), ("status", &filter.status), ("event_type", &filter.event_type)]
-        {
+        for target in &filter.target_ids {
+            binds.push(Bind::Text(target.clone()));
+            clauses.push(format!("target_id = ${}", binds.len()));
+        }
+        for (column, value) in [("status", &filter.status), ("event_type", &filter.event_type)] {
             if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
                 binds.push(Bind::Text(value.to_owned()));
                 clauses.push(format!("{column} = ${}", binds.len()));

@@ -76,8 +76,9 @@ pub struct NewDelivery {
 /// Filters of the delivery list.
 #[derive(Debug, Clone, Default)]
 pub struct DeliveryFilter {
-    /// A webhook endpoint or integration id.
-    pub target_id: Option<String>,
+    /// Webhook endpoint or integration ids a delivery's target must equal (all of them: two
+    /// different ids match nothing).
+    pub target_ids: Vec<String>,
     pub status: Option<String>,
     pub event_type: Option<String>,
 }
