@@ -78,6 +78,11 @@ impl Response {
         })
     }
 
+    /// `Retry-After` in seconds, when the server sent a number.
+    pub fn retry_after_secs(&self) -> Option<u32> {
+        self.header("retry-after").and_then(|v| v.trim().parse().ok())
+    }
+
     /// The first value of a header, as text.
     pub fn header(&self, name: &str) -> Option<String> {
         let name = name.to_ascii_lowercase();
@@ -123,6 +128,11 @@ impl Request {
     pub fn header(mut self, name: &str, value: &str) -> Request {
         self.headers.push((name.to_owned(), value.as_bytes().to_vec()));
         self
+    }
+
+    /// `Authorization: Basic base64(user:password)` (RFC 7617).
+    pub fn basic_auth(self, user: &str, password: &str) -> Request {
+        self.header("authorization", &basic_auth(user, password))
     }
 
     /// Sets a raw body.
@@ -365,5 +375,46 @@ impl Target {
             tail.to_owned()
         };
         Ok(Target { https: scheme, authority: authority.to_owned(), path_and_query })
+    }
+}
+
+/// The `Authorization` value of HTTP basic authentication: `Basic base64(user:password)`.
+pub fn basic_auth(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}")))
+}
+
+/// Why `url` cannot be an endpoint a record names, if it cannot: it must be an absolute
+/// `https://` URL with a host and no embedded credentials or spaces.
+pub fn https_url_problem(url: &str) -> Option<&'static str> {
+    let Some(rest) = url.strip_prefix("https://") else {
+        return Some("must be an https:// URL");
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty() || authority.contains('@') || url.chars().any(char::is_whitespace) {
+        return Some("must be an https:// URL with a host and no embedded credentials or spaces");
+    }
+    None
+}
+
+/// As [`https_url_problem`], for a base URL that paths are appended to (no query or fragment).
+pub fn https_base_url_problem(url: &str) -> Option<&'static str> {
+    https_url_problem(url)
+        .or_else(|| url.contains(['?', '#']).then_some("must be a base URL without query or fragment"))
+}
+
+#[cfg(test)]
+mod helper_tests {
+    use super::*;
+
+    #[test]
+    fn basic_auth_and_url_checks() {
+        assert_eq!(basic_auth("ops@example.com", "tok"), "Basic b3BzQGV4YW1wbGUuY29tOnRvaw==");
+        assert_eq!(https_url_problem("https://hooks.example.com/x?sig=1"), None);
+        assert!(https_url_problem("http://hooks.example.com/x").is_some());
+        assert!(https_url_problem("https://user@hooks.example.com/x").is_some());
+        assert!(https_url_problem("https:///x").is_some());
+        assert!(https_base_url_problem("https://jira.example.net/?x=1").is_some());
+        assert_eq!(https_base_url_problem("https://jira.example.net"), None);
     }
 }

@@ -70,6 +70,7 @@ pub mod state;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 mod types;
+pub mod util;
 pub mod verifier;
 
 pub use crate::types::*;
@@ -77,7 +78,7 @@ pub use schemars;
 
 /// Everything a plugin usually needs: `use trellis_plugin_sdk::prelude::*;`.
 pub mod prelude {
-    pub use crate::{http, keystore, log, pki, state};
+    pub use crate::{http, keystore, log, pki, state, util};
     pub use crate::{
         CaConnector, CallContext, Capability, CertificatePage, CertificateProfile, CertificateRef, Check, CheckStatus,
         ConfigIssue, Delivery, DiscoveredCertificate, Event, Integration, IssueOutcome, IssueRequest,

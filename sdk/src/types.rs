@@ -162,6 +162,13 @@ pub struct ConfigIssue {
     pub message: String,
 }
 
+impl ConfigIssue {
+    /// A problem with the member at `field` (a JSON pointer).
+    pub fn new(field: &str, message: impl Into<String>) -> ConfigIssue {
+        ConfigIssue { field: field.to_owned(), message: message.into() }
+    }
+}
+
 /// An error a plugin reports. Traps, timeouts and refused requests are the host's to report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -675,6 +682,50 @@ pub struct Event {
 }
 
 impl Event {
+    /// The event's `data` object (`payload.data`), or the payload itself when it has none.
+    pub fn data(&self) -> &serde_json::Value {
+        match self.payload.get("data") {
+            Some(data) if data.is_object() => data,
+            _ => &self.payload,
+        }
+    }
+
+    /// A member of [`Event::data`] as text (strings, numbers, booleans).
+    pub fn field(&self, key: &str) -> Option<String> {
+        crate::util::text(self.data(), key)
+    }
+
+    /// The workspace the event belongs to (`payload.workspaceId`, else the call's).
+    pub fn workspace_id<'a>(&'a self, ctx: &'a CallContext) -> &'a str {
+        self.payload
+            .get("workspaceId")
+            .and_then(serde_json::Value::as_str)
+            .filter(|s| !s.is_empty())
+            .unwrap_or(&ctx.workspace_id)
+    }
+
+    /// `payload.occurredAt`, else the event's time, as RFC 3339.
+    pub fn occurred_at(&self) -> String {
+        crate::util::text(&self.payload, "occurredAt").unwrap_or_else(|| crate::util::rfc3339(self.occurred_at_ms))
+    }
+
+    /// The CA health a `ca.*` event reports (`healthStatus`, or `current` of a health change).
+    pub fn health(&self) -> Option<String> {
+        self.field("healthStatus").or_else(|| self.field("current"))
+    }
+
+    /// What the event is about: the certificate (the replaced one for `certificate.renewed`) or
+    /// the CA; `None` for other events.
+    pub fn subject_id(&self) -> Option<String> {
+        if self.event_type.starts_with("certificate.") {
+            self.field("certificateId").or_else(|| self.field("oldCertificateId"))
+        } else if self.event_type.starts_with("ca.") {
+            self.field("caId")
+        } else {
+            None
+        }
+    }
+
     /// An event for tests.
     pub fn for_test(event_type: &str, summary: &str, payload: serde_json::Value) -> Event {
         Event {

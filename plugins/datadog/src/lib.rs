@@ -117,17 +117,20 @@ impl Integration for Datadog {
     fn validate_config(config: &Config) -> Result<(), PluginError> {
         let mut issues = Vec::new();
         if config.api_key.is_empty() || !config.api_key.chars().all(|c| c.is_ascii_alphanumeric()) {
-            issues.push(issue("/apiKey", "must be a Datadog API key (letters and digits)"));
+            issues.push(ConfigIssue::new("/apiKey", "must be a Datadog API key (letters and digits)"));
         }
         if !SITES.contains(&config.site.as_str()) {
-            issues.push(issue("/site", format!("must be one of {}", SITES.join(", "))));
+            issues.push(ConfigIssue::new("/site", format!("must be one of {}", SITES.join(", "))));
         }
-        if let Some(problem) = config.api_url.as_deref().and_then(https_problem) {
-            issues.push(issue("/apiUrl", problem));
+        if let Some(problem) = config.api_url.as_deref().and_then(http::https_base_url_problem) {
+            issues.push(ConfigIssue::new("/apiUrl", problem));
         }
         for (i, tag) in config.tags.iter().enumerate() {
             if tag.is_empty() || tag.chars().count() > 200 || tag.chars().any(|c| c.is_whitespace() || c == ',') {
-                issues.push(issue(&format!("/tags/{i}"), "a tag is 1 to 200 characters without spaces or commas"));
+                issues.push(ConfigIssue::new(
+                    &format!("/tags/{i}"),
+                    "a tag is 1 to 200 characters without spaces or commas",
+                ));
             }
         }
         if issues.is_empty() {
@@ -156,13 +159,13 @@ impl Integration for Datadog {
 
     fn notify(ctx: &CallContext, config: &Config, event: &Event) -> Result<Delivery, PluginError> {
         let level = level(event);
-        let workspace = workspace_id(ctx, event);
+        let workspace = event.workspace_id(ctx);
         let mut tags = vec![
             "source:trellis".to_owned(),
             format!("event_type:{}", event.event_type),
             format!("workspace_id:{workspace}"),
         ];
-        if let Some(common_name) = text(data(event), "commonName") {
+        if let Some(common_name) = util::text(event.data(), "commonName") {
             tags.push(format!("common_name:{common_name}"));
         }
         tags.extend(config.tags.iter().cloned());
@@ -177,14 +180,14 @@ impl Integration for Datadog {
                     "\n\nTrellis event {} ({}) at {}.",
                     event.event_type,
                     event.id,
-                    occurred_at(event)
+                    event.occurred_at()
                 ));
                 let body = json!({
-                    "title": truncate(&summary, 100),
-                    "text": truncate(&text, 4000),
+                    "title": util::truncate(&summary, 100),
+                    "text": util::truncate(&text, 4000),
                     "alert_type": level,
                     "source_type_name": "trellis",
-                    "aggregation_key": truncate(&subject_id(event).unwrap_or_else(|| event.id.clone()), 100),
+                    "aggregation_key": util::truncate(&event.subject_id().unwrap_or_else(|| event.id.clone()), 100),
                     "tags": tags,
                 });
                 let url = format!("{}/api/v1/events", config.api_base());
@@ -234,7 +237,7 @@ fn level(event: &Event) -> &'static str {
         "certificate.expired" | "certificate.revoked" | "certificate.renewal_failed" | "attestation.failed" => "error",
         "certificate.expiring" => "warning",
         "certificate.renewed" => "success",
-        "ca.health_changed" => match health(event).as_deref() {
+        "ca.health_changed" => match event.health().as_deref() {
             Some("unhealthy") => "error",
             Some("degraded") => "warning",
             Some("healthy") => "success",
@@ -254,9 +257,9 @@ fn classify(res: &http::Response) -> Result<(), PluginError> {
             .map(|e| e.iter().map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned)).collect())
             .unwrap_or_default();
         if errors.is_empty() {
-            truncate(&res.text(), 200)
+            util::truncate(&res.text(), 200)
         } else {
-            truncate(&errors.join("; "), 400)
+            util::truncate(&errors.join("; "), 400)
         }
     };
     match res.status {
@@ -273,62 +276,7 @@ fn classify(res: &http::Response) -> Result<(), PluginError> {
 
 /// `Retry-After`, else Datadog's own `X-RateLimit-Reset` (seconds until the window resets).
 fn retry_after(res: &http::Response) -> Option<u32> {
-    ["retry-after", "x-ratelimit-reset"].iter().find_map(|h| res.header(h).and_then(|v| v.trim().parse().ok()))
-}
-
-fn issue(field: &str, message: impl Into<String>) -> ConfigIssue {
-    ConfigIssue { field: field.to_owned(), message: message.into() }
-}
-
-/// Checks that `url` is an absolute https:// URL with a host and no credentials.
-fn https_problem(url: &str) -> Option<&'static str> {
-    let Some(rest) = url.strip_prefix("https://") else {
-        return Some("must be an https:// URL");
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.is_empty() || authority.contains('@') || url.chars().any(char::is_whitespace) {
-        return Some("must be an https:// URL with a host and no embedded credentials or spaces");
-    }
-    if url.contains(['?', '#']) {
-        return Some("must be a base URL without query or fragment");
-    }
-    None
-}
-
-/// The event's `data` object, or the payload itself when it has none (flat payloads).
-fn data(event: &Event) -> &Value {
-    match event.payload.get("data") {
-        Some(data) if data.is_object() => data,
-        _ => &event.payload,
-    }
-}
-
-/// A member of `value` as text (strings, numbers, booleans).
-fn text(value: &Value, key: &str) -> Option<String> {
-    match value.get(key)? {
-        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
-/// The CA health an event reports (`healthStatus`, or `current` of a health change).
-fn health(event: &Event) -> Option<String> {
-    text(data(event), "healthStatus").or_else(|| text(data(event), "current"))
-}
-
-/// What the event is about: the certificate (the renewed one for `certificate.renewed`) or
-/// the CA.
-fn subject_id(event: &Event) -> Option<String> {
-    let data = data(event);
-    if event.event_type.starts_with("certificate.") {
-        text(data, "certificateId").or_else(|| text(data, "oldCertificateId"))
-    } else if event.event_type.starts_with("ca.") {
-        text(data, "caId")
-    } else {
-        None
-    }
+    res.retry_after_secs().or_else(|| res.header("x-ratelimit-reset").and_then(|v| v.trim().parse().ok()))
 }
 
 /// Labelled details of the event's subject, in display order.
@@ -355,38 +303,8 @@ const DETAILS: &[(&str, &str)] = &[
 ];
 
 fn details(event: &Event) -> Vec<(&'static str, String)> {
-    let data = data(event);
-    DETAILS.iter().filter_map(|(key, label)| text(data, key).map(|value| (*label, value))).collect()
-}
-
-fn workspace_id<'a>(ctx: &'a CallContext, event: &'a Event) -> &'a str {
-    event.payload.get("workspaceId").and_then(Value::as_str).filter(|s| !s.is_empty()).unwrap_or(&ctx.workspace_id)
-}
-
-/// `occurredAt` of the payload, else the event's time as RFC 3339.
-fn occurred_at(event: &Event) -> String {
-    text(&event.payload, "occurredAt").unwrap_or_else(|| rfc3339(event.occurred_at_ms))
-}
-
-/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-fn rfc3339(ms: i64) -> String {
-    let (secs, millis) = (ms.div_euclid(1000), ms.rem_euclid(1000));
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z", sod / 3600, sod % 3600 / 60, sod % 60)
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
+    let data = event.data();
+    DETAILS.iter().filter_map(|(key, label)| util::text(data, key).map(|value| (*label, value))).collect()
 }
 
 trellis_plugin_sdk::export_integration!(Datadog);

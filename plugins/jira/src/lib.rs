@@ -42,9 +42,8 @@ impl Config {
     }
 
     fn request(&self, method: &str, path: &str) -> http::Request {
-        let credentials = base64(format!("{}:{}", self.email, self.api_token).as_bytes());
         http::Request::new(method, &self.url(path))
-            .header("authorization", &format!("Basic {credentials}"))
+            .basic_auth(&self.email, &self.api_token)
             .header("accept", "application/json")
             .timeout_ms(10_000)
     }
@@ -67,31 +66,31 @@ impl Integration for Jira {
 
     fn validate_config(config: &Config) -> Result<(), PluginError> {
         let mut issues = Vec::new();
-        if let Some(problem) = https_problem(&config.base_url) {
-            issues.push(issue("/baseUrl", problem));
+        if let Some(problem) = http::https_base_url_problem(&config.base_url) {
+            issues.push(ConfigIssue::new("/baseUrl", problem));
         }
         let email = config.email.trim();
         if email.is_empty() || !email.contains('@') || email.chars().any(char::is_whitespace) {
-            issues.push(issue("/email", "must be the email address of the Atlassian account"));
+            issues.push(ConfigIssue::new("/email", "must be the email address of the Atlassian account"));
         }
         if config.api_token.trim().is_empty() {
-            issues.push(issue("/apiToken", "must not be empty"));
+            issues.push(ConfigIssue::new("/apiToken", "must not be empty"));
         }
         let key = &config.project_key;
         let key_ok = key.chars().next().is_some_and(|c| c.is_ascii_uppercase())
             && key.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
         if !key_ok {
-            issues.push(issue(
+            issues.push(ConfigIssue::new(
                 "/projectKey",
                 "must be a project key: an uppercase letter, then uppercase letters, digits or _",
             ));
         }
         if config.issue_type.trim().is_empty() {
-            issues.push(issue("/issueType", "must not be empty"));
+            issues.push(ConfigIssue::new("/issueType", "must not be empty"));
         }
         for (i, label) in config.labels.iter().enumerate() {
             if label.is_empty() || label.chars().count() > 255 || label.chars().any(char::is_whitespace) {
-                issues.push(issue(&format!("/labels/{i}"), "a label is 1 to 255 characters without spaces"));
+                issues.push(ConfigIssue::new(&format!("/labels/{i}"), "a label is 1 to 255 characters without spaces"));
             }
         }
         if issues.is_empty() {
@@ -105,7 +104,8 @@ impl Integration for Jira {
         let mut checks = vec![Check::pass("config", "configuration is valid")];
         match get_json(config, "/rest/api/3/myself") {
             Ok(me) => {
-                let who = text(&me, "displayName").or_else(|| text(&me, "emailAddress")).unwrap_or_default();
+                let who =
+                    util::text(&me, "displayName").or_else(|| util::text(&me, "emailAddress")).unwrap_or_default();
                 checks.push(Check::pass("authentication", format!("authenticated as {who}")));
             }
             Err(err) => {
@@ -116,7 +116,7 @@ impl Integration for Jira {
         }
         match get_json(config, &format!("/rest/api/3/project/{}", config.project_key)) {
             Ok(project) => {
-                let name = text(&project, "name").unwrap_or_default();
+                let name = util::text(&project, "name").unwrap_or_default();
                 checks.push(Check::pass("project", format!("project {} ({name}) is visible", config.project_key)));
                 if let Some(types) = project.get("issueTypes").and_then(Value::as_array) {
                     let names: Vec<&str> = types.iter().filter_map(|t| t.get("name").and_then(Value::as_str)).collect();
@@ -144,7 +144,8 @@ impl Integration for Jira {
         let jql = format!("project = {} AND labels = \"{label}\" AND statusCategory != Done", config.project_key);
         let found =
             post_json(config, "/rest/api/3/search/jql", &json!({"jql": jql, "fields": ["key"], "maxResults": 1}))?.1;
-        let open = found.get("issues").and_then(Value::as_array).and_then(|i| i.first()).and_then(|i| text(i, "key"));
+        let open =
+            found.get("issues").and_then(Value::as_array).and_then(|i| i.first()).and_then(|i| util::text(i, "key"));
         if let Some(key) = open {
             let (status, _) =
                 post_json(config, &format!("/rest/api/3/issue/{key}/comment"), &json!({"body": document}))?;
@@ -158,13 +159,13 @@ impl Integration for Jira {
             "fields": {
                 "project": {"key": config.project_key},
                 "issuetype": {"name": config.issue_type},
-                "summary": truncate(&summary.replace(['\r', '\n'], " "), 255),
+                "summary": util::truncate(&summary.replace(['\r', '\n'], " "), 255),
                 "description": document,
                 "labels": labels,
             }
         });
         let (status, created) = post_json(config, "/rest/api/3/issue", &body)?;
-        let key = text(&created, "key")
+        let key = util::text(&created, "key")
             .ok_or_else(|| PluginError::upstream(Some(status), "Jira created an issue but returned no key", false))?;
         log::info("jira issue created", &[("event", &event.id), ("issue", &key)]);
         Ok(Delivery::delivered(Some(status)).with_reference(key))
@@ -173,19 +174,19 @@ impl Integration for Jira {
 
 /// The label of the issue an event belongs to, or `None` for events that open no issue.
 fn subject_label(event: &Event) -> Option<String> {
-    let data = data(event);
+    let data = event.data();
     let subject = match event.event_type.as_str() {
-        t if t.starts_with("certificate.") => {
-            text(data, "certificateId").or_else(|| text(data, "oldCertificateId")).unwrap_or_else(|| event.id.clone())
-        }
-        "ca.health_changed" => text(data, "caId").unwrap_or_else(|| event.id.clone()),
-        "attestation.failed" => text(data, "deviceId").unwrap_or_else(|| "attestation-failed".into()),
+        t if t.starts_with("certificate.") => util::text(data, "certificateId")
+            .or_else(|| util::text(data, "oldCertificateId"))
+            .unwrap_or_else(|| event.id.clone()),
+        "ca.health_changed" => util::text(data, "caId").unwrap_or_else(|| event.id.clone()),
+        "attestation.failed" => util::text(data, "deviceId").unwrap_or_else(|| "attestation-failed".into()),
         _ => return None,
     };
     // Labels hold no spaces, and JQL quoting stays trivial.
     let subject: String =
         subject.chars().map(|c| if c.is_ascii_alphanumeric() || "_.-".contains(c) { c } else { '-' }).collect();
-    Some(truncate(&format!("trellis-{subject}"), 255))
+    Some(util::truncate(&format!("trellis-{subject}"), 255))
 }
 
 /// The issue description / comment: the summary, the details, then where it came from.
@@ -211,8 +212,8 @@ fn document(ctx: &CallContext, event: &Event) -> Value {
             "Trellis event {} ({}) in workspace {} at {}.",
             event.event_type,
             event.id,
-            workspace_id(ctx, event),
-            occurred_at(event)
+            event.workspace_id(ctx),
+            event.occurred_at()
         ),
         false,
     ));
@@ -244,14 +245,14 @@ fn classify(res: &http::Response) -> Result<(), PluginError> {
             parts.extend(errors.iter().map(|(field, m)| format!("{field}: {}", m.as_str().unwrap_or_default())));
         }
         if parts.is_empty() {
-            truncate(&res.text(), 200)
+            util::truncate(&res.text(), 200)
         } else {
-            truncate(&parts.join("; "), 400)
+            util::truncate(&parts.join("; "), 400)
         }
     };
     match res.status {
         200..=299 => Ok(()),
-        429 => Err(PluginError::RateLimited(retry_after(res))),
+        429 => Err(PluginError::RateLimited(res.retry_after_secs())),
         401 => Err(PluginError::unauthorized(format!("Jira rejected the email and API token: {}", message()))),
         403 => Err(PluginError::unauthorized(format!("the Jira account lacks permission: {}", message()))),
         404 => Err(PluginError::not_found(format!("Jira answered 404: {}", message()))),
@@ -260,65 +261,6 @@ fn classify(res: &http::Response) -> Result<(), PluginError> {
             format!("Jira answered HTTP {status}: {}", message()),
             status >= 500 || status == 408,
         )),
-    }
-}
-
-fn retry_after(res: &http::Response) -> Option<u32> {
-    res.header("retry-after").and_then(|v| v.trim().parse().ok())
-}
-
-fn issue(field: &str, message: impl Into<String>) -> ConfigIssue {
-    ConfigIssue { field: field.to_owned(), message: message.into() }
-}
-
-/// Checks that `url` is an absolute https:// URL with a host and no credentials.
-fn https_problem(url: &str) -> Option<&'static str> {
-    let Some(rest) = url.strip_prefix("https://") else {
-        return Some("must be an https:// URL");
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.is_empty() || authority.contains('@') || url.chars().any(char::is_whitespace) {
-        return Some("must be an https:// URL with a host and no embedded credentials or spaces");
-    }
-    if url.contains(['?', '#']) {
-        return Some("must be a base URL without query or fragment");
-    }
-    None
-}
-
-/// Standard base64 with padding (RFC 4648), for the basic-auth header.
-fn base64(input: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
-    for chunk in input.chunks(3) {
-        let byte = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
-        let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// The event's `data` object, or the payload itself when it has none (flat payloads).
-fn data(event: &Event) -> &Value {
-    match event.payload.get("data") {
-        Some(data) if data.is_object() => data,
-        _ => &event.payload,
-    }
-}
-
-/// A member of `value` as text (strings, numbers, booleans).
-fn text(value: &Value, key: &str) -> Option<String> {
-    match value.get(key)? {
-        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
     }
 }
 
@@ -346,38 +288,8 @@ const DETAILS: &[(&str, &str)] = &[
 ];
 
 fn details(event: &Event) -> Vec<(&'static str, String)> {
-    let data = data(event);
-    DETAILS.iter().filter_map(|(key, label)| text(data, key).map(|value| (*label, value))).collect()
-}
-
-fn workspace_id<'a>(ctx: &'a CallContext, event: &'a Event) -> &'a str {
-    event.payload.get("workspaceId").and_then(Value::as_str).filter(|s| !s.is_empty()).unwrap_or(&ctx.workspace_id)
-}
-
-/// `occurredAt` of the payload, else the event's time as RFC 3339.
-fn occurred_at(event: &Event) -> String {
-    text(&event.payload, "occurredAt").unwrap_or_else(|| rfc3339(event.occurred_at_ms))
-}
-
-/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-fn rfc3339(ms: i64) -> String {
-    let (secs, millis) = (ms.div_euclid(1000), ms.rem_euclid(1000));
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z", sod / 3600, sod % 3600 / 60, sod % 60)
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
+    let data = event.data();
+    DETAILS.iter().filter_map(|(key, label)| util::text(data, key).map(|value| (*label, value))).collect()
 }
 
 trellis_plugin_sdk::export_integration!(Jira);
@@ -459,11 +371,8 @@ mod tests {
     }
 
     #[test]
-    fn base64_matches_rfc_4648() {
-        for (plain, encoded) in [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foobar", "Zm9vYmFy")] {
-            assert_eq!(base64(plain.as_bytes()), encoded);
-        }
-        assert_eq!(format!("Basic {}", base64(b"ops@example.com:tok")), BASIC);
+    fn basic_auth_is_email_and_token() {
+        assert_eq!(http::basic_auth("ops@example.com", "tok"), BASIC);
     }
 
     #[test]

@@ -54,7 +54,7 @@ impl Integration for MsTeams {
 
     fn validate_config(config: &Config) -> Result<(), PluginError> {
         let mut issues = Vec::new();
-        if let Some(problem) = https_problem(&config.webhook_url) {
+        if let Some(problem) = http::https_url_problem(&config.webhook_url) {
             issues.push(ConfigIssue { field: "/webhookUrl".into(), message: problem.into() });
         }
         if issues.is_empty() {
@@ -81,8 +81,8 @@ impl Integration for MsTeams {
         let tone = tone(event);
         let mut facts = vec![("Event", event.event_type.clone())];
         facts.extend(details(event));
-        facts.push(("Workspace", workspace_id(ctx, event).to_owned()));
-        facts.push(("Occurred", occurred_at(event)));
+        facts.push(("Workspace", event.workspace_id(ctx).to_owned()));
+        facts.push(("Occurred", event.occurred_at()));
         facts.push(("Event ID", event.id.clone()));
         let title = if event.summary.is_empty() { event.event_type.as_str() } else { event.summary.as_str() };
         let body = card(config, tone, title, "", &facts);
@@ -108,7 +108,7 @@ fn tone(event: &Event) -> Tone {
         }
         "certificate.expiring" => Tone::Warning,
         "certificate.renewed" | "certificate.created" => Tone::Good,
-        "ca.health_changed" => match health(event).as_deref() {
+        "ca.health_changed" => match event.health().as_deref() {
             Some("unhealthy") => Tone::Attention,
             Some("degraded") => Tone::Warning,
             Some("healthy") => Tone::Good,
@@ -167,7 +167,7 @@ fn card(config: &Config, tone: Tone, title: &str, subtitle: &str, facts: &[(&str
             json!({
                 "@type": "MessageCard",
                 "@context": "https://schema.org/extensions",
-                "summary": truncate(title, 200),
+                "summary": util::truncate(title, 200),
                 "themeColor": theme,
                 "title": title,
                 "sections": [section]
@@ -187,64 +187,25 @@ fn post(config: &Config, body: &Value) -> Result<u16, PluginError> {
 fn classify(res: &http::Response) -> Result<(), PluginError> {
     let text = res.text();
     match res.status {
-        200..=299 if text.contains("HTTP error 429") => Err(PluginError::RateLimited(retry_after(res))),
+        200..=299 if text.contains("HTTP error 429") => Err(PluginError::RateLimited(res.retry_after_secs())),
         200..=299 if text.contains("returned HTTP error") => Err(PluginError::upstream(
             Some(res.status),
-            format!("Teams refused the message: {}", truncate(&text, 200)),
+            format!("Teams refused the message: {}", util::truncate(&text, 200)),
             false,
         )),
         200..=299 => Ok(()),
-        429 => Err(PluginError::RateLimited(retry_after(res))),
+        429 => Err(PluginError::RateLimited(res.retry_after_secs())),
         401 | 403 | 404 | 410 => Err(PluginError::unauthorized(format!(
             "Teams rejected the webhook (HTTP {}): {}",
             res.status,
-            truncate(&text, 200)
+            util::truncate(&text, 200)
         ))),
         status => Err(PluginError::upstream(
             Some(status),
-            format!("Teams answered HTTP {status}: {}", truncate(&text, 200)),
+            format!("Teams answered HTTP {status}: {}", util::truncate(&text, 200)),
             status >= 500 || status == 408,
         )),
     }
-}
-
-fn retry_after(res: &http::Response) -> Option<u32> {
-    res.header("retry-after").and_then(|v| v.trim().parse().ok())
-}
-
-/// Checks that `url` is an absolute https:// URL with a host and no credentials.
-fn https_problem(url: &str) -> Option<&'static str> {
-    let Some(rest) = url.strip_prefix("https://") else {
-        return Some("must be an https:// URL");
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.is_empty() || authority.contains('@') || url.chars().any(char::is_whitespace) {
-        return Some("must be an https:// URL with a host and no embedded credentials or spaces");
-    }
-    None
-}
-
-/// The event's `data` object, or the payload itself when it has none (flat payloads).
-fn data(event: &Event) -> &Value {
-    match event.payload.get("data") {
-        Some(data) if data.is_object() => data,
-        _ => &event.payload,
-    }
-}
-
-/// A member of `value` as text (strings, numbers, booleans).
-fn text(value: &Value, key: &str) -> Option<String> {
-    match value.get(key)? {
-        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
-/// The CA health an event reports (`healthStatus`, or `current` of a health change).
-fn health(event: &Event) -> Option<String> {
-    text(data(event), "healthStatus").or_else(|| text(data(event), "current"))
 }
 
 /// Labelled details of the event's subject, in display order.
@@ -271,38 +232,8 @@ const DETAILS: &[(&str, &str)] = &[
 ];
 
 fn details(event: &Event) -> Vec<(&'static str, String)> {
-    let data = data(event);
-    DETAILS.iter().filter_map(|(key, label)| text(data, key).map(|value| (*label, value))).collect()
-}
-
-fn workspace_id<'a>(ctx: &'a CallContext, event: &'a Event) -> &'a str {
-    event.payload.get("workspaceId").and_then(Value::as_str).filter(|s| !s.is_empty()).unwrap_or(&ctx.workspace_id)
-}
-
-/// `occurredAt` of the payload, else the event's time as RFC 3339.
-fn occurred_at(event: &Event) -> String {
-    text(&event.payload, "occurredAt").unwrap_or_else(|| rfc3339(event.occurred_at_ms))
-}
-
-/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-fn rfc3339(ms: i64) -> String {
-    let (secs, millis) = (ms.div_euclid(1000), ms.rem_euclid(1000));
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z", sod / 3600, sod % 3600 / 60, sod % 60)
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
+    let data = event.data();
+    DETAILS.iter().filter_map(|(key, label)| util::text(data, key).map(|value| (*label, value))).collect()
 }
 
 trellis_plugin_sdk::export_integration!(MsTeams);
@@ -482,9 +413,9 @@ mod tests {
 
     #[test]
     fn timestamps_render_as_rfc3339() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(1_767_225_600_000), "2026-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(1_795_946_400_123), "2026-11-29T10:00:00.123Z");
-        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(util::rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(util::rfc3339(1_767_225_600_000), "2026-01-01T00:00:00.000Z");
+        assert_eq!(util::rfc3339(1_795_946_400_123), "2026-11-29T10:00:00.123Z");
+        assert_eq!(util::rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
     }
 }

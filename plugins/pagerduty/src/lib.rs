@@ -88,7 +88,7 @@ fn action(config: &Config, event: &Event) -> Option<Action> {
             Action::Trigger(Severity::Critical)
         }
         "certificate.renewed" | "certificate.deleted" => Action::Resolve,
-        "ca.health_changed" => match health(event).as_deref() {
+        "ca.health_changed" => match event.health().as_deref() {
             Some("unhealthy") => Action::Trigger(Severity::Error),
             Some("healthy") => Action::Resolve,
             _ => return None,
@@ -120,15 +120,17 @@ impl Integration for PagerDuty {
         let mut issues = Vec::new();
         let key = &config.routing_key;
         if key.chars().count() != 32 || !key.chars().all(|c| c.is_ascii_alphanumeric()) {
-            issues
-                .push(issue("/routingKey", "must be the 32-character integration key of an Events API v2 integration"));
+            issues.push(ConfigIssue::new(
+                "/routingKey",
+                "must be the 32-character integration key of an Events API v2 integration",
+            ));
         }
-        if let Some(problem) = config.base_url.as_deref().and_then(https_problem) {
-            issues.push(issue("/baseUrl", problem));
+        if let Some(problem) = config.base_url.as_deref().and_then(http::https_base_url_problem) {
+            issues.push(ConfigIssue::new("/baseUrl", problem));
         }
         for event_type in config.severity_overrides.keys() {
             if !TRIGGERING.contains(&event_type.as_str()) {
-                issues.push(issue(
+                issues.push(ConfigIssue::new(
                     &format!("/severityOverrides/{}", event_type.replace('~', "~0").replace('/', "~1")),
                     format!("{event_type} does not trigger an alert; overrides apply to {}", TRIGGERING.join(", ")),
                 ));
@@ -169,8 +171,8 @@ impl Integration for PagerDuty {
             log::info("pagerduty event skipped", &[("event", &event.id), ("type", &event.event_type)]);
             return Ok(Delivery::delivered(None));
         };
-        let workspace = workspace_id(ctx, event);
-        let subject = subject_id(event);
+        let workspace = event.workspace_id(ctx);
+        let subject = event.subject_id();
         let dedup_key = match (&subject, action) {
             (Some(subject), _) => dedup_key(workspace, subject),
             // An alert nobody can resolve by id still deduplicates redeliveries of the event.
@@ -204,9 +206,10 @@ impl Integration for PagerDuty {
 }
 
 fn trigger_body(config: &Config, event: &Event, workspace: &str, dedup_key: &str, severity: Severity) -> Value {
-    let data = data(event);
+    let data = event.data();
     let is_ca = event.event_type.starts_with("ca.");
-    let source = if is_ca { text(data, "name") } else { text(data, "commonName") }.unwrap_or_else(|| "trellis".into());
+    let source = if is_ca { util::text(data, "name") } else { util::text(data, "commonName") }
+        .unwrap_or_else(|| "trellis".into());
     let summary =
         if event.summary.trim().is_empty() { format!("{} {source}", event.event_type) } else { event.summary.clone() };
     let mut details = data.as_object().cloned().unwrap_or_default();
@@ -219,10 +222,10 @@ fn trigger_body(config: &Config, event: &Event, workspace: &str, dedup_key: &str
         "dedup_key": dedup_key,
         "client": "Trellis",
         "payload": {
-            "summary": truncate(&summary, 1024),
+            "summary": util::truncate(&summary, 1024),
             "source": source,
             "severity": severity.as_str(),
-            "timestamp": occurred_at(event),
+            "timestamp": event.occurred_at(),
             "component": if is_ca { "certificate-authority" } else { "certificate" },
             "group": workspace,
             "class": event.event_type,
@@ -232,7 +235,7 @@ fn trigger_body(config: &Config, event: &Event, workspace: &str, dedup_key: &str
 }
 
 fn dedup_key(workspace: &str, subject: &str) -> String {
-    truncate(&format!("trellis-{workspace}-{subject}"), 255)
+    util::truncate(&format!("trellis-{workspace}-{subject}"), 255)
 }
 
 /// Posts to the Events API; the status and the JSON answer (`{}` when there is none).
@@ -256,14 +259,14 @@ fn classify(res: &http::Response) -> Result<(), PluginError> {
             parts.extend(errors.iter().filter_map(Value::as_str).map(str::to_owned));
         }
         if parts.is_empty() {
-            truncate(&text, 200)
+            util::truncate(&text, 200)
         } else {
-            truncate(&parts.join(": "), 300)
+            util::truncate(&parts.join(": "), 300)
         }
     };
     match res.status {
         200..=299 => Ok(()),
-        429 => Err(PluginError::RateLimited(retry_after(res))),
+        429 => Err(PluginError::RateLimited(res.retry_after_secs())),
         401 | 403 => Err(PluginError::unauthorized(format!("PagerDuty refused the routing key: {}", message()))),
         400 if text.to_ascii_lowercase().contains("routing") => {
             Err(PluginError::unauthorized(format!("PagerDuty refused the routing key: {}", message())))
@@ -274,95 +277,6 @@ fn classify(res: &http::Response) -> Result<(), PluginError> {
             status >= 500 || status == 408,
         )),
     }
-}
-
-fn retry_after(res: &http::Response) -> Option<u32> {
-    res.header("retry-after").and_then(|v| v.trim().parse().ok())
-}
-
-fn issue(field: &str, message: impl Into<String>) -> ConfigIssue {
-    ConfigIssue { field: field.to_owned(), message: message.into() }
-}
-
-/// Checks that `url` is an absolute https:// URL with a host and no credentials.
-fn https_problem(url: &str) -> Option<&'static str> {
-    let Some(rest) = url.strip_prefix("https://") else {
-        return Some("must be an https:// URL");
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.is_empty() || authority.contains('@') || url.chars().any(char::is_whitespace) {
-        return Some("must be an https:// URL with a host and no embedded credentials or spaces");
-    }
-    if url.contains(['?', '#']) {
-        return Some("must be a base URL without query or fragment");
-    }
-    None
-}
-
-/// The event's `data` object, or the payload itself when it has none (flat payloads).
-fn data(event: &Event) -> &Value {
-    match event.payload.get("data") {
-        Some(data) if data.is_object() => data,
-        _ => &event.payload,
-    }
-}
-
-/// A member of `value` as text (strings, numbers, booleans).
-fn text(value: &Value, key: &str) -> Option<String> {
-    match value.get(key)? {
-        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
-/// The CA health an event reports (`healthStatus`, or `current` of a health change).
-fn health(event: &Event) -> Option<String> {
-    text(data(event), "healthStatus").or_else(|| text(data(event), "current"))
-}
-
-/// What the event is about: the certificate (the renewed one for `certificate.renewed`) or
-/// the CA.
-fn subject_id(event: &Event) -> Option<String> {
-    let data = data(event);
-    if event.event_type.starts_with("certificate.") {
-        text(data, "certificateId").or_else(|| text(data, "oldCertificateId"))
-    } else if event.event_type.starts_with("ca.") {
-        text(data, "caId")
-    } else {
-        None
-    }
-}
-
-fn workspace_id<'a>(ctx: &'a CallContext, event: &'a Event) -> &'a str {
-    event.payload.get("workspaceId").and_then(Value::as_str).filter(|s| !s.is_empty()).unwrap_or(&ctx.workspace_id)
-}
-
-/// `occurredAt` of the payload, else the event's time as RFC 3339.
-fn occurred_at(event: &Event) -> String {
-    text(&event.payload, "occurredAt").unwrap_or_else(|| rfc3339(event.occurred_at_ms))
-}
-
-/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-fn rfc3339(ms: i64) -> String {
-    let (secs, millis) = (ms.div_euclid(1000), ms.rem_euclid(1000));
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z", sod / 3600, sod % 3600 / 60, sod % 60)
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
 }
 
 trellis_plugin_sdk::export_integration!(PagerDuty);

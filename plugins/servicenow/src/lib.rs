@@ -38,9 +38,8 @@ pub struct Config {
 
 impl Config {
     fn request(&self, method: &str, path: &str) -> http::Request {
-        let credentials = base64(format!("{}:{}", self.username, self.password).as_bytes());
         http::Request::new(method, &format!("{}{path}", self.instance_url.trim_end_matches('/')))
-            .header("authorization", &format!("Basic {credentials}"))
+            .basic_auth(&self.username, &self.password)
             .header("accept", "application/json")
             .timeout_ms(15_000)
     }
@@ -60,23 +59,23 @@ impl Integration for ServiceNow {
 
     fn validate_config(config: &Config) -> Result<(), PluginError> {
         let mut issues = Vec::new();
-        if let Some(problem) = https_problem(&config.instance_url) {
-            issues.push(issue("/instanceUrl", problem));
+        if let Some(problem) = http::https_base_url_problem(&config.instance_url) {
+            issues.push(ConfigIssue::new("/instanceUrl", problem));
         }
         if config.username.trim().is_empty() {
-            issues.push(issue("/username", "must not be empty"));
+            issues.push(ConfigIssue::new("/username", "must not be empty"));
         }
         if config.password.is_empty() {
-            issues.push(issue("/password", "must not be empty"));
+            issues.push(ConfigIssue::new("/password", "must not be empty"));
         }
         for (field, value) in [("/urgency", config.urgency), ("/impact", config.impact)] {
             if value.is_some_and(|v| !(1..=3).contains(&v)) {
-                issues.push(issue(field, "must be 1 (high), 2 (medium) or 3 (low)"));
+                issues.push(ConfigIssue::new(field, "must be 1 (high), 2 (medium) or 3 (low)"));
             }
         }
         for (field, value) in [("/assignmentGroup", &config.assignment_group), ("/callerId", &config.caller_id)] {
             if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
-                issues.push(issue(field, "must not be empty when set"));
+                issues.push(ConfigIssue::new(field, "must not be empty when set"));
             }
         }
         if issues.is_empty() {
@@ -102,8 +101,8 @@ impl Integration for ServiceNow {
 
     fn notify(ctx: &CallContext, config: &Config, event: &Event) -> Result<Delivery, PluginError> {
         let level = level(event).to_string();
-        let workspace = workspace_id(ctx, event);
-        let subject = subject_id(event).unwrap_or_else(|| event.id.clone());
+        let workspace = event.workspace_id(ctx);
+        let subject = event.subject_id().unwrap_or_else(|| event.id.clone());
         let summary = if event.summary.trim().is_empty() { event.event_type.clone() } else { event.summary.clone() };
         let mut description = format!("{summary}\n\n");
         for (label, value) in details(event) {
@@ -113,15 +112,15 @@ impl Integration for ServiceNow {
             "\nTrellis event {} ({}) in workspace {workspace} at {}.",
             event.event_type,
             event.id,
-            occurred_at(event)
+            event.occurred_at()
         ));
         let mut body = json!({
-            "short_description": truncate(&summary.replace(['\r', '\n'], " "), 160),
+            "short_description": util::truncate(&summary.replace(['\r', '\n'], " "), 160),
             "description": description,
             "urgency": config.urgency.map_or(level.clone(), |u| u.to_string()),
             "impact": config.impact.map_or(level, |i| i.to_string()),
             "category": "software",
-            "correlation_id": truncate(&format!("trellis-{workspace}-{subject}"), 100),
+            "correlation_id": util::truncate(&format!("trellis-{workspace}-{subject}"), 100),
             "correlation_display": "Trellis",
         });
         if let Some(group) = &config.assignment_group {
@@ -133,7 +132,7 @@ impl Integration for ServiceNow {
         let res = config.request("POST", "/api/now/table/incident").json(&body)?.send()?;
         classify(&res)?;
         let result = table_answer(&res)?;
-        let reference = text(&result, "number").or_else(|| text(&result, "sys_id")).ok_or_else(|| {
+        let reference = util::text(&result, "number").or_else(|| util::text(&result, "sys_id")).ok_or_else(|| {
             PluginError::upstream(Some(res.status), "ServiceNow created no incident number or sys_id", false)
         })?;
         log::info("servicenow incident created", &[("event", &event.id), ("incident", &reference)]);
@@ -147,7 +146,7 @@ fn level(event: &Event) -> u8 {
     match event.event_type.as_str() {
         "certificate.expired" | "certificate.revoked" | "certificate.renewal_failed" => 1,
         "certificate.expiring" | "attestation.failed" => 2,
-        "ca.health_changed" => match health(event).as_deref() {
+        "ca.health_changed" => match event.health().as_deref() {
             Some("unhealthy" | "degraded") => 2,
             _ => 3,
         },
@@ -172,16 +171,16 @@ fn classify(res: &http::Response) -> Result<(), PluginError> {
     let message = || {
         let answer: Value = serde_json::from_slice(&res.body).unwrap_or(Value::Null);
         let error = &answer["error"];
-        let parts: Vec<String> = ["message", "detail"].iter().filter_map(|k| text(error, k)).collect();
+        let parts: Vec<String> = ["message", "detail"].iter().filter_map(|k| util::text(error, k)).collect();
         if parts.is_empty() {
-            truncate(&res.text(), 200)
+            util::truncate(&res.text(), 200)
         } else {
-            truncate(&parts.join(": "), 400)
+            util::truncate(&parts.join(": "), 400)
         }
     };
     match res.status {
         200..=299 => Ok(()),
-        429 => Err(PluginError::RateLimited(retry_after(res))),
+        429 => Err(PluginError::RateLimited(res.retry_after_secs())),
         401 => Err(PluginError::unauthorized(format!("ServiceNow rejected the user name and password: {}", message()))),
         403 => Err(PluginError::unauthorized(format!("the ServiceNow user lacks the rights: {}", message()))),
         404 => Err(PluginError::not_found(format!("ServiceNow answered 404: {}", message()))),
@@ -190,83 +189,6 @@ fn classify(res: &http::Response) -> Result<(), PluginError> {
             format!("ServiceNow answered HTTP {status}: {}", message()),
             status >= 500 || status == 408,
         )),
-    }
-}
-
-fn retry_after(res: &http::Response) -> Option<u32> {
-    res.header("retry-after").and_then(|v| v.trim().parse().ok())
-}
-
-fn issue(field: &str, message: impl Into<String>) -> ConfigIssue {
-    ConfigIssue { field: field.to_owned(), message: message.into() }
-}
-
-/// Checks that `url` is an absolute https:// URL with a host and no credentials.
-fn https_problem(url: &str) -> Option<&'static str> {
-    let Some(rest) = url.strip_prefix("https://") else {
-        return Some("must be an https:// URL");
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.is_empty() || authority.contains('@') || url.chars().any(char::is_whitespace) {
-        return Some("must be an https:// URL with a host and no embedded credentials or spaces");
-    }
-    if url.contains(['?', '#']) {
-        return Some("must be a base URL without query or fragment");
-    }
-    None
-}
-
-/// Standard base64 with padding (RFC 4648), for the basic-auth header.
-fn base64(input: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
-    for chunk in input.chunks(3) {
-        let byte = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
-        let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// The event's `data` object, or the payload itself when it has none (flat payloads).
-fn data(event: &Event) -> &Value {
-    match event.payload.get("data") {
-        Some(data) if data.is_object() => data,
-        _ => &event.payload,
-    }
-}
-
-/// A member of `value` as text (strings, numbers, booleans).
-fn text(value: &Value, key: &str) -> Option<String> {
-    match value.get(key)? {
-        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
-/// The CA health an event reports (`healthStatus`, or `current` of a health change).
-fn health(event: &Event) -> Option<String> {
-    text(data(event), "healthStatus").or_else(|| text(data(event), "current"))
-}
-
-/// What the event is about: the certificate (the renewed one for `certificate.renewed`) or
-/// the CA.
-fn subject_id(event: &Event) -> Option<String> {
-    let data = data(event);
-    if event.event_type.starts_with("certificate.") {
-        text(data, "certificateId").or_else(|| text(data, "oldCertificateId"))
-    } else if event.event_type.starts_with("ca.") {
-        text(data, "caId")
-    } else {
-        None
     }
 }
 
@@ -294,38 +216,8 @@ const DETAILS: &[(&str, &str)] = &[
 ];
 
 fn details(event: &Event) -> Vec<(&'static str, String)> {
-    let data = data(event);
-    DETAILS.iter().filter_map(|(key, label)| text(data, key).map(|value| (*label, value))).collect()
-}
-
-fn workspace_id<'a>(ctx: &'a CallContext, event: &'a Event) -> &'a str {
-    event.payload.get("workspaceId").and_then(Value::as_str).filter(|s| !s.is_empty()).unwrap_or(&ctx.workspace_id)
-}
-
-/// `occurredAt` of the payload, else the event's time as RFC 3339.
-fn occurred_at(event: &Event) -> String {
-    text(&event.payload, "occurredAt").unwrap_or_else(|| rfc3339(event.occurred_at_ms))
-}
-
-/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-fn rfc3339(ms: i64) -> String {
-    let (secs, millis) = (ms.div_euclid(1000), ms.rem_euclid(1000));
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z", sod / 3600, sod % 3600 / 60, sod % 60)
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
+    let data = event.data();
+    DETAILS.iter().filter_map(|(key, label)| util::text(data, key).map(|value| (*label, value))).collect()
 }
 
 trellis_plugin_sdk::export_integration!(ServiceNow);

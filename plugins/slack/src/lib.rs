@@ -123,18 +123,14 @@ fn post(config: &Config, body: &Value) -> Result<u16, PluginError> {
         403 | 404 | 410 => Err(PluginError::unauthorized(format!(
             "Slack rejected the webhook (HTTP {}): {}",
             res.status,
-            truncate(&res.text())
+            util::truncate(&res.text(), 200)
         ))),
         status => Err(PluginError::upstream(
             Some(status),
-            format!("Slack answered HTTP {status}: {}", truncate(&res.text())),
+            format!("Slack answered HTTP {status}: {}", util::truncate(&res.text(), 200)),
             status >= 500,
         )),
     }
-}
-
-fn truncate(text: &str) -> String {
-    text.chars().take(200).collect()
 }
 
 trellis_plugin_sdk::export_integration!(Slack);

@@ -78,19 +78,19 @@ impl Integration for Splunk {
 
     fn validate_config(config: &Config) -> Result<(), PluginError> {
         let mut issues = Vec::new();
-        if let Some(problem) = https_problem(&config.hec_url) {
-            issues.push(issue("/hecUrl", problem));
+        if let Some(problem) = http::https_base_url_problem(&config.hec_url) {
+            issues.push(ConfigIssue::new("/hecUrl", problem));
         }
         let token = &config.hec_token;
         if token.trim().is_empty() || token.chars().any(char::is_whitespace) {
-            issues.push(issue("/hecToken", "must be an HEC token (no spaces)"));
+            issues.push(ConfigIssue::new("/hecToken", "must be an HEC token (no spaces)"));
         }
         if config.index.as_deref().is_some_and(|i| i.trim().is_empty() || i.chars().any(char::is_whitespace)) {
-            issues.push(issue("/index", "must be an index name without spaces when set"));
+            issues.push(ConfigIssue::new("/index", "must be an index name without spaces when set"));
         }
         for (field, value) in [("/sourcetype", &config.sourcetype), ("/source", &config.source)] {
             if value.trim().is_empty() {
-                issues.push(issue(field, "must not be empty"));
+                issues.push(ConfigIssue::new(field, "must not be empty"));
             }
         }
         if issues.is_empty() {
@@ -158,7 +158,8 @@ impl Integration for Splunk {
 fn hec_answer(res: &http::Response) -> (Option<i64>, String) {
     let answer: Value = serde_json::from_slice(&res.body).unwrap_or(Value::Null);
     let code = answer.get("code").and_then(Value::as_i64);
-    let text = answer.get("text").and_then(Value::as_str).map_or_else(|| truncate(&res.text(), 200), str::to_owned);
+    let text =
+        answer.get("text").and_then(Value::as_str).map_or_else(|| util::truncate(&res.text(), 200), str::to_owned);
     (code, text)
 }
 
@@ -182,7 +183,7 @@ fn classify(res: &http::Response) -> Result<(), PluginError> {
         (_, Some(1..=4)) | (401 | 403, _) => {
             Err(PluginError::unauthorized(format!("Splunk refused the HEC token: {described}")))
         }
-        (429, _) => Err(PluginError::RateLimited(retry_after(res))),
+        (429, _) => Err(PluginError::RateLimited(res.retry_after_secs())),
         (status, Some(8 | 9 | 18..=20)) => {
             Err(PluginError::upstream(Some(status), format!("the collector is unavailable: {described}"), true))
         }
@@ -192,33 +193,6 @@ fn classify(res: &http::Response) -> Result<(), PluginError> {
             status >= 500 || status == 408,
         )),
     }
-}
-
-fn retry_after(res: &http::Response) -> Option<u32> {
-    res.header("retry-after").and_then(|v| v.trim().parse().ok())
-}
-
-fn issue(field: &str, message: impl Into<String>) -> ConfigIssue {
-    ConfigIssue { field: field.to_owned(), message: message.into() }
-}
-
-/// Checks that `url` is an absolute https:// URL with a host and no credentials.
-fn https_problem(url: &str) -> Option<&'static str> {
-    let Some(rest) = url.strip_prefix("https://") else {
-        return Some("must be an https:// URL");
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.is_empty() || authority.contains('@') || url.chars().any(char::is_whitespace) {
-        return Some("must be an https:// URL with a host and no embedded credentials or spaces");
-    }
-    if url.contains(['?', '#']) {
-        return Some("must be a base URL without query or fragment");
-    }
-    None
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
 }
 
 trellis_plugin_sdk::export_integration!(Splunk);
