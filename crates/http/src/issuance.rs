@@ -411,7 +411,7 @@ fn policy_dto(p: IssuancePolicy) -> PolicyDto {
         id: p.id,
         name: p.name,
         policy_type: p.policy_type,
-        config: trellis_core::cas::secrets::masked(&p.config),
+        config: trellis_core::plugins::record_config::masked(&p.config),
         position: p.position,
         enabled: p.enabled,
         created_at: rfc3339(p.created_at),

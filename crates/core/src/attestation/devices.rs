@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::TpmClock;
 use crate::unit_of_work::Target;
+use crate::validation::optional_text;
 
 pub const REGISTERED: &str = "registered";
 pub const ENROLLED: &str = "enrolled";
@@ -58,18 +59,6 @@ pub struct DeviceInput {
     pub status: Option<String>,
 }
 
-fn text(field: &str, value: Option<String>) -> Result<Option<String>> {
-    match value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()) {
-        Some(v) if v.chars().count() > MAX_TEXT || v.chars().any(char::is_control) => {
-            Err(crate::error::Error::invalid_field(
-                field,
-                format!("must be at most {MAX_TEXT} characters without control characters"),
-            ))
-        }
-        other => Ok(other),
-    }
-}
-
 fn metadata(value: Value) -> Result<Value> {
     match value {
         Value::Object(_) if value.to_string().len() <= 16 * 1024 => Ok(value),
@@ -94,16 +83,17 @@ pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<Device> {
 
 pub async fn create(ctx: &Context, caller: &Caller, input: DeviceInput) -> Result<Device> {
     caller.require(Scope::AttestationWrite)?;
-    let name = text("name", input.name)?.ok_or_else(|| crate::error::Error::invalid_field("name", "is required"))?;
+    let name = optional_text("name", input.name.as_deref(), MAX_TEXT)?
+        .ok_or_else(|| crate::error::Error::invalid_field("name", "is required"))?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     let at = change.at();
     let device = Device {
         id: 0,
         workspace_id: caller.workspace_id.to_string(),
         name,
-        device_type: text("deviceType", input.device_type.flatten())?,
-        serial: text("serial", input.serial.flatten())?,
-        description: text("description", input.description.flatten())?,
+        device_type: optional_text("deviceType", input.device_type.flatten().as_deref(), MAX_TEXT)?,
+        serial: optional_text("serial", input.serial.flatten().as_deref(), MAX_TEXT)?,
+        description: optional_text("description", input.description.flatten().as_deref(), MAX_TEXT)?,
         status: REGISTERED.into(),
         ak_public: None,
         ak_name: None,
@@ -135,17 +125,17 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: DeviceInput)
     caller.require(Scope::AttestationWrite)?;
     let mut device = find(ctx, &caller.workspace_id, id).await?;
     if let Some(name) = input.name {
-        device.name =
-            text("name", Some(name))?.ok_or_else(|| crate::error::Error::invalid_field("name", "must not be empty"))?;
+        device.name = optional_text("name", Some(name.as_str()), MAX_TEXT)?
+            .ok_or_else(|| crate::error::Error::invalid_field("name", "must not be empty"))?;
     }
     if let Some(device_type) = input.device_type {
-        device.device_type = text("deviceType", device_type)?;
+        device.device_type = optional_text("deviceType", device_type.as_deref(), MAX_TEXT)?;
     }
     if let Some(serial) = input.serial {
-        device.serial = text("serial", serial)?;
+        device.serial = optional_text("serial", serial.as_deref(), MAX_TEXT)?;
     }
     if let Some(description) = input.description {
-        device.description = text("description", description)?;
+        device.description = optional_text("description", description.as_deref(), MAX_TEXT)?;
     }
     if let Some(value) = input.metadata {
         device.metadata = metadata(value)?;

@@ -4,7 +4,6 @@
 //! A CA's `type` is served by the connector plugin the workspace binds to it (or the only one
 //! installed that serves it); every operation on a CA is a call into that plugin.
 
-pub mod secrets;
 pub mod service;
 
 use serde_json::Value;

@@ -3,7 +3,6 @@
 
 use serde_json::{json, Value};
 
-use super::secrets;
 use super::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus};
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
@@ -11,10 +10,10 @@ use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events;
 use crate::pagination::{Page, PageRequest};
-use crate::plugins::{
-    CallTarget, CheckStatus, PkiGrant, PluginError, PluginInfo, PluginKind, PluginRef, ReportedError, TestReport,
-};
+use crate::plugins::record_config as secrets;
+use crate::plugins::{CallTarget, CheckStatus, PkiGrant, PluginError, PluginInfo, PluginKind, PluginRef, TestReport};
 use crate::unit_of_work::Target;
+use crate::validation::bounded_text;
 
 /// The CA type served by the host's internal PKI (`pki-core`).
 pub const INTERNAL: &str = "internal";
@@ -87,31 +86,9 @@ pub fn call_target(ctx: &Context, ca: &CertificateAuthority, info: &PluginInfo) 
     Ok(target)
 }
 
-/// A plugin's `invalid-config` as a 400 naming each problem.
+/// A connector's `invalid-config` as a 400 naming each problem under `details.config`.
 pub(crate) fn config_error(err: PluginError) -> Error {
-    match err {
-        PluginError::Reported { error: ReportedError::InvalidConfig { issues }, .. } => {
-            let details: Vec<Value> =
-                issues.iter().map(|issue| json!({ "field": issue.field, "message": issue.message })).collect();
-            let summary: Vec<String> = issues
-                .iter()
-                .map(|i| if i.field.is_empty() { i.message.clone() } else { format!("{}: {}", i.field, i.message) })
-                .collect();
-            Error::validation_with(format!("Invalid config: {}", summary.join("; ")), json!({ "config": details }))
-        }
-        other => other.into(),
-    }
-}
-
-fn check_text(field: &str, value: &str, max: usize) -> Result<String> {
-    let trimmed = value.trim();
-    if trimmed.chars().count() > max || trimmed.chars().any(char::is_control) {
-        return Err(Error::invalid_field(
-            field,
-            format!("must be at most {max} characters without control characters"),
-        ));
-    }
-    Ok(trimmed.to_owned())
+    secrets::invalid_config(err, "config")
 }
 
 fn check_type(text: &str) -> Result<String> {
@@ -144,7 +121,7 @@ fn check_patterns(patterns: Vec<String>) -> Result<Vec<String>> {
     patterns
         .into_iter()
         .map(|p| {
-            let p = check_text("issuerPatterns", &p, MAX_NAME)?;
+            let p = bounded_text("issuerPatterns", &p, MAX_NAME)?;
             if p.is_empty() {
                 return Err(Error::invalid_field("issuerPatterns", "patterns must not be empty"));
             }
@@ -193,7 +170,7 @@ async fn resolve_fields(
     input: CaInput,
     previous: Option<&CertificateAuthority>,
 ) -> Result<(CaFields, PluginInfo)> {
-    let name = check_text("name", input.name.as_deref().unwrap_or_default(), MAX_NAME)?;
+    let name = bounded_text("name", input.name.as_deref().unwrap_or_default(), MAX_NAME)?;
     if name.is_empty() {
         return Err(Error::invalid_field("name", "is required"));
     }
@@ -204,7 +181,7 @@ async fn resolve_fields(
         }
     }
     let info = connector_for(ctx, workspace_id, &ca_type)?;
-    let description = input.description.flatten().map(|d| check_text("description", &d, MAX_TEXT)).transpose()?;
+    let description = input.description.flatten().map(|d| bounded_text("description", &d, MAX_TEXT)).transpose()?;
     let url = input.url.flatten().filter(|u| !u.trim().is_empty()).map(|u| check_url(&u)).transpose()?;
     let status = input.status.as_deref().map(parse_status).transpose()?.unwrap_or(CaStatus::Active);
     let issuer_patterns = match input.issuer_patterns {
@@ -217,7 +194,7 @@ async fn resolve_fields(
         let before = secrets::unseal(&previous.config, &pointers, workspace_id, &ctx.master_key)?;
         let before_url: Vec<String> = previous.url.iter().cloned().collect();
         let after_url: Vec<String> = url.iter().cloned().collect();
-        secrets::refuse_kept_secrets_for_new_hosts(&config, &before, &before_url, &after_url)?;
+        secrets::refuse_kept_secrets_for_new_hosts("config", &config, &before, &before_url, &after_url)?;
     }
     let sealed = secrets::seal(
         config,

@@ -5,9 +5,9 @@ use serde_json::{json, Value};
 
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
-use crate::cas::secrets;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::plugins::record_config as secrets;
 use crate::plugins::{CallTarget, Decision, EvaluationRequest, PluginKind, PluginRef};
 use crate::unit_of_work::Target;
 
@@ -96,7 +96,9 @@ pub async fn create(ctx: &Context, caller: &Caller, new: NewPolicy) -> Result<Is
     };
     let pointers = secrets::secret_pointers(&info);
     let target = CallTarget::new(&workspace_id, PluginRef::Id(info.id.clone()), config.clone());
-    host.validate_config(&target, PluginKind::IssuancePolicy).await.map_err(crate::cas::service::config_error)?;
+    host.validate_config(&target, PluginKind::IssuancePolicy)
+        .await
+        .map_err(|err| secrets::invalid_config(err, "config"))?;
     let sealed = secrets::seal(config, None, &pointers, &workspace_id, &ctx.master_key, ctx.entropy.as_ref())?;
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
     let at = change.at();

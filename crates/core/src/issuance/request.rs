@@ -14,6 +14,7 @@ use crate::plugins::{
     generate_pkcs8, CertificateProfile, EvaluationRequest, IssuanceSource, KeyAlgorithm, Requester, Subject,
     SubjectAltName, SubjectKey,
 };
+use crate::validation::optional_text;
 
 const MAX_SANS: usize = 100;
 const MAX_CSR_BYTES: usize = 64 * 1024;
@@ -119,16 +120,6 @@ fn dns_name(name: &str) -> bool {
                 && !label.ends_with('-')
                 && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         })
-}
-
-fn text(field: &str, value: &Option<String>, max: usize) -> Result<Option<String>> {
-    match value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
-        None => Ok(None),
-        Some(v) if v.chars().count() <= max && !v.chars().any(char::is_control) => Ok(Some(v.to_owned())),
-        Some(_) => {
-            Err(Error::invalid_field(field, format!("must be at most {max} characters without control characters")))
-        }
-    }
 }
 
 /// What a CSR says: its key, and the names it asks for.
@@ -266,7 +257,7 @@ fn generated_key(algorithm: KeyAlgorithm) -> SubjectKey {
 
 /// Checks the input against the template and builds the CSR and profile.
 pub fn prepare(input: &IssueInput, template: &Template) -> Result<PreparedRequest> {
-    let common_name = text("commonName", &input.common_name, 64)?;
+    let common_name = optional_text("commonName", input.common_name.as_deref(), 64)?;
     if input.subject_alt_names.len() > MAX_SANS {
         return Err(Error::invalid_field("subjectAltNames", format!("at most {MAX_SANS} names")));
     }
@@ -340,12 +331,18 @@ pub fn prepare(input: &IssueInput, template: &Template) -> Result<PreparedReques
     let defaults = &template.subject_defaults;
     let subject = Subject {
         common_name,
-        organization: text("subject.organization", &input.subject.organization, 64)?.or(defaults.organization.clone()),
-        organizational_unit: text("subject.organizationalUnit", &input.subject.organizational_unit, 64)?
-            .or(defaults.organizational_unit.clone()),
+        organization: optional_text("subject.organization", input.subject.organization.as_deref(), 64)?
+            .or(defaults.organization.clone()),
+        organizational_unit: optional_text(
+            "subject.organizationalUnit",
+            input.subject.organizational_unit.as_deref(),
+            64,
+        )?
+        .or(defaults.organizational_unit.clone()),
         country: country(&input.subject.country)?.or(defaults.country.clone()),
-        state: text("subject.state", &input.subject.state, 128)?.or(defaults.state.clone()),
-        locality: text("subject.locality", &input.subject.locality, 128)?.or(defaults.locality.clone()),
+        state: optional_text("subject.state", input.subject.state.as_deref(), 128)?.or(defaults.state.clone()),
+        locality: optional_text("subject.locality", input.subject.locality.as_deref(), 128)?
+            .or(defaults.locality.clone()),
         other: Vec::new(),
     };
     let metadata = match &input.metadata {

@@ -11,6 +11,7 @@ mod host;
 mod keystore;
 mod pki_core;
 mod policy;
+pub mod record_config;
 pub mod service;
 mod state;
 mod stored;

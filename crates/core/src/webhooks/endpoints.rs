@@ -15,12 +15,11 @@ use crate::error::{Entity, Error, Result};
 use crate::events;
 use crate::pagination::{Page, PageRequest};
 use crate::unit_of_work::Target;
+use crate::validation::bounded_text;
 
 use super::deliveries::{Delivery, NewDelivery};
 use super::transport::TransportError;
-use super::{
-    check_event_list, check_text, signing, DeliveryStats, TargetKind, WebhookEndpoint, SUCCESS_RATE_WINDOW_MS,
-};
+use super::{check_event_list, signing, DeliveryStats, TargetKind, WebhookEndpoint, SUCCESS_RATE_WINDOW_MS};
 
 const MAX_URL: usize = 2000;
 const MAX_DESCRIPTION: usize = 500;
@@ -150,7 +149,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: WebhookInput) -> Resu
     let events = check_event_list("events", input.events, false)?;
     let url = check_url(ctx, input.url.as_deref().unwrap_or_default()).await?;
     let description =
-        input.description.flatten().map(|d| check_text("description", &d, MAX_DESCRIPTION)).transpose()?;
+        input.description.flatten().map(|d| bounded_text("description", &d, MAX_DESCRIPTION)).transpose()?;
     let workspace_id = caller.workspace_id.to_string();
     let id = ctx.new_id("whk_");
     let secret = signing::new_secret(ctx.entropy.as_ref());
@@ -189,8 +188,10 @@ pub async fn update(ctx: &Context, caller: &Caller, id: &str, input: WebhookInpu
         endpoint.url = check_url(ctx, &url).await?;
     }
     if let Some(description) = input.description {
-        endpoint.description =
-            description.map(|d| check_text("description", &d, MAX_DESCRIPTION)).transpose()?.filter(|d| !d.is_empty());
+        endpoint.description = description
+            .map(|d| bounded_text("description", &d, MAX_DESCRIPTION))
+            .transpose()?
+            .filter(|d| !d.is_empty());
     }
     if let Some(enabled) = input.enabled {
         if enabled && !endpoint.enabled {

@@ -9,14 +9,15 @@ use serde_json::{json, Value};
 
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
-use crate::cas::secrets;
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::pagination::{Page, PageRequest};
+use crate::plugins::record_config as secrets;
 use crate::plugins::{CallTarget, PluginError, PluginInfo, PluginKind, PluginRef, TestReport};
 use crate::unit_of_work::Target;
+use crate::validation::bounded_text;
 
-use super::{check_event_list, check_text, DeliveryStats, ExternalIntegration, SUCCESS_RATE_WINDOW_MS};
+use super::{check_event_list, DeliveryStats, ExternalIntegration, SUCCESS_RATE_WINDOW_MS};
 
 const MAX_NAME: usize = 200;
 const MAX_CONFIG_BYTES: usize = 64 * 1024;
@@ -134,7 +135,7 @@ async fn resolve(
     input: IntegrationInput,
     previous: Option<&ExternalIntegration>,
 ) -> Result<(String, String, Value, Vec<String>)> {
-    let name = check_text("name", input.name.as_deref().unwrap_or_default(), MAX_NAME)?;
+    let name = bounded_text("name", input.name.as_deref().unwrap_or_default(), MAX_NAME)?;
     if name.is_empty() {
         return Err(Error::invalid_field("name", "is required"));
     }
@@ -150,7 +151,7 @@ async fn resolve(
     let same_type = previous.filter(|p| p.integration_type == integration_type);
     if let Some(previous) = same_type {
         let before = secrets::unseal(&previous.config, &pointers, workspace_id, &ctx.master_key)?;
-        secrets::refuse_kept_secrets_for_new_hosts(&configuration, &before, &[], &[]).map_err(rename_config_field)?;
+        secrets::refuse_kept_secrets_for_new_hosts("configuration", &configuration, &before, &[], &[])?;
     }
     let sealed = secrets::seal(
         configuration,
@@ -159,41 +160,19 @@ async fn resolve(
         workspace_id,
         &ctx.master_key,
         ctx.entropy.as_ref(),
-    )
-    .map_err(rename_config_field)?;
+    )?;
     let clear = secrets::unseal(&sealed, &pointers, workspace_id, &ctx.master_key)?;
     let target = CallTarget::new(workspace_id, PluginRef::Id(info.id.clone()), secrets::for_plugin(&clear, &pointers));
     ctx.plugins
         .host()
         .validate_config(&target, PluginKind::Integration)
         .await
-        .map_err(|err| rename_config_field(crate::cas::service::config_error(err)))?;
+        .map_err(|err| secrets::invalid_config(err, "configuration"))?;
     let events = match input.events {
         Some(events) => check_event_list("events", Some(events), true)?,
         None => previous.map(|p| p.events.clone()).unwrap_or_else(|| vec!["*".to_owned()]),
     };
     Ok((name, integration_type, sealed, events))
-}
-
-/// The CA registry's errors say `config`; here the member is `configuration`.
-fn rename_config_field(err: Error) -> Error {
-    match err {
-        Error::Validation { message, details: Some(mut details) } => {
-            if let Some(map) = details.as_object_mut() {
-                if let Some(problems) = map.remove("config") {
-                    map.insert("configuration".into(), problems);
-                }
-                if map.get("field").and_then(Value::as_str) == Some("config") {
-                    map.insert("field".into(), json!("configuration"));
-                }
-            }
-            Error::Validation {
-                message: message.replacen("Invalid config", "Invalid configuration", 1),
-                details: Some(details),
-            }
-        }
-        other => other,
-    }
 }
 
 fn audit_details(integration: &ExternalIntegration) -> Value {

@@ -156,18 +156,6 @@ pub fn subscribes(events: &[String], event_type: &str) -> bool {
     events.iter().any(|e| e == "*" || e == event_type)
 }
 
-/// Plain, bounded text fields.
-pub(crate) fn check_text(field: &str, value: &str, max: usize) -> Result<String> {
-    let trimmed = value.trim();
-    if trimmed.chars().count() > max || trimmed.chars().any(char::is_control) {
-        return Err(Error::invalid_field(
-            field,
-            format!("must be at most {max} characters without control characters"),
-        ));
-    }
-    Ok(trimmed.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,7 +35,7 @@ use crate::unit_of_work::Target;
 
 use super::deliveries::{self, AttemptResult, Completion, Delivery, NewDelivery, RECEIVER_TIMEOUT};
 use super::signing;
-use super::transport::{OutboundPost, TransportError};
+use super::transport::OutboundPost;
 use super::{endpoints, integrations, subscribes, ExternalIntegration, TargetKind, WebhookEndpoint};
 
 /// A webhook endpoint or integration that may receive an event.
@@ -288,12 +288,6 @@ async fn attempt(ctx: &Context, delivery: &Delivery, recipient: &Recipient) -> A
                     http_status: Some(response.status),
                     latency_ms: Some(response.latency_ms),
                     error: http_error_text(response.status),
-                    retry_after_ms: None,
-                },
-                Err(err @ TransportError::Denied { .. }) => AttemptResult::Failed {
-                    http_status: None,
-                    latency_ms: None,
-                    error: err.to_string(),
                     retry_after_ms: None,
                 },
                 Err(err) => AttemptResult::Failed {

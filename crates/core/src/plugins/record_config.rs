@@ -1,5 +1,6 @@
-//! Secrets in record configurations (CAs now, integrations later): sealed at rest under the
-//! master key, masked in every response, and withheld members never sent to the plugin.
+//! The configuration of a record a plugin serves (a CA, an external integration, an issuance
+//! policy): secret members sealed at rest under the master key, masked in every response,
+//! withheld members never sent to the plugin, and the plugin's `invalid-config` as a 400.
 //!
 //! A secret member is one the serving plugin declares (`secret-fields`) or one of the
 //! well-known credential names below, whatever the plugin says: a plugin that forgets to
@@ -10,7 +11,7 @@ use serde_json::{json, Map, Value};
 use crate::clock::Entropy;
 use crate::crypto::MasterKey;
 use crate::error::{Error, Result};
-use crate::plugins::PluginInfo;
+use crate::plugins::{PluginError, PluginInfo, ReportedError};
 
 /// What responses show instead of a secret. Sending it back in an update keeps the secret.
 pub const MASK: &str = "********";
@@ -103,6 +104,7 @@ pub fn seal(
 /// own `url`: `extra_before` / `extra_after`) is refused, so that someone who may edit a record
 /// but never saw its secret cannot send it to a server of their choice.
 pub fn refuse_kept_secrets_for_new_hosts(
+    member: &str,
     update: &Value,
     before_clear: &Value,
     extra_before: &[String],
@@ -128,9 +130,11 @@ pub fn refuse_kept_secrets_for_new_hosts(
     let (after, before) = (hosts(after), hosts(before));
     if after.iter().any(|h| !before.contains(h)) {
         return Err(Error::validation_with(
-            "Invalid config: the record now points at another host, so its stored secrets must be sent again \
-             (a kept secret is never sent to a new host)",
-            json!({ "config": [{ "field": "", "message": "send every secret again when a URL changes" }] }),
+            format!(
+                "Invalid {member}: the record now points at another host, so its stored secrets must be sent \
+                 again (a kept secret is never sent to a new host)"
+            ),
+            json!({ member: [{ "field": "", "message": "send every secret again when a URL changes" }] }),
         ));
     }
     Ok(())
@@ -142,6 +146,23 @@ fn contains_mask(value: &Value) -> bool {
         Value::Array(items) => items.iter().any(contains_mask),
         Value::Object(map) => map.values().any(contains_mask),
         _ => false,
+    }
+}
+
+/// A plugin's `invalid-config` as a 400 naming each problem under `details.<member>` (the
+/// record's name for its configuration: `config`, or `configuration` for integrations).
+pub fn invalid_config(err: PluginError, member: &str) -> Error {
+    match err {
+        PluginError::Reported { error: ReportedError::InvalidConfig { issues }, .. } => {
+            let details: Vec<Value> =
+                issues.iter().map(|issue| json!({ "field": issue.field, "message": issue.message })).collect();
+            let summary: Vec<String> = issues
+                .iter()
+                .map(|i| if i.field.is_empty() { i.message.clone() } else { format!("{}: {}", i.field, i.message) })
+                .collect();
+            Error::validation_with(format!("Invalid {member}: {}", summary.join("; ")), json!({ member: details }))
+        }
+        other => other.into(),
     }
 }
 
