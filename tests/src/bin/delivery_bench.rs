@@ -17,7 +17,8 @@
 //!   for `--seconds` after `--warmup`: receiver arrival time minus the delivered body's
 //!   `occurredAt` (same host clock, millisecond resolution), p50 / p99 / max, and the emit rate
 //!   achieved; p50 per half of the window shows a backlog building     [p99: no target]
-//! * `memory`: the server's VmRSS and VmHWM (`/proc/<pid>/status`) once `--memory-events`
+//! * `memory`: the server's VmRSS, VmHWM and RssAnon (`/proc/<pid>/status`; VmRSS counts the
+//!   database pages SQLite maps, RssAnon only the process's own allocations) once `--memory-events`
 //!   (default 100,000) deliveries are pending (the backlog gauge `trellis_webhook_queue_depth`
 //!   of `/metrics`, refreshed every 5 s) while the receiver never answers (`--memory-reply 503`:
 //!   it answers 503 and the worker retries), against the same server idle before the events were inserted [no target]
@@ -333,8 +334,10 @@ fn cpu_seconds(pid: &str, ticks_per_second: f64) -> f64 {
     (ticks(11) + ticks(12)) / ticks_per_second
 }
 
-/// VmRSS and VmHWM of a process, MiB.
-fn memory_mib(pid: &str) -> (f64, f64) {
+/// VmRSS, VmHWM and RssAnon of a process, MiB. VmRSS also counts the database pages SQLite
+/// reads through its memory map (page cache, shared with the kernel); RssAnon is the process's
+/// own allocations.
+fn memory_mib(pid: &str) -> (f64, f64, f64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status
@@ -343,7 +346,7 @@ fn memory_mib(pid: &str) -> (f64, f64) {
             .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
             .map_or(f64::NAN, |kib| kib / 1024.0)
     };
-    (field("VmRSS:"), field("VmHWM:"))
+    (field("VmRSS:"), field("VmHWM:"), field("RssAnon:"))
 }
 
 /// 1-minute load average: other work on the machine skews every figure.
@@ -1478,8 +1481,10 @@ async fn latency_phase(options: &Options, receiver: &Receiver, bodies: &[bytes::
 struct MemoryResult {
     idle_rss: f64,
     idle_hwm: f64,
+    idle_anon: f64,
     backlog_rss: f64,
     backlog_hwm: f64,
+    backlog_anon: f64,
     /// Server start → the gauge showing every delivery pending.
     fan_out_seconds: f64,
     pending_seen: f64,
@@ -1501,7 +1506,7 @@ async fn memory_phase(options: &Options, receiver: &Receiver) -> Result<MemoryRe
     let idle = Server::start(&options.trellis, dir, &url, &webhook_env(receiver, true, options, &[])).await?;
     let endpoint = create_endpoint(&http, &idle.base, &tenant.api_key, &receiver.url()).await?;
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let (idle_rss, idle_hwm) = memory_mib(&idle.pid);
+    let (idle_rss, idle_hwm, idle_anon) = memory_mib(&idle.pid);
     idle.stop().await?;
     let created = db.scalar(&format!("SELECT created_at FROM webhook_endpoints WHERE id = '{}'", endpoint.id))?;
     let at = now_ms().max(created);
@@ -1530,14 +1535,16 @@ async fn memory_phase(options: &Options, receiver: &Receiver) -> Result<MemoryRe
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let fan_out_seconds = server.spawned.elapsed().as_secs_f64();
-    let (backlog_rss, backlog_hwm) = memory_mib(&server.pid);
+    let (backlog_rss, backlog_hwm, backlog_anon) = memory_mib(&server.pid);
     let attempts = receiver.count();
     server.stop().await?;
     Ok(MemoryResult {
         idle_rss,
         idle_hwm,
+        idle_anon,
         backlog_rss,
         backlog_hwm,
+        backlog_anon,
         fan_out_seconds,
         pending_seen: pending,
         attempts,
@@ -1766,14 +1773,16 @@ async fn run_once(
             "memory" => {
                 let m = memory_phase(options, receiver).await?;
                 eprintln!(
-                    "  memory     idle VmRSS {:.1} MiB (HWM {:.1})  with {} pending VmRSS {:.1} MiB (HWM {:.1})  gauge reached after {:.1} s  {} attempts meanwhile  (insert {:.1} s)",
-                    m.idle_rss, m.idle_hwm, m.pending_seen, m.backlog_rss, m.backlog_hwm, m.fan_out_seconds, m.attempts, m.insert_seconds
+                    "  memory     idle VmRSS {:.1} MiB (HWM {:.1}, anonymous {:.1})  with {} pending VmRSS {:.1} MiB (HWM {:.1}, anonymous {:.1})  gauge reached after {:.1} s  {} attempts meanwhile  (insert {:.1} s)",
+                    m.idle_rss, m.idle_hwm, m.idle_anon, m.pending_seen, m.backlog_rss, m.backlog_hwm, m.backlog_anon, m.fan_out_seconds, m.attempts, m.insert_seconds
                 );
                 let k = options.memory_events;
                 samples.push("memory: VmRSS idle, worker on (before the insert)", "MiB", "", m.idle_rss);
                 samples.push("memory: VmHWM idle", "MiB", "", m.idle_hwm);
                 samples.push(&format!("memory: VmRSS with {k} pending"), "MiB", "", m.backlog_rss);
                 samples.push(&format!("memory: VmHWM with {k} pending"), "MiB", "", m.backlog_hwm);
+                samples.push("memory: RssAnon idle (the process's own allocations)", "MiB", "", m.idle_anon);
+                samples.push(&format!("memory: RssAnon with {k} pending"), "MiB", "", m.backlog_anon);
                 samples.push(
                     &format!("memory: VmHWM with {k} pending minus idle VmHWM"),
                     "MiB",
