@@ -9,14 +9,14 @@ use trellis_tests::{Client, Server};
 
 const DIGEST: &str = "3d458cfe55cc03ea1f443f1562beec8df51c75e14a9fcf9a7234a13f198e7969";
 
-async fn device(client: &Client, name: &str, device_type: &str) -> i64 {
+pub(crate) async fn device(client: &Client, name: &str, device_type: &str) -> i64 {
     let res = client.post("/api/iot/devices", json!({ "name": name, "deviceType": device_type, "serial": name })).await;
     assert_eq!(res.status, 201, "{}", res.body);
     assert_eq!(res.body["data"]["status"], "registered");
     res.body["data"]["id"].as_i64().unwrap_or_default()
 }
 
-async fn nonce(client: &Client, device: i64, purpose: &str, ttl: i64) -> String {
+pub(crate) async fn nonce(client: &Client, device: i64, purpose: &str, ttl: i64) -> String {
     let res = client
         .post(
             &format!("/api/iot/devices/{device}/attestation/challenge"),
@@ -27,7 +27,7 @@ async fn nonce(client: &Client, device: i64, purpose: &str, ttl: i64) -> String 
     res.body["nonce"].as_str().unwrap_or_default().to_owned()
 }
 
-fn provision_body(nonce: &str) -> Value {
+pub(crate) fn provision_body(nonce: &str) -> Value {
     json!({
         "caId": 1,
         "templateId": "tls-server",

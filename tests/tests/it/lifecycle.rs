@@ -12,7 +12,7 @@ use trellis_tests::{Client, Response, Server};
 use crate::cas::{create_ca, install_plugin, internal_root, Openssl};
 
 /// Issues through `/api/certificates/issue` and returns the certificate (asserts 201).
-async fn issue(client: &Client, body: Value) -> Value {
+pub(crate) async fn issue(client: &Client, body: Value) -> Value {
     let res = client.post("/api/certificates/issue", body.clone()).await;
     assert_eq!(res.status, 201, "issuing {body}: {}", res.body);
     res.body["data"].clone()
@@ -69,7 +69,7 @@ fn validity_days(cert: &Value) -> i64 {
 }
 
 /// RFC 3339 of now plus `days`.
-fn days_from_now(days: i64) -> String {
+pub(crate) fn days_from_now(days: i64) -> String {
     let at = time::OffsetDateTime::now_utc() + time::Duration::days(days);
     at.format(&time::format_description::well_known::Rfc3339).expect("format")
 }
@@ -111,7 +111,7 @@ fn workspace_of(ca: &Value) -> String {
 }
 
 /// Polls a scan until it reaches a terminal state (bounded: 20 s in 50 ms steps).
-async fn finished_scan(client: &Client, id: i64) -> Value {
+pub(crate) async fn finished_scan(client: &Client, id: i64) -> Value {
     for _ in 0..400 {
         let res = client.get(&format!("/api/discovery/scans/{id}")).await;
         assert_eq!(res.status, 200, "{}", res.body);

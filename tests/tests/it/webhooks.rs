@@ -462,3 +462,129 @@ async fn two_replicas_deliver_each_of_a_thousand_events_once() {
     let succeeded = admin.get("/api/integrations/webhooks/deliveries?status=success&limit=1").await;
     assert_eq!(succeeded.body["total"], 1000, "{}", succeeded.body);
 }
+
+/// The §6 event types Trellis emits today (`workflow.execution_completed` is not: there are no
+/// workflows yet), each triggered below through the API or a job.
+const EMITTED_TYPES: [&str; 15] = [
+    "ca.created",
+    "ca.updated",
+    "ca.health_changed",
+    "certificate.created",
+    "certificate.updated",
+    "certificate.revoked",
+    "certificate.deleted",
+    "certificate.expiring",
+    "certificate.expired",
+    "certificate.renewed",
+    "certificate.renewal_failed",
+    "discovery.scan_completed",
+    "discovery.new_certificates_found",
+    "attestation.failed",
+    "webhook.test",
+];
+
+/// Events of `event_type` in the caller's workspace.
+async fn event_count(client: &Client, event_type: &str) -> usize {
+    let res = client.get(&format!("/api/events?limit=1&type={event_type}")).await;
+    assert_eq!(res.status, 200, "{}", res.body);
+    res.body["total"].as_u64().and_then(|n| usize::try_from(n).ok()).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn every_event_type_reaches_a_star_subscriber_and_a_filtered_one_gets_only_its_own() {
+    use crate::attestation::{device, nonce, provision_body};
+    use crate::cas::internal_root;
+    use crate::lifecycle::{days_from_now, finished_scan, issue};
+
+    let receiver = Receiver::start().await;
+    let server = server_for(&receiver, &[]);
+    let admin = server.admin().await;
+    let star = create_webhook(&admin, &receiver.url("/hooks/all"), json!(["*"])).await;
+    let filtered = ["certificate.revoked", "ca.health_changed"];
+    create_webhook(&admin, &receiver.url("/hooks/some"), json!(filtered)).await;
+
+    // CAs: created, updated, and health moved from unknown to healthy by a passing test.
+    let root = internal_root(&admin, "Events Root").await;
+    let ca_path = format!("/api/certificate-authorities/{root}");
+    assert_eq!(admin.patch(&ca_path, json!({ "description": "events" })).await.status, 200);
+    assert_eq!(admin.post(&format!("{ca_path}/test"), json!({})).await.status, 200);
+
+    // Certificates: issued, updated, revoked, deleted.
+    let body = |name: &str| json!({ "caId": root, "commonName": name, "autoRenewal": true, "validityDays": 40 });
+    issue(&admin, body("renewed.example.com")).await;
+    issue(&admin, body("refused.example.net")).await;
+    let revoked = issue(&admin, json!({ "caId": root, "commonName": "revoked.example.com" })).await;
+    let lost = issue(&admin, json!({ "caId": root, "commonName": "lost.example.com" })).await;
+    let updated = admin.put(&format!("/api/certificates/{}", revoked["id"]), json!({ "location": "rack 7" })).await;
+    assert_eq!(updated.status, 200, "{}", updated.body);
+    let res = admin.post(&format!("/api/certificates/{}/revoke", revoked["id"]), json!({})).await;
+    assert_eq!(res.status, 200, "{}", res.body);
+    assert_eq!(admin.delete(&format!("/api/certificates/{}", lost["id"])).await.status, 204);
+
+    // Discovery: a scan of the CA finds the deleted certificate again.
+    let fetched = admin.post(&format!("{ca_path}/fetch-certificates"), json!({})).await;
+    assert_eq!(fetched.status, 200, "{}", fetched.body);
+    let scan = finished_scan(&admin, fetched.body["data"]["scanId"].as_i64().expect("scanId")).await;
+    assert_eq!((scan["status"].as_str(), scan["new"].as_i64()), (Some("completed"), Some(1)), "{scan}");
+
+    // Expiry: an imported certificate five days from its end is expiring now, expired ten days on.
+    let (pem, _) = Spec::tls("short.example.com").expiring_in(5).build();
+    admin.register(&pem).await;
+    server.cli(&["jobs", "expiry-scan"]).expect("expiry scan");
+    server.cli(&["jobs", "expiry-scan", "--as-of", &days_from_now(10)]).expect("expiry scan later");
+
+    // Renewal: a policy admitting only example.com names makes one of the two renewals fail.
+    let policy = admin
+        .post(
+            "/api/issuance-policies",
+            json!({ "name": "com only", "type": "domain-policy", "config": { "allowedDnsSuffixes": [".example.com"] } }),
+        )
+        .await;
+    assert_eq!(policy.status, 201, "{}", policy.body);
+    let renewal = server.cli(&["jobs", "renew", "--as-of", &days_from_now(15)]).expect("jobs renew");
+    assert_eq!((renewal["renewed"].as_i64(), renewal["failed"].as_i64()), (Some(1), Some(1)), "{renewal}");
+
+    // Attestation: a provisioning attempt no policy applies to fails.
+    let dev = device(&admin, "events-gw", "gateway").await;
+    let challenge = nonce(&admin, dev, "attestation", 300).await;
+    let res = admin.post(&format!("/api/iot/devices/{dev}/attest-and-provision"), provision_body(&challenge)).await;
+    assert_eq!(res.status, 403, "{}", res.body);
+
+    // The test delivery goes to the endpoint tested.
+    let star_id = star["id"].as_str().unwrap_or_default();
+    let tested = admin.post(&format!("/api/integrations/webhooks/{star_id}/test"), json!({})).await;
+    assert_eq!(tested.status, 200, "{}", tested.body);
+
+    let mut expected_star = 1; // webhook.test is a delivery, not an outbox event
+    for event_type in EMITTED_TYPES.iter().filter(|t| **t != "webhook.test") {
+        let count = event_count(&admin, event_type).await;
+        assert!(count > 0, "no {event_type} event was emitted");
+        expected_star += count;
+    }
+    let mut expected_some = 0;
+    for event_type in filtered {
+        expected_some += event_count(&admin, event_type).await;
+    }
+    let got = receiver.wait_for(expected_star + expected_some, Duration::from_secs(60)).await;
+    let types_at = |path: &str| -> Vec<String> {
+        got.iter()
+            .filter(|r| r.path == path)
+            .map(|r| r.header("trellis-event-type").unwrap_or_default().to_owned())
+            .collect()
+    };
+    let (at_star, at_some) = (types_at("/hooks/all"), types_at("/hooks/some"));
+    assert_eq!(at_star.len(), expected_star, "{at_star:?}");
+    for event_type in EMITTED_TYPES {
+        assert!(at_star.iter().any(|t| t == event_type), "{event_type} did not reach `*`: {at_star:?}");
+    }
+    assert_eq!(at_some.len(), expected_some, "{at_some:?}");
+    assert!(at_some.iter().all(|t| filtered.contains(&t.as_str())), "the filtered endpoint got others: {at_some:?}");
+    for event_type in filtered {
+        assert!(at_some.iter().any(|t| t == event_type), "{event_type} did not reach its subscriber: {at_some:?}");
+    }
+    // Every delivery is signed, and its body names the type its header does.
+    for request in &got {
+        assert!(request.header("trellis-signature").is_some_and(|s| s.starts_with("v1=")));
+        assert_eq!(request.json()["type"].as_str(), request.header("trellis-event-type"));
+    }
+}
