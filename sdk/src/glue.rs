@@ -213,6 +213,7 @@ fn certificate_ref(c: w::CertificateRef) -> CertificateRef {
     CertificateRef {
         pem: c.certificate.map(|c| c.pem),
         serial_number: c.serial_number,
+        authority_key_id: c.authority_key_id,
         not_before: c.not_before,
         not_after: c.not_after,
         ca_reference: c.ca_reference,
@@ -373,8 +374,8 @@ pub mod connector {
                 window.map(|w| wc::RenewalWindow {
                     start: w.start,
                     end: w.end,
-                    explanation_url: None,
-                    retry_after_seconds: None,
+                    explanation_url: w.explanation_url,
+                    retry_after_seconds: w.retry_after_secs,
                 })
             })
             .map_err(error)

@@ -59,13 +59,17 @@
 extern crate self as trellis_plugin_sdk;
 
 pub mod bindings;
+pub mod challenge;
+pub mod clock;
 #[doc(hidden)]
 pub mod glue;
 pub mod http;
+pub mod jws;
 pub mod keystore;
 pub mod log;
 pub mod pki;
 pub mod policy;
+pub mod poll;
 pub mod state;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
@@ -78,7 +82,7 @@ pub use schemars;
 
 /// Everything a plugin usually needs: `use trellis_plugin_sdk::prelude::*;`.
 pub mod prelude {
-    pub use crate::{http, keystore, log, pki, state, util};
+    pub use crate::{challenge, clock, http, jws, keystore, log, pki, poll, state, util};
     pub use crate::{
         CaConnector, CallContext, Capability, CertificatePage, CertificateProfile, CertificateRef, Check, CheckStatus,
         ConfigIssue, Delivery, DiscoveredCertificate, Event, Integration, IssueOutcome, IssueRequest,

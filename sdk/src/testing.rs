@@ -30,6 +30,11 @@ struct Fakes {
     keys: BTreeMap<String, KeyAlgorithm>,
     logs: Vec<String>,
     pki: pki::Fake,
+    clock_ms: u64,
+    presented: Vec<crate::challenge::Challenge>,
+    cleaned: Vec<crate::challenge::Challenge>,
+    supported: Option<Vec<crate::challenge::ChallengeType>>,
+    solver_failure: Option<crate::challenge::SolverError>,
 }
 
 thread_local! {
@@ -116,6 +121,20 @@ pub mod http {
         with(|fakes| fakes.responses.push((method.to_ascii_uppercase(), url.to_owned(), Ok(response))));
     }
 
+    /// As [`respond`], with response headers (e.g. `replay-nonce`, `location`, `retry-after`).
+    pub fn respond_with_headers(
+        method: &str,
+        url: &str,
+        status: u16,
+        headers: &[(&str, &str)],
+        body: impl Into<Vec<u8>>,
+    ) {
+        let headers =
+            headers.iter().map(|(name, value)| (name.to_ascii_lowercase(), value.as_bytes().to_vec())).collect();
+        let response = Response { status, headers, body: body.into() };
+        with(|fakes| fakes.responses.push((method.to_ascii_uppercase(), url.to_owned(), Ok(response))));
+    }
+
     /// Fails the next `method` request to `url` as the host would (denied, timeout, …).
     pub fn fail(method: &str, url: &str, error: HttpError) {
         with(|fakes| fakes.responses.push((method.to_ascii_uppercase(), url.to_owned(), Err(error))));
@@ -155,6 +174,68 @@ pub(crate) fn send(request: Request, _target: Target) -> Result<Response, HttpEr
             [first, ..] => fakes.responses.remove(*first).2,
         }
     })
+}
+
+/// The fake monotonic clock: starts at 0 per test thread; `clock::sleep_ms` advances it at
+/// once instead of sleeping.
+pub mod clock {
+    use super::with;
+
+    /// Milliseconds since the thread's fakes were reset.
+    pub fn monotonic_ms() -> u64 {
+        with(|fakes| fakes.clock_ms)
+    }
+
+    /// Advances the fake clock.
+    pub fn sleep_ms(ms: u64) {
+        with(|fakes| fakes.clock_ms = fakes.clock_ms.saturating_add(ms));
+    }
+}
+
+/// The fake `challenge-solver`: supports every type unless told otherwise, and records what
+/// was presented and cleaned up.
+pub mod challenges {
+    use super::with;
+    use crate::challenge::{Challenge, ChallengeType, Presented, SolverError};
+
+    /// The types the fake reports (default: HTTP-01 and DNS-01).
+    pub fn set_supported(types: &[ChallengeType]) {
+        with(|fakes| fakes.supported = Some(types.to_vec()));
+    }
+
+    /// Makes every following `present` fail with `error`.
+    pub fn fail_with(error: SolverError) {
+        with(|fakes| fakes.solver_failure = Some(error));
+    }
+
+    /// Challenges presented so far.
+    pub fn presented() -> Vec<Challenge> {
+        with(|fakes| fakes.presented.clone())
+    }
+
+    /// Challenges cleaned up so far.
+    pub fn cleaned() -> Vec<Challenge> {
+        with(|fakes| fakes.cleaned.clone())
+    }
+
+    pub(crate) fn supported() -> Vec<ChallengeType> {
+        with(|fakes| fakes.supported.clone().unwrap_or_else(|| vec![ChallengeType::Http01, ChallengeType::Dns01]))
+    }
+
+    pub(crate) fn present(challenge: &Challenge) -> Result<Presented, SolverError> {
+        with(|fakes| {
+            if let Some(err) = fakes.solver_failure.clone() {
+                return Err(err);
+            }
+            fakes.presented.push(challenge.clone());
+            Ok(Presented { settle_seconds: 0 })
+        })
+    }
+
+    pub(crate) fn cleanup(challenge: &Challenge) -> Result<(), SolverError> {
+        with(|fakes| fakes.cleaned.push(challenge.clone()));
+        Ok(())
+    }
 }
 
 /// The fake `state` backend; read it directly in assertions.

@@ -470,6 +470,9 @@ pub struct CertificateRef {
     pub pem: Option<String>,
     /// Serial number, lowercase hex.
     pub serial_number: String,
+    /// The authorityKeyIdentifier's key identifier, when the certificate has one (ACME
+    /// renewal information names certificates by it and the serial).
+    pub authority_key_id: Option<Vec<u8>>,
     /// Validity start, seconds since the epoch.
     pub not_before: i64,
     /// Validity end, seconds since the epoch.
@@ -663,6 +666,17 @@ pub struct RenewalWindow {
     pub start: i64,
     /// End, seconds since the epoch.
     pub end: i64,
+    /// A page explaining the window (e.g. a mass-revocation notice).
+    pub explanation_url: Option<String>,
+    /// When to ask again, in seconds (the CA's `Retry-After`).
+    pub retry_after_secs: Option<u32>,
+}
+
+impl RenewalWindow {
+    /// A window from `start` to `end` (seconds since the epoch).
+    pub fn new(start: i64, end: i64) -> RenewalWindow {
+        RenewalWindow { start, end, explanation_url: None, retry_after_secs: None }
+    }
 }
 
 /// A lifecycle event to deliver.

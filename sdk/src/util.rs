@@ -36,6 +36,90 @@ pub fn rfc3339(ms: i64) -> String {
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z", sod / 3600, sod % 3600 / 60, sod % 60)
 }
 
+/// Seconds since the epoch of an RFC 3339 timestamp (`2026-01-01T00:00:00Z`, fractions and
+/// `±hh:mm` offsets accepted); `None` when it is not one.
+pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = text.get(range)?;
+        part.bytes().all(|b| b.is_ascii_digit()).then(|| part.parse().ok())?
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let separators_ok = text.get(4..5) == Some("-")
+        && text.get(7..8) == Some("-")
+        && matches!(text.get(10..11), Some("T" | "t" | " "))
+        && text.get(13..14) == Some(":")
+        && text.get(16..17) == Some(":");
+    if !separators_ok
+        || !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let mut rest = text.get(19..)?;
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        rest = &fraction[digits..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.get(0..1)? {
+                "+" => 1,
+                "-" => -1,
+                _ => return None,
+            };
+            let (h, m) = (rest.get(1..3)?.parse::<i64>().ok()?, rest.get(4..6)?.parse::<i64>().ok()?);
+            if rest.len() != 6 || rest.get(3..4) != Some(":") {
+                return None;
+            }
+            sign * (h * 3600 + m * 60)
+        }
+    };
+    // Days from civil (H. Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hour * 3600 + minute * 60 + second - offset)
+}
+
+/// The `CERTIFICATE` blocks of PEM text, each as its own PEM string, in order (a leaf and its
+/// chain as CAs deliver them).
+pub fn pem_certificates(text: &str) -> Vec<String> {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(BEGIN) {
+        let Some(len) = rest[start..].find(END) else { break };
+        let end = start + len + END.len();
+        found.push(format!("{}\n", &rest[start..end]));
+        rest = &rest[end..];
+    }
+    found
+}
+
+/// The DER bytes of the first PEM block of `text`; `None` when there is none or it is not base64.
+pub fn pem_to_der(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let start = text.find("-----BEGIN ")?;
+    let body_start = start + text[start..].find('\n')? + 1;
+    let body_len = text[body_start..].find("-----END ")?;
+    let body: String = text[body_start..body_start + body_len].chars().filter(|c| !c.is_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD.decode(body).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -53,5 +137,22 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(1_767_225_600_123), "2026-01-01T00:00:00.123Z");
         assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(parse_rfc3339("2026-01-01T00:00:00Z"), Some(1_767_225_600));
+        assert_eq!(parse_rfc3339("2000-02-29T00:00:00.123456Z"), Some(951_782_400));
+        assert_eq!(parse_rfc3339("2026-01-01T01:30:00+01:30"), Some(1_767_225_600));
+        assert_eq!(parse_rfc3339("2025-12-31T22:00:00-02:00"), Some(1_767_225_600));
+        for bad in ["", "2026-01-01", "2026-13-01T00:00:00Z", "2026-01-01T00:00:00", "2026-01-01T00:00:00+1"] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn pem_blocks_split_and_decode() {
+        let one = crate::pki::certificate_pem(&[1, 2, 3]);
+        let two = crate::pki::certificate_pem(&[4, 5]);
+        let text = format!("{one}\n{two}");
+        assert_eq!(pem_certificates(&text), vec![one.clone(), two.clone()]);
+        assert_eq!(pem_to_der(&two), Some(vec![4, 5]));
+        assert_eq!(pem_to_der("nothing"), None);
     }
 }
