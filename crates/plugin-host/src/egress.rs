@@ -140,7 +140,7 @@ impl EgressPolicy {
         HttpError::HttpRequestDenied
     }
 
-    async fn send(
+    pub(crate) async fn send(
         self: Arc<Self>,
         call: Arc<EgressCall>,
         mut request: http::Request<WasiBody>,

@@ -2,8 +2,9 @@
 //! call's record, `challenge-solver` and `pki-core`.
 //!
 //! `challenge-solver` presents HTTP-01 answers to the host's challenge listener when one is
-//! configured (`TRELLIS_ACME_HTTP01_LISTEN`); DNS-01 and TLS-ALPN-01 are `unsupported` until a
-//! DNS provider or an ALPN responder exists. `pki-core` reaches the host's internal PKI only
+//! configured (`TRELLIS_ACME_HTTP01_LISTEN`) and DNS-01 answers through the DNS provider the
+//! challenge's settings name ([`crate::dns01`]); TLS-ALPN-01 is `unsupported` until an ALPN
+//! responder exists. `pki-core` reaches the host's internal PKI only
 //! for calls the domain granted it (internal CA records); `sign-csr` only inside an issuance
 //! call, for its own CSR and profile, once.
 
@@ -15,6 +16,7 @@ use trellis_core::plugins::{
 
 use crate::bindings::v0_2::{challenge_solver as solver, keystore, logging, pki_core as pki, state, wit_types};
 use crate::call::{CallState, MAX_STATE_KEY};
+use crate::dns01::{self, ProviderError, ProviderHttp, TxtRecord};
 use crate::worlds::v0_2;
 use crate::StateError;
 
@@ -153,15 +155,60 @@ impl keystore::Host for CallState {
     }
 }
 
+impl CallState {
+    /// Outbound HTTP for DNS providers, under this call's egress policy and grant.
+    fn provider_http(&self) -> ProviderHttp {
+        ProviderHttp { policy: self.hooks.policy.clone(), call: self.hooks.call.clone() }
+    }
+}
+
+/// Publishes (`present`) or removes a DNS-01 TXT record through the settings' provider.
+async fn solve_dns01(
+    http: ProviderHttp,
+    dns01: &solver::Dns01Challenge,
+    present: bool,
+) -> Result<u32, solver::SolverError> {
+    let Some(settings) = dns01.provider.as_deref() else {
+        return Err(solver::SolverError::Unsupported(
+            "DNS-01: no DNS provider settings were given (set the record's dnsProvider); this host has no workspace default".into(),
+        ));
+    };
+    let (provider, settings) = dns01::provider_for(settings).map_err(dns_error)?;
+    let record = TxtRecord::for_challenge(&dns01.domain, &dns01.value).map_err(solver::SolverError::Invalid)?;
+    if present {
+        provider.present(&http, &settings, &record).await.map_err(dns_error)
+    } else {
+        provider.cleanup(&http, &settings, &record).await.map(|()| 0).map_err(dns_error)
+    }
+}
+
+fn dns_error(err: ProviderError) -> solver::SolverError {
+    match err {
+        ProviderError::Invalid(message) => solver::SolverError::Invalid(message),
+        ProviderError::Failed(message) => solver::SolverError::Failed(message),
+    }
+}
+
 impl solver::Host for CallState {
     async fn supported(&mut self) -> wasmtime::Result<Vec<solver::ChallengeType>> {
-        Ok(if self.http01.is_some() { vec![solver::ChallengeType::Http01] } else { Vec::new() })
+        let mut types = Vec::new();
+        if self.http01.is_some() {
+            types.push(solver::ChallengeType::Http01);
+        }
+        if !dns01::PROVIDERS.is_empty() {
+            types.push(solver::ChallengeType::Dns01);
+        }
+        Ok(types)
     }
 
     async fn present(
         &mut self,
         challenge: solver::Challenge,
     ) -> wasmtime::Result<Result<solver::Presented, solver::SolverError>> {
+        if let solver::Challenge::Dns01(dns01) = &challenge {
+            let answered = solve_dns01(self.provider_http(), dns01, true).await;
+            return Ok(answered.map(|settle_seconds| solver::Presented { settle_seconds }));
+        }
         let (solver::Challenge::Http01(http01), Some((answers, clock))) = (&challenge, &self.http01) else {
             return Ok(Err(unsupported(&challenge)));
         };
@@ -178,6 +225,9 @@ impl solver::Host for CallState {
     }
 
     async fn cleanup(&mut self, challenge: solver::Challenge) -> wasmtime::Result<Result<(), solver::SolverError>> {
+        if let solver::Challenge::Dns01(dns01) = &challenge {
+            return Ok(solve_dns01(self.provider_http(), dns01, false).await.map(|_| ()));
+        }
         let (solver::Challenge::Http01(http01), Some((answers, _))) = (&challenge, &self.http01) else {
             return Ok(Err(unsupported(&challenge)));
         };
@@ -201,7 +251,7 @@ fn unsupported(challenge: &solver::Challenge) -> solver::SolverError {
         solver::Challenge::Http01(_) => {
             "HTTP-01: no challenge listener is configured on this host (TRELLIS_ACME_HTTP01_LISTEN)"
         }
-        solver::Challenge::Dns01(_) => "DNS-01: this host has no DNS provider implementation",
+        solver::Challenge::Dns01(_) => "DNS-01: no DNS provider settings were given",
         solver::Challenge::TlsAlpn01(_) => "TLS-ALPN-01: this host offers no ALPN responder",
     };
     solver::SolverError::Unsupported(kind.to_owned())

@@ -22,6 +22,7 @@ pub mod bench_support;
 mod bindings;
 mod call;
 mod config;
+mod dns01;
 mod egress;
 mod engine;
 mod host_v0_1;

@@ -53,6 +53,7 @@ pub const FIRST_PARTY_PLUGINS: &[&str] = &[
     "splunk",
     "datadog",
     "internal",
+    "acme",
     "domain-policy",
     "tpm2-verifier",
 ];
