@@ -6,6 +6,8 @@
 #   wasm      Debian's rustc-web toolchain for the wasm plugins (when rustup lacks wasm32-wasip2)
 #   postgres  a PostgreSQL server for the test suite's second pass
 #   test      tools the tests and CI use (sqlite3, openssl, curl, python3-venv for schemathesis)
+#   tpm       the device agent's TPM stack (libtss2-dev, pkg-config) and the software TPM its tests
+#             run against (swtpm, swtpm-tools with swtpm_localca, tpm2-tools)
 #
 # A fresh machine's package lists are stale: without `apt-get update` Debian offers
 # rustc-web 1.85, too old for the plugins. So the lists are refreshed first, once, and only
@@ -47,7 +49,16 @@ for group in "$@"; do
             # The webhook signature snippets (docs/webhooks) run under Node in tests/it/webhooks.rs.
             want nodejs command -v node
             ;;
-        *) echo "install-deps: unknown group '$group' (wasm, postgres, test)" >&2; exit 2 ;;
+        tpm)
+            # trellis-agent links libtss2 (tss-esapi finds it with pkg-config).
+            want libtss2-dev test -f /usr/include/tss2/tss2_esys.h
+            want pkg-config command -v pkg-config
+            # tests/src/swtpm.rs: a software TPM with EK certificates from swtpm's local CA.
+            want swtpm command -v swtpm
+            want swtpm-tools command -v swtpm_localca
+            want tpm2-tools command -v tpm2_pcrextend
+            ;;
+        *) echo "install-deps: unknown group '$group' (wasm, postgres, test, tpm)" >&2; exit 2 ;;
     esac
 done
 
