@@ -10,6 +10,16 @@ pub enum Key {
     Ed25519,
 }
 
+/// A certificate as a TLS server serves it.
+#[derive(Debug, Clone)]
+pub struct Served {
+    /// The leaf, PEM.
+    pub pem: String,
+    /// Leaf first, DER.
+    pub chain: Vec<Vec<u8>>,
+    pub key_pkcs8: Vec<u8>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Spec {
     pub common_name: String,
@@ -66,6 +76,13 @@ impl Spec {
 
     /// The certificate as (PEM, DER).
     pub fn build(&self) -> (String, Vec<u8>) {
+        let served = self.build_served();
+        (served.pem, served.chain[0].clone())
+    }
+
+    /// The certificate with what a TLS server needs to serve it: the chain (leaf, then its
+    /// issuer when `issued_by`), DER, and the leaf's PKCS#8 key.
+    pub fn build_served(&self) -> Served {
         let algorithm = match self.key {
             Key::P256 => &rcgen::PKCS_ECDSA_P256_SHA256,
             Key::P384 => &rcgen::PKCS_ECDSA_P384_SHA384,
@@ -94,18 +111,20 @@ impl Spec {
             *s ^= h & 0x7f;
         }
         params.serial_number = Some(SerialNumber::from(serial.to_vec()));
-        let cert = match &self.issuer_cn {
-            None => params.self_signed(&key).expect("self-signed"),
+        let (cert, issuer) = match &self.issuer_cn {
+            None => (params.self_signed(&key).expect("self-signed"), None),
             Some(issuer_cn) => {
                 let ca_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("ca key");
                 let mut ca_params = CertificateParams::default();
                 ca_params.distinguished_name.push(DnType::CommonName, issuer_cn.clone());
                 ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
                 let ca = ca_params.self_signed(&ca_key).expect("ca");
-                params.signed_by(&key, &ca, &ca_key).expect("signed")
+                (params.signed_by(&key, &ca, &ca_key).expect("signed"), Some(ca))
             }
         };
-        (cert.pem(), cert.der().to_vec())
+        let mut chain = vec![cert.der().to_vec()];
+        chain.extend(issuer.map(|ca| ca.der().to_vec()));
+        Served { pem: cert.pem(), chain, key_pkcs8: key.serialize_der() }
     }
 
     pub fn pem(&self) -> String {
@@ -135,4 +154,17 @@ pub fn rsa_pem(common_name: &str, bits: u32) -> String {
         .expect("openssl is installed (apt-get install openssl)");
     assert!(status.success(), "openssl failed");
     std::fs::read_to_string(cert).expect("cert")
+}
+
+/// A self-signed CA certificate (basicConstraints CA:TRUE), PEM, valid from `not_before_days`
+/// to `not_after_days` from now.
+pub fn ca_pem(common_name: &str, not_before_days: i64, not_after_days: i64) -> String {
+    let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+    let mut params = CertificateParams::default();
+    params.distinguished_name.push(DnType::CommonName, common_name.to_string());
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let now = OffsetDateTime::now_utc();
+    params.not_before = now + Duration::days(not_before_days);
+    params.not_after = now + Duration::days(not_after_days);
+    params.self_signed(&key).expect("self-signed CA").pem()
 }

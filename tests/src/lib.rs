@@ -2,7 +2,10 @@
 //! SQLite database, and talk HTTP to it. Also builds test certificates with rcgen.
 
 pub mod certs;
+pub mod pebble;
 pub mod receiver;
+pub mod swtpm;
+pub mod tls_endpoint;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -11,6 +11,7 @@ use crate::pki::InternalPki;
 use crate::plugins::service::PluginService;
 use crate::ports::Store;
 use crate::unit_of_work::UnitOfWork;
+use crate::discovery::tls::{NoProber, TlsProber};
 use crate::webhooks::transport::{NoTransport, WebhookTransport};
 
 /// What the use cases need of the configuration (the binary loads and validates it).
@@ -22,6 +23,8 @@ pub struct Settings {
     /// Failed logins per account within `login_window` before 429.
     pub login_max_failures: u32,
     pub login_window: std::time::Duration,
+    /// Discovery scans: how `tls_endpoints` scans probe, when a silent scan is taken over.
+    pub discovery: crate::discovery::DiscoverySettings,
 }
 
 pub struct Context {
@@ -37,6 +40,8 @@ pub struct Context {
     pub pki: Option<Arc<InternalPki>>,
     /// Outbound HTTP for webhook deliveries (SSRF-vetted); refuses everything by default.
     pub outbound: Arc<dyn WebhookTransport>,
+    /// TLS connections of `tls_endpoints` discovery scans (egress-vetted); reaches nothing by default.
+    pub tls_prober: Arc<dyn TlsProber>,
 }
 
 pub type SharedContext = Arc<Context>;
@@ -61,6 +66,7 @@ impl Context {
             plugins,
             pki: None,
             outbound: Arc::new(NoTransport),
+            tls_prober: Arc::new(NoProber),
         }
     }
 
@@ -73,6 +79,12 @@ impl Context {
     /// Delivers webhooks through `outbound`.
     pub fn with_outbound(mut self, outbound: Arc<dyn WebhookTransport>) -> Self {
         self.outbound = outbound;
+        self
+    }
+
+    /// Probes TLS endpoints (discovery scans) through `prober`.
+    pub fn with_tls_prober(mut self, prober: Arc<dyn TlsProber>) -> Self {
+        self.tls_prober = prober;
         self
     }
 

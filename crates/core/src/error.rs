@@ -79,9 +79,13 @@ pub enum Error {
     /// An issuance policy requires approval before issuance.
     #[error("An issuance policy requires approval for this request")]
     ApprovalRequired(serde_json::Value),
-    /// The CA accepted the order but has not issued yet.
+    /// The CA accepted the order but has not issued yet, and the caller cannot wait for it.
     #[error("{0}")]
     Pending(String),
+    /// A connector returned a certificate whose public key is not the CSR's (a CA fault, or a
+    /// connector slipping in a certificate for someone else's key): nothing is stored.
+    #[error("{0}")]
+    CertificateKeyMismatch(String),
     #[error("Too many attempts; retry in {retry_after_secs} seconds")]
     RateLimited { retry_after_secs: u64 },
     /// A plugin call or plugin lifecycle operation failed; the variant says how.
@@ -129,6 +133,7 @@ impl Error {
             Error::PolicyDenied(_) => "POLICY_DENIED",
             Error::ApprovalRequired(_) => "APPROVAL_REQUIRED",
             Error::Pending(_) => "ISSUANCE_PENDING",
+            Error::CertificateKeyMismatch(_) => "CA_KEY_MISMATCH",
             Error::Plugin(err) => err.api_code(),
             Error::Attestation(err) => err.code(),
             Error::Store(_) => "INTERNAL_ERROR",

@@ -261,6 +261,15 @@ pub trait CaWrites: Send {
     ) -> StoreResult<Option<CertificateAuthority>>;
     /// Deletes the CA; its certificates stay and lose their link.
     async fn delete_ca(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
+    /// Claims up to `limit` CAs (of every workspace, `disconnected` ones excepted) not health-
+    /// checked since `due_before`, stamping them checked at `now`: a claimed CA is not returned
+    /// again within the interval, so replicas never probe one CA twice in it.
+    async fn claim_ca_health_checks(
+        &mut self,
+        now: i64,
+        due_before: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<CertificateAuthority>>;
     async fn insert_authority(&mut self, authority: &StoredAuthority) -> StoreResult<()>;
     async fn insert_issued(&mut self, record: &IssuedRecord) -> StoreResult<()>;
     /// Marks a serial revoked; false when the CA never issued it. Revoking twice keeps the
@@ -282,6 +291,8 @@ pub trait IssuanceReads: Send + Sync {
     ) -> StoreResult<Page<CertificateRequest>>;
     async fn list_templates(&self, workspace_id: &str) -> StoreResult<Vec<StoredTemplate>>;
     async fn find_template(&self, workspace_id: &str, id_or_name: &str) -> StoreResult<Option<StoredTemplate>>;
+    /// Requests `issuing` in every workspace, and when the oldest of their orders was accepted.
+    async fn issuing_backlog(&self) -> StoreResult<(i64, Option<i64>)>;
 }
 
 #[async_trait]
@@ -313,6 +324,23 @@ pub trait IssuanceWrites: Send {
     /// Links a renewed certificate to its successor and moves auto-renewal to it.
     async fn record_renewal(&mut self, workspace_id: &str, old_id: i64, new_id: i64) -> StoreResult<()>;
     async fn record_renewal_failure(&mut self, workspace_id: &str, id: i64, error: &str) -> StoreResult<()>;
+    /// Leases up to `limit` `issuing` requests (of every workspace) whose poll is due at `now`:
+    /// their `poll_at` moves to `lease_until`, their attempts grow by one and `lease_owner`
+    /// holds them, so replicas never poll one at once.
+    async fn claim_issuing(
+        &mut self,
+        now: i64,
+        lease_owner: &str,
+        lease_until: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<CertificateRequest>>;
+    /// Writes a polled request if it is still `issuing` under `lease_owner`'s lease (and
+    /// releases it); `None` when the lease was lost.
+    async fn finish_poll(
+        &mut self,
+        request: &CertificateRequest,
+        lease_owner: &str,
+    ) -> StoreResult<Option<CertificateRequest>>;
 }
 
 #[async_trait]
@@ -342,6 +370,11 @@ pub trait DiscoveryWrites: Send {
         workspace_id: &str,
         fingerprint_sha256: &str,
     ) -> StoreResult<Option<Certificate>>;
+    /// Links a certificate without a CA to `ca_id`; false when it already had one.
+    async fn link_certificate_ca(&mut self, workspace_id: &str, id: i64, ca_id: i64, at: i64) -> StoreResult<bool>;
+    /// Whether the certificate has a usage record for `host` and `port`.
+    async fn has_usage(&mut self, workspace_id: &str, certificate_id: i64, host: &str, port: Option<i64>)
+        -> StoreResult<bool>;
 }
 
 #[async_trait]

@@ -101,10 +101,11 @@ fn issue_input(body: IssueBody) -> IssueInput {
 
 /// Issues a certificate through a CA: template, issuance policies, the CA's connector; the
 /// result enters the inventory (201). 403 `POLICY_DENIED` with reasons when a policy denies;
-/// 202 with a pending certificate request when a policy requires approval.
+/// 202 with the certificate request when a policy requires approval (`pending`) or when the CA
+/// accepted the order but has not issued yet (`issuing`, completed in the background).
 #[utoipa::path(post, path = "/api/certificates/issue", tag = "certificates", request_body = IssueBody,
     responses((status = 201, description = "`data`: the certificate record with `certificate` (PEM), `chain` (PEM list) and `serialNumber`"),
-        (status = 202, body = Data<RequestDto>, description = "A policy requires approval: the pending request")))]
+        (status = 202, body = Data<RequestDto>, description = "A policy requires approval (the `pending` request), or the CA has not issued yet (the `issuing` request, with `statusMessage` and `nextPollAt`)")))]
 async fn issue_certificate(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -113,7 +114,9 @@ async fn issue_certificate(
     let input = issue_input(body);
     match issuance::issue(&ctx, &caller, input).await? {
         Outcome::Issued(issued) => Ok(created(issued_dto(&ctx, *issued)?)),
-        Outcome::AwaitingApproval(request) => Ok((StatusCode::ACCEPTED, data(request_dto(*request))).into_response()),
+        Outcome::AwaitingApproval(request) | Outcome::Issuing(request) => {
+            Ok((StatusCode::ACCEPTED, data(request_dto(*request))).into_response())
+        }
     }
 }
 
@@ -268,7 +271,8 @@ async fn delete_template(
 pub struct RequestDto {
     id: i64,
     ca_id: i64,
-    /// `pending`, `approved`, `issued`, `rejected` or `failed`.
+    /// `pending` (awaiting approval), `approved`, `issuing` (the CA accepted the order and has
+    /// not issued yet), `issued`, `rejected` or `failed`.
     status: String,
     common_name: Option<String>,
     /// The issue body as submitted.
@@ -282,12 +286,24 @@ pub struct RequestDto {
     decided_at: Option<String>,
     decision_reason: Option<String>,
     certificate_id: Option<i64>,
+    /// The failure of a `failed` request; on an `issuing` one, the last retryable failure.
     error: Option<String>,
     created_at: String,
     updated_at: String,
+    /// `issuing`: what the CA says it waits for.
+    status_message: Option<String>,
+    /// `issuing`: when Trellis asks the CA next.
+    next_poll_at: Option<String>,
+    /// How many times Trellis asked the CA after its first answer.
+    poll_attempts: i64,
+    /// When the CA accepted the order.
+    issuing_since: Option<String>,
+    /// Set when the request renews that certificate (auto-renewal left pending by the CA).
+    renews_certificate_id: Option<i64>,
 }
 
 fn request_dto(r: CertificateRequest) -> RequestDto {
+    let next_poll_at = r.poll_at.filter(|_| r.status == requests::ISSUING).map(rfc3339);
     RequestDto {
         id: r.id,
         ca_id: r.ca_id,
@@ -303,14 +319,19 @@ fn request_dto(r: CertificateRequest) -> RequestDto {
         error: r.error,
         created_at: rfc3339(r.created_at),
         updated_at: rfc3339(r.updated_at),
+        next_poll_at,
+        status_message: r.status_message,
+        poll_attempts: r.poll_attempts,
+        issuing_since: r.issuing_since.map(rfc3339),
+        renews_certificate_id: r.renews_certificate_id,
     }
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct RequestFilters {
-    /// `pending`, `approved`, `issued`, `rejected`, `failed` (empty: all).
-    #[param(pattern = "^(pending|approved|issued|rejected|failed|)$")]
+    /// `pending`, `approved`, `issuing`, `issued`, `rejected`, `failed` (empty: all).
+    #[param(pattern = "^(pending|approved|issuing|issued|rejected|failed|)$")]
     status: Option<String>,
 }
 
@@ -359,16 +380,24 @@ pub struct ApprovedDto {
 }
 
 /// Approves a pending request (not one's own) and issues it through the same path as
-/// `/api/certificates/issue`.
+/// `/api/certificates/issue`: 200 with the certificate, or 202 with the request, now `issuing`,
+/// when the CA has not issued yet.
 #[utoipa::path(post, path = "/api/certificate-requests/{id}/approve", tag = "certificate-requests",
-    responses((status = 200, body = Data<ApprovedDto>), (status = 409, description = "Not pending")))]
+    responses((status = 200, body = Data<ApprovedDto>),
+        (status = 202, body = Data<RequestDto>, description = "The CA has not issued yet: the `issuing` request"),
+        (status = 409, description = "Not pending")))]
 async fn approve_request(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
-) -> ApiResult<axum::Json<Value>> {
-    let (request, issued) = requests::approve(&ctx, &caller, numeric_id(&id)?).await?;
-    Ok(data(ApprovedDto { request: request_dto(request), certificate: issued_dto(&ctx, issued)? }))
+) -> ApiResult<Response> {
+    match requests::approve(&ctx, &caller, numeric_id(&id)?).await? {
+        (request, Some(issued)) => {
+            Ok(data(ApprovedDto { request: request_dto(request), certificate: issued_dto(&ctx, issued)? })
+                .into_response())
+        }
+        (request, None) => Ok((StatusCode::ACCEPTED, data(request_dto(request))).into_response()),
+    }
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

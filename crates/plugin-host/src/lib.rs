@@ -30,6 +30,7 @@ mod host_v0_2;
 mod install;
 mod invoke;
 pub mod outbound;
+pub mod tls_probe;
 mod registry;
 mod runtime;
 mod worlds;

@@ -247,6 +247,25 @@ impl CaWrites for Tx {
         Ok(())
     }
 
+    async fn claim_ca_health_checks(
+        &mut self,
+        now: i64,
+        due_before: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<CertificateAuthority>> {
+        // The outer condition is re-evaluated on each locked row (PostgreSQL), so a CA another
+        // replica claimed meanwhile is skipped.
+        let due = "status <> 'disconnected' AND (health_checked_at IS NULL OR health_checked_at < $2)";
+        let sql = format!(
+            "UPDATE certificate_authorities SET health_checked_at = $1 \
+             WHERE id IN (SELECT id FROM certificate_authorities WHERE {due} ORDER BY id LIMIT $3) AND ({due}) \
+             RETURNING {CA_COLUMNS}"
+        );
+        let rows =
+            sqlx::query(&sql).bind(now).bind(due_before).bind(limit).fetch_all(&mut *self.inner).await.db()?;
+        rows.iter().map(ca_from_row).collect()
+    }
+
     async fn touch_ca_sync(
         &mut self,
         workspace_id: &str,

@@ -11,10 +11,16 @@ use trellis_core::ports::{DiscoveryReads, DiscoveryWrites};
 
 use crate::certificates::{certificate_from_row, CERTIFICATE_COLUMNS};
 use crate::{DbResult, Store, StoreResult, Tx};
+use trellis_core::ports::StoreError;
 
 const SCAN_COLUMNS: &str =
     "id, workspace_id, scan_type, ca_id, status, found, new_count, updated_count, failed_count, \
-    error, requested_by, created_at, started_at, finished_at, heartbeat_at";
+    error, requested_by, created_at, started_at, finished_at, heartbeat_at, targets, total_targets, \
+    done_targets, failures";
+
+fn json_list<T: serde::de::DeserializeOwned>(text: &str) -> StoreResult<Vec<T>> {
+    serde_json::from_str(text).map_err(|err| StoreError::Corrupt(format!("a scan column is not a JSON list: {err}")))
+}
 
 fn scan_from_row(row: &AnyRow) -> StoreResult<Scan> {
     Ok(Scan {
@@ -33,6 +39,10 @@ fn scan_from_row(row: &AnyRow) -> StoreResult<Scan> {
         started_at: row.try_get("started_at").db()?,
         finished_at: row.try_get("finished_at").db()?,
         heartbeat_at: row.try_get("heartbeat_at").db()?,
+        targets: json_list(&row.try_get::<String, _>("targets").db()?)?,
+        total: row.try_get("total_targets").db()?,
+        done: row.try_get("done_targets").db()?,
+        failures: json_list(&row.try_get::<String, _>("failures").db()?)?,
     })
 }
 
@@ -48,10 +58,22 @@ impl DiscoveryReads for Store {
         &self,
         workspace_id: &str,
         scan_type: Option<&str>,
+        status: Option<&str>,
         page: PageRequest,
     ) -> StoreResult<Page<Scan>> {
         let scan_type = scan_type.map(|scan_type| ("scan_type", scan_type));
-        self.workspace_page(SCAN_COLUMNS, "discovery_scans", workspace_id, scan_type, None, page, scan_from_row).await
+        // The domain admits only the five state names, so the value is a known literal.
+        let status = status.filter(|s| trellis_core::discovery::STATES.contains(s)).map(|s| format!("status = '{s}'"));
+        self.workspace_page(
+            SCAN_COLUMNS,
+            "discovery_scans",
+            workspace_id,
+            scan_type,
+            status.as_deref(),
+            page,
+            scan_from_row,
+        )
+        .await
     }
 }
 
@@ -59,9 +81,10 @@ impl DiscoveryReads for Store {
 impl DiscoveryWrites for Tx {
     async fn insert_scan(&mut self, scan: &Scan) -> StoreResult<Scan> {
         let sql = format!(
-            "INSERT INTO discovery_scans (workspace_id, scan_type, ca_id, status, requested_by, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING {SCAN_COLUMNS}"
+            "INSERT INTO discovery_scans (workspace_id, scan_type, ca_id, status, requested_by, created_at, targets) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {SCAN_COLUMNS}"
         );
+        let targets = serde_json::to_string(&scan.targets).map_err(|err| StoreError::Corrupt(err.to_string()))?;
         let row = sqlx::query(&sql)
             .bind(scan.workspace_id.as_str())
             .bind(scan.scan_type.as_str())
@@ -69,6 +92,7 @@ impl DiscoveryWrites for Tx {
             .bind(scan.status.as_str())
             .bind(scan.requested_by.as_str())
             .bind(scan.created_at)
+            .bind(targets)
             .fetch_one(&mut *self.inner)
             .await
             .db()?;
@@ -95,8 +119,10 @@ impl DiscoveryWrites for Tx {
     }
 
     async fn update_scan_progress(&mut self, scan: &Scan) -> StoreResult<bool> {
+        let failures = serde_json::to_string(&scan.failures).map_err(|err| StoreError::Corrupt(err.to_string()))?;
         let updated = sqlx::query(
-            "UPDATE discovery_scans SET found = $2, new_count = $3, updated_count = $4, failed_count = $5, heartbeat_at = $6 \
+            "UPDATE discovery_scans SET found = $2, new_count = $3, updated_count = $4, failed_count = $5, heartbeat_at = $6, \
+                total_targets = $7, done_targets = $8, failures = $9 \
              WHERE id = $1 AND status = 'running'",
         )
         .bind(scan.id)
@@ -105,6 +131,9 @@ impl DiscoveryWrites for Tx {
         .bind(scan.updated_count)
         .bind(scan.failed_count)
         .bind(scan.heartbeat_at)
+        .bind(scan.total)
+        .bind(scan.done)
+        .bind(failures)
         .execute(&mut *self.inner)
         .await
         .db()?;
@@ -112,9 +141,11 @@ impl DiscoveryWrites for Tx {
     }
 
     async fn finish_scan(&mut self, scan: &Scan) -> StoreResult<bool> {
+        let failures = serde_json::to_string(&scan.failures).map_err(|err| StoreError::Corrupt(err.to_string()))?;
         let updated = sqlx::query(
             "UPDATE discovery_scans SET status = $2, error = $3, finished_at = $4, found = $5, new_count = $6, \
-                updated_count = $7, failed_count = $8 WHERE id = $1 AND status = 'running'",
+                updated_count = $7, failed_count = $8, total_targets = $9, done_targets = $10, failures = $11 \
+             WHERE id = $1 AND status = 'running'",
         )
         .bind(scan.id)
         .bind(scan.status.as_str())
@@ -124,6 +155,9 @@ impl DiscoveryWrites for Tx {
         .bind(scan.new_count)
         .bind(scan.updated_count)
         .bind(scan.failed_count)
+        .bind(scan.total)
+        .bind(scan.done)
+        .bind(failures)
         .execute(&mut *self.inner)
         .await
         .db()?;
@@ -154,5 +188,40 @@ impl DiscoveryWrites for Tx {
             .await
             .db()?;
         row.as_ref().map(certificate_from_row).transpose()
+    }
+
+    async fn link_certificate_ca(&mut self, workspace_id: &str, id: i64, ca_id: i64, at: i64) -> StoreResult<bool> {
+        let updated = sqlx::query(
+            "UPDATE certificates SET ca_id = $3, updated_at = $4 WHERE workspace_id = $1 AND id = $2 AND ca_id IS NULL",
+        )
+        .bind(workspace_id)
+        .bind(id)
+        .bind(ca_id)
+        .bind(at)
+        .execute(&mut *self.inner)
+        .await
+        .db()?;
+        Ok(updated.rows_affected() > 0)
+    }
+
+    async fn has_usage(
+        &mut self,
+        workspace_id: &str,
+        certificate_id: i64,
+        host: &str,
+        port: Option<i64>,
+    ) -> StoreResult<bool> {
+        let row = sqlx::query(
+            "SELECT 1 FROM certificate_usage WHERE workspace_id = $1 AND certificate_id = $2 AND host = $3 \
+             AND COALESCE(port, -1) = COALESCE($4, -1) LIMIT 1",
+        )
+        .bind(workspace_id)
+        .bind(certificate_id)
+        .bind(host)
+        .bind(port)
+        .fetch_optional(&mut *self.inner)
+        .await
+        .db()?;
+        Ok(row.is_some())
     }
 }

@@ -12,7 +12,7 @@ use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{IssuanceReads, IssuanceWrites};
 
 use crate::certificates::{certificate_from_row, CERTIFICATE_COLUMNS};
-use crate::{bool_column, json_column, DbResult, Store, StoreResult, Tx};
+use crate::{bool_column, json_column, DbResult, Dialect, Store, StoreResult, Tx};
 
 const POLICY_COLUMNS: &str = "id, workspace_id, name, policy_type, config, position, enabled, created_at, updated_at";
 
@@ -33,7 +33,8 @@ fn policy_from_row(row: &AnyRow) -> StoreResult<IssuancePolicy> {
 
 const REQUEST_COLUMNS: &str =
     "id, workspace_id, ca_id, status, request, common_name, reasons, requested_by, decided_by, \
-    decided_at, decision_reason, certificate_id, error, created_at, updated_at";
+    decided_at, decision_reason, certificate_id, error, created_at, updated_at, status_message, poll_at, \
+    poll_attempts, issuing_since, order_sealed, renews_certificate_id";
 
 fn request_from_row(row: &AnyRow) -> StoreResult<CertificateRequest> {
     let request: String = row.try_get("request").db()?;
@@ -54,6 +55,12 @@ fn request_from_row(row: &AnyRow) -> StoreResult<CertificateRequest> {
         error: row.try_get("error").db()?,
         created_at: row.try_get("created_at").db()?,
         updated_at: row.try_get("updated_at").db()?,
+        status_message: row.try_get("status_message").db()?,
+        poll_at: row.try_get("poll_at").db()?,
+        poll_attempts: row.try_get("poll_attempts").db()?,
+        issuing_since: row.try_get("issuing_since").db()?,
+        order_sealed: row.try_get("order_sealed").db()?,
+        renews_certificate_id: row.try_get("renews_certificate_id").db()?,
     })
 }
 
@@ -98,6 +105,16 @@ impl IssuanceReads for Store {
             .await
     }
 
+    async fn issuing_backlog(&self) -> StoreResult<(i64, Option<i64>)> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n, MIN(issuing_since) AS oldest FROM certificate_requests WHERE status = 'issuing'",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .db()?;
+        Ok((row.try_get("n").db()?, row.try_get("oldest").db()?))
+    }
+
     async fn list_templates(&self, workspace_id: &str) -> StoreResult<Vec<StoredTemplate>> {
         let sql = format!(
             "SELECT {TEMPLATE_COLUMNS} FROM certificate_templates WHERE workspace_id = $1 ORDER BY id LIMIT 500"
@@ -121,6 +138,46 @@ impl IssuanceReads for Store {
             }
         };
         row.as_ref().map(template_from_row).transpose()
+    }
+}
+
+impl Tx {
+    /// Writes a request's mutable columns (releasing any poll lease) where `condition` holds,
+    /// `$10` bound to `value`.
+    async fn write_request(
+        &mut self,
+        request: &CertificateRequest,
+        condition: &str,
+        value: &str,
+    ) -> StoreResult<Option<CertificateRequest>> {
+        let sql = format!(
+            "UPDATE certificate_requests SET status = $3, decided_by = $4, decided_at = $5, decision_reason = $6, \
+                certificate_id = $7, error = $8, updated_at = $9, status_message = $11, poll_at = $12, \
+                poll_attempts = $13, issuing_since = $14, order_sealed = $15, renews_certificate_id = $16, \
+                lease_owner = NULL \
+             WHERE workspace_id = $1 AND id = $2 AND {condition} RETURNING {REQUEST_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(request.workspace_id.as_str())
+            .bind(request.id)
+            .bind(request.status.as_str())
+            .bind(request.decided_by.as_deref())
+            .bind(request.decided_at)
+            .bind(request.decision_reason.as_deref())
+            .bind(request.certificate_id)
+            .bind(request.error.as_deref())
+            .bind(request.updated_at)
+            .bind(value)
+            .bind(request.status_message.as_deref())
+            .bind(request.poll_at)
+            .bind(request.poll_attempts)
+            .bind(request.issuing_since)
+            .bind(request.order_sealed.as_deref())
+            .bind(request.renews_certificate_id)
+            .fetch_optional(&mut *self.inner)
+            .await
+            .db()?;
+        row.as_ref().map(request_from_row).transpose()
     }
 }
 
@@ -158,7 +215,9 @@ impl IssuanceWrites for Tx {
     async fn insert_request(&mut self, request: &CertificateRequest) -> StoreResult<CertificateRequest> {
         let sql = format!(
             "INSERT INTO certificate_requests (workspace_id, ca_id, status, request, common_name, reasons, requested_by, \
-                created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING {REQUEST_COLUMNS}"
+                created_at, updated_at, status_message, poll_at, poll_attempts, issuing_since, order_sealed, \
+                renews_certificate_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10, $11, $12, $13, $14) \
+             RETURNING {REQUEST_COLUMNS}"
         );
         let row = sqlx::query(&sql)
             .bind(request.workspace_id.as_str())
@@ -169,6 +228,12 @@ impl IssuanceWrites for Tx {
             .bind(request.reasons.to_string())
             .bind(request.requested_by.as_str())
             .bind(request.created_at)
+            .bind(request.status_message.as_deref())
+            .bind(request.poll_at)
+            .bind(request.poll_attempts)
+            .bind(request.issuing_since)
+            .bind(request.order_sealed.as_deref())
+            .bind(request.renews_certificate_id)
             .fetch_one(&mut *self.inner)
             .await
             .db()?;
@@ -186,26 +251,43 @@ impl IssuanceWrites for Tx {
         request: &CertificateRequest,
         from: &str,
     ) -> StoreResult<Option<CertificateRequest>> {
+        self.write_request(request, "status = $10", from).await
+    }
+
+    async fn claim_issuing(
+        &mut self,
+        now: i64,
+        lease_owner: &str,
+        lease_until: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<CertificateRequest>> {
+        // The due index walked in order; PostgreSQL skips rows another replica holds and checks
+        // the condition again on the locked row, so one poller claims a request at a time. The
+        // lease moves `poll_at` past the call: a poller that dies lets another take over then.
+        let lock = if self.dialect == Dialect::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
         let sql = format!(
-            "UPDATE certificate_requests SET status = $3, decided_by = $4, decided_at = $5, decision_reason = $6, \
-                certificate_id = $7, error = $8, updated_at = $9 \
-             WHERE workspace_id = $1 AND id = $2 AND status = $10 RETURNING {REQUEST_COLUMNS}"
+            "UPDATE certificate_requests SET poll_at = $3, lease_owner = $2, poll_attempts = poll_attempts + 1 \
+             WHERE id IN (SELECT id FROM certificate_requests WHERE status = 'issuing' AND poll_at <= $1 \
+                ORDER BY poll_at LIMIT $4{lock}) AND status = 'issuing' AND poll_at <= $1 \
+             RETURNING {REQUEST_COLUMNS}"
         );
-        let row = sqlx::query(&sql)
-            .bind(request.workspace_id.as_str())
-            .bind(request.id)
-            .bind(request.status.as_str())
-            .bind(request.decided_by.as_deref())
-            .bind(request.decided_at)
-            .bind(request.decision_reason.as_deref())
-            .bind(request.certificate_id)
-            .bind(request.error.as_deref())
-            .bind(request.updated_at)
-            .bind(from)
-            .fetch_optional(&mut *self.inner)
+        let rows = sqlx::query(&sql)
+            .bind(now)
+            .bind(lease_owner)
+            .bind(lease_until)
+            .bind(limit)
+            .fetch_all(&mut *self.inner)
             .await
             .db()?;
-        row.as_ref().map(request_from_row).transpose()
+        rows.iter().map(request_from_row).collect()
+    }
+
+    async fn finish_poll(
+        &mut self,
+        request: &CertificateRequest,
+        lease_owner: &str,
+    ) -> StoreResult<Option<CertificateRequest>> {
+        self.write_request(request, "status = 'issuing' AND lease_owner = $10", lease_owner).await
     }
 
     async fn insert_template(&mut self, template: &StoredTemplate) -> StoreResult<StoredTemplate> {
@@ -262,7 +344,9 @@ impl IssuanceWrites for Tx {
         // re-evaluates it on the locked row), so a row is claimed by one replica only.
         let claimable = "auto_renewal = 1 AND revoked = 0 AND ca_id IS NOT NULL AND renewed_by_id IS NULL \
             AND expires_at > $1 AND expires_at - COALESCE(renew_before_ms, $2) < $1 \
-            AND (renewal_claimed_at IS NULL OR renewal_claimed_at < $3)";
+            AND (renewal_claimed_at IS NULL OR renewal_claimed_at < $3) \
+            AND NOT EXISTS (SELECT 1 FROM certificate_requests r WHERE r.renews_certificate_id = certificates.id \
+                AND r.status = 'issuing')";
         let sql = format!(
             "UPDATE certificates SET renewal_claimed_at = $1 \
              WHERE id IN (SELECT id FROM certificates WHERE {claimable} ORDER BY expires_at LIMIT $4) AND {claimable} \

@@ -110,6 +110,12 @@ const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../../../migrations/postgres/0200_certificate_authorities.sql"),
     },
     Migration {
+        version: 210,
+        name: "discovery_tls_and_ca_health",
+        sqlite: include_str!("../../../migrations/sqlite/0210_discovery_tls_and_ca_health.sql"),
+        postgres: include_str!("../../../migrations/postgres/0210_discovery_tls_and_ca_health.sql"),
+    },
+    Migration {
         version: 300,
         name: "webhooks",
         sqlite: include_str!("../../../migrations/sqlite/0300_webhooks.sql"),
@@ -120,6 +126,12 @@ const MIGRATIONS: &[Migration] = &[
         name: "attestation",
         sqlite: include_str!("../../../migrations/sqlite/0400_attestation.sql"),
         postgres: include_str!("../../../migrations/postgres/0400_attestation.sql"),
+    },
+    Migration {
+        version: 450,
+        name: "pending_issuance",
+        sqlite: include_str!("../../../migrations/sqlite/0450_pending_issuance.sql"),
+        postgres: include_str!("../../../migrations/postgres/0450_pending_issuance.sql"),
     },
 ];
 

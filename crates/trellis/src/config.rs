@@ -46,6 +46,7 @@ pub struct FileConfig {
     pub first_party_plugin_dir: Option<PathBuf>,
     pub expiry_scan_interval_secs: Option<u64>,
     pub renewal_interval_secs: Option<u64>,
+    pub issuance_poll_interval_secs: Option<u64>,
     pub trusted_proxies: Option<String>,
     pub request_timeout_secs: Option<u64>,
     pub outbox_retention_days: Option<u64>,
@@ -58,6 +59,11 @@ pub struct FileConfig {
     pub delivery_lease_secs: Option<u64>,
     pub delivery_max_in_flight: Option<usize>,
     pub delivery_per_target_in_flight: Option<usize>,
+    pub discovery_allow_private_networks: Option<bool>,
+    pub discovery_tls_concurrency: Option<usize>,
+    pub discovery_tls_timeout_ms: Option<u64>,
+    pub discovery_stale_secs: Option<u64>,
+    pub ca_health_interval_secs: Option<u64>,
 }
 
 /// Operator overrides of one plugin kind's per-call limits
@@ -124,6 +130,10 @@ pub struct Config {
     pub expiry_scan_interval: Duration,
     /// How often the renewal worker renews due auto-renewing certificates.
     pub renewal_interval: Duration,
+    /// How often the issuance poller asks CAs about pending orders
+    /// (`TRELLIS_ISSUANCE_POLL_INTERVAL_SECS`, default 15; each order also waits for its own next
+    /// poll time).
+    pub issuance_poll_interval: Duration,
     /// Webhook deliveries may go to private, loopback and link-local addresses
     /// (`TRELLIS_WEBHOOK_ALLOW_PRIVATE_NETWORKS`; default: the plugin setting).
     pub webhook_allow_private_networks: bool,
@@ -134,6 +144,15 @@ pub struct Config {
     pub delivery_worker: bool,
     /// The delivery worker's settings.
     pub delivery: trellis_core::webhooks::worker::WorkerSettings,
+    /// `tls_endpoints` scans may probe private, loopback and link-local addresses
+    /// (`TRELLIS_DISCOVERY_ALLOW_PRIVATE_NETWORKS`, default false; metadata addresses never).
+    pub discovery_allow_private_networks: bool,
+    /// How scans probe and when a silent scan is taken over (`TRELLIS_DISCOVERY_TLS_CONCURRENCY`,
+    /// `TRELLIS_DISCOVERY_TLS_TIMEOUT_MS`, `TRELLIS_DISCOVERY_STALE_SECS`).
+    pub discovery: trellis_core::discovery::DiscoverySettings,
+    /// How often every CA is probed in the background (`TRELLIS_CA_HEALTH_INTERVAL_SECS`,
+    /// default 900; 0 turns the check off).
+    pub ca_health_interval: Option<Duration>,
 }
 
 impl std::fmt::Debug for Config {
@@ -246,6 +265,15 @@ impl Config {
         if renewal_secs == 0 {
             return Err(ConfigError::Invalid {
                 name: "TRELLIS_RENEWAL_INTERVAL_SECS",
+                message: "must be at least 1".into(),
+            });
+        }
+        let issuance_poll_secs: u64 = parse_env(&env, "TRELLIS_ISSUANCE_POLL_INTERVAL_SECS")?
+            .or(file.issuance_poll_interval_secs)
+            .unwrap_or(15);
+        if issuance_poll_secs == 0 {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_ISSUANCE_POLL_INTERVAL_SECS",
                 message: "must be at least 1".into(),
             });
         }
@@ -379,7 +407,24 @@ impl Config {
             delivery.disable_after =
                 Duration::from_secs(at_least_one("TRELLIS_WEBHOOK_DISABLE_AFTER_HOURS", hours)?.saturating_mul(3600));
         }
+        let mut discovery = trellis_core::discovery::DiscoverySettings::default();
+        if let Some(n) = parse_env::<usize>(&env, "TRELLIS_DISCOVERY_TLS_CONCURRENCY")?.or(file.discovery_tls_concurrency) {
+            discovery.tls.concurrency = at_least_one("TRELLIS_DISCOVERY_TLS_CONCURRENCY", n as u64)?.min(256) as usize;
+        }
+        if let Some(ms) = parse_env::<u64>(&env, "TRELLIS_DISCOVERY_TLS_TIMEOUT_MS")?.or(file.discovery_tls_timeout_ms) {
+            discovery.tls.timeout = Duration::from_millis(at_least_one("TRELLIS_DISCOVERY_TLS_TIMEOUT_MS", ms)?);
+        }
+        if let Some(secs) = parse_env::<u64>(&env, "TRELLIS_DISCOVERY_STALE_SECS")?.or(file.discovery_stale_secs) {
+            discovery.stale_after = Duration::from_secs(at_least_one("TRELLIS_DISCOVERY_STALE_SECS", secs)?);
+        }
+        let ca_health_secs: u64 =
+            parse_env(&env, "TRELLIS_CA_HEALTH_INTERVAL_SECS")?.or(file.ca_health_interval_secs).unwrap_or(900);
         Ok(Config {
+            discovery_allow_private_networks: parse_env(&env, "TRELLIS_DISCOVERY_ALLOW_PRIVATE_NETWORKS")?
+                .or(file.discovery_allow_private_networks)
+                .unwrap_or(false),
+            discovery,
+            ca_health_interval: (ca_health_secs > 0).then(|| Duration::from_secs(ca_health_secs)),
             webhook_allow_private_networks: parse_env(&env, "TRELLIS_WEBHOOK_ALLOW_PRIVATE_NETWORKS")?
                 .or(file.webhook_allow_private_networks)
                 .unwrap_or(plugin_allow_private_networks),
@@ -402,6 +447,7 @@ impl Config {
                 .or(file.first_party_plugin_dir),
             expiry_scan_interval: Duration::from_secs(expiry_scan_secs),
             renewal_interval: Duration::from_secs(renewal_secs),
+            issuance_poll_interval: Duration::from_secs(issuance_poll_secs),
             listen,
             acme_http01_listen,
             database_url,

@@ -73,10 +73,19 @@ enum JobsCommand {
         #[arg(long, hide = true, value_name = "RFC3339")]
         as_of: Option<String>,
     },
-    /// Renew due auto-renewing certificates (30 days before expiry); prints {"renewed", "failed"}.
+    /// Renew due auto-renewing certificates (30 days before expiry); prints {"renewed", "failed",
+    /// "pending"}.
     Renew {
         /// Run as if it were this instant (RFC 3339). For tests: the certificates it issues are
         /// real and start at that instant.
+        #[arg(long, hide = true, value_name = "RFC3339")]
+        as_of: Option<String>,
+    },
+    /// Poll CAs about pending orders (`issuing` certificate requests) due now; prints {"issued",
+    /// "pending", "retrying", "failed"}.
+    PollIssuance {
+        /// Run as if it were this instant (RFC 3339): requests due by then are polled (tests
+        /// skip the wait with it; what the CA answers is real).
         #[arg(long, hide = true, value_name = "RFC3339")]
         as_of: Option<String>,
     },
@@ -85,6 +94,21 @@ enum JobsCommand {
     Deliver {
         /// Run as if it were this instant (RFC 3339): attempts due by then are made (tests walk
         /// the retry schedule with it; the deliveries are real).
+        #[arg(long, hide = true, value_name = "RFC3339")]
+        as_of: Option<String>,
+    },
+    /// Probe every CA not health-checked within TRELLIS_CA_HEALTH_INTERVAL_SECS (as POST
+    /// /test does: status, healthStatus, ca.health_changed); prints {"checked", "changed"}.
+    CaHealth {
+        /// Run as if it were this instant (RFC 3339).
+        #[arg(long, hide = true, value_name = "RFC3339")]
+        as_of: Option<String>,
+    },
+    /// Run discovery scans nobody is running (pending ones, and running ones whose heartbeat is
+    /// older than TRELLIS_DISCOVERY_STALE_SECS: their process stopped); prints {"ran"}.
+    Discovery {
+        /// Run as if it were this instant (RFC 3339): tests take over a scan of a killed server
+        /// with it.
         #[arg(long, hide = true, value_name = "RFC3339")]
         as_of: Option<String>,
     },
@@ -205,11 +229,53 @@ async fn main() -> anyhow::Result<()> {
             ctx.store.close().await;
             Ok(())
         }
+        Command::Jobs { command: JobsCommand::CaHealth { as_of } } => {
+            let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
+            plugin_service::sync(&ctx).await.context("loading plugins")?;
+            // Off in the server (0) still leaves the job to run by hand: then every CA is due.
+            let interval = config.ca_health_interval.unwrap_or(std::time::Duration::ZERO);
+            let run = trellis_core::cas::service::check_health(&ctx, interval).await.context("CA health check failed")?;
+            println!("{}", serde_json::json!({ "checked": run.checked, "changed": run.changed }));
+            ctx.store.close().await;
+            Ok(())
+        }
+        Command::Jobs { command: JobsCommand::Discovery { as_of } } => {
+            let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
+            plugin_service::sync(&ctx).await.context("loading plugins")?;
+            let mut ran = 0u64;
+            while trellis_core::discovery::claim_and_run(&ctx, None).await.context("discovery failed")? {
+                ran += 1;
+            }
+            println!("{}", serde_json::json!({ "ran": ran }));
+            ctx.store.close().await;
+            Ok(())
+        }
         Command::Jobs { command: JobsCommand::Renew { as_of } } => {
             let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
             plugin_service::sync(&ctx).await.context("loading plugins")?;
             let run = trellis_core::issuance::renewal::run(&ctx, 1000).await.context("renewal failed")?;
-            println!("{}", serde_json::json!({ "renewed": run.renewed, "failed": run.failed }));
+            println!("{}", serde_json::json!({ "renewed": run.renewed, "failed": run.failed, "pending": run.pending }));
+            ctx.store.close().await;
+            Ok(())
+        }
+        Command::Jobs { command: JobsCommand::PollIssuance { as_of } } => {
+            let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
+            plugin_service::sync(&ctx).await.context("loading plugins")?;
+            let owner = ctx.new_id("cli_");
+            let mut total = trellis_core::issuance::pending::PollRun::default();
+            loop {
+                let run = trellis_core::issuance::pending::poll(&ctx, &owner, 100)
+                    .await
+                    .context("polling pending issuances failed")?;
+                total.issued += run.issued;
+                total.pending += run.pending;
+                total.retrying += run.retrying;
+                total.failed += run.failed;
+                if run.issued + run.pending + run.retrying + run.failed < 100 {
+                    break;
+                }
+            }
+            println!("{}", serde_json::to_string(&total)?);
             ctx.store.close().await;
             Ok(())
         }
@@ -278,7 +344,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     }
     let expiry_scanner = trellis::jobs::spawn_expiry_scanner(ctx.clone(), config.expiry_scan_interval);
     let renewal = trellis::jobs::spawn_renewal(ctx.clone(), config.renewal_interval);
+    let issuance_poller =
+        trellis::jobs::spawn_issuance_poller(ctx.clone(), config.issuance_poll_interval, ctx.new_id("poller_"));
     let discovery = trellis::jobs::spawn_discovery(ctx.clone(), std::time::Duration::from_secs(60));
+    let ca_health = config.ca_health_interval.map(|interval| trellis::jobs::spawn_ca_health(ctx.clone(), interval));
     let deliveries = config
         .delivery_worker
         .then(|| trellis_core::webhooks::worker::DeliveryWorker::new(ctx.clone(), config.delivery.clone()).spawn());
@@ -318,7 +387,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .await?;
     expiry_scanner.abort();
     renewal.abort();
+    issuance_poller.abort();
     discovery.abort();
+    if let Some(ca_health) = ca_health {
+        ca_health.abort();
+    }
     outbox_retention.abort();
     if let Some(deliveries) = deliveries {
         deliveries.abort();

@@ -13,6 +13,7 @@ use trellis_core::ports::StoreError;
 use trellis_core::{Context, Settings, SharedContext};
 use trellis_http::HttpSettings;
 use trellis_plugin_host::outbound::{HostOutbound, OutboundConfig};
+use trellis_plugin_host::tls_probe::{HostTlsProber, TlsProbeConfig};
 use trellis_store::{DbChallengeAnswers, Store};
 
 use crate::config::Config;
@@ -26,7 +27,7 @@ pub enum StartError {
     Store(#[from] StoreError),
     #[error("plugin runtime: {0}")]
     Plugins(#[from] PluginError),
-    #[error("webhook client: {0}")]
+    #[error("outbound client: {0}")]
     Outbound(String),
 }
 
@@ -37,6 +38,7 @@ pub fn settings(config: &Config) -> Settings {
         admin_password: config.admin_password.clone(),
         login_max_failures: config.login_max_failures,
         login_window: config.login_window,
+        discovery: config.discovery,
     }
 }
 
@@ -96,10 +98,13 @@ pub async fn open_service(config: &Config, clock: SharedClock) -> Result<Service
         ..OutboundConfig::default()
     })
     .map_err(StartError::Outbound)?;
+    let prober = HostTlsProber::new(TlsProbeConfig { allow_private_networks: config.discovery_allow_private_networks })
+        .map_err(StartError::Outbound)?;
     let ctx = Arc::new(
         Context::new(settings(config), shared_store, clock, entropy, master_key, plugins)
             .with_pki(pki)
-            .with_outbound(Arc::new(outbound)),
+            .with_outbound(Arc::new(outbound))
+            .with_tls_prober(Arc::new(prober)),
     );
     Ok(Service { ctx, http01_answers })
 }

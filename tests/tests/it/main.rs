@@ -16,3 +16,5 @@ mod plugins;
 mod plugins_out_of_tree;
 mod plugins_slack;
 mod webhooks;
+mod ca_probes;
+mod discovery;

@@ -74,8 +74,8 @@ pub fn connector_for(ctx: &Context, workspace_id: &str, ca_type: &str) -> Result
 pub fn call_target(ctx: &Context, ca: &CertificateAuthority, info: &PluginInfo) -> Result<CallTarget> {
     let pointers = secrets::secret_pointers(info);
     let clear = secrets::unseal(&ca.config, &pointers, &ca.workspace_id, &ctx.master_key)?;
-    let mut target =
-        CallTarget::new(&ca.workspace_id, PluginRef::Id(info.id.clone()), secrets::for_plugin(&clear, &pointers))
+    let config = secrets::with_record_type(secrets::for_plugin(&clear, &pointers), info, &ca.ca_type);
+    let mut target = CallTarget::new(&ca.workspace_id, PluginRef::Id(info.id.clone()), config)
             .for_record(&ca.id.to_string())
             .with_record_hosts(ca.url.clone());
     target.context.endpoint = ca.url.clone();
@@ -84,6 +84,29 @@ pub fn call_target(ctx: &Context, ca: &CertificateAuthority, info: &PluginInfo) 
             Some(PkiGrant { workspace_id: ca.workspace_id.clone(), ca_id: ca.id, withheld_config: clear, sign: None });
     }
     Ok(target)
+}
+
+/// The built-in issuer patterns of `ca_type` (§2.1): the plugin's defaults, where one written
+/// `<type>:<pattern>` (a plugin serving several types) applies only to that type.
+pub fn default_patterns(info: &PluginInfo, ca_type: &str) -> Vec<String> {
+    info.default_issuer_patterns
+        .iter()
+        .filter_map(|pattern| match pattern.split_once(':') {
+            Some((for_type, pattern)) if info.serves.iter().any(|t| t == for_type) => {
+                (for_type == ca_type).then(|| pattern.to_owned())
+            }
+            _ => Some(pattern.clone()),
+        })
+        .collect()
+}
+
+/// The refusal of an issuance through a CA whose connector cannot issue.
+pub fn cannot_issue(ca: &CertificateAuthority, info: &PluginInfo) -> Error {
+    Error::UnsupportedCa(format!(
+        "CA type `{}` can be registered and tested, but its connector ({}) cannot issue certificates: \
+         no issuing connector for this type is installed yet",
+        ca.ca_type, info.id
+    ))
 }
 
 /// A connector's `invalid-config` as a 400 naming each problem under `details.config`.
@@ -186,10 +209,10 @@ async fn resolve_fields(
     let status = input.status.as_deref().map(parse_status).transpose()?.unwrap_or(CaStatus::Active);
     let issuer_patterns = match input.issuer_patterns {
         Some(patterns) => check_patterns(patterns)?,
-        None => previous.map(|p| p.issuer_patterns.clone()).unwrap_or_else(|| info.default_issuer_patterns.clone()),
+        None => previous.map(|p| p.issuer_patterns.clone()).unwrap_or_else(|| default_patterns(&info, &ca_type)),
     };
     let pointers = secrets::secret_pointers(&info);
-    let config = check_config(input.config.unwrap_or(Value::Null))?;
+    let config = secrets::without_record_type(check_config(input.config.unwrap_or(Value::Null))?, &info);
     if let Some(previous) = previous {
         let before = secrets::unseal(&previous.config, &pointers, workspace_id, &ctx.master_key)?;
         let before_url: Vec<String> = previous.url.iter().cloned().collect();
@@ -206,7 +229,8 @@ async fn resolve_fields(
     )?;
     // The plugin validates what it will receive: secrets in the clear, withheld ones removed.
     let clear = secrets::unseal(&sealed, &pointers, workspace_id, &ctx.master_key)?;
-    let target = CallTarget::new(workspace_id, PluginRef::Id(info.id.clone()), secrets::for_plugin(&clear, &pointers));
+    let for_plugin = secrets::with_record_type(secrets::for_plugin(&clear, &pointers), &info, &ca_type);
+    let target = CallTarget::new(workspace_id, PluginRef::Id(info.id.clone()), for_plugin);
     ctx.plugins.host().validate_config(&target, PluginKind::CaConnector).await.map_err(config_error)?;
     let health_status = previous.map_or(HealthStatus::Unknown, |p| p.health_status);
     Ok((CaFields { name, ca_type, description, url, status, health_status, issuer_patterns, config: sealed }, info))
@@ -330,15 +354,64 @@ pub async fn test(ctx: &Context, caller: &Caller, id: i64) -> Result<TestReport>
     caller.require(Scope::CasWrite)?;
     let workspace_id = caller.workspace_id.to_string();
     let ca = find(ctx, &workspace_id, id).await?;
-    let report = match connector_for(ctx, &workspace_id, &ca.ca_type) {
-        Ok(info) => match ctx.plugins.host().ca_test_connection(&call_target(ctx, &ca, &info)?).await {
+    let report = probe(ctx, &ca).await?;
+    record_probe(ctx, &Audit::of(caller), &ca, &report).await?;
+    Ok(report)
+}
+
+/// Runs `ca`'s connection test; a connector that cannot be called is a failed probe.
+async fn probe(ctx: &Context, ca: &CertificateAuthority) -> Result<TestReport> {
+    Ok(match connector_for(ctx, &ca.workspace_id, &ca.ca_type) {
+        Ok(info) => match ctx.plugins.host().ca_test_connection(&call_target(ctx, ca, &info)?).await {
             Ok(report) => report,
             Err(err) => failed_probe(&err),
         },
         Err(err) => failed_probe(&err),
-    };
-    record_probe(ctx, &Audit::of(caller), &ca, &report).await?;
-    Ok(report)
+    })
+}
+
+/// What one periodic health check did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HealthRun {
+    pub checked: u64,
+    /// CAs whose status or health moved.
+    pub changed: u64,
+}
+
+/// The periodic health check: probes every CA (of every workspace; `disconnected` ones are
+/// left alone: an operator set them aside) not checked within `interval`, exactly as `POST
+/// …/test` does (status, health, `ca.health_changed`). Each CA is claimed before it is probed,
+/// so replicas running this together probe it once per interval.
+pub async fn check_health(ctx: &Context, interval: std::time::Duration) -> Result<HealthRun> {
+    let interval_ms = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX);
+    let mut run = HealthRun::default();
+    loop {
+        let now = ctx.now_millis();
+        let mut change = ctx.change(Audit::system("ca-health"), None).await?;
+        let claimed = change.tx().claim_ca_health_checks(now, now.saturating_sub(interval_ms), 20).await?;
+        change.commit().await?;
+        if claimed.is_empty() {
+            return Ok(run);
+        }
+        let probes = claimed.iter().map(|ca| async move { (ca, probe(ctx, ca).await) });
+        for (ca, report) in futures_util::future::join_all(probes).await {
+            let outcome = match report {
+                Ok(report) => {
+                    let moved = health_of(&report) != ca.health_status
+                        || (if report.success { CaStatus::Active } else { CaStatus::Error }) != ca.status;
+                    record_check(ctx, &Audit::system("ca-health"), ca, &report, false).await.map(|()| moved)
+                }
+                Err(err) => Err(err),
+            };
+            match outcome {
+                Ok(moved) => {
+                    run.checked += 1;
+                    run.changed += u64::from(moved);
+                }
+                Err(err) => tracing::warn!(ca = ca.id, error = %err, "CA health check failed to run"),
+            }
+        }
+    }
 }
 
 fn failed_probe(err: &dyn std::fmt::Display) -> TestReport {
@@ -356,16 +429,31 @@ fn failed_probe(err: &dyn std::fmt::Display) -> TestReport {
 
 /// Moves status and health after a probe; `ca.health_changed` when health moved.
 pub async fn record_probe(ctx: &Context, actor: &Audit, ca: &CertificateAuthority, report: &TestReport) -> Result<()> {
+    record_check(ctx, actor, ca, report, true).await
+}
+
+/// As [`record_probe`]; the audit row only when something moved unless `always_audit` (the
+/// periodic check would otherwise fill the log with one row per CA and interval).
+pub async fn record_check(
+    ctx: &Context,
+    actor: &Audit,
+    ca: &CertificateAuthority,
+    report: &TestReport,
+    always_audit: bool,
+) -> Result<()> {
     let status = if report.success { CaStatus::Active } else { CaStatus::Error };
     let health = health_of(report);
     let mut change = ctx.change(actor.clone(), Some(&ca.workspace_id)).await?;
     let at = change.at();
     change.tx().set_ca_health(&ca.workspace_id, ca.id, status, health, at).await?;
-    change.audit(
-        "ca.tested",
-        Target::new("certificate_authority", ca.id),
-        json!({ "success": report.success, "status": status.as_str(), "healthStatus": health.as_str() }),
-    );
+    if always_audit || status != ca.status || health != ca.health_status {
+        change.audit(
+            "ca.tested",
+            Target::new("certificate_authority", ca.id),
+            json!({ "success": report.success, "status": status.as_str(), "healthStatus": health.as_str(),
+                "message": report.message }),
+        );
+    }
     if health != ca.health_status {
         change.emit(
             events::CA_HEALTH_CHANGED,

@@ -1,22 +1,31 @@
-//! Discovery scans. A `ca_certs` scan pages through a CA connector's `list-certificates` and
-//! brings what the CA issued into the inventory (new ones created and linked to the CA, known
-//! ones updated when the CA says they are revoked). Scans run in the background: the request
-//! that starts one returns its id at once; progress is read at `/api/discovery/scans/{id}`.
+//! Discovery scans. A `ca_certs` scan pages through a CA connector's `list-certificates`; a
+//! `tls_endpoints` scan connects to listed endpoints (`host:port`, CIDR ranges of at most 256
+//! addresses) and records the chains they serve. Both bring what they find into the inventory
+//! (new certificates created, known ones updated when the CA says they are revoked or when they
+//! gain a CA link) and match issuers to the workspace's CAs by their `issuerPatterns`. Scans run
+//! in the background: the request that starts one returns its id at once; progress is read at
+//! `/api/discovery/scans/{id}`.
 //!
 //! States: `pending` → `running` → `completed` | `failed` (| `cancelled` by a cancel action).
 //! A running scan beats a heartbeat; a scan whose heartbeat stopped (its process died) is
-//! claimed and rerun by the discovery job of any replica. Imports are idempotent (fingerprint),
-//! so a rerun never duplicates.
+//! claimed and rerun from the start by the discovery job of any replica, so no scan stays
+//! `running` after its process is gone. Imports are idempotent (fingerprint), so a rerun never
+//! duplicates.
+
+pub mod tls;
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::cas::service::{call_target, connector_for, find, INTERNAL};
+use crate::cas::CertificateAuthority;
 use crate::certificates::x509::parse_der;
-use crate::certificates::{CertificateUpdate, IssuanceSource, NewCertificate};
+use crate::certificates::{CertificateUpdate, IssuanceSource, NewCertificate, UsageRecord};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events;
@@ -25,18 +34,53 @@ use crate::ports::StoreError;
 use crate::unit_of_work::{Target, UnitOfWork};
 
 pub const CA_CERTS: &str = "ca_certs";
+pub const TLS_ENDPOINTS: &str = "tls_endpoints";
 pub const PENDING: &str = "pending";
 pub const RUNNING: &str = "running";
 pub const COMPLETED: &str = "completed";
 pub const FAILED: &str = "failed";
 pub const CANCELLED: &str = "cancelled";
-const TYPES: [&str; 2] = [CA_CERTS, "tls_endpoints"];
-/// A running scan whose heartbeat is older than this is taken over.
-pub const STALE_AFTER_MS: i64 = 5 * 60_000;
+pub const TYPES: [&str; 2] = [CA_CERTS, TLS_ENDPOINTS];
+pub const STATES: [&str; 5] = [PENDING, RUNNING, COMPLETED, FAILED, CANCELLED];
 /// Page size asked of the connector.
 const PAGE: u32 = 100;
 /// Most certificates one scan imports (a CA with more is scanned in several runs).
 const MAX_PER_SCAN: i64 = 100_000;
+/// Per-target failures kept on a scan (the count goes on).
+pub const MAX_FAILURES_KEPT: usize = 100;
+
+/// How scans run (the binary fills it from the configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiscoverySettings {
+    pub tls: tls::TlsScanSettings,
+    /// A running scan whose heartbeat is older than this is taken over
+    /// (`TRELLIS_DISCOVERY_STALE_SECS`, default 300).
+    pub stale_after: Duration,
+}
+
+impl Default for DiscoverySettings {
+    fn default() -> Self {
+        DiscoverySettings { tls: tls::TlsScanSettings::default(), stale_after: Duration::from_secs(300) }
+    }
+}
+
+impl DiscoverySettings {
+    fn stale_after_ms(&self) -> i64 {
+        i64::try_from(self.stale_after.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// A running scan beats well within the stale limit.
+    fn heartbeat_every(&self) -> Duration {
+        (self.stale_after / 4).clamp(Duration::from_millis(200), Duration::from_secs(5))
+    }
+}
+
+/// One endpoint (or imported certificate) that failed, with why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetFailure {
+    pub target: String,
+    pub message: String,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scan {
@@ -44,17 +88,83 @@ pub struct Scan {
     pub workspace_id: String,
     pub scan_type: String,
     pub ca_id: Option<i64>,
+    /// `tls_endpoints`: the targets as given.
+    pub targets: Vec<String>,
     pub status: String,
     pub found: i64,
     pub new_count: i64,
     pub updated_count: i64,
     pub failed_count: i64,
+    /// `tls_endpoints`: endpoints to probe (ranges expanded) and probed so far.
+    pub total: Option<i64>,
+    pub done: i64,
+    /// The first [`MAX_FAILURES_KEPT`] failures.
+    pub failures: Vec<TargetFailure>,
     pub error: Option<String>,
     pub requested_by: String,
     pub created_at: i64,
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
     pub heartbeat_at: Option<i64>,
+}
+
+impl Scan {
+    /// Percent done: probed endpoints of a `tls_endpoints` scan; for a `ca_certs` scan only 0
+    /// or 100 (a CA does not say how many certificates it holds). `None` while unknown.
+    pub fn progress(&self) -> Option<i64> {
+        match self.status.as_str() {
+            COMPLETED => Some(100),
+            PENDING => Some(0),
+            _ => self.total.filter(|t| *t > 0).map(|t| (self.done * 100 / t).clamp(0, 100)),
+        }
+    }
+
+    fn note_failure(&mut self, target: String, message: String) {
+        self.failed_count += 1;
+        if self.failures.len() < MAX_FAILURES_KEPT {
+            self.failures.push(TargetFailure { target, message });
+        }
+    }
+}
+
+/// What to scan.
+#[derive(Debug, Clone)]
+pub enum ScanRequest {
+    CaCerts { ca_id: i64 },
+    TlsEndpoints { targets: Vec<String> },
+}
+
+fn new_scan(caller: &Caller, scan_type: &str, ca_id: Option<i64>, targets: Vec<String>, at: i64) -> Scan {
+    let actor = Audit::of(caller);
+    Scan {
+        id: 0,
+        workspace_id: caller.workspace_id.to_string(),
+        scan_type: scan_type.into(),
+        ca_id,
+        targets,
+        status: PENDING.into(),
+        found: 0,
+        new_count: 0,
+        updated_count: 0,
+        failed_count: 0,
+        total: None,
+        done: 0,
+        failures: Vec::new(),
+        error: None,
+        requested_by: format!("{}:{}", actor.actor_type, actor.actor_id),
+        created_at: at,
+        started_at: None,
+        finished_at: None,
+        heartbeat_at: None,
+    }
+}
+
+/// Creates a pending scan and starts it in the background.
+pub async fn start(ctx: &Arc<Context>, caller: &Caller, request: ScanRequest) -> Result<Scan> {
+    match request {
+        ScanRequest::CaCerts { ca_id } => start_ca_scan(ctx, caller, ca_id).await,
+        ScanRequest::TlsEndpoints { targets } => start_tls_scan(ctx, caller, targets).await,
+    }
 }
 
 /// Creates a pending `ca_certs` scan of CA `ca_id` and starts it in the background.
@@ -65,32 +175,31 @@ pub async fn start_ca_scan(ctx: &Arc<Context>, caller: &Caller, ca_id: i64) -> R
     if !info.capabilities.discover {
         return Err(Error::UnsupportedCa(format!("CA type `{}` cannot list its certificates", ca.ca_type)));
     }
-    let actor = Audit::of(caller);
-    let mut change = ctx.change(actor.clone(), Some(&caller.workspace_id)).await?;
-    let at = change.at();
-    let row = Scan {
-        id: 0,
-        workspace_id: caller.workspace_id.to_string(),
-        scan_type: CA_CERTS.into(),
-        ca_id: Some(ca_id),
-        status: PENDING.into(),
-        found: 0,
-        new_count: 0,
-        updated_count: 0,
-        failed_count: 0,
-        error: None,
-        requested_by: format!("{}:{}", actor.actor_type, actor.actor_id),
-        created_at: at,
-        started_at: None,
-        finished_at: None,
-        heartbeat_at: None,
-    };
+    insert_and_spawn(ctx, caller, CA_CERTS, Some(ca_id), Vec::new(), json!({ "type": CA_CERTS, "caId": ca_id })).await
+}
+
+/// Creates a pending `tls_endpoints` scan of `targets` (checked and expanded here: every bad
+/// entry is named in one 400) and starts it in the background.
+pub async fn start_tls_scan(ctx: &Arc<Context>, caller: &Caller, targets: Vec<String>) -> Result<Scan> {
+    caller.require(Scope::CasWrite)?;
+    let endpoints = tls::parse_targets(&targets)?;
+    let targets: Vec<String> = targets.into_iter().map(|t| t.trim().to_owned()).collect();
+    let details = json!({ "type": TLS_ENDPOINTS, "targets": targets, "endpoints": endpoints.len() });
+    insert_and_spawn(ctx, caller, TLS_ENDPOINTS, None, targets, details).await
+}
+
+async fn insert_and_spawn(
+    ctx: &Arc<Context>,
+    caller: &Caller,
+    scan_type: &str,
+    ca_id: Option<i64>,
+    targets: Vec<String>,
+    details: serde_json::Value,
+) -> Result<Scan> {
+    let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
+    let row = new_scan(caller, scan_type, ca_id, targets, change.at());
     let scan = change.tx().insert_scan(&row).await?;
-    change.audit(
-        "discovery.scan_started",
-        Target::new("discovery_scan", scan.id),
-        json!({ "type": CA_CERTS, "caId": ca_id }),
-    );
+    change.audit("discovery.scan_started", Target::new("discovery_scan", scan.id), details);
     change.commit().await?;
     let (ctx, id) = (ctx.clone(), scan.id);
     tokio::spawn(async move {
@@ -105,19 +214,32 @@ pub async fn start_ca_scan(ctx: &Arc<Context>, caller: &Caller, ca_id: i64) -> R
 /// Returns whether one ran.
 pub async fn claim_and_run(ctx: &Context, only: Option<i64>) -> Result<bool> {
     let now = ctx.now_millis();
+    let stale_before = now - ctx.settings.discovery.stale_after_ms();
     let mut change = ctx.change(Audit::system("discovery"), None).await?;
-    let claimed = change.tx().claim_scan(only, now, now - STALE_AFTER_MS).await?;
+    let claimed = change.tx().claim_scan(only, now, stale_before).await?;
     change.commit().await?;
     let Some(scan) = claimed else { return Ok(false) };
+    if scan.started_at.is_some_and(|at| at < now) {
+        tracing::info!(scan = scan.id, "taking over a discovery scan whose process stopped");
+    }
     run(ctx, scan).await?;
     Ok(true)
 }
 
+/// Why a run stopped early because the scan was cancelled (not a failure).
+struct Cancelled;
+
 async fn run(ctx: &Context, mut scan: Scan) -> Result<()> {
-    let outcome = import_from_ca(ctx, &mut scan).await;
+    let outcome = match scan.scan_type.as_str() {
+        CA_CERTS => import_from_ca(ctx, &mut scan).await,
+        TLS_ENDPOINTS => import_from_endpoints(ctx, &mut scan).await,
+        other => Err(Error::Internal(format!("unknown scan type `{other}`"))),
+    };
     let now = ctx.now_millis();
     let (status, error) = match &outcome {
-        Ok(()) => (COMPLETED, None),
+        Ok(Ok(())) => (COMPLETED, None),
+        // Already `cancelled` in the store: `finish_scan` below changes nothing.
+        Ok(Err(Cancelled)) => (CANCELLED, None),
         Err(err) => (FAILED, Some(err.to_string())),
     };
     scan.status = status.into();
@@ -127,56 +249,214 @@ async fn run(ctx: &Context, mut scan: Scan) -> Result<()> {
     if change.tx().finish_scan(&scan).await? {
         let data = json!({ "scanId": scan.id, "type": scan.scan_type, "caId": scan.ca_id, "status": scan.status,
             "found": scan.found, "new": scan.new_count, "updated": scan.updated_count, "failed": scan.failed_count, "error": scan.error });
+        change.audit(
+            if status == COMPLETED { "discovery.scan_completed" } else { "discovery.scan_failed" },
+            Target::new("discovery_scan", scan.id),
+            json!({ "found": scan.found, "new": scan.new_count, "updated": scan.updated_count,
+                "failed": scan.failed_count, "error": scan.error }),
+        );
         change.emit(events::DISCOVERY_SCAN_COMPLETED, data);
         if scan.new_count > 0 {
             change.emit(
                 events::DISCOVERY_NEW_CERTIFICATES_FOUND,
-                json!({ "scanId": scan.id, "caId": scan.ca_id, "count": scan.new_count }),
+                json!({ "scanId": scan.id, "type": scan.scan_type, "caId": scan.ca_id, "count": scan.new_count }),
             );
         }
     }
     change.commit().await
 }
 
-async fn import_from_ca(ctx: &Context, scan: &mut Scan) -> Result<()> {
-    let ca_id = scan.ca_id.ok_or_else(|| Error::Internal("a ca_certs scan without a CA".into()))?;
-    let ca = find(ctx, &scan.workspace_id, ca_id).await?;
-    let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
-    let target = call_target(ctx, &ca, &info)?;
-    let source = if ca.ca_type == INTERNAL { IssuanceSource::Internal } else { IssuanceSource::External };
-    let (mut cursor, mut seen) = (None, 0i64);
+/// Writes counts and heartbeat; `Err(Cancelled)` when the scan was cancelled meanwhile.
+async fn beat(ctx: &Context, scan: &mut Scan) -> Result<std::result::Result<(), Cancelled>> {
+    scan.heartbeat_at = Some(ctx.now_millis());
+    let mut change = ctx.change(Audit::system("discovery"), Some(&scan.workspace_id)).await?;
+    let still_running = change.tx().update_scan_progress(scan).await?;
+    change.commit().await?;
+    Ok(if still_running { Ok(()) } else { Err(Cancelled) })
+}
+
+fn reset_counts(scan: &mut Scan) {
     scan.found = 0;
     scan.new_count = 0;
     scan.updated_count = 0;
     scan.failed_count = 0;
+    scan.done = 0;
+    scan.failures.clear();
+}
+
+fn count(scan: &mut Scan, label: String, imported: Result<Imported>) {
+    match imported {
+        Ok(Imported::New) => scan.new_count += 1,
+        Ok(Imported::Updated) => scan.updated_count += 1,
+        Ok(Imported::Unchanged) => {}
+        Err(err) => {
+            tracing::info!(scan = scan.id, target = %label, error = %err, "a discovered certificate could not be imported");
+            scan.note_failure(label, format!("cannot import the certificate: {err}"));
+        }
+    }
+}
+
+async fn import_from_ca(ctx: &Context, scan: &mut Scan) -> Result<std::result::Result<(), Cancelled>> {
+    let ca_id = scan.ca_id.ok_or_else(|| Error::Internal("a ca_certs scan without a CA".into()))?;
+    let ca = find(ctx, &scan.workspace_id, ca_id).await?;
+    let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
+    let target = call_target(ctx, &ca, &info)?;
+    let cas = workspace_cas(ctx, &scan.workspace_id).await?;
+    let (mut cursor, mut seen) = (None, 0i64);
+    reset_counts(scan);
     loop {
         let page = ctx.plugins.host().ca_list_certificates(&target, cursor.take(), PAGE).await?;
         for item in &page.items {
             seen += 1;
             scan.found += 1;
-            match import_one(ctx, scan, ca_id, source, item).await {
-                Ok(Imported::New) => scan.new_count += 1,
-                Ok(Imported::Updated) => scan.updated_count += 1,
-                Ok(Imported::Unchanged) => {}
-                Err(err) => {
-                    scan.failed_count += 1;
-                    tracing::info!(scan = scan.id, error = %err, "a discovered certificate could not be imported");
-                }
-            }
+            let found = Found {
+                der: &item.certificate_der,
+                chain: &item.chain_der,
+                revoked: item.revocation.map(|r| (r.revoked_at.unwrap_or_default() * 1000, r.reason.as_str())),
+                scanned_ca: Some(&ca),
+                endpoint: None,
+            };
+            let label = item.ca_reference.clone().unwrap_or_else(|| format!("certificate {seen}"));
+            let imported = import(ctx, scan, &cas, found).await;
+            count(scan, label, imported);
         }
-        let now = ctx.now_millis();
-        scan.heartbeat_at = Some(now);
-        let mut change = ctx.change(Audit::system("discovery"), Some(&scan.workspace_id)).await?;
-        let still_running = change.tx().update_scan_progress(scan).await?;
-        change.commit().await?;
-        if !still_running {
-            // Cancelled meanwhile: stop, keep what was imported.
-            return Err(Error::Conflict("the scan was cancelled".into()));
+        if let Err(cancelled) = beat(ctx, scan).await? {
+            return Ok(Err(cancelled));
         }
         match page.next_cursor {
             Some(next) if seen < MAX_PER_SCAN && !page.items.is_empty() => cursor = Some(next),
-            _ => return Ok(()),
+            _ => return Ok(Ok(())),
         }
+    }
+}
+
+async fn import_from_endpoints(ctx: &Context, scan: &mut Scan) -> Result<std::result::Result<(), Cancelled>> {
+    let endpoints = tls::parse_targets(&scan.targets)?;
+    let cas = workspace_cas(ctx, &scan.workspace_id).await?;
+    let settings = ctx.settings.discovery;
+    reset_counts(scan);
+    scan.total = Some(i64::try_from(endpoints.len()).unwrap_or(i64::MAX));
+    if let Err(cancelled) = beat(ctx, scan).await? {
+        return Ok(Err(cancelled));
+    }
+    let timeout = settings.tls.timeout;
+    let mut waiting = endpoints.into_iter();
+    // Dropping the set (a cancel, an error) aborts the probes still running.
+    let mut running = tokio::task::JoinSet::new();
+    let spawn = |running: &mut tokio::task::JoinSet<_>, target: tls::TlsTarget| {
+        let prober = ctx.tls_prober.clone();
+        running.spawn(async move {
+            let served = prober.served_chain(&target, timeout).await;
+            (target, served)
+        });
+    };
+    for target in waiting.by_ref().take(settings.tls.concurrency.max(1)) {
+        spawn(&mut running, target);
+    }
+    let mut ticker = tokio::time::interval(settings.heartbeat_every());
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            joined = running.join_next() => {
+                let Some(joined) = joined else { break };
+                let (target, served) = joined.map_err(|err| Error::Internal(format!("a TLS probe task failed: {err}")))?;
+                if let Some(next) = waiting.next() {
+                    spawn(&mut running, next);
+                }
+                scan.done += 1;
+                let label = target.label();
+                match served {
+                    Ok(chain) => {
+                        let Some((leaf, rest)) = chain.certificates.split_first() else {
+                            scan.note_failure(label, "the endpoint completed the handshake without a certificate".into());
+                            continue;
+                        };
+                        scan.found += 1;
+                        let found = Found { der: leaf, chain: rest, revoked: None, scanned_ca: None, endpoint: Some(&target) };
+                        let imported = import(ctx, scan, &cas, found).await;
+                        count(scan, label, imported);
+                    }
+                    Err(err) => scan.note_failure(label, err.to_string()),
+                }
+            }
+            _ = ticker.tick() => {
+                if let Err(cancelled) = beat(ctx, scan).await? {
+                    return Ok(Err(cancelled));
+                }
+            }
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Every CA of the workspace (for issuer matching).
+async fn workspace_cas(ctx: &Context, workspace_id: &str) -> Result<Vec<CertificateAuthority>> {
+    let mut cas = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = ctx.store.list_cas(workspace_id, PageRequest { limit: 100, offset }).await?;
+        let n = page.items.len() as i64;
+        cas.extend(page.items);
+        if n < 100 {
+            return Ok(cas);
+        }
+        offset += n;
+    }
+}
+
+/// Whether `issuer` contains `pattern`, case-insensitively; `*` in a pattern stands for any
+/// text (`*Fixture CA*`). A pattern of only `*` claims nothing.
+pub fn pattern_matches(issuer: &str, pattern: &str) -> bool {
+    let issuer = issuer.to_lowercase();
+    let pattern = pattern.to_lowercase();
+    let pieces: Vec<&str> = pattern.split('*').filter(|p| !p.is_empty()).collect();
+    if pieces.is_empty() {
+        return false;
+    }
+    let mut rest = issuer.as_str();
+    for piece in pieces {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// How strongly `ca` claims `issuer`: the longest of its matching patterns (0: none).
+fn claim_strength(ca: &CertificateAuthority, issuer: &str) -> usize {
+    ca.issuer_patterns
+        .iter()
+        .filter(|p| pattern_matches(issuer, p))
+        .map(|p| p.chars().filter(|c| *c != '*').count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The CA whose `issuerPatterns` claim `issuer` most specifically (longest matching pattern;
+/// the oldest CA on a tie).
+pub fn match_issuer<'a>(issuer: &str, cas: &'a [CertificateAuthority]) -> Option<&'a CertificateAuthority> {
+    cas.iter()
+        .map(|ca| (claim_strength(ca, issuer), ca))
+        .filter(|(strength, _)| *strength > 0)
+        .max_by(|(a, x), (b, y)| a.cmp(b).then(y.id.cmp(&x.id)))
+        .map(|(_, ca)| ca)
+}
+
+/// The CA a discovered certificate belongs to. A `ca_certs` scan's CA listed it, so it keeps it
+/// unless its own patterns do not claim the issuer and another CA's do; a TLS endpoint's
+/// certificate goes to the CA whose patterns claim its issuer, if any.
+fn owner<'a>(
+    issuer: &str,
+    scanned: Option<&'a CertificateAuthority>,
+    cas: &'a [CertificateAuthority],
+) -> Option<&'a CertificateAuthority> {
+    let matched = match_issuer(issuer, cas);
+    match scanned {
+        Some(scanned) if claim_strength(scanned, issuer) > 0 => Some(scanned),
+        Some(scanned) => matched.or(Some(scanned)),
+        None => matched,
     }
 }
 
@@ -186,50 +466,93 @@ enum Imported {
     Unchanged,
 }
 
-async fn import_one(
-    ctx: &Context,
-    scan: &Scan,
-    ca_id: i64,
-    source: IssuanceSource,
-    item: &crate::plugins::DiscoveredCertificate,
-) -> Result<Imported> {
-    let parsed = parse_der(&item.certificate_der)?;
-    let revoked = item.revocation.map(|r| (r.revoked_at.unwrap_or_default() * 1000, r.reason.as_str()));
+/// One certificate a scan came upon.
+struct Found<'a> {
+    der: &'a [u8],
+    chain: &'a [Vec<u8>],
+    /// Revocation time (ms) and reason, when the CA says so.
+    revoked: Option<(i64, &'a str)>,
+    scanned_ca: Option<&'a CertificateAuthority>,
+    /// The endpoint that served it (`tls_endpoints`).
+    endpoint: Option<&'a tls::TlsTarget>,
+}
+
+async fn import(ctx: &Context, scan: &Scan, cas: &[CertificateAuthority], found: Found<'_>) -> Result<Imported> {
+    let parsed = parse_der(found.der)?;
+    let owner = owner(&parsed.issuer, found.scanned_ca, cas);
     let now = ctx.now_millis();
     let workspace_id = scan.workspace_id.clone();
+    let location = found.endpoint.map(tls::TlsTarget::label);
+    let usage = found.endpoint.map(|endpoint| UsageRecord {
+        id: 0,
+        workspace_id: workspace_id.clone(),
+        certificate_id: 0,
+        host: endpoint.host.clone(),
+        port: Some(i64::from(endpoint.port)),
+        service: Some("tls".into()),
+        location: None,
+        metadata: json!({ "source": "discovery", "scanId": scan.id }),
+        created_at: now,
+    });
     let mut change = UnitOfWork::owning(ctx.store.begin().await?, Audit::system("discovery"), Some(&workspace_id), now);
     if let Some(existing) =
         change.tx().find_certificate_by_fingerprint(&workspace_id, &parsed.fingerprint_sha256).await?
     {
-        let Some((at, reason)) = revoked.filter(|_| !existing.revoked) else { return Ok(Imported::Unchanged) };
-        let update = CertificateUpdate { revoke: Some((at.max(0), reason)), ..Default::default() };
-        let certificate = change
-            .tx()
-            .update_certificate(&workspace_id, existing.id, &update, now)
-            .await?
-            .ok_or(Error::NotFound(Entity::Certificate))?;
-        change
-            .audit(
-                "certificate.revoked",
-                Target::new("certificate", existing.id),
-                json!({ "reason": reason, "source": "discovery", "scanId": scan.id }),
-            )
-            .emit(events::CERTIFICATE_REVOKED, crate::certificates::event_data(&certificate, now));
+        let mut outcome = Imported::Unchanged;
+        if let Some((at, reason)) = found.revoked.filter(|_| !existing.revoked) {
+            let update = CertificateUpdate { revoke: Some((at.max(0), reason)), ..Default::default() };
+            let certificate = change
+                .tx()
+                .update_certificate(&workspace_id, existing.id, &update, now)
+                .await?
+                .ok_or(Error::NotFound(Entity::Certificate))?;
+            change
+                .audit(
+                    "certificate.revoked",
+                    Target::new("certificate", existing.id),
+                    json!({ "reason": reason, "source": "discovery", "scanId": scan.id }),
+                )
+                .emit(events::CERTIFICATE_REVOKED, crate::certificates::event_data(&certificate, now));
+            outcome = Imported::Updated;
+        }
+        if let Some(ca) = owner.filter(|_| existing.ca_id.is_none()) {
+            if change.tx().link_certificate_ca(&workspace_id, existing.id, ca.id, now).await? {
+                change.audit(
+                    "certificate.updated",
+                    Target::new("certificate", existing.id),
+                    json!({ "caId": ca.id, "source": "discovery", "scanId": scan.id }),
+                );
+                outcome = Imported::Updated;
+            }
+        }
+        if let Some(mut usage) = usage {
+            if !change.tx().has_usage(&workspace_id, existing.id, &usage.host, usage.port).await? {
+                usage.certificate_id = existing.id;
+                change.tx().insert_usage(&usage).await?;
+            }
+        }
         change.commit().await?;
-        return Ok(Imported::Updated);
+        return Ok(outcome);
     }
-    let chain: String = item.chain_der.iter().map(|der| crate::certificates::x509::to_pem(der)).collect();
-    let metadata = json!({ "discoveredBy": scan.id });
+    let chain: String = found.chain.iter().map(|der| crate::certificates::x509::to_pem(der)).collect();
+    let metadata = match &location {
+        Some(endpoint) => json!({ "discoveredBy": scan.id, "discoveredAt": endpoint }),
+        None => json!({ "discoveredBy": scan.id }),
+    };
+    let source = match owner {
+        Some(ca) if ca.ca_type == INTERNAL => IssuanceSource::Internal,
+        _ => IssuanceSource::External,
+    };
     let new = NewCertificate {
         workspace_id: &workspace_id,
         parsed: &parsed,
         issuance_source: source,
         auto_renewal: false,
-        location: None,
+        location: location.as_deref(),
         metadata: &metadata,
         created_at: now,
         expiry_announced: parsed.expires_at <= now,
-        ca_id: Some(ca_id),
+        ca_id: owner.map(|ca| ca.id),
         chain_pem: (!chain.is_empty()).then_some(chain.as_str()),
         private_key_sealed: None,
         issuance_template: None,
@@ -242,31 +565,46 @@ async fn import_one(
         Err(StoreError::Unique(_)) => return Ok(Imported::Unchanged),
         Err(err) => return Err(err.into()),
     };
-    let certificate = match revoked {
+    let certificate = match found.revoked {
         Some((at, reason)) => {
             let update = CertificateUpdate { revoke: Some((at.max(0), reason)), ..Default::default() };
             change.tx().update_certificate(&workspace_id, certificate.id, &update, now).await?.unwrap_or(certificate)
         }
         None => certificate,
     };
+    if let Some(mut usage) = usage {
+        usage.certificate_id = certificate.id;
+        change.tx().insert_usage(&usage).await?;
+    }
     change
         .audit(
             "certificate.created",
             Target::new("certificate", certificate.id),
-            json!({ "commonName": certificate.common_name, "source": "discovery", "scanId": scan.id, "caId": ca_id }),
+            json!({ "commonName": certificate.common_name, "source": "discovery", "scanId": scan.id,
+                "caId": certificate.ca_id, "endpoint": location }),
         )
         .emit(events::CERTIFICATE_CREATED, crate::certificates::event_data(&certificate, now));
     change.commit().await?;
     Ok(Imported::New)
 }
 
-pub async fn list(ctx: &Context, caller: &Caller, scan_type: Option<&str>, page: PageRequest) -> Result<Page<Scan>> {
+pub async fn list(
+    ctx: &Context,
+    caller: &Caller,
+    scan_type: Option<&str>,
+    status: Option<&str>,
+    page: PageRequest,
+) -> Result<Page<Scan>> {
     caller.require(Scope::CasRead)?;
     let scan_type = scan_type.map(str::trim).filter(|t| !t.is_empty());
     if let Some(t) = scan_type.filter(|t| !TYPES.contains(t)) {
         return Err(Error::invalid_field("type", format!("`{t}` is not one of {}", TYPES.join(", "))));
     }
-    Ok(ctx.store.list_scans(&caller.workspace_id, scan_type, page).await?)
+    let status = status.map(str::trim).filter(|t| !t.is_empty());
+    if let Some(s) = status.filter(|s| !STATES.contains(s)) {
+        return Err(Error::invalid_field("status", format!("`{s}` is not one of {}", STATES.join(", "))));
+    }
+    Ok(ctx.store.list_scans(&caller.workspace_id, scan_type, status, page).await?)
 }
 
 pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<Scan> {
@@ -274,7 +612,8 @@ pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<Scan> {
     ctx.store.find_scan(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::DiscoveryScan))
 }
 
-/// Cancels a pending or running scan; what it imported stays.
+/// Cancels a pending or running scan; what it imported stays. The run notices at its next
+/// heartbeat and stops (its probes in flight are abandoned).
 pub async fn cancel(ctx: &Context, caller: &Caller, id: i64) -> Result<Scan> {
     caller.require(Scope::CasWrite)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
@@ -292,7 +631,54 @@ pub async fn cancel(ctx: &Context, caller: &Caller, id: i64) -> Result<Scan> {
         }
     };
     change.audit("discovery.scan_cancelled", Target::new("discovery_scan", id), json!({}));
-    change.emit(events::DISCOVERY_SCAN_COMPLETED, json!({ "scanId": id, "type": scan.scan_type, "status": CANCELLED }));
+    change.emit(
+        events::DISCOVERY_SCAN_COMPLETED,
+        json!({ "scanId": id, "type": scan.scan_type, "caId": scan.ca_id, "status": CANCELLED,
+            "found": scan.found, "new": scan.new_count, "updated": scan.updated_count, "failed": scan.failed_count }),
+    );
     change.commit().await?;
     Ok(scan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ca(id: i64, patterns: &[&str]) -> CertificateAuthority {
+        CertificateAuthority {
+            id,
+            workspace_id: "ws".into(),
+            name: format!("CA {id}"),
+            ca_type: "fixture".into(),
+            description: None,
+            url: None,
+            status: crate::cas::CaStatus::Active,
+            health_status: crate::cas::HealthStatus::Unknown,
+            issuer_patterns: patterns.iter().map(|p| (*p).to_owned()).collect(),
+            config: json!({}),
+            last_sync: None,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn patterns_are_case_insensitive_substrings_with_stars() {
+        assert!(pattern_matches("CN=R11, O=Let's Encrypt, C=US", "let's encrypt"));
+        assert!(pattern_matches("CN=Fixture CA Leaf", "*Fixture CA*"));
+        assert!(pattern_matches("CN=DigiCert Global G2 TLS RSA SHA256 2020 CA1", "digicert*tls"));
+        assert!(!pattern_matches("CN=Sectigo", "DigiCert"));
+        assert!(!pattern_matches("CN=anything", "*"));
+    }
+
+    #[test]
+    fn the_most_specific_pattern_wins_and_a_scanned_ca_keeps_what_it_claims() {
+        let cas = [ca(1, &["Example"]), ca(2, &["Example Issuing CA"]), ca(3, &["Other"])];
+        assert_eq!(match_issuer("CN=Example Issuing CA 1", &cas).map(|c| c.id), Some(2));
+        assert_eq!(match_issuer("CN=Example Root", &cas).map(|c| c.id), Some(1));
+        assert_eq!(match_issuer("CN=Nobody", &cas).map(|c| c.id), None);
+        assert_eq!(owner("CN=Example Root", Some(&cas[2]), &cas).map(|c| c.id), Some(1));
+        assert_eq!(owner("CN=Nobody", Some(&cas[2]), &cas).map(|c| c.id), Some(3));
+        assert_eq!(owner("CN=Other Example Issuing CA", Some(&cas[2]), &cas).map(|c| c.id), Some(3));
+    }
 }

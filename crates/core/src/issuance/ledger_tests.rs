@@ -91,7 +91,7 @@ async fn fixture() -> Fixture {
             .boxed()
         })
     };
-    let ctx = context_with(store.clone(), NOW, NoPlugins { issue: Some(script) });
+    let ctx = context_with(store.clone(), NOW, NoPlugins { issue: Some(script), ..NoPlugins::default() });
     let ca = CertificateAuthority {
         id: CA_ID,
         workspace_id: WORKSPACE.into(),
@@ -127,8 +127,21 @@ fn connector() -> PluginInfo {
 }
 
 async fn issue(fixture: &Fixture, name: &str) -> Result<Issued, Error> {
+    issue_input(fixture, IssueInput { common_name: Some(name.into()), ..IssueInput::default() }).await
+}
+
+/// A CSR of a caller-held key, PEM.
+pub(super) fn caller_csr() -> String {
+    let pkcs8 = generate_pkcs8(KeyAlgorithm::EcdsaP256).unwrap_or_else(|err| panic!("key: {err}"));
+    let key = rcgen::KeyPair::try_from(pkcs8.as_slice()).unwrap_or_else(|err| panic!("key: {err}"));
+    rcgen::CertificateParams::default()
+        .serialize_request(&key)
+        .and_then(|csr| csr.pem())
+        .unwrap_or_else(|err| panic!("csr: {err}"))
+}
+
+async fn issue_input(fixture: &Fixture, input: IssueInput) -> Result<Issued, Error> {
     let template = templates::built_in_named("web_server").unwrap_or_else(|| panic!("built-in web_server"));
-    let input = IssueInput { common_name: Some(name.into()), ..IssueInput::default() };
     let prepared = request::prepare(&input, &template).unwrap_or_else(|err| panic!("prepare: {err}"));
     let caller = owner(WORKSPACE);
     issue_prepared(
@@ -142,6 +155,10 @@ async fn issue(fixture: &Fixture, name: &str) -> Result<Issued, Error> {
         false,
     )
     .await
+    .map(|progress| match progress {
+        super::Progress::Issued(issued) => *issued,
+        super::Progress::Pending(order) => panic!("the internal CA answered pending: {order:?}"),
+    })
 }
 
 fn serials(ledger: &[IssuedRecord]) -> Vec<&str> {
@@ -181,14 +198,18 @@ async fn a_certificate_signed_for_a_call_that_then_fails_is_recorded() {
 #[tokio::test]
 async fn a_certificate_signed_for_a_job_that_fails_is_recorded() {
     let fixture = fixture().await;
-    let first = issue(&fixture, "api.example.com").await.unwrap_or_else(|err| panic!("issue: {err}"));
+    // Both issuances for one caller-held key: the certificate returned instead carries the
+    // CSR's key, so the public-key check passes and the inventory's uniqueness refuses it.
+    let csr = caller_csr();
+    let input = IssueInput { common_name: Some("api.example.com".into()), csr: Some(csr), ..IssueInput::default() };
+    let first = issue_input(&fixture, input.clone()).await.unwrap_or_else(|err| panic!("issue: {err}"));
     let first_der = crate::certificates::x509::pem_certificates(&first.certificate.certificate_pem)
         .and_then(|blocks| blocks.into_iter().next())
         .unwrap_or_else(|| panic!("the stored PEM decodes"));
     // The connector signs a second certificate but returns the first: the inventory refuses it.
     *fixture.then.lock().unwrap_or_else(|_| panic!("lock")) = Then::ReturnInstead(first_der);
 
-    let err = issue(&fixture, "api.example.com").await.map(|_| ()).expect_err("a duplicate");
+    let err = issue_input(&fixture, input).await.map(|_| ()).expect_err("a duplicate");
     assert!(matches!(err, Error::Conflict(_)), "{err:?}");
 
     let tables = fixture.store.snapshot();

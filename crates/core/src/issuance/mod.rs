@@ -1,8 +1,10 @@
 //! Issuance: every certificate the service obtains, from any caller (API, renewal, attestation),
 //! goes through [`issue`]: the template resolves the profile, the workspace's issuance policies
 //! (plugins) decide, the CA's connector plugin issues, and the certificate enters the inventory
-//! with its audit row and `certificate.created` event.
+//! with its audit row and `certificate.created` event. A CA that answers "pending" leaves a
+//! certificate request `issuing`, which [`pending`] completes in the background.
 
+pub mod pending;
 pub mod policies;
 pub mod renewal;
 pub mod request;
@@ -11,6 +13,8 @@ pub mod templates;
 
 #[cfg(test)]
 mod ledger_tests;
+#[cfg(test)]
+mod pending_tests;
 
 use serde_json::{json, Value};
 
@@ -25,8 +29,8 @@ use crate::error::{Error, Result};
 use crate::events;
 use crate::pki::LedgerSlot;
 use crate::plugins::{
-    combine, Combined, Decision, IssuanceSource, IssueOutcome, IssueRequest, PluginError, PluginInfo, PolicyReason,
-    Requester, RequesterKind, SignPermit,
+    combine, Combined, Decision, IssuanceSource, IssueOutcome, IssueRequest, IssuedCertificate, PluginInfo,
+    PolicyReason, Requester, RequesterKind, SignPermit,
 };
 use crate::ports::{NewRow, StoreError};
 use crate::unit_of_work::{Target, UnitOfWork};
@@ -46,6 +50,17 @@ pub enum Outcome {
     Issued(Box<Issued>),
     /// A policy requires approval: the request waits at `/api/certificate-requests`.
     AwaitingApproval(Box<requests::CertificateRequest>),
+    /// The CA accepted the order but has not issued yet: the request, `issuing`, completes in
+    /// the background.
+    Issuing(Box<requests::CertificateRequest>),
+}
+
+/// What the connector's `issue` ended with, once recorded.
+#[derive(Debug)]
+pub enum Progress {
+    Issued(Box<Issued>),
+    /// Not yet: the order to park (see [`pending`]).
+    Pending(Box<pending::Order>),
 }
 
 /// Who asks, as policies see it.
@@ -85,7 +100,22 @@ fn inventory_source(ca: &CertificateAuthority) -> InventorySource {
 pub async fn issue(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<Outcome> {
     caller.require(Scope::CertificatesWrite)?;
     match resolve_and_issue(ctx, caller, &input, IssuanceSource::Api).await {
-        Ok(issued) => Ok(Outcome::Issued(Box::new(issued))),
+        Ok(Progress::Issued(issued)) => Ok(Outcome::Issued(issued)),
+        Ok(Progress::Pending(order)) => {
+            let body = serde_json::to_value(&input).map_err(|err| Error::Internal(err.to_string()))?;
+            let request = pending::open(
+                ctx,
+                &Audit::of(caller),
+                &caller.workspace_id,
+                input.ca_id.unwrap_or_default(),
+                body,
+                input.common_name.clone(),
+                *order,
+                None,
+            )
+            .await?;
+            Ok(Outcome::Issuing(Box::new(request)))
+        }
         Err(Error::ApprovalRequired(reasons)) => {
             Ok(Outcome::AwaitingApproval(Box::new(requests::open(ctx, caller, &input, reasons).await?)))
         }
@@ -95,10 +125,18 @@ pub async fn issue(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<
 
 /// Issues for a device whose attestation just passed (attest-and-provision): the attestation
 /// is the authorization, so `attestation:write` suffices; issuance policies still run, and one
-/// that requires approval refuses (a device cannot wait for a human).
+/// that requires approval refuses (a device cannot wait for a human), and so does a CA that
+/// answers "pending" (nor for a CA: the order is left unpolled).
 pub async fn issue_attested(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<Issued> {
     caller.require(Scope::AttestationWrite)?;
-    resolve_and_issue(ctx, caller, &input, IssuanceSource::Attestation).await
+    match resolve_and_issue(ctx, caller, &input, IssuanceSource::Attestation).await? {
+        Progress::Issued(issued) => Ok(*issued),
+        Progress::Pending(order) => Err(Error::Pending(format!(
+            "the CA accepted the order ({}) but has not issued yet ({}); attest-and-provision needs a CA \
+             that issues at once, since a device cannot wait",
+            order.reference, order.status_message
+        ))),
+    }
 }
 
 async fn resolve_and_issue(
@@ -106,7 +144,7 @@ async fn resolve_and_issue(
     caller: &Caller,
     input: &IssueInput,
     source: IssuanceSource,
-) -> Result<Issued> {
+) -> Result<Progress> {
     let workspace_id = caller.workspace_id.to_string();
     let ca_id = input.ca_id.ok_or_else(|| Error::invalid_field("caId", "is required"))?;
     let ca = cas::service::find(ctx, &workspace_id, ca_id).await?;
@@ -115,7 +153,7 @@ async fn resolve_and_issue(
     }
     let info = connector_for(ctx, &workspace_id, &ca.ca_type)?;
     if !info.capabilities.issue {
-        return Err(Error::UnsupportedCa(format!("CA type `{}` cannot issue certificates", ca.ca_type)));
+        return Err(cas::service::cannot_issue(&ca, &info));
     }
     let template = templates::resolve(ctx, &workspace_id, input.template_id.as_deref()).await?;
     let prepared = request::prepare(input, &template)?;
@@ -134,21 +172,29 @@ pub async fn issue_prepared(
     prepared: PreparedRequest,
     source: IssuanceSource,
     approved: bool,
-) -> Result<Issued> {
+) -> Result<Progress> {
     let result = issue_through(ctx, actor, requester, ca, info, prepared, source, approved).await;
-    let source_label = match source {
+    let outcome = match &result {
+        Ok(Progress::Issued(_)) => "issued",
+        Ok(Progress::Pending(_)) => "pending",
+        Err(err) => err.code(),
+    };
+    count_issuance(ca, source_label(source), outcome);
+    result
+}
+
+fn source_label(source: IssuanceSource) -> &'static str {
+    match source {
         IssuanceSource::Api => "api",
         IssuanceSource::RequestWorkflow => "request",
         IssuanceSource::Attestation => "attestation",
         IssuanceSource::Renewal => "renewal",
-    };
-    let outcome = match &result {
-        Ok(_) => "issued",
-        Err(err) => err.code(),
-    };
-    metrics::counter!("trellis_issuances_total", "ca_type" => ca.ca_type.clone(), "source" => source_label, "outcome" => outcome)
+    }
+}
+
+fn count_issuance(ca: &CertificateAuthority, source: &'static str, outcome: &'static str) {
+    metrics::counter!("trellis_issuances_total", "ca_type" => ca.ca_type.clone(), "source" => source, "outcome" => outcome)
         .increment(1);
-    result
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -161,7 +207,7 @@ async fn issue_through(
     mut prepared: PreparedRequest,
     source: IssuanceSource,
     approved: bool,
-) -> Result<Issued> {
+) -> Result<Progress> {
     let evaluation = prepared.evaluation(ca, requester, source);
     let mut decisions = policies::evaluate(ctx, &ca.workspace_id, &evaluation).await?;
     if approved {
@@ -199,12 +245,21 @@ async fn issue_through(
     let outcome = ctx.plugins.host().ca_issue(&target, &request).await;
     let unrecorded = ledger.as_ref().and_then(LedgerSlot::take);
     let ledger_row = unrecorded.as_ref().map(|row| row.record().clone());
-    let stored = store_issued(ctx, actor, ca, info, prepared, outcome, ledger_row).await;
+    let stored = match outcome {
+        Ok(IssueOutcome::Pending(answer)) => {
+            Ok(Progress::Pending(Box::new(pending::Order::new(answer, request, prepared, source_label(source)))))
+        }
+        Ok(IssueOutcome::Issued(issued)) => store_issued(ctx, actor, ca, info, prepared, issued, ledger_row, None)
+            .await
+            .map(|i| Progress::Issued(Box::new(i))),
+        Err(err) => Err(err.into()),
+    };
     match (unrecorded, &stored) {
         // The certificate's job committed, the ledger row with it.
-        (Some(row), Ok(_)) => row.committed(),
-        // Nothing leaves with the error, but the CA signed: its ledger keeps the certificate.
-        (Some(row), Err(_)) => {
+        (Some(row), Ok(Progress::Issued(_))) => row.committed(),
+        // Nothing leaves with the error (or the pending answer), but the CA signed: its ledger
+        // keeps the certificate.
+        (Some(row), _) => {
             if let Err(err) = row.record_now().await {
                 tracing::error!(error = %err, "recording an issued certificate in the CA's ledger failed");
             }
@@ -215,27 +270,23 @@ async fn issue_through(
 }
 
 /// The connector's answer into the inventory, with its audit row, its `certificate.created`
-/// event and, for an internal CA, the ledger row of the certificate, in one group-commit job.
-async fn store_issued(
+/// event and, for an internal CA, the ledger row of the certificate, in one group-commit job
+/// (with `completes`, the poller's request moves to `issued` in that same job). Refused, with
+/// nothing stored, when the certificate's public key is not the CSR's.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn store_issued(
     ctx: &Context,
     actor: &Audit,
     ca: &CertificateAuthority,
     info: &PluginInfo,
     mut prepared: PreparedRequest,
-    outcome: std::result::Result<IssueOutcome, PluginError>,
+    issued: IssuedCertificate,
     ledger_row: Option<IssuedRecord>,
+    completes: Option<pending::Completion>,
 ) -> Result<Issued> {
-    let issued = match outcome? {
-        IssueOutcome::Issued(issued) => issued,
-        IssueOutcome::Pending(pending) => {
-            return Err(Error::Pending(format!(
-                "the CA accepted the order ({}) but has not issued yet: {}",
-                pending.reference, pending.status_message
-            )))
-        }
-    };
     let parsed = parse_der(&issued.certificate_der)
         .map_err(|_| Error::Internal(format!("the {} connector returned an unreadable certificate", info.id)))?;
+    check_public_key(&issued.certificate_der, &prepared.csr_der, &info.id)?;
     let chain_pem: Vec<String> = issued.chain_der.iter().map(|der| to_pem(der)).collect();
     let private_key_sealed =
         prepared.private_key_pem.as_ref().map(|pem| ctx.master_key.seal(pem.as_bytes(), ctx.entropy.as_ref()));
@@ -275,7 +326,14 @@ async fn store_issued(
                     StoreError::Unique(_) => Error::Conflict("the CA returned a certificate already in the inventory".into()),
                     other => other.into(),
                 })?;
+                let completed = match completes {
+                    Some(completion) => Some(completion.apply(tx, &certificate, now).await?),
+                    None => None,
+                };
                 let mut change = UnitOfWork::within(tx, actor, Some(&workspace_id), now);
+                if let Some(completed) = &completed {
+                    completed.record(&mut change, &certificate);
+                }
                 change
                     .audit(
                         "certificate.issued",
@@ -290,6 +348,26 @@ async fn store_issued(
         })
         .await?;
     Ok(Issued { certificate, chain_pem })
+}
+
+/// The WIT's promise: an issued certificate carries the CSR's public key (their
+/// SubjectPublicKeyInfo, byte for byte).
+fn check_public_key(certificate_der: &[u8], csr_der: &[u8], connector: &str) -> Result<()> {
+    use x509_parser::prelude::{FromDer, X509Certificate, X509CertificationRequest};
+    let certificate = X509Certificate::from_der(certificate_der)
+        .map_err(|_| Error::Internal(format!("the {connector} connector returned an unreadable certificate")))?
+        .1;
+    let csr = X509CertificationRequest::from_der(csr_der)
+        .map_err(|_| Error::Internal("the issuance's CSR no longer parses".into()))?
+        .1;
+    if certificate.tbs_certificate.subject_pki.raw != csr.certification_request_info.subject_pki.raw {
+        return Err(Error::CertificateKeyMismatch(format!(
+            "the {connector} connector returned a certificate whose public key is not the CSR's (subject `{}`); \
+             nothing was stored",
+            certificate.subject()
+        )));
+    }
+    Ok(())
 }
 
 fn reasons_json(reasons: &[PolicyReason]) -> Value {

@@ -12,7 +12,7 @@ use serde_json::json;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 use super::request::{IssueInput, SubjectInput};
-use super::{issue_prepared, request, templates};
+use super::{issue_prepared, request, templates, Progress};
 use crate::audit::Audit;
 use crate::cas::service::{connector_for, find};
 use crate::certificates::Certificate;
@@ -31,6 +31,8 @@ pub const CLAIM_LEASE_MS: i64 = 3_600_000;
 pub struct RenewalRun {
     pub renewed: u32,
     pub failed: u32,
+    /// The CA answered "pending": an `issuing` certificate request completes the renewal.
+    pub pending: u32,
 }
 
 /// Renews up to `limit` due certificates now.
@@ -42,9 +44,13 @@ pub async fn run(ctx: &Context, limit: i64) -> Result<RenewalRun> {
     let mut run = RenewalRun::default();
     for certificate in due {
         match renew(ctx, &certificate).await {
-            Ok(new_id) => {
+            Ok(Renewed::Now(new_id)) => {
                 run.renewed += 1;
                 tracing::info!(certificate = certificate.id, renewed_by = new_id, "certificate renewed");
+            }
+            Ok(Renewed::Pending(request_id)) => {
+                run.pending += 1;
+                tracing::info!(certificate = certificate.id, request = request_id, "renewal pending at the CA");
             }
             Err(err) => {
                 run.failed += 1;
@@ -94,7 +100,14 @@ fn key_algorithm(certificate: &Certificate) -> Option<String> {
     )
 }
 
-async fn renew(ctx: &Context, old: &Certificate) -> Result<i64> {
+enum Renewed {
+    /// The successor's id.
+    Now(i64),
+    /// The `issuing` request's id.
+    Pending(i64),
+}
+
+async fn renew(ctx: &Context, old: &Certificate) -> Result<Renewed> {
     let ca_id = old.ca_id.ok_or_else(|| Error::UnsupportedCa("the certificate has no CA".into()))?;
     let ca = find(ctx, &old.workspace_id, ca_id).await?;
     let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
@@ -126,7 +139,27 @@ async fn renew(ctx: &Context, old: &Certificate) -> Result<i64> {
     let prepared = request::prepare(&input, &template)?;
     let actor = Audit::system("renewal");
     let requester = Requester { kind: RequesterKind::System, id: "renewal".into(), display_name: None };
-    let issued = issue_prepared(ctx, &actor, &requester, &ca, &info, prepared, IssuanceSource::Renewal, false).await?;
+    let issued =
+        match issue_prepared(ctx, &actor, &requester, &ca, &info, prepared, IssuanceSource::Renewal, false).await? {
+            Progress::Issued(issued) => issued,
+            // Parked like any pending issuance; the claim query skips a certificate whose renewal
+            // is in flight, and the poller links the successor when the CA issues.
+            Progress::Pending(order) => {
+                let body = serde_json::to_value(&input).map_err(|err| Error::Internal(err.to_string()))?;
+                let request = super::pending::open(
+                    ctx,
+                    &actor,
+                    &old.workspace_id,
+                    ca_id,
+                    body,
+                    input.common_name.clone(),
+                    *order,
+                    Some(old.id),
+                )
+                .await?;
+                return Ok(Renewed::Pending(request.id));
+            }
+        };
     let new_id = issued.certificate.id;
     let mut change = ctx.change(actor, Some(&old.workspace_id)).await?;
     change.tx().record_renewal(&old.workspace_id, old.id, new_id).await?;
@@ -135,7 +168,7 @@ async fn renew(ctx: &Context, old: &Certificate) -> Result<i64> {
         json!({ "oldCertificateId": old.id, "newCertificateId": new_id, "commonName": old.common_name, "caId": ca_id }),
     );
     change.commit().await?;
-    Ok(new_id)
+    Ok(Renewed::Now(new_id))
 }
 
 async fn record_failure(ctx: &Context, certificate: &Certificate, err: &Error) -> Result<()> {

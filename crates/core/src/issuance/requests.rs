@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::{issue_prepared, templates, IssueInput, Issued};
+use super::{issue_prepared, templates, IssueInput, Issued, Progress};
 use crate::approvals::{check_decidable, principal};
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
@@ -20,9 +20,11 @@ pub const APPROVED: &str = "approved";
 pub const ISSUED: &str = "issued";
 pub const REJECTED: &str = "rejected";
 pub const FAILED: &str = "failed";
-const STATES: [&str; 5] = [PENDING, APPROVED, ISSUED, REJECTED, FAILED];
+/// The CA accepted the order and has not issued yet: the poller (`issuance::pending`) drives it.
+pub const ISSUING: &str = "issuing";
+const STATES: [&str; 6] = [PENDING, APPROVED, ISSUING, ISSUED, REJECTED, FAILED];
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct CertificateRequest {
     pub id: i64,
     pub workspace_id: String,
@@ -42,6 +44,18 @@ pub struct CertificateRequest {
     pub error: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// `issuing`: what the CA said it waits for.
+    pub status_message: Option<String>,
+    /// `issuing`: when the poller asks the CA next.
+    pub poll_at: Option<i64>,
+    pub poll_attempts: i64,
+    /// When the CA accepted the order.
+    pub issuing_since: Option<i64>,
+    /// What polling needs (the CA's reference, the exact issue request, a generated key),
+    /// sealed under the master key; never shown.
+    pub order_sealed: Option<String>,
+    /// Set when the order renews this certificate.
+    pub renews_certificate_id: Option<i64>,
 }
 
 /// Stores a pending request for `input` (validated as an issuance would be).
@@ -72,6 +86,7 @@ pub(crate) async fn open(
         error: None,
         created_at: at,
         updated_at: at,
+        ..CertificateRequest::default()
     };
     let request = change.tx().insert_request(&row).await?;
     change.audit(
@@ -90,7 +105,7 @@ pub async fn submit(ctx: &Context, caller: &Caller, input: IssueInput) -> Result
     let ca = find(ctx, &caller.workspace_id, ca_id).await?;
     let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
     if !info.capabilities.issue {
-        return Err(Error::UnsupportedCa(format!("CA type `{}` cannot issue certificates", ca.ca_type)));
+        return Err(crate::cas::service::cannot_issue(&ca, &info));
     }
     // Checked now so an approver never approves what cannot be issued.
     let template = templates::resolve(ctx, &caller.workspace_id, input.template_id.as_deref()).await?;
@@ -160,9 +175,10 @@ pub async fn reject(ctx: &Context, caller: &Caller, id: i64, reason: Option<Stri
     decide(ctx, caller, id, REJECTED, reason).await
 }
 
-/// Approves and issues. The request ends `issued` (with the certificate) or `failed` (with the
-/// error, which is also returned).
-pub async fn approve(ctx: &Context, caller: &Caller, id: i64) -> Result<(CertificateRequest, Issued)> {
+/// Approves and issues. The request ends `issued` (with the certificate), `failed` (with the
+/// error, which is also returned), or `issuing` when the CA answers "pending" (no certificate
+/// yet: the poller completes it).
+pub async fn approve(ctx: &Context, caller: &Caller, id: i64) -> Result<(CertificateRequest, Option<Issued>)> {
     let approved = decide(ctx, caller, id, APPROVED, None).await?;
     let outcome = async {
         let input: IssueInput = serde_json::from_value(approved.request.clone())
@@ -177,6 +193,14 @@ pub async fn approve(ctx: &Context, caller: &Caller, id: i64) -> Result<(Certifi
             .await
     }
     .await;
+    let outcome = match outcome {
+        Ok(Progress::Pending(order)) => {
+            let parked = super::pending::park_approved(ctx, &Audit::of(caller), approved, *order).await?;
+            return Ok((parked, None));
+        }
+        Ok(Progress::Issued(issued)) => Ok(*issued),
+        Err(err) => Err(err),
+    };
     let mut change = ctx.change(Audit::of(caller), Some(&approved.workspace_id)).await?;
     let at = change.at();
     let (finished, result) = match outcome {
@@ -201,5 +225,5 @@ pub async fn approve(ctx: &Context, caller: &Caller, id: i64) -> Result<(Certifi
         json!({ "certificateId": finished.certificate_id, "error": finished.error }),
     );
     change.commit().await?;
-    result.map(|issued| (finished, issued))
+    result.map(|issued| (finished, Some(issued)))
 }

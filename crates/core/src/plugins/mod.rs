@@ -56,4 +56,5 @@ pub const FIRST_PARTY_PLUGINS: &[&str] = &[
     "acme",
     "domain-policy",
     "tpm2-verifier",
+    "ca-probe",
 ];

@@ -197,6 +197,46 @@ pub fn for_plugin(clear: &Value, pointers: &[(String, bool)]) -> Value {
     config
 }
 
+/// Schema annotation of a top-level configuration member that carries the record's type: a
+/// plugin serving several types declares one (`"x-trellis-record-type": true`) and the host sets
+/// it to the record's type in every call, whatever was stored (nothing is stored there).
+pub const RECORD_TYPE_ANNOTATION: &str = "x-trellis-record-type";
+
+/// The members of `info`'s configuration annotated [`RECORD_TYPE_ANNOTATION`].
+pub fn record_type_members(info: &PluginInfo) -> Vec<String> {
+    info.config_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| {
+            properties
+                .iter()
+                .filter(|(_, schema)| schema.get(RECORD_TYPE_ANNOTATION) == Some(&Value::Bool(true)))
+                .map(|(name, _)| name.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `config` with the record-type members of `info` set to `record_type`.
+pub fn with_record_type(mut config: Value, info: &PluginInfo, record_type: &str) -> Value {
+    if let Value::Object(map) = &mut config {
+        for member in record_type_members(info) {
+            map.insert(member, Value::String(record_type.to_owned()));
+        }
+    }
+    config
+}
+
+/// `config` without the record-type members of `info` (what is stored).
+pub fn without_record_type(mut config: Value, info: &PluginInfo) -> Value {
+    if let Value::Object(map) = &mut config {
+        for member in record_type_members(info) {
+            map.remove(&member);
+        }
+    }
+    config
+}
+
 /// The stored configuration as responses show it: every sealed member masked.
 pub fn masked(config: &Value) -> Value {
     match config {

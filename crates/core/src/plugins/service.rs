@@ -266,6 +266,11 @@ pub async fn test_binding(
     let kind = PluginKind::parse(kind).ok_or_else(|| {
         Error::invalid_field("kind", "must be ca-connector, integration, attestation-verifier or issuance-policy")
     })?;
+    // A plugin serving several types learns which one it is tested as, as in a record's calls.
+    let config = match ctx.plugins.host().serving(&caller.workspace_id, kind, service_type) {
+        Ok(info) => super::record_config::with_record_type(config, &info, service_type),
+        Err(_) => config,
+    };
     let mut target = CallTarget::new(&caller.workspace_id, PluginRef::Serving(service_type.to_owned()), config);
     target.context.request_id = caller.request_id.clone();
     let urls = urls_in(&target.config);

@@ -277,7 +277,7 @@ pub struct RevocationInfo {
 }
 
 /// A subject alternative name, classified.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "type", content = "value", rename_all = "lowercase")]
 pub enum SubjectAltName {
     Dns(String),
@@ -297,7 +297,7 @@ impl std::fmt::Display for SubjectAltName {
 }
 
 /// Distinguished-name parts of a certificate's subject; `None` members are absent.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Subject {
     pub common_name: Option<String>,
@@ -326,8 +326,10 @@ pub enum KeyUsage {
 }
 
 /// What a certificate is to contain, as the host resolved it from the request, the template
-/// and the issuance policies. A connector must not widen it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// and the issuance policies. A connector must not widen it. (Serialized only into a pending
+/// order, sealed: `issuance::pending`.)
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct CertificateProfile {
     pub subject: Subject,
     pub subject_alt_names: Vec<SubjectAltName>,

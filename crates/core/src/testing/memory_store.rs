@@ -46,6 +46,11 @@ pub struct Tables {
     pub issued: Vec<IssuedRecord>,
     /// Transactions committed (each `write` job commits once here).
     pub commits: usize,
+    /// CAs (read by id; tests put them here).
+    pub cas: Vec<CertificateAuthority>,
+    /// Certificate requests, and who holds each one's poll lease.
+    pub requests: Vec<CertificateRequest>,
+    pub request_leases: std::collections::HashMap<i64, String>,
     next_id: i64,
 }
 
@@ -62,6 +67,13 @@ pub struct MemoryStore {
 }
 
 impl MemoryStore {
+    /// Adds a CA, as if it had been created.
+    pub fn put_ca(&self, ca: CertificateAuthority) {
+        if let Ok(mut tables) = self.tables.lock() {
+            tables.cas.push(ca);
+        }
+    }
+
     /// A copy of the committed tables, for assertions.
     pub fn snapshot(&self) -> Tables {
         self.tables.lock().map(|t| t.clone()).unwrap_or_default()
@@ -431,11 +443,23 @@ impl IssuanceReads for MemoryStore {
         // No policies: every issuance proceeds.
         Ok(Vec::new())
     }
-    async fn find_request(&self, _: &str, _: i64) -> StoreResult<Option<CertificateRequest>> {
-        not_faked("find_request")
+    async fn find_request(&self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateRequest>> {
+        Ok(self.snapshot().requests.into_iter().find(|r| r.workspace_id == workspace_id && r.id == id))
     }
-    async fn list_requests(&self, _: &str, _: Option<&str>, _: PageRequest) -> StoreResult<Page<CertificateRequest>> {
-        not_faked("list_requests")
+    async fn list_requests(
+        &self,
+        workspace_id: &str,
+        status: Option<&str>,
+        page: PageRequest,
+    ) -> StoreResult<Page<CertificateRequest>> {
+        let mut items: Vec<_> = self
+            .snapshot()
+            .requests
+            .into_iter()
+            .filter(|r| r.workspace_id == workspace_id && status.is_none_or(|s| r.status == s))
+            .collect();
+        items.reverse();
+        Ok(Page { total: items.len() as i64, items, total_exact: true, request: page })
     }
     async fn list_templates(&self, _: &str) -> StoreResult<Vec<StoredTemplate>> {
         not_faked("list_templates")
@@ -443,10 +467,18 @@ impl IssuanceReads for MemoryStore {
     async fn find_template(&self, _: &str, _: &str) -> StoreResult<Option<StoredTemplate>> {
         not_faked("find_template")
     }
+    async fn issuing_backlog(&self) -> StoreResult<(i64, Option<i64>)> {
+        let tables = self.snapshot();
+        let issuing: Vec<_> = tables.requests.iter().filter(|r| r.status == "issuing").collect();
+        Ok((issuing.len() as i64, issuing.iter().filter_map(|r| r.issuing_since).min()))
+    }
 }
 
 #[async_trait]
 impl CaWrites for MemoryTx {
+    async fn claim_ca_health_checks(&mut self, _: i64, _: i64, _: i64) -> StoreResult<Vec<CertificateAuthority>> {
+        not_faked("claim_ca_health_checks")
+    }
     async fn insert_ca(&mut self, _: &str, _: &CaFields, _: i64) -> StoreResult<CertificateAuthority> {
         not_faked("insert_ca")
     }
@@ -494,14 +526,63 @@ impl IssuanceWrites for MemoryTx {
     async fn delete_issuance_policy(&mut self, _: &str, _: i64) -> StoreResult<bool> {
         not_faked("delete_issuance_policy")
     }
-    async fn insert_request(&mut self, _: &CertificateRequest) -> StoreResult<CertificateRequest> {
-        not_faked("insert_request")
+    async fn insert_request(&mut self, request: &CertificateRequest) -> StoreResult<CertificateRequest> {
+        let id = self.working.next_id();
+        let row = CertificateRequest { id, updated_at: request.created_at, ..request.clone() };
+        self.working.requests.push(row.clone());
+        Ok(row)
     }
-    async fn find_request(&mut self, _: &str, _: i64) -> StoreResult<Option<CertificateRequest>> {
-        not_faked("find_request")
+    async fn find_request(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateRequest>> {
+        Ok(self.working.requests.iter().find(|r| r.workspace_id == workspace_id && r.id == id).cloned())
     }
-    async fn update_request(&mut self, _: &CertificateRequest, _: &str) -> StoreResult<Option<CertificateRequest>> {
-        not_faked("update_request")
+    async fn update_request(
+        &mut self,
+        request: &CertificateRequest,
+        from: &str,
+    ) -> StoreResult<Option<CertificateRequest>> {
+        let working = &mut self.working;
+        let Some(row) = working
+            .requests
+            .iter_mut()
+            .find(|r| r.workspace_id == request.workspace_id && r.id == request.id && r.status == from)
+        else {
+            return Ok(None);
+        };
+        *row = CertificateRequest { created_at: row.created_at, ..request.clone() };
+        working.request_leases.remove(&request.id);
+        Ok(Some(row.clone()))
+    }
+    async fn claim_issuing(
+        &mut self,
+        now: i64,
+        lease_owner: &str,
+        lease_until: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<CertificateRequest>> {
+        let working = &mut self.working;
+        let mut claimed = Vec::new();
+        for row in working.requests.iter_mut() {
+            if claimed.len() as i64 >= limit {
+                break;
+            }
+            if row.status == "issuing" && row.poll_at.is_some_and(|at| at <= now) {
+                row.poll_at = Some(lease_until);
+                row.poll_attempts += 1;
+                working.request_leases.insert(row.id, lease_owner.to_owned());
+                claimed.push(row.clone());
+            }
+        }
+        Ok(claimed)
+    }
+    async fn finish_poll(
+        &mut self,
+        request: &CertificateRequest,
+        lease_owner: &str,
+    ) -> StoreResult<Option<CertificateRequest>> {
+        if self.working.request_leases.get(&request.id).map(String::as_str) != Some(lease_owner) {
+            return Ok(None);
+        }
+        self.update_request(request, "issuing").await
     }
     async fn insert_template(&mut self, _: &StoredTemplate) -> StoreResult<StoredTemplate> {
         not_faked("insert_template")
@@ -515,8 +596,14 @@ impl IssuanceWrites for MemoryTx {
     async fn claim_renewals(&mut self, _: i64, _: i64, _: i64, _: i64) -> StoreResult<Vec<Certificate>> {
         not_faked("claim_renewals")
     }
-    async fn record_renewal(&mut self, _: &str, _: i64, _: i64) -> StoreResult<()> {
-        not_faked("record_renewal")
+    async fn record_renewal(&mut self, workspace_id: &str, old_id: i64, new_id: i64) -> StoreResult<()> {
+        if let Some(c) = self.working.certificates.iter_mut().find(|c| c.workspace_id == workspace_id && c.id == old_id)
+        {
+            c.renewed_by_id = Some(new_id);
+            c.auto_renewal = false;
+            c.renewal_error = None;
+        }
+        Ok(())
     }
     async fn record_renewal_failure(&mut self, _: &str, _: i64, _: &str) -> StoreResult<()> {
         not_faked("record_renewal_failure")
@@ -528,7 +615,7 @@ impl DiscoveryReads for MemoryStore {
     async fn find_scan(&self, _: &str, _: i64) -> StoreResult<Option<Scan>> {
         not_faked("find_scan")
     }
-    async fn list_scans(&self, _: &str, _: Option<&str>, _: PageRequest) -> StoreResult<Page<Scan>> {
+    async fn list_scans(&self, _: &str, _: Option<&str>, _: Option<&str>, _: PageRequest) -> StoreResult<Page<Scan>> {
         not_faked("list_scans")
     }
 }
@@ -552,6 +639,12 @@ impl DiscoveryWrites for MemoryTx {
     }
     async fn find_certificate_by_fingerprint(&mut self, _: &str, _: &str) -> StoreResult<Option<Certificate>> {
         not_faked("find_certificate_by_fingerprint")
+    }
+    async fn link_certificate_ca(&mut self, _: &str, _: i64, _: i64, _: i64) -> StoreResult<bool> {
+        not_faked("link_certificate_ca")
+    }
+    async fn has_usage(&mut self, _: &str, _: i64, _: &str, _: Option<i64>) -> StoreResult<bool> {
+        not_faked("has_usage")
     }
 }
 

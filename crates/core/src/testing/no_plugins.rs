@@ -1,5 +1,6 @@
 //! `NoPlugins`: a plugin host with nothing installed. Every call fails as an unbound type would,
-//! but `ca_issue`, which a test may script.
+//! but `ca_issue` and `ca_poll_issue`, which a test may script, and `serving`, which answers
+//! with a test's connector.
 
 use std::sync::Arc;
 
@@ -13,10 +14,18 @@ use crate::plugins::*;
 pub type IssueScript =
     Arc<dyn Fn(CallTarget, IssueRequest) -> BoxFuture<'static, Result<IssueOutcome, PluginError>> + Send + Sync>;
 
+/// A connector's `poll-issue` as a test scripts it: the reference and request in.
+pub type PollScript =
+    Arc<dyn Fn(String, IssueRequest) -> BoxFuture<'static, Result<IssueOutcome, PluginError>> + Send + Sync>;
+
 #[derive(Default)]
 pub struct NoPlugins {
     /// What `ca_issue` does; unset, it fails like every other call.
     pub issue: Option<IssueScript>,
+    /// What `ca_poll_issue` does; unset, it fails like every other call.
+    pub poll: Option<PollScript>,
+    /// The connector `serving` answers with for the types it serves.
+    pub connector: Option<PluginInfo>,
 }
 
 fn none() -> PluginError {
@@ -60,7 +69,10 @@ impl PluginHost for NoPlugins {
     }
     fn replace_bindings(&self, _: Vec<(String, PluginKind, String, String)>) {}
     fn serving(&self, _: &str, kind: PluginKind, service_type: &str) -> Result<PluginInfo, PluginError> {
-        Err(PluginError::NotBound { kind, service_type: service_type.to_owned() })
+        match &self.connector {
+            Some(info) if info.kind == kind && info.serves.iter().any(|t| t == service_type) => Ok(info.clone()),
+            _ => Err(PluginError::NotBound { kind, service_type: service_type.to_owned() }),
+        }
     }
     fn served_types(&self, _: PluginKind) -> Vec<String> {
         Vec::new()
@@ -86,8 +98,16 @@ impl PluginHost for NoPlugins {
             None => Err(none()),
         }
     }
-    async fn ca_poll_issue(&self, _: &CallTarget, _: &str, _: &IssueRequest) -> Result<IssueOutcome, PluginError> {
-        Err(none())
+    async fn ca_poll_issue(
+        &self,
+        _: &CallTarget,
+        reference: &str,
+        request: &IssueRequest,
+    ) -> Result<IssueOutcome, PluginError> {
+        match &self.poll {
+            Some(script) => script(reference.to_owned(), request.clone()).await,
+            None => Err(none()),
+        }
     }
     async fn ca_fetch_certificate(&self, _: &CallTarget, _: &str) -> Result<IssuedCertificate, PluginError> {
         Err(none())

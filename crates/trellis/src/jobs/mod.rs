@@ -58,6 +58,47 @@ pub fn spawn_renewal(ctx: SharedContext, interval: Duration) -> tokio::task::Joi
     })
 }
 
+/// Probes every CA not checked within `interval` (status, health, `ca.health_changed`), every
+/// `interval`; the first round comes one interval after start, so a restart is not a burst of
+/// probes.
+pub fn spawn_ca_health(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            match trellis_core::cas::service::check_health(&ctx, interval).await {
+                Ok(run) if run.changed > 0 => {
+                    tracing::info!(checked = run.checked, changed = run.changed, "CA health check moved some CAs")
+                }
+                Ok(_) => {}
+                Err(err) => tracing::warn!(job = "ca health", error = %err, "background job failed; retrying at the next tick"),
+            }
+        }
+    })
+}
+
+/// Polls CAs about pending orders (`issuing` certificate requests) that are due, now and then
+/// every `interval`; `owner` names this process's leases.
+pub fn spawn_issuance_poller(ctx: SharedContext, interval: Duration, owner: String) -> tokio::task::JoinHandle<()> {
+    spawn_periodic("issuance poller", interval, move || {
+        let (ctx, owner) = (ctx.clone(), owner.clone());
+        async move {
+            loop {
+                let run = trellis_core::issuance::pending::poll(&ctx, &owner, 50).await?;
+                let polled = run.issued + run.pending + run.retrying + run.failed;
+                if run.issued + run.failed > 0 {
+                    tracing::info!(issued = run.issued, failed = run.failed, pending = run.pending, "pending issuances polled");
+                }
+                // A full batch may leave more due requests behind.
+                if polled < 50 {
+                    return Ok::<_, trellis_core::Error>(());
+                }
+            }
+        }
+    })
+}
+
 /// Runs discovery scans nobody is running: pending ones whose starter is gone, and running ones
 /// whose heartbeat stopped (their process died), now and then every `interval`.
 pub fn spawn_discovery(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHandle<()> {

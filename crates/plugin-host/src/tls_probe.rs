@@ -1,0 +1,198 @@
+//! The TLS prober of `tls_endpoints` discovery scans (`trellis_core::discovery::tls`). It lives
+//! beside the plugins' [`crate::egress`] and the webhooks' [`crate::outbound`] so that one address
+//! policy governs every connection the process makes: the name is resolved here, every address it
+//! resolves to must pass (private, loopback, link-local, CGNAT and reserved ranges only when the
+//! operator allows private networks; cloud metadata addresses never), and the connection goes only
+//! to a vetted address.
+//!
+//! Any certificate is accepted: discovery records what an endpoint serves, it does not trust it,
+//! and nothing but the handshake is sent. SNI carries the target's name (none for IP targets).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use tokio::net::TcpStream;
+
+use trellis_core::discovery::tls::{ProbeError, ServedChain, TlsProber, TlsTarget};
+
+use crate::egress::{classify_ip, AddressClass, DenyReason};
+
+/// Settings of the prober.
+#[derive(Debug, Clone, Default)]
+pub struct TlsProbeConfig {
+    /// Probe private, loopback and link-local addresses (`TRELLIS_DISCOVERY_ALLOW_PRIVATE_NETWORKS`).
+    pub allow_private_networks: bool,
+}
+
+/// Records whatever certificate is served.
+#[derive(Debug)]
+struct AcceptAnything(Vec<SignatureScheme>);
+
+impl ServerCertVerifier for AcceptAnything {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.clone()
+    }
+}
+
+/// The prober.
+pub struct HostTlsProber {
+    config: TlsProbeConfig,
+    tls: Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for HostTlsProber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostTlsProber").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl HostTlsProber {
+    pub fn new(config: TlsProbeConfig) -> Result<HostTlsProber, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let schemes = provider.signature_verification_algorithms.supported_schemes();
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|err| format!("TLS setup: {err}"))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnything(schemes)))
+            .with_no_client_auth();
+        Ok(HostTlsProber { config, tls: Arc::new(tls) })
+    }
+
+    fn denied(reason: DenyReason, target: &str) -> ProbeError {
+        metrics::counter!("trellis_discovery_egress_denied_total", "reason" => reason.code()).increment(1);
+        tracing::warn!(target: "trellis::security", destination = target, reason = reason.code(), "discovery probe refused by the egress policy");
+        let message = match reason {
+            DenyReason::MetadataAddress => format!("{target} is a cloud metadata address, which is never probed"),
+            _ => format!(
+                "{target} is a private, loopback or link-local address (an operator can allow private networks with TRELLIS_DISCOVERY_ALLOW_PRIVATE_NETWORKS)"
+            ),
+        };
+        ProbeError::Denied { reason: reason.code(), message }
+    }
+
+    /// The addresses `target` may be probed at, or why none.
+    async fn vetted(&self, target: &TlsTarget) -> Result<Vec<SocketAddr>, ProbeError> {
+        let label = target.label();
+        let candidates: Vec<SocketAddr> = match target.host.parse::<IpAddr>() {
+            Ok(ip) => vec![SocketAddr::new(ip, target.port)],
+            Err(_) => match tokio::net::lookup_host((target.host.as_str(), target.port)).await {
+                Ok(addresses) => addresses.collect(),
+                Err(err) => return Err(ProbeError::Failed(format!("cannot resolve {}: {err}", target.host))),
+            },
+        };
+        if candidates.is_empty() {
+            return Err(ProbeError::Failed(format!("{} resolves to no address", target.host)));
+        }
+        // Every address must pass: a name resolving to one public and one private address is
+        // refused rather than probed at whichever answers.
+        for address in &candidates {
+            match classify_ip(address.ip()) {
+                AddressClass::Public => {}
+                AddressClass::Private if self.config.allow_private_networks => {}
+                AddressClass::Private => {
+                    return Err(Self::denied(DenyReason::PrivateAddress, &format!("{label} ({})", address.ip())))
+                }
+                AddressClass::Metadata => {
+                    return Err(Self::denied(DenyReason::MetadataAddress, &format!("{label} ({})", address.ip())))
+                }
+            }
+        }
+        Ok(candidates)
+    }
+
+    async fn probe(&self, target: &TlsTarget) -> Result<ServedChain, ProbeError> {
+        let addresses = self.vetted(target).await?;
+        let name = match target.host.parse::<IpAddr>() {
+            Ok(ip) => ServerName::IpAddress(ip.into()),
+            Err(_) => ServerName::try_from(target.host.clone())
+                .map_err(|_| ProbeError::Failed(format!("`{}` is not a valid host name", target.host)))?,
+        };
+        let mut last = ProbeError::Failed("no address to connect to".into());
+        for address in addresses {
+            let tcp = match TcpStream::connect(address).await {
+                Ok(tcp) => tcp,
+                Err(err) => {
+                    last = ProbeError::Failed(format!("cannot connect to {address}: {err}"));
+                    continue;
+                }
+            };
+            let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
+            let tls = connector
+                .connect(name.clone(), tcp)
+                .await
+                .map_err(|err| ProbeError::Failed(format!("TLS handshake with {address} failed: {err}")))?;
+            let certificates: Vec<Vec<u8>> = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .map(|chain| chain.iter().map(|c| c.as_ref().to_vec()).collect())
+                .unwrap_or_default();
+            return Ok(ServedChain { certificates, address: address.to_string() });
+        }
+        Err(last)
+    }
+}
+
+#[async_trait]
+impl TlsProber for HostTlsProber {
+    async fn served_chain(&self, target: &TlsTarget, timeout: Duration) -> Result<ServedChain, ProbeError> {
+        match tokio::time::timeout(timeout, self.probe(target)).await {
+            Ok(result) => result,
+            Err(_) => Err(ProbeError::Timeout(timeout)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(host: &str, port: u16) -> TlsTarget {
+        TlsTarget { host: host.into(), port }
+    }
+
+    #[tokio::test]
+    async fn private_and_metadata_addresses_are_refused_before_connecting() {
+        let strict = HostTlsProber::new(TlsProbeConfig::default()).unwrap();
+        let err = strict.served_chain(&target("127.0.0.1", 443), Duration::from_secs(1)).await.unwrap_err();
+        assert!(matches!(err, ProbeError::Denied { reason: "private_address", .. }), "{err:?}");
+        let open = HostTlsProber::new(TlsProbeConfig { allow_private_networks: true }).unwrap();
+        let err = open.served_chain(&target("169.254.169.254", 443), Duration::from_secs(1)).await.unwrap_err();
+        assert!(matches!(err, ProbeError::Denied { reason: "metadata_address", .. }), "{err:?}");
+    }
+}

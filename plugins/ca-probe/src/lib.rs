@@ -1,0 +1,348 @@
+//! CA probes (plugin `trellis.ca-probe`): the CA types users register for which Trellis has no
+//! issuing connector yet. They can be registered, tested and health-checked; issuing, revoking
+//! and listing through them answer `not-supported` (the host refuses those calls up front, since
+//! the plugin declares no capability).
+//!
+//! Types and their probe (spec §4.1):
+//! - `hashicorp_vault` (secret-store CA): `GET {vaultAddr or url}/v1/sys/health`, Vault's status
+//!   codes read as Vault documents them (200 active; 429 standby, 472 DR secondary, 473
+//!   performance standby: reachable but not the active node; 501 not initialised; 503 sealed).
+//! - `microsoft_adcs` (enterprise CA): `GET {url}/certsrv/` (web enrolment); a 401 with
+//!   `WWW-Authenticate` is reachable (it wants Windows authentication).
+//! - `digicert`, `sectigo`, `globalsign`, `entrust`, `google_cas`, `azure_key_vault`, `aws_acm`:
+//!   HTTPS reachability of `url` (any HTTP answer over TLS; a 5xx is a warning).
+//!
+//! Every type: a bundled `config.rootCertificate` (PEM) is checked on its own: it parses, is a CA
+//! (basicConstraints CA:TRUE), and is within its validity (a warning inside 30 days of expiry).
+//! `validate-config` refuses one that does not parse or is not a CA; expiry is the test's.
+//!
+//! One plugin serves several types: its configuration declares `caType` with the schema
+//! annotation `x-trellis-record-type`, which the host fills with the record's type on every call.
+
+#![forbid(unsafe_code)]
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use trellis_plugin_sdk::prelude::*;
+
+/// How a type is probed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// Vault's `/v1/sys/health`.
+    VaultHealth,
+    /// AD CS web enrolment, `/certsrv/`.
+    WebEnrolment,
+    /// Any HTTP answer over TLS.
+    Https,
+}
+
+/// The served types: name, probe, default issuer patterns (the host applies a `type:` prefixed
+/// default only to records of that type).
+pub const TYPES: [(&str, Probe, &[&str]); 9] = [
+    ("hashicorp_vault", Probe::VaultHealth, &[]),
+    ("microsoft_adcs", Probe::WebEnrolment, &[]),
+    ("digicert", Probe::Https, &["DigiCert", "Thawte", "GeoTrust", "RapidSSL"]),
+    ("sectigo", Probe::Https, &["Sectigo", "COMODO", "USERTrust"]),
+    ("globalsign", Probe::Https, &["GlobalSign"]),
+    ("entrust", Probe::Https, &["Entrust"]),
+    ("google_cas", Probe::Https, &[]),
+    ("azure_key_vault", Probe::Https, &[]),
+    ("aws_acm", Probe::Https, &["Amazon"]),
+];
+
+/// A root certificate expiring sooner than this is a warning.
+const EXPIRY_WARNING_DAYS: i64 = 30;
+const PROBE_TIMEOUT_MS: u64 = 10_000;
+
+/// A probed CA's configuration. Credentials the CA type needs later (`apiKey`, …) may be stored
+/// beside these members; the probes do not use them.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Config {
+    /// The record's CA type. Filled in by the host on every call; not stored.
+    #[schemars(extend("x-trellis-record-type" = true))]
+    pub ca_type: Option<String>,
+    /// The CA's root certificate (PEM), checked by the test: it parses, is a CA, is not expired.
+    pub root_certificate: Option<String>,
+    /// `hashicorp_vault`: the Vault address, when it differs from the record's `url`.
+    pub vault_addr: Option<String>,
+    /// `hashicorp_vault`: the Vault Enterprise namespace (sent as `X-Vault-Namespace`).
+    pub namespace: Option<String>,
+    /// `hashicorp_vault`: the PKI secrets engine's mount path (reported in the test details).
+    pub pki_path: Option<String>,
+}
+
+pub struct CaProbe;
+
+fn probe_of(ca_type: &str) -> Option<Probe> {
+    TYPES.iter().find(|(name, _, _)| *name == ca_type).map(|(_, probe, _)| *probe)
+}
+
+fn now_secs() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+/// What the root certificate check finds.
+pub struct RootFacts {
+    pub subject: String,
+    pub is_ca: bool,
+    pub not_before: i64,
+    pub not_after: i64,
+}
+
+/// Parses the first certificate of `pem`.
+pub fn parse_root(pem: &str) -> Result<RootFacts, String> {
+    let (_, block) =
+        x509_parser::pem::parse_x509_pem(pem.trim().as_bytes()).map_err(|_| "is not a PEM certificate".to_owned())?;
+    if block.label != "CERTIFICATE" {
+        return Err(format!("is a PEM `{}` block, not a CERTIFICATE", block.label));
+    }
+    let (_, certificate) = x509_parser::parse_x509_certificate(&block.contents)
+        .map_err(|err| format!("does not parse as an X.509 certificate: {err}"))?;
+    let is_ca = certificate.basic_constraints().ok().flatten().is_some_and(|bc| bc.value.ca);
+    Ok(RootFacts {
+        subject: certificate.subject().to_string(),
+        is_ca,
+        not_before: certificate.validity().not_before.timestamp(),
+        not_after: certificate.validity().not_after.timestamp(),
+    })
+}
+
+/// The root certificate's checks (`root-certificate`, `root-is-ca`, `root-validity`) at `now`.
+pub fn root_checks(pem: &str, now: i64) -> (Vec<Check>, serde_json::Value) {
+    let facts = match parse_root(pem) {
+        Ok(facts) => facts,
+        Err(problem) => {
+            return (vec![Check::fail("root-certificate", format!("rootCertificate {problem}"))], json!(null))
+        }
+    };
+    let mut checks = vec![Check::pass("root-certificate", format!("parses: {}", facts.subject))];
+    checks.push(if facts.is_ca {
+        Check::pass("root-is-ca", "basicConstraints CA:TRUE")
+    } else {
+        Check::fail("root-is-ca", "rootCertificate is not a CA certificate (basicConstraints CA:TRUE is missing)")
+    });
+    let days_left = (facts.not_after - now).div_euclid(86_400);
+    checks.push(if facts.not_after <= now {
+        Check::fail("root-validity", format!("rootCertificate expired {} days ago", -days_left))
+    } else if facts.not_before > now {
+        Check::fail("root-validity", "rootCertificate is not valid yet")
+    } else if days_left < EXPIRY_WARNING_DAYS {
+        Check::warn("root-validity", format!("rootCertificate expires in {days_left} days"))
+    } else {
+        Check::pass("root-validity", format!("valid for {days_left} more days"))
+    });
+    let details = json!({ "subject": facts.subject, "notAfter": util::rfc3339(facts.not_after * 1000),
+        "daysUntilExpiry": days_left });
+    (checks, details)
+}
+
+fn base_url<'a>(ctx: &'a CallContext, config: &'a Config, probe: Probe) -> Option<&'a str> {
+    let vault = config.vault_addr.as_deref().filter(|_| probe == Probe::VaultHealth);
+    vault.or(ctx.endpoint.as_deref()).map(|u| u.trim_end_matches('/')).filter(|u| !u.is_empty())
+}
+
+/// Vault's `/v1/sys/health` status codes.
+fn vault_check(status: u16) -> Check {
+    let name = "vault-health";
+    match status {
+        200 => Check::pass(name, "Vault is initialised, unsealed and active (200)"),
+        429 => Check::warn(
+            name,
+            "Vault answers from an unsealed standby node (429); requests are forwarded to the active node",
+        ),
+        472 => Check::warn(name, "Vault is a disaster-recovery secondary (472): it does not serve the PKI engine"),
+        473 => Check::warn(name, "Vault answers from a performance standby node (473)"),
+        501 => Check::fail(name, "Vault is not initialised (501)"),
+        503 => Check::fail(name, "Vault is sealed (503)"),
+        other => Check::fail(name, format!("unexpected answer from /v1/sys/health: HTTP {other}")),
+    }
+}
+
+fn probe_vault(base: &str, config: &Config, checks: &mut Vec<Check>) -> serde_json::Value {
+    let url = format!("{base}/v1/sys/health");
+    let mut request = http::Request::get(&url).timeout_ms(PROBE_TIMEOUT_MS).max_response_bytes(64 * 1024);
+    if let Some(namespace) = config.namespace.as_deref().filter(|n| !n.is_empty()) {
+        request = request.header("X-Vault-Namespace", namespace);
+    }
+    match request.send() {
+        Ok(response) => {
+            checks.push(Check::pass("reachable", format!("{url} answered HTTP {}", response.status)));
+            checks.push(vault_check(response.status));
+            let body: serde_json::Value = response.json().unwrap_or(serde_json::Value::Null);
+            json!({ "healthEndpoint": url, "httpStatus": response.status, "initialized": body.get("initialized"),
+                "sealed": body.get("sealed"), "standby": body.get("standby"), "version": body.get("version"),
+                "pkiPath": config.pki_path })
+        }
+        Err(err) => {
+            checks.push(Check::fail("reachable", format!("{url}: {err}")));
+            json!({ "healthEndpoint": url })
+        }
+    }
+}
+
+fn probe_certsrv(base: &str, checks: &mut Vec<Check>) -> serde_json::Value {
+    let base = base.strip_suffix("/certsrv").unwrap_or(base);
+    let url = format!("{base}/certsrv/");
+    match http::Request::get(&url).timeout_ms(PROBE_TIMEOUT_MS).max_response_bytes(256 * 1024).send() {
+        Ok(response) => {
+            let authenticate = response.header("www-authenticate");
+            let check = match response.status {
+                200..=299 => Check::pass("web-enrolment", format!("{url} answered HTTP {}", response.status)),
+                401 if authenticate.is_some() => Check::pass(
+                    "web-enrolment",
+                    format!(
+                        "{url} is there and asks for authentication ({})",
+                        authenticate.as_deref().unwrap_or_default()
+                    ),
+                ),
+                401 | 403 => Check::warn(
+                    "web-enrolment",
+                    format!(
+                        "{url} refused the request (HTTP {}) without naming an authentication scheme",
+                        response.status
+                    ),
+                ),
+                404 => Check::fail("web-enrolment", format!("{url}: no web enrolment there (HTTP 404)")),
+                other => Check::fail("web-enrolment", format!("{url} answered HTTP {other}")),
+            };
+            checks.push(Check::pass("reachable", format!("{url} answered over HTTP")));
+            checks.push(check);
+            json!({ "webEnrolmentUrl": url, "httpStatus": response.status, "authenticate": authenticate })
+        }
+        Err(err) => {
+            checks.push(Check::fail("reachable", format!("{url}: {err}")));
+            json!({ "webEnrolmentUrl": url })
+        }
+    }
+}
+
+fn probe_https(base: &str, checks: &mut Vec<Check>) -> serde_json::Value {
+    if !base.starts_with("https://") {
+        checks.push(Check::warn("https", format!("{base} is not an https:// URL")));
+    }
+    match http::Request::get(base).timeout_ms(PROBE_TIMEOUT_MS).max_response_bytes(256 * 1024).send() {
+        Ok(response) if response.status >= 500 => {
+            checks.push(Check::warn(
+                "reachable",
+                format!("{base} answered with a server error (HTTP {})", response.status),
+            ));
+            json!({ "url": base, "httpStatus": response.status })
+        }
+        Ok(response) => {
+            checks.push(Check::pass("reachable", format!("{base} answered HTTP {}", response.status)));
+            json!({ "url": base, "httpStatus": response.status })
+        }
+        Err(err) => {
+            checks.push(Check::fail("reachable", format!("{base}: {err}")));
+            json!({ "url": base })
+        }
+    }
+}
+
+/// The whole test, at `now` (seconds).
+pub fn run_test(ctx: &CallContext, config: &Config, now: i64) -> TestReport {
+    let ca_type = config.ca_type.as_deref().unwrap_or_default();
+    let Some(probe) = probe_of(ca_type) else {
+        return TestReport::from_checks(
+            "unknown CA type",
+            vec![Check::fail("ca-type", format!("`{ca_type}` is not a type this plugin probes"))],
+        );
+    };
+    let mut checks = Vec::new();
+    let probe_details = match base_url(ctx, config, probe) {
+        None => {
+            checks.push(Check::fail("endpoint", "the CA has no url to probe: set the CA's `url`"));
+            json!({})
+        }
+        Some(base) => match probe {
+            Probe::VaultHealth => probe_vault(base, config, &mut checks),
+            Probe::WebEnrolment => probe_certsrv(base, &mut checks),
+            Probe::Https => probe_https(base, &mut checks),
+        },
+    };
+    let mut details = json!({ "type": ca_type, "probe": match probe {
+        Probe::VaultHealth => "vault-health",
+        Probe::WebEnrolment => "web-enrolment",
+        Probe::Https => "https-reachability",
+    }, "issuing": false });
+    if let (Some(map), serde_json::Value::Object(extra)) = (details.as_object_mut(), probe_details) {
+        map.extend(extra);
+    }
+    if let Some(pem) = config.root_certificate.as_deref().filter(|p| !p.trim().is_empty()) {
+        let (root, root_details) = root_checks(pem, now);
+        checks.extend(root);
+        if let Some(map) = details.as_object_mut() {
+            map.insert("rootCertificate".into(), root_details);
+        }
+    }
+    let failed = checks.iter().any(|c| c.status == CheckStatus::Fail);
+    let message = if failed {
+        let first = checks.iter().find(|c| c.status == CheckStatus::Fail).map(|c| c.message.clone());
+        format!("The {ca_type} CA failed its test: {}", first.unwrap_or_default())
+    } else {
+        format!("The {ca_type} CA answered its {} probe", details["probe"].as_str().unwrap_or_default())
+    };
+    TestReport::from_checks(message, checks).with_details(details)
+}
+
+impl CaConnector for CaProbe {
+    type Config = Config;
+
+    fn describe() -> PluginInfo {
+        let names: Vec<&str> = TYPES.iter().map(|(name, _, _)| *name).collect();
+        let patterns: Vec<String> =
+            TYPES.iter().flat_map(|(name, _, patterns)| patterns.iter().map(move |p| format!("{name}:{p}"))).collect();
+        let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
+        PluginInfo::ca_connector("trellis.ca-probe", env!("CARGO_PKG_VERSION"), "CA probes", &names)
+            .with_description(
+                "Registers and tests CA types without an issuing connector yet (Vault health, AD CS web enrolment, \
+                 HTTPS reachability of commercial and cloud CAs, bundled root certificate checks).",
+            )
+            .with_default_issuer_patterns(&patterns)
+            .with_capabilities(&[])
+    }
+
+    fn validate_config(config: &Config) -> Result<(), PluginError> {
+        let mut issues = Vec::new();
+        if let Some(pem) = config.root_certificate.as_deref().filter(|p| !p.trim().is_empty()) {
+            match parse_root(pem) {
+                Ok(facts) if !facts.is_ca => issues.push(ConfigIssue::new(
+                    "/rootCertificate",
+                    "is not a CA certificate (basicConstraints CA:TRUE is missing)",
+                )),
+                Ok(_) => {}
+                Err(problem) => issues.push(ConfigIssue::new("/rootCertificate", problem)),
+            }
+        }
+        if let Some(addr) = config.vault_addr.as_deref() {
+            if !(addr.starts_with("https://") || addr.starts_with("http://")) || addr.contains(char::is_whitespace) {
+                issues.push(ConfigIssue::new("/vaultAddr", "must be an http:// or https:// URL"));
+            }
+        }
+        if issues.is_empty() {
+            Ok(())
+        } else {
+            Err(PluginError::InvalidConfig(issues))
+        }
+    }
+
+    fn test_connection(ctx: &CallContext, config: &Config) -> Result<TestReport, PluginError> {
+        Ok(run_test(ctx, config, now_secs()))
+    }
+
+    fn issue(_ctx: &CallContext, config: &Config, _request: &IssueRequest) -> Result<IssueOutcome, PluginError> {
+        Err(PluginError::not_supported(format!(
+            "CA type `{}` can be registered and tested, but Trellis has no issuing connector for it yet",
+            config.ca_type.as_deref().unwrap_or("unknown")
+        )))
+    }
+}
+
+trellis_plugin_sdk::export_ca_connector!(CaProbe);
+
+#[cfg(test)]
+mod tests;

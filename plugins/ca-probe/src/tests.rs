@@ -1,0 +1,134 @@
+use trellis_plugin_sdk::testing;
+
+use super::*;
+
+const NOW: i64 = 1_800_000_000;
+
+fn config(ca_type: &str) -> Config {
+    Config { ca_type: Some(ca_type.into()), ..Config::default() }
+}
+
+fn ctx(url: &str) -> CallContext {
+    testing::context("ca_1").with_endpoint(url)
+}
+
+fn status_of(report: &TestReport, name: &str) -> Option<CheckStatus> {
+    report.checks().iter().find(|c| c.name == name).map(|c| c.status)
+}
+
+/// A self-signed certificate valid from `not_before` to `not_after` (Unix seconds).
+fn certificate(is_ca: bool, not_before: i64, not_after: i64) -> String {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.distinguished_name.push(rcgen::DnType::CommonName, "Probe Test Root");
+    if is_ca {
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    }
+    params.not_before = rcgen::date_time_ymd(1970, 1, 1) + std::time::Duration::from_secs(not_before as u64);
+    params.not_after = rcgen::date_time_ymd(1970, 1, 1) + std::time::Duration::from_secs(not_after as u64);
+    let key = rcgen::KeyPair::generate().unwrap();
+    params.self_signed(&key).unwrap().pem()
+}
+
+#[test]
+fn vault_status_codes_are_read_as_vault_documents_them() {
+    for (status, expected, success) in [
+        (200, CheckStatus::Pass, true),
+        (429, CheckStatus::Warn, true),
+        (473, CheckStatus::Warn, true),
+        (501, CheckStatus::Fail, false),
+        (503, CheckStatus::Fail, false),
+    ] {
+        testing::reset();
+        testing::http::respond(
+            "GET",
+            "https://vault.example:8200/v1/sys/health",
+            status,
+            r#"{"sealed":true,"version":"1.17.0"}"#,
+        );
+        let report = run_test(&ctx("https://vault.example:8200/"), &config("hashicorp_vault"), NOW);
+        assert_eq!(status_of(&report, "vault-health"), Some(expected), "{status}: {report:?}");
+        assert_eq!(report.success(), success, "{status}");
+        assert_eq!(report.details()["httpStatus"], status);
+    }
+}
+
+#[test]
+fn vault_addr_and_namespace_are_used() {
+    testing::reset();
+    testing::http::respond("GET", "https://other.example/v1/sys/health", 200, "{}");
+    let cfg = Config {
+        vault_addr: Some("https://other.example".into()),
+        namespace: Some("team-a".into()),
+        ..config("hashicorp_vault")
+    };
+    let report = run_test(&ctx("https://vault.example"), &cfg, NOW);
+    assert!(report.success(), "{report:?}");
+    // The namespace header is checked end to end (tests/it/ca_probes.rs): the fake keeps few headers.
+    assert_eq!(testing::http::requests()[0].url, "https://other.example/v1/sys/health");
+}
+
+#[test]
+fn certsrv_401_with_a_challenge_is_reachable() {
+    testing::reset();
+    testing::http::respond_with_headers(
+        "GET",
+        "https://adcs.example/certsrv/",
+        401,
+        &[("WWW-Authenticate", "Negotiate")],
+        "",
+    );
+    let report = run_test(&ctx("https://adcs.example/certsrv"), &config("microsoft_adcs"), NOW);
+    assert!(report.success(), "{report:?}");
+    testing::reset();
+    testing::http::respond("GET", "https://adcs.example/certsrv/", 404, "");
+    assert!(!run_test(&ctx("https://adcs.example"), &config("microsoft_adcs"), NOW).success());
+}
+
+#[test]
+fn unreachable_and_missing_urls_fail() {
+    testing::reset();
+    testing::http::fail("GET", "https://api.digicert.example", trellis_plugin_sdk::http::HttpError::Timeout);
+    let report = run_test(&ctx("https://api.digicert.example"), &config("digicert"), NOW);
+    assert_eq!(status_of(&report, "reachable"), Some(CheckStatus::Fail));
+    let report = run_test(&testing::context("ca_1"), &config("sectigo"), NOW);
+    assert_eq!(status_of(&report, "endpoint"), Some(CheckStatus::Fail));
+}
+
+#[test]
+fn root_certificate_checks_are_separate() {
+    let good = certificate(true, NOW - 86_400, NOW + 400 * 86_400);
+    let (checks, _) = root_checks(&good, NOW);
+    assert!(checks.iter().all(|c| c.status == CheckStatus::Pass), "{checks:?}");
+    let expired = certificate(true, NOW - 400 * 86_400, NOW - 86_400);
+    let (checks, _) = root_checks(&expired, NOW);
+    assert_eq!(checks.iter().find(|c| c.name == "root-validity").map(|c| c.status), Some(CheckStatus::Fail));
+    let soon = certificate(true, NOW - 86_400, NOW + 5 * 86_400);
+    let (checks, _) = root_checks(&soon, NOW);
+    assert_eq!(checks.iter().find(|c| c.name == "root-validity").map(|c| c.status), Some(CheckStatus::Warn));
+    let leaf = certificate(false, NOW - 86_400, NOW + 86_400);
+    let (checks, _) = root_checks(&leaf, NOW);
+    assert_eq!(checks.iter().find(|c| c.name == "root-is-ca").map(|c| c.status), Some(CheckStatus::Fail));
+    let (checks, _) = root_checks("not a certificate", NOW);
+    assert_eq!(checks[0].status, CheckStatus::Fail);
+}
+
+#[test]
+fn validate_config_refuses_unusable_roots_but_not_expired_ones() {
+    let leaf = Config { root_certificate: Some(certificate(false, 0, NOW)), ..Config::default() };
+    assert!(
+        matches!(CaProbe::validate_config(&leaf), Err(PluginError::InvalidConfig(issues)) if issues[0].field == "/rootCertificate")
+    );
+    let garbage = Config {
+        root_certificate: Some("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----".into()),
+        ..Config::default()
+    };
+    assert!(CaProbe::validate_config(&garbage).is_err());
+    let expired = Config { root_certificate: Some(certificate(true, 0, 100)), ..Config::default() };
+    assert!(CaProbe::validate_config(&expired).is_ok());
+}
+
+#[test]
+fn describe_declares_the_record_type_member_and_typed_patterns() {
+    let schema = testing::config_schema::<Config>();
+    assert_eq!(schema["properties"]["caType"]["x-trellis-record-type"], true);
+}
