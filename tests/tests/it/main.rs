@@ -2,6 +2,7 @@
 
 mod acme_http01;
 mod attestation;
+mod attestation_tpm;
 mod audit;
 mod auth;
 mod cas;
