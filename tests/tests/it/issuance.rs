@@ -713,8 +713,9 @@ async fn a_policy_plugin_installed_at_run_time_judges_the_next_issuance() {
 
 /// A connector that fails during issue fails that call only: the next issuance on the internal
 /// CA works. No fixture connector traps in `issue` (plugins/fixtures/trap is an integration), so
-/// the 502 of a trap is not exercised here; these two fail otherwise: one answers "pending"
-/// (503 ISSUANCE_PENDING), the other returns a certificate already in the inventory (409).
+/// the 502 of a trap is not exercised here; these two answer otherwise: one answers "pending"
+/// (202, an `issuing` request: `pending_issuance.rs` follows it), the other returns a fixed
+/// certificate that is not for the CSR's key (502 CA_KEY_MISMATCH, nothing stored).
 #[tokio::test]
 async fn a_failing_connector_fails_only_its_own_call() {
     let server = Server::start();
@@ -727,16 +728,14 @@ async fn a_failing_connector_fails_only_its_own_call() {
 
     let res =
         admin.post("/api/certificates/issue", json!({ "caId": pending["id"], "commonName": "p.example.com" })).await;
-    assert_eq!(res.status, 503, "{}", res.body);
-    assert_eq!(res.error_code(), "ISSUANCE_PENDING");
+    assert_eq!(res.status, 202, "{}", res.body);
+    assert_eq!(res.body["data"]["status"], "issuing", "{}", res.body);
     issue(&admin, json!({ "caId": root, "commonName": "after-pending.example.com" })).await;
 
-    let first = issue(&admin, json!({ "caId": statik["id"], "commonName": "s1.example.com" })).await;
-    assert_eq!(first["issuanceSource"], "external");
-    assert_eq!(first["caId"], statik["id"]);
-    let dup =
-        admin.post("/api/certificates/issue", json!({ "caId": statik["id"], "commonName": "s2.example.com" })).await;
-    assert_eq!(dup.status, 409, "the fixture's canned certificate again: {}", dup.body);
+    let foreign =
+        admin.post("/api/certificates/issue", json!({ "caId": statik["id"], "commonName": "s1.example.com" })).await;
+    assert_eq!(foreign.status, 502, "the fixture's canned certificate is not for the CSR's key: {}", foreign.body);
+    assert_eq!(foreign.error_code(), "CA_KEY_MISMATCH", "{}", foreign.body);
     let after = issue(&admin, json!({ "caId": root, "commonName": "after-static.example.com" })).await;
     assert_eq!(after["issuanceSource"], "internal");
 
@@ -757,7 +756,7 @@ async fn a_failing_connector_fails_only_its_own_call() {
     assert_eq!(spin.status, 504, "{}", spin.body);
     issue(&admin, json!({ "caId": root, "commonName": "after-spin.example.com" })).await;
 
-    assert_eq!(admin.get("/api/certificates").await.body["total"], 5);
+    assert_eq!(admin.get("/api/certificates").await.body["total"], 4);
     let health = admin.get("/health").await;
     assert_eq!(health.status, 200);
 }

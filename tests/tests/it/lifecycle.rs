@@ -639,14 +639,14 @@ async fn due_certificates_are_renewed_once_with_a_new_or_the_same_key() {
 
     // Now: 40 days left is outside the 30-day window.
     let now = server.cli(&["jobs", "renew"]).expect("jobs renew");
-    assert_eq!(now, json!({ "renewed": 0, "failed": 0 }));
+    assert_eq!(now, json!({ "renewed": 0, "failed": 0, "pending": 0 }));
     let bad = server.cli_raw(&["jobs", "renew", "--as-of", "next tuesday"]).expect("run");
     assert!(!bad.status.success(), "a malformed --as-of is refused");
 
     // Fifteen days on, both are 25 days from expiry: due.
     let later = days_from_now(15);
     let run = server.cli(&["jobs", "renew", "--as-of", &later]).expect("jobs renew --as-of");
-    assert_eq!(run, json!({ "renewed": 2, "failed": 0 }), "as of {later}");
+    assert_eq!(run, json!({ "renewed": 2, "failed": 0, "pending": 0 }), "as of {later}");
 
     let renewed = event_data(&admin, "certificate.renewed").await;
     assert_eq!(renewed.len(), 2, "{renewed:?}");
@@ -698,7 +698,7 @@ async fn due_certificates_are_renewed_once_with_a_new_or_the_same_key() {
 
     // No double renewal: the old ones are renewed, the new ones not due.
     let again = server.cli(&["jobs", "renew", "--as-of", &later]).expect("jobs renew again");
-    assert_eq!(again, json!({ "renewed": 0, "failed": 0 }));
+    assert_eq!(again, json!({ "renewed": 0, "failed": 0, "pending": 0 }));
     assert_eq!(event_data(&admin, "certificate.renewed").await.len(), 2);
     assert_eq!(admin.get("/api/certificates").await.body["total"], 6);
 }
@@ -943,7 +943,10 @@ async fn a_failed_renewal_is_reported_and_retried_after_the_claim_lease() {
             .format(&time::format_description::well_known::Rfc3339)
             .expect("format")
     };
-    assert_eq!(server.cli(&["jobs", "renew", "--as-of", &at(0)]).unwrap(), json!({ "renewed": 0, "failed": 1 }));
+    assert_eq!(
+        server.cli(&["jobs", "renew", "--as-of", &at(0)]).unwrap(),
+        json!({ "renewed": 0, "failed": 1, "pending": 0 })
+    );
     let failures = event_data(&admin, "certificate.renewal_failed").await;
     assert_eq!(failures.len(), 1, "{failures:?}");
     assert_eq!(failures[0]["certificateId"], id);
@@ -958,9 +961,15 @@ async fn a_failed_renewal_is_reported_and_retried_after_the_claim_lease() {
     // Within the hour the failed certificate is not tried again, even with the policy gone.
     let deleted = admin.delete(&format!("/api/issuance-policies/{}", deny.body["data"]["id"])).await;
     assert_eq!(deleted.status, 204);
-    assert_eq!(server.cli(&["jobs", "renew", "--as-of", &at(30)]).unwrap(), json!({ "renewed": 0, "failed": 0 }));
+    assert_eq!(
+        server.cli(&["jobs", "renew", "--as-of", &at(30)]).unwrap(),
+        json!({ "renewed": 0, "failed": 0, "pending": 0 })
+    );
     // After it, it is.
-    assert_eq!(server.cli(&["jobs", "renew", "--as-of", &at(61)]).unwrap(), json!({ "renewed": 1, "failed": 0 }));
+    assert_eq!(
+        server.cli(&["jobs", "renew", "--as-of", &at(61)]).unwrap(),
+        json!({ "renewed": 1, "failed": 0, "pending": 0 })
+    );
     let renewed = event_data(&admin, "certificate.renewed").await;
     assert_eq!(renewed.len(), 1, "{renewed:?}");
     assert_eq!(renewed[0]["oldCertificateId"], id);
@@ -1072,7 +1081,7 @@ async fn certificates_issued_on_approval_and_by_renewal_are_in_the_cas_ledger() 
     )
     .await;
     let run = server.cli(&["jobs", "renew", "--as-of", &days_from_now(15)]).expect("jobs renew --as-of");
-    assert_eq!(run, json!({ "renewed": 1, "failed": 0 }));
+    assert_eq!(run, json!({ "renewed": 1, "failed": 0, "pending": 0 }));
     let renewed_id = event_data(&admin, "certificate.renewed").await[0]["newCertificateId"].as_i64().expect("renewed");
     let by_renewal = admin.get(&format!("/api/certificates/{renewed_id}")).await.body["data"].clone();
     assert_ne!(serial(&by_renewal), serial(&due));

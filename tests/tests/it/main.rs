@@ -13,6 +13,7 @@ mod issuance;
 mod lifecycle;
 mod ops;
 mod pagination;
+mod pending_issuance;
 mod plugins;
 mod plugins_out_of_tree;
 mod plugins_slack;
