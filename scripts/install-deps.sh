@@ -48,6 +48,8 @@ for group in "$@"; do
             want python3-venv python3 -c 'import ensurepip'
             # The webhook signature snippets (docs/webhooks) run under Node in tests/it/webhooks.rs.
             want nodejs command -v node
+            # tests/src/pebble.rs: a real ACME CA (pebble) and its DNS/challenge test server.
+            want pebble command -v pebble-challtestsrv
             ;;
         tpm)
             # trellis-agent links libtss2 (tss-esapi finds it with pkg-config).

@@ -107,7 +107,11 @@ impl ProviderHttp {
     pub(crate) async fn post_json(&self, url: &str, body: &Value) -> Result<Vec<u8>, ProviderError> {
         let failed = |why: String| ProviderError::Failed(why);
         let body = Full::new(Bytes::from(body.to_string())).map_err(|never| match never {}).boxed_unsync();
-        let request = http::Request::post(url)
+        let uri: http::Uri = url.parse().map_err(|_| ProviderError::Invalid(format!("{url} is not a usable URL")))?;
+        // The egress client sends origin-form request lines, so the host goes in `Host`.
+        let authority = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
+        let request = http::Request::post(uri)
+            .header(http::header::HOST, authority)
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(body)
             .map_err(|_| ProviderError::Invalid(format!("{url} is not a usable URL")))?;

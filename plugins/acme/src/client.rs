@@ -15,7 +15,7 @@ pub(crate) const ACCOUNT_KEY: &str = "acme-account";
 /// The state key of the record's account (`Account`).
 pub(crate) const ACCOUNT_STATE: &str = "account";
 /// How often one request is retried after a `badNonce` (RFC 8555 §6.5).
-const BAD_NONCE_RETRIES: usize = 5;
+const BAD_NONCE_RETRIES: usize = 8;
 const ERROR_PREFIX: &str = "urn:ietf:params:acme:error:";
 
 /// The directory (RFC 8555 §7.1.1), and RFC 9773's `renewalInfo`.

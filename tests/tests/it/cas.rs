@@ -206,11 +206,12 @@ async fn internal_root_crud_and_status_codes() {
     }
     // A type no installed connector serves: the answer lists the types that are served.
     let unknown =
-        admin.post("/api/certificate-authorities", json!({ "name": "x", "type": "acme", "config": {} })).await;
+        admin.post("/api/certificate-authorities", json!({ "name": "x", "type": "no_such_ca", "config": {} })).await;
     assert_eq!(unknown.status, 400, "{}", unknown.body);
     assert_eq!(unknown.error_code(), "VALIDATION_ERROR");
     let available = unknown.body["error"]["details"]["availableTypes"].as_array().cloned().unwrap_or_default();
-    assert!(available.contains(&json!("internal")) && !available.contains(&json!("acme")), "{}", unknown.body);
+    assert!(available.contains(&json!("internal")) && available.contains(&json!("acme")), "{}", unknown.body);
+    assert!(!available.contains(&json!("no_such_ca")), "{}", unknown.body);
     // The connector validates the config and names every problem with its field.
     let invalid = admin
         .post(

@@ -1,5 +1,6 @@
 //! Black-box tests: each test starts the real `trellis` binary and talks HTTP to it.
 
+mod acme;
 mod acme_http01;
 mod attestation;
 mod attestation_tpm;

@@ -255,6 +255,25 @@ fn generated_key(algorithm: KeyAlgorithm) -> SubjectKey {
     SubjectKey { algorithm: family.into(), size_bits: bits, curve: curve.map(Into::into), server_generated: true }
 }
 
+/// The CSR of a server-generated key, naming the certificate's common name and SANs.
+fn generated_csr(pkcs8: &[u8], common_name: Option<&str>, names: &[SubjectAltName]) -> Result<Vec<u8>> {
+    let internal = |err: rcgen::Error| Error::Internal(format!("cannot build the CSR: {err}"));
+    let key_pair = rcgen::KeyPair::try_from(pkcs8).map_err(internal)?;
+    let mut params = rcgen::CertificateParams::default();
+    if let Some(cn) = common_name {
+        params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+    }
+    for name in names {
+        params.subject_alt_names.push(match name {
+            SubjectAltName::Dns(dns) => rcgen::SanType::DnsName(dns.as_str().try_into().map_err(internal)?),
+            SubjectAltName::Ip(ip) => rcgen::SanType::IpAddress(*ip),
+            SubjectAltName::Email(mail) => rcgen::SanType::Rfc822Name(mail.as_str().try_into().map_err(internal)?),
+            SubjectAltName::Uri(uri) => rcgen::SanType::URI(uri.as_str().try_into().map_err(internal)?),
+        });
+    }
+    Ok(params.serialize_request(&key_pair).map_err(internal)?.der().to_vec())
+}
+
 /// Checks the input against the template and builds the CSR and profile.
 pub fn prepare(input: &IssueInput, template: &Template) -> Result<PreparedRequest> {
     let common_name = optional_text("commonName", input.common_name.as_deref(), 64)?;
@@ -293,12 +312,9 @@ pub fn prepare(input: &IssueInput, template: &Template) -> Result<PreparedReques
                 }
                 let algorithm = parse_key_algorithm(input.key_algorithm.as_deref())?;
                 let pkcs8 = generate_pkcs8(algorithm).map_err(|err| Error::Internal(err.to_string()))?;
-                let key_pair =
-                    rcgen::KeyPair::try_from(pkcs8.as_slice()).map_err(|err| Error::Internal(err.to_string()))?;
-                let csr = rcgen::CertificateParams::default()
-                    .serialize_request(&key_pair)
-                    .map_err(|err| Error::Internal(err.to_string()))?;
-                (csr.der().to_vec(), generated_key(algorithm), Some(super::private_key_pem(&pkcs8)), None)
+                // The CSR is made once the names are final (below): external CAs (ACME)
+                // issue what the CSR names, so it must carry the certificate's names.
+                (Vec::new(), generated_key(algorithm), Some(pkcs8), None)
             }
         };
     check_key(template, &key)?;
@@ -315,6 +331,10 @@ pub fn prepare(input: &IssueInput, template: &Template) -> Result<PreparedReques
     }
     names.dedup();
     check_names(template, &names)?;
+    let (csr_der, private_key_pem) = match private_key_pem {
+        Some(pkcs8) => (generated_csr(&pkcs8, common_name.as_deref(), &names)?, Some(super::private_key_pem(&pkcs8))),
+        None => (csr_der, None),
+    };
     if common_name.is_none() && names.is_empty() {
         return Err(Error::invalid_field(
             "commonName",

@@ -1,0 +1,211 @@
+//! The `acme` connector against a real Pebble (Debian's `pebble` and `pebble-challtestsrv`):
+//! HTTP-01 validated on Trellis's own challenge listener, DNS-01 through the host's
+//! challtestsrv DNS provider, revocation, account reuse, External Account Binding, an
+//! unreachable directory and injected badNonce errors. Each test runs its own Pebble on free
+//! ports, so they run in parallel.
+
+use serde_json::{json, Value};
+use trellis_tests::pebble::{free_port, Pebble, PebbleOptions};
+use trellis_tests::{Client, Response, Server};
+
+use crate::cas::Openssl;
+
+/// Pebble's example EAB key (`/usr/share/doc/pebble/examples`).
+const EAB_KID: &str = "kid-1";
+const EAB_KEY: &str = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
+
+struct Setup {
+    pebble: Pebble,
+    server: Server,
+    admin: Client,
+}
+
+async fn setup(options: PebbleOptions) -> Setup {
+    let http_port = free_port();
+    let pebble = Pebble::start(PebbleOptions { http_port, ..options });
+    let server = Server::start_with(&[
+        ("TRELLIS_ACME_HTTP01_LISTEN", &format!("127.0.0.1:{http_port}")),
+        ("TRELLIS_PLUGIN_CA_BUNDLE", &pebble.tls_bundle_path()),
+        ("TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS", "true"),
+        ("RUST_LOG", "info,sqlx=warn,trellis::plugin=debug"),
+    ]);
+    let admin = server.admin().await;
+    Setup { pebble, server, admin }
+}
+
+async fn create_ca(s: &Setup, name: &str, config: Value) -> Response {
+    s.admin
+        .post(
+            "/api/certificate-authorities",
+            json!({ "name": name, "type": "acme", "url": s.pebble.directory_url, "config": config }),
+        )
+        .await
+}
+
+async fn acme_ca(s: &Setup, config: Value) -> i64 {
+    let created = create_ca(s, "Pebble", config).await;
+    assert_eq!(created.status, 201, "{}\n{}", created.body, s.server.log());
+    created.body["data"]["id"].as_i64().expect("CA id")
+}
+
+async fn issue(s: &Setup, ca: i64, names: &[&str]) -> Response {
+    s.admin
+        .post("/api/certificates/issue", json!({ "caId": ca, "commonName": names[0], "subjectAltNames": names }))
+        .await
+}
+
+async fn issued(s: &Setup, ca: i64, names: &[&str]) -> Value {
+    let res = issue(s, ca, names).await;
+    assert!(
+        res.status == 200 || res.status == 201,
+        "{}: {}\npebble: {}\ntrellis: {}",
+        res.status,
+        res.body,
+        s.pebble.log(),
+        s.server.log()
+    );
+    res.body["data"].clone()
+}
+
+async fn account_url(s: &Setup, ca: i64) -> Value {
+    let tested = s.admin.post(&format!("/api/certificate-authorities/{ca}/test"), json!({})).await;
+    assert_eq!(tested.status, 200, "{}", tested.body);
+    tested.body["data"]["details"]["accountUrl"].clone()
+}
+
+/// Verifies `cert` (with its returned chain) against Pebble's root.
+fn verify_against_pebble_root(s: &Setup, cert: &Value) {
+    let openssl = Openssl::new();
+    openssl.write("root.pem", s.pebble.root_pem());
+    openssl.write("leaf.pem", cert["certificate"].as_str().expect("PEM"));
+    let chain: String = cert["chain"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    assert!(!chain.is_empty(), "the intermediate comes with the certificate: {cert}");
+    openssl.write("chain.pem", chain);
+    let (ok, out) = openssl.verify(&["-CAfile", "root.pem", "-untrusted", "chain.pem", "leaf.pem"]);
+    assert!(ok, "verify against Pebble's root: {out}");
+    let (ok, _) = openssl.verify(&["-CAfile", "root.pem", "leaf.pem"]);
+    assert!(!ok, "the leaf needs the returned intermediate");
+}
+
+#[tokio::test]
+async fn http01_issuance_through_the_challenge_listener_verifies_revokes_and_reuses_the_account() {
+    let s = setup(PebbleOptions::default()).await;
+    let ca = acme_ca(&s, json!({ "email": "ops@example.com", "termsOfServiceAgreed": true })).await;
+
+    let tested = s.admin.post(&format!("/api/certificate-authorities/{ca}/test"), json!({})).await;
+    assert_eq!(tested.status, 200, "{}", tested.body);
+    let report = &tested.body["data"];
+    assert_eq!(report["success"], true, "{report}");
+    assert_eq!(report["details"]["directoryUrl"], s.pebble.directory_url);
+    let endpoints: Vec<&str> =
+        report["details"]["endpoints"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    assert!(endpoints.iter().any(|e| e.ends_with("/order-plz")), "the directory's URLs: {endpoints:?}");
+    let account = account_url(&s, ca).await;
+    assert!(account.as_str().is_some_and(|u| u.contains("/my-account/")), "registered at setup: {account}");
+
+    let first = issued(&s, ca, &["app.example.com", "www.app.example.com"]).await;
+    assert_eq!(first["issuanceSource"], "external", "{first}");
+    assert_eq!(first["status"], "active");
+    let sans = first["subjectAlternativeNames"].to_string();
+    assert!(sans.contains("app.example.com") && sans.contains("www.app.example.com"), "{sans}");
+    verify_against_pebble_root(&s, &first);
+
+    let second = issued(&s, ca, &["api.example.com"]).await;
+    verify_against_pebble_root(&s, &second);
+    assert_eq!(account_url(&s, ca).await, account, "one account, registered once, reused");
+
+    let id = first["id"].as_i64().expect("id");
+    let revoked = s.admin.post(&format!("/api/certificates/{id}/revoke"), json!({ "reason": "superseded" })).await;
+    assert_eq!(revoked.status, 200, "{}\n{}", revoked.body, s.server.log());
+    let serial = first["serialNumber"].as_str().expect("serial").to_ascii_lowercase();
+    let status =
+        s.pebble.get(&format!("{}/cert-status-by-serial/{}", s.pebble.management_url, serial.trim_start_matches('0')));
+    assert!(status.to_ascii_lowercase().contains("revoked"), "Pebble's view: {status}");
+}
+
+#[tokio::test]
+async fn dns01_goes_through_challtestsrv() {
+    let s = setup(PebbleOptions::default()).await;
+    // The provider's API is reached under the plugin's egress rules: the operator grants it.
+    let ctl = s.pebble.challtestsrv_url.trim_start_matches("http://").to_owned();
+    let granted = s.admin.put("/api/plugins/trellis.acme/grants", json!({ "hosts": [ctl] })).await;
+    assert_eq!(granted.status, 200, "{}", granted.body);
+    let provider = json!({ "type": "challtestsrv", "url": s.pebble.challtestsrv_url });
+    let ca =
+        acme_ca(&s, json!({ "termsOfServiceAgreed": true, "challengeType": "dns-01", "dnsProvider": provider })).await;
+    let cert = issued(&s, ca, &["dns.example.com", "*.dns.example.com"]).await;
+    assert!(cert["subjectAlternativeNames"].to_string().contains("*.dns.example.com"), "{cert}");
+    verify_against_pebble_root(&s, &cert);
+
+    // An unknown provider type is refused clearly, before anything is sent.
+    let bad = create_ca(
+        &s,
+        "Bad provider",
+        json!({ "termsOfServiceAgreed": true, "challengeType": "dns-01", "dnsProvider": { "type": "route66" } }),
+    )
+    .await;
+    assert_eq!(bad.status, 201, "the provider is used at issuance, not at setup: {}", bad.body);
+    let refused = issue(&s, bad.body["data"]["id"].as_i64().expect("id"), &["nope.example.com"]).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(refused.body.to_string().contains("route66"), "{}", refused.body);
+}
+
+#[tokio::test]
+async fn external_account_binding_bad_keys_are_a_clear_400_and_good_ones_work() {
+    let s = setup(PebbleOptions { eab_keys: vec![(EAB_KID.into(), EAB_KEY.into())], ..PebbleOptions::default() }).await;
+    let without = create_ca(&s, "No EAB", json!({ "termsOfServiceAgreed": true })).await;
+    assert_eq!(without.status, 400, "{}", without.body);
+    assert!(without.body.to_string().contains("eabKid"), "{}", without.body);
+
+    let wrong_key = "c2VjcmV0LXRoYXQtaXMtbm90LXRoZS1vbmUtcGViYmxlLWtub3dz";
+    let bad =
+        create_ca(&s, "Bad EAB", json!({ "termsOfServiceAgreed": true, "eabKid": EAB_KID, "eabHmacKey": wrong_key }))
+            .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert_eq!(bad.error_code(), "VALIDATION_ERROR", "{}", bad.body);
+    let text = bad.body.to_string();
+    assert!(text.contains("eabKid") && text.contains("External Account Binding"), "{text}");
+    assert!(!text.contains(wrong_key), "the secret is not echoed: {text}");
+    let listed = s.admin.get("/api/certificate-authorities").await;
+    assert!(!listed.body.to_string().contains("Bad EAB"), "a refused setup creates no CA");
+
+    let ca = acme_ca(&s, json!({ "termsOfServiceAgreed": true, "eabKid": EAB_KID, "eabHmacKey": EAB_KEY })).await;
+    let got = s.admin.get(&format!("/api/certificate-authorities/{ca}")).await;
+    assert!(!got.body.to_string().contains(EAB_KEY), "the MAC key is masked: {}", got.body);
+    let cert = issued(&s, ca, &["eab.example.com"]).await;
+    verify_against_pebble_root(&s, &cert);
+}
+
+#[tokio::test]
+async fn an_unreachable_directory_is_503_service_unavailable() {
+    let mut s = setup(PebbleOptions::default()).await;
+    let ca = acme_ca(&s, json!({ "termsOfServiceAgreed": true })).await;
+    s.pebble.stop();
+
+    let res = issue(&s, ca, &["down.example.com"]).await;
+    assert_eq!(res.status, 503, "{}", res.body);
+    assert_eq!(res.error_code(), "SERVICE_UNAVAILABLE", "{}", res.body);
+
+    let created = create_ca(&s, "Down", json!({ "termsOfServiceAgreed": true })).await;
+    assert_eq!(created.status, 503, "setup cannot reach the directory: {}", created.body);
+    assert_eq!(created.error_code(), "SERVICE_UNAVAILABLE", "{}", created.body);
+
+    // The connection test reports the failure in its report (§4.1) and moves the CA to error.
+    let tested = s.admin.post(&format!("/api/certificate-authorities/{ca}/test"), json!({})).await;
+    assert_eq!(tested.status, 200, "{}", tested.body);
+    assert_eq!(tested.body["data"]["success"], false, "{}", tested.body);
+    assert_eq!(tested.body["data"]["details"]["directoryUrl"], s.pebble.directory_url);
+    let got = s.admin.get(&format!("/api/certificate-authorities/{ca}")).await;
+    assert_eq!(got.body["data"]["status"], "error", "{}", got.body);
+}
+
+#[tokio::test]
+async fn injected_bad_nonces_are_retried() {
+    let s = setup(PebbleOptions { nonce_reject_percent: Some(40), ..PebbleOptions::default() }).await;
+    let ca = acme_ca(&s, json!({ "termsOfServiceAgreed": true })).await;
+    for name in ["n1.example.com", "n2.example.com"] {
+        let cert = issued(&s, ca, &[name]).await;
+        verify_against_pebble_root(&s, &cert);
+    }
+    assert!(s.server.flushed_log().await.contains("badNonce"), "Pebble refused some nonces and the plugin retried");
+}
