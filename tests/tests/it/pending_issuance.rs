@@ -208,3 +208,46 @@ async fn an_approved_request_whose_ca_is_pending_moves_to_issuing() {
     assert_eq!(issued["status"], "issued", "{issued}");
     assert!(issued["decidedBy"].is_string());
 }
+
+/// Auto-renewal through a CA that answers "pending" parks the renewal as an `issuing` request;
+/// the renewal worker leaves the certificate alone meanwhile, and the poller links the successor.
+#[tokio::test]
+async fn a_pending_renewal_is_completed_by_the_poller() {
+    let server = server();
+    let admin = server.admin().await;
+    let ca = pending_ca(&admin, json!({})).await;
+    let res = admin
+        .post("/api/certificates/issue", json!({ "caId": ca, "commonName": "renew.example.com", "autoRenewal": true }))
+        .await;
+    assert_eq!(res.status, 202, "{}", res.body);
+    assert_eq!(poll(&server, Some(&from_now(3600)))["issued"], 1);
+    let first = request(&admin, &res.body["data"]["id"]).await;
+    let old_id = first["certificateId"].as_i64().expect("certificateId");
+
+    // 90-day certificate, 30-day window: due in 65 days.
+    let due = days_from_now(65);
+    let renew = server.cli(&["jobs", "renew", "--as-of", &due]).expect("jobs renew");
+    assert_eq!(renew, json!({ "renewed": 0, "failed": 0, "pending": 1 }));
+    let parked = admin.get("/api/certificate-requests?status=issuing").await;
+    assert_eq!(parked.body["total"], 1, "{}", parked.body);
+    let parked = parked.body["data"][0].clone();
+    assert_eq!(parked["renewsCertificateId"], old_id, "{parked}");
+    // The claim lease (an hour) has passed, but a renewal in flight is not started again.
+    let again = server.cli(&["jobs", "renew", "--as-of", &days_from_now(66)]).expect("jobs renew");
+    assert_eq!(again, json!({ "renewed": 0, "failed": 0, "pending": 0 }));
+
+    let done = poll(&server, Some(&days_from_now(66)));
+    assert_eq!(done["issued"], 1, "{done}");
+    let finished = request(&admin, &parked["id"]).await;
+    assert_eq!(finished["status"], "issued", "{finished}");
+    let new_id = finished["certificateId"].as_i64().expect("certificateId");
+    let old = admin.get(&format!("/api/certificates/{old_id}")).await.body["data"].clone();
+    assert_eq!(old["renewedById"], new_id, "{old}");
+    assert_eq!(old["autoRenewal"], false);
+    let renewed = admin.get("/api/events?limit=100&type=certificate.renewed").await;
+    let renewed = &renewed.body["data"][0]["payload"]["data"];
+    assert_eq!(
+        (renewed["oldCertificateId"].as_i64(), renewed["newCertificateId"].as_i64()),
+        (Some(old_id), Some(new_id))
+    );
+}
