@@ -159,11 +159,18 @@ fn drive(
                         return Ok(pending(saved, retry_after, "waiting for the CA to validate the challenges"));
                     }
                 }
+                // Each step may take a while; once the budget is spent, the next poll goes on.
+                if deadline.expired() {
+                    return Ok(pending(saved, None, "the challenges are validated; the order is next"));
+                }
             }
             "ready" => {
                 clean_up_presented(client, config, key, saved)?;
                 let csr = jws::base64url(&request.csr_der);
-                client.post(&order.finalize, Some(&json!({ "csr": csr })))?;
+                let finalized = client.post(&order.finalize, Some(&json!({ "csr": csr })))?;
+                if deadline.expired() {
+                    return Ok(pending(saved, finalized.retry_after_secs(), "the CA is issuing the certificate"));
+                }
             }
             "processing" => {
                 let retry_after = response.retry_after_secs();

@@ -21,14 +21,22 @@ struct Setup {
 }
 
 async fn setup(options: PebbleOptions) -> Setup {
+    setup_with(options, &[]).await
+}
+
+async fn setup_with(options: PebbleOptions, extra_env: &[(&str, &str)]) -> Setup {
     let http_port = free_port();
     let pebble = Pebble::start(PebbleOptions { http_port, ..options });
-    let server = Server::start_with(&[
-        ("TRELLIS_ACME_HTTP01_LISTEN", &format!("127.0.0.1:{http_port}")),
-        ("TRELLIS_PLUGIN_CA_BUNDLE", &pebble.tls_bundle_path()),
+    let listen = format!("127.0.0.1:{http_port}");
+    let bundle = pebble.tls_bundle_path();
+    let mut env = vec![
+        ("TRELLIS_ACME_HTTP01_LISTEN", listen.as_str()),
+        ("TRELLIS_PLUGIN_CA_BUNDLE", bundle.as_str()),
         ("TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS", "true"),
         ("RUST_LOG", "info,sqlx=warn,trellis::plugin=debug"),
-    ]);
+    ];
+    env.extend_from_slice(extra_env);
+    let server = Server::start_with(&env);
     let admin = server.admin().await;
     Setup { pebble, server, admin }
 }
@@ -208,4 +216,43 @@ async fn injected_bad_nonces_are_retried() {
         verify_against_pebble_root(&s, &cert);
     }
     assert!(s.server.flushed_log().await.contains("badNonce"), "Pebble refused some nonces and the plugin retried");
+}
+
+#[tokio::test]
+async fn an_order_outlasting_the_call_budget_completes_in_the_background() {
+    // A 3 s wall time leaves the plugin no budget past its reserve: every call does one step
+    // of the order and answers pending, so the request completes through poll-issue.
+    let s = setup_with(
+        PebbleOptions::default(),
+        &[("TRELLIS_PLUGIN_CA_CONNECTOR_WALL_MS", "3000"), ("TRELLIS_ISSUANCE_POLL_INTERVAL_SECS", "3600")],
+    )
+    .await;
+    let ca = acme_ca(&s, json!({ "termsOfServiceAgreed": true })).await;
+    let res = issue(&s, ca, &["later.example.com"]).await;
+    assert_eq!(res.status, 202, "{}\n{}", res.body, s.server.log());
+    let opened = res.body["data"].clone();
+    assert_eq!(opened["status"], "issuing", "{opened}");
+    assert!(opened["statusMessage"].as_str().is_some_and(|m| !m.is_empty()), "{opened}");
+
+    let id = opened["id"].clone();
+    let mut status = opened;
+    for round in 1..=20 {
+        let at = time::OffsetDateTime::now_utc() + time::Duration::hours(round);
+        let at = at.format(&time::format_description::well_known::Rfc3339).expect("format");
+        s.server.cli(&["jobs", "poll-issuance", "--as-of", &at]).expect("jobs poll-issuance");
+        status = s.admin.get(&format!("/api/certificate-requests/{id}")).await.body["data"].clone();
+        if status["status"] != "issuing" {
+            break;
+        }
+    }
+    assert_eq!(status["status"], "issued", "{status}\n{}", s.server.log());
+    let certificate_id = status["certificateId"].as_i64().expect("certificateId");
+    let cert = s.admin.get(&format!("/api/certificates/{certificate_id}")).await.body["data"].clone();
+    assert_eq!(cert["commonName"], "later.example.com", "{cert}");
+    let openssl = Openssl::new();
+    openssl.write("root.pem", s.pebble.root_pem());
+    openssl.write("chain.pem", s.pebble.get(&format!("{}/intermediates/0", s.pebble.management_url)));
+    openssl.write("leaf.pem", cert["certificate"].as_str().expect("PEM"));
+    let (ok, out) = openssl.verify(&["-CAfile", "root.pem", "-untrusted", "chain.pem", "leaf.pem"]);
+    assert!(ok, "verify against Pebble's root: {out}");
 }
