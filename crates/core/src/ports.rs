@@ -350,8 +350,16 @@ pub trait DiscoveryReads: Send + Sync {
         &self,
         workspace_id: &str,
         scan_type: Option<&str>,
+        status: Option<&str>,
         page: PageRequest,
     ) -> StoreResult<Page<Scan>>;
+    /// The workspace's certificates among `fingerprints` (lowercase hex SHA-256): what a scan
+    /// already knows, read for a whole page at once.
+    async fn known_certificates(
+        &self,
+        workspace_id: &str,
+        fingerprints: &[String],
+    ) -> StoreResult<Vec<crate::discovery::KnownCertificate>>;
 }
 
 #[async_trait]

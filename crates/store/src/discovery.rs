@@ -5,7 +5,7 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use trellis_core::certificates::Certificate;
-use trellis_core::discovery::Scan;
+use trellis_core::discovery::{KnownCertificate, Scan};
 use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{DiscoveryReads, DiscoveryWrites};
 
@@ -74,6 +74,37 @@ impl DiscoveryReads for Store {
             scan_from_row,
         )
         .await
+    }
+
+    async fn known_certificates(
+        &self,
+        workspace_id: &str,
+        fingerprints: &[String],
+    ) -> StoreResult<Vec<KnownCertificate>> {
+        if fingerprints.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (2..fingerprints.len() + 2).map(|n| format!("${n}")).collect();
+        let sql = format!(
+            "SELECT id, fingerprint_sha256, revoked, ca_id FROM certificates \
+             WHERE workspace_id = $1 AND fingerprint_sha256 IN ({})",
+            placeholders.join(", ")
+        );
+        let mut query = sqlx::query(&sql).bind(workspace_id);
+        for fingerprint in fingerprints {
+            query = query.bind(fingerprint.as_str());
+        }
+        let rows = query.fetch_all(&self.pool).await.db()?;
+        rows.iter()
+            .map(|row| {
+                Ok(KnownCertificate {
+                    id: row.try_get("id").db()?,
+                    fingerprint_sha256: row.try_get("fingerprint_sha256").db()?,
+                    revoked: crate::bool_column(row.try_get("revoked").db()?),
+                    ca_id: row.try_get("ca_id").db()?,
+                })
+            })
+            .collect()
     }
 }
 

@@ -127,6 +127,15 @@ impl Scan {
     }
 }
 
+/// A certificate the inventory already holds, as a scan needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownCertificate {
+    pub id: i64,
+    pub fingerprint_sha256: String,
+    pub revoked: bool,
+    pub ca_id: Option<i64>,
+}
+
 /// What to scan.
 #[derive(Debug, Clone)]
 pub enum ScanRequest {
@@ -306,9 +315,24 @@ async fn import_from_ca(ctx: &Context, scan: &mut Scan) -> Result<std::result::R
     reset_counts(scan);
     loop {
         let page = ctx.plugins.host().ca_list_certificates(&target, cursor.take(), PAGE).await?;
-        for item in &page.items {
+        // What the page's certificates are known as, in one query: a rescan then costs a read
+        // per page rather than a transaction per certificate.
+        let fingerprints: Vec<String> = page.items.iter().map(|item| fingerprint(&item.certificate_der)).collect();
+        let known: std::collections::HashMap<String, KnownCertificate> = ctx
+            .store
+            .known_certificates(&scan.workspace_id, &fingerprints)
+            .await?
+            .into_iter()
+            .map(|k| (k.fingerprint_sha256.clone(), k))
+            .collect();
+        for (item, fingerprint) in page.items.iter().zip(&fingerprints) {
             seen += 1;
             scan.found += 1;
+            let nothing_to_change =
+                known.get(fingerprint).is_some_and(|k| (k.revoked || item.revocation.is_none()) && k.ca_id.is_some());
+            if nothing_to_change {
+                continue;
+            }
             let found = Found {
                 der: &item.certificate_der,
                 chain: &item.chain_der,
@@ -388,6 +412,12 @@ async fn import_from_endpoints(ctx: &Context, scan: &mut Scan) -> Result<std::re
         }
     }
     Ok(Ok(()))
+}
+
+/// Lowercase hex SHA-256 of a DER certificate (the inventory's fingerprint).
+fn fingerprint(der: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(der))
 }
 
 /// Every CA of the workspace (for issuer matching).

@@ -618,6 +618,9 @@ impl DiscoveryReads for MemoryStore {
     async fn list_scans(&self, _: &str, _: Option<&str>, _: Option<&str>, _: PageRequest) -> StoreResult<Page<Scan>> {
         not_faked("list_scans")
     }
+    async fn known_certificates(&self, _: &str, _: &[String]) -> StoreResult<Vec<crate::discovery::KnownCertificate>> {
+        not_faked("known_certificates")
+    }
 }
 
 #[async_trait]
