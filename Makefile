@@ -6,7 +6,7 @@ CARGO ?= cargo
 WORKSPACE := --workspace --exclude 'trellis-fixture-*'
 TEST_RUNNER ?= $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo "$(CARGO) nextest run" || echo "$(CARGO) test")
 
-.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login bench-issuance bench-delivery lint fmt fuzz-api
+.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login bench-issuance bench-delivery bench-discovery lint fmt fuzz-api
 
 ## Serve on 127.0.0.1:8080 with SQLite at ./data/trellis.db and the first-party plugins.
 run: plugins
@@ -55,6 +55,13 @@ bench-issuance: plugins
 bench-delivery:
 	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin delivery-bench
 	./target/release/delivery-bench
+
+## Discovery figure (issue 9): import rate (certificates/s) of a ca_certs scan of 10,000
+## certificates from the bulk fixture connector; 3 runs, median.
+bench-discovery:
+	scripts/build-plugins.sh ca-bulk
+	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin discovery-bench
+	./target/release/discovery-bench
 
 ## Plugin runtime figures: call overhead vs bare wasmtime (criterion), cache load, startup, 1,000 calls.
 bench-plugins: plugins
