@@ -359,7 +359,9 @@ pub(crate) fn download(client: &mut Client, url: &str) -> Result<IssuedCertifica
 /// The RFC 9773 certificate identifier: base64url(authority key identifier) "."
 /// base64url(serial number's DER integer bytes).
 pub(crate) fn ari_certificate_id(certificate: &CertificateRef) -> Option<String> {
-    let aki = certificate.authority_key_id.as_ref().filter(|k| !k.is_empty())?;
+    let from_pem = || certificate.pem.as_deref().and_then(util::pem_to_der).and_then(|der| authority_key_id(&der));
+    let aki = certificate.authority_key_id.clone().filter(|k| !k.is_empty()).or_else(from_pem)?;
+    let aki = &aki;
     let hex = certificate.serial_number.trim_start_matches("0x");
     let hex = if hex.len() % 2 == 1 { format!("0{hex}") } else { hex.to_owned() };
     let mut serial = Vec::with_capacity(hex.len() / 2 + 1);
@@ -373,4 +375,45 @@ pub(crate) fn ari_certificate_id(certificate: &CertificateRef) -> Option<String>
         serial.insert(0, 0);
     }
     Some(format!("{}.{}", jws::base64url(aki), jws::base64url(&serial)))
+}
+
+/// A DER length at `at`: (length, bytes it took).
+fn der_length(der: &[u8], at: usize) -> Option<(usize, usize)> {
+    let first = *der.get(at)?;
+    if first < 0x80 {
+        return Some((usize::from(first), 1));
+    }
+    let count = usize::from(first & 0x7f);
+    if count == 0 || count > 4 {
+        return None;
+    }
+    let mut len = 0usize;
+    for i in 0..count {
+        len = (len << 8) | usize::from(*der.get(at + 1 + i)?);
+    }
+    Some((len, 1 + count))
+}
+
+/// The keyIdentifier of a certificate's authorityKeyIdentifier extension (2.5.29.35), found by
+/// its OID: `OID [critical BOOLEAN] OCTET STRING { SEQUENCE { [0] keyIdentifier … } }`.
+pub(crate) fn authority_key_id(der: &[u8]) -> Option<Vec<u8>> {
+    const OID: [u8; 5] = [0x06, 0x03, 0x55, 0x1d, 0x23];
+    let mut at = der.windows(OID.len()).position(|w| w == OID)? + OID.len();
+    if der.get(at) == Some(&0x01) {
+        at += 3;
+    }
+    if der.get(at) != Some(&0x04) {
+        return None;
+    }
+    at += 1 + der_length(der, at + 1)?.1;
+    if der.get(at) != Some(&0x30) {
+        return None;
+    }
+    at += 1 + der_length(der, at + 1)?.1;
+    if der.get(at) != Some(&0x80) {
+        return None;
+    }
+    let (len, took) = der_length(der, at + 1)?;
+    let start = at + 1 + took;
+    der.get(start..start + len).map(<[u8]>::to_vec)
 }

@@ -313,3 +313,20 @@ fn renewal_information_names_the_certificate_by_aki_and_serial() {
     assert_eq!((window.start, window.end), (1_767_225_600, 1_767_312_000));
     assert_eq!(window.retry_after_secs, Some(21_600));
 }
+
+#[test]
+fn the_authority_key_id_is_read_from_the_certificate() {
+    // extnID 2.5.29.35, critical FALSE, extnValue { SEQUENCE { [0] 69 88 5b } }.
+    let der = [
+        0x30, 0x10, 0x06, 0x03, 0x55, 0x1d, 0x23, 0x01, 0x01, 0x00, 0x04, 0x07, 0x30, 0x05, 0x80, 0x03, 0x69, 0x88,
+        0x5b,
+    ];
+    assert_eq!(order::authority_key_id(&der), Some(vec![0x69, 0x88, 0x5b]));
+    let plain = [0x06, 0x03, 0x55, 0x1d, 0x23, 0x04, 0x06, 0x30, 0x04, 0x80, 0x02, 0x01, 0x02];
+    assert_eq!(order::authority_key_id(&plain), Some(vec![0x01, 0x02]));
+    assert_eq!(order::authority_key_id(&[0x06, 0x03, 0x55, 0x1d, 0x23, 0x04]), None);
+    let mut certificate = CertificateRef::default();
+    certificate.serial_number = "87".into();
+    certificate.pem = Some(trellis_plugin_sdk::pki::certificate_pem(&der));
+    assert_eq!(order::ari_certificate_id(&certificate).as_deref(), Some("aYhb.AIc"));
+}
