@@ -411,8 +411,8 @@ impl PluginWrites for MemoryTx {
 
 #[async_trait]
 impl CaReads for MemoryStore {
-    async fn find_ca(&self, _: &str, _: i64) -> StoreResult<Option<CertificateAuthority>> {
-        not_faked("find_ca")
+    async fn find_ca(&self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateAuthority>> {
+        Ok(self.snapshot().cas.into_iter().find(|ca| ca.workspace_id == workspace_id && ca.id == id))
     }
     async fn list_cas(&self, _: &str, _: PageRequest) -> StoreResult<Page<CertificateAuthority>> {
         not_faked("list_cas")
