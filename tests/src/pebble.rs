@@ -46,7 +46,11 @@ pub fn free_port() -> u16 {
 
 fn binary(name: &str) -> PathBuf {
     let path = PathBuf::from("/usr/bin").join(name);
-    assert!(path.exists(), "{} is missing: install Debian's `pebble` package (scripts/install-deps.sh test)", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: install Debian's `pebble` package (scripts/install-deps.sh test)",
+        path.display()
+    );
     path
 }
 
@@ -83,8 +87,12 @@ impl Pebble {
             "externalAccountBindingRequired": !options.eab_keys.is_empty(),
         });
         if !options.eab_keys.is_empty() {
-            config["externalAccountMACKeys"] =
-                options.eab_keys.iter().map(|(kid, key)| (kid.clone(), json!(key))).collect::<serde_json::Map<_, _>>().into();
+            config["externalAccountMACKeys"] = options
+                .eab_keys
+                .iter()
+                .map(|(kid, key)| (kid.clone(), json!(key)))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
         }
         let config_path = dir.path().join("pebble-config.json");
         std::fs::write(&config_path, json!({ "pebble": config }).to_string()).expect("write config");
