@@ -261,8 +261,7 @@ impl CaWrites for Tx {
              WHERE id IN (SELECT id FROM certificate_authorities WHERE {due} ORDER BY id LIMIT $3) AND ({due}) \
              RETURNING {CA_COLUMNS}"
         );
-        let rows =
-            sqlx::query(&sql).bind(now).bind(due_before).bind(limit).fetch_all(&mut *self.inner).await.db()?;
+        let rows = sqlx::query(&sql).bind(now).bind(due_before).bind(limit).fetch_all(&mut *self.inner).await.db()?;
         rows.iter().map(ca_from_row).collect()
     }
 

@@ -268,9 +268,8 @@ impl Config {
                 message: "must be at least 1".into(),
             });
         }
-        let issuance_poll_secs: u64 = parse_env(&env, "TRELLIS_ISSUANCE_POLL_INTERVAL_SECS")?
-            .or(file.issuance_poll_interval_secs)
-            .unwrap_or(15);
+        let issuance_poll_secs: u64 =
+            parse_env(&env, "TRELLIS_ISSUANCE_POLL_INTERVAL_SECS")?.or(file.issuance_poll_interval_secs).unwrap_or(15);
         if issuance_poll_secs == 0 {
             return Err(ConfigError::Invalid {
                 name: "TRELLIS_ISSUANCE_POLL_INTERVAL_SECS",
@@ -408,10 +407,13 @@ impl Config {
                 Duration::from_secs(at_least_one("TRELLIS_WEBHOOK_DISABLE_AFTER_HOURS", hours)?.saturating_mul(3600));
         }
         let mut discovery = trellis_core::discovery::DiscoverySettings::default();
-        if let Some(n) = parse_env::<usize>(&env, "TRELLIS_DISCOVERY_TLS_CONCURRENCY")?.or(file.discovery_tls_concurrency) {
+        if let Some(n) =
+            parse_env::<usize>(&env, "TRELLIS_DISCOVERY_TLS_CONCURRENCY")?.or(file.discovery_tls_concurrency)
+        {
             discovery.tls.concurrency = at_least_one("TRELLIS_DISCOVERY_TLS_CONCURRENCY", n as u64)?.min(256) as usize;
         }
-        if let Some(ms) = parse_env::<u64>(&env, "TRELLIS_DISCOVERY_TLS_TIMEOUT_MS")?.or(file.discovery_tls_timeout_ms) {
+        if let Some(ms) = parse_env::<u64>(&env, "TRELLIS_DISCOVERY_TLS_TIMEOUT_MS")?.or(file.discovery_tls_timeout_ms)
+        {
             discovery.tls.timeout = Duration::from_millis(at_least_one("TRELLIS_DISCOVERY_TLS_TIMEOUT_MS", ms)?);
         }
         if let Some(secs) = parse_env::<u64>(&env, "TRELLIS_DISCOVERY_STALE_SECS")?.or(file.discovery_stale_secs) {

@@ -76,8 +76,8 @@ pub fn call_target(ctx: &Context, ca: &CertificateAuthority, info: &PluginInfo) 
     let clear = secrets::unseal(&ca.config, &pointers, &ca.workspace_id, &ctx.master_key)?;
     let config = secrets::with_record_type(secrets::for_plugin(&clear, &pointers), info, &ca.ca_type);
     let mut target = CallTarget::new(&ca.workspace_id, PluginRef::Id(info.id.clone()), config)
-            .for_record(&ca.id.to_string())
-            .with_record_hosts(ca.url.clone());
+        .for_record(&ca.id.to_string())
+        .with_record_hosts(ca.url.clone());
     target.context.endpoint = ca.url.clone();
     if ca.ca_type == INTERNAL {
         target.pki =

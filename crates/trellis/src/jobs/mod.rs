@@ -72,7 +72,9 @@ pub fn spawn_ca_health(ctx: SharedContext, interval: Duration) -> tokio::task::J
                     tracing::info!(checked = run.checked, changed = run.changed, "CA health check moved some CAs")
                 }
                 Ok(_) => {}
-                Err(err) => tracing::warn!(job = "ca health", error = %err, "background job failed; retrying at the next tick"),
+                Err(err) => {
+                    tracing::warn!(job = "ca health", error = %err, "background job failed; retrying at the next tick")
+                }
             }
         }
     })
@@ -88,7 +90,12 @@ pub fn spawn_issuance_poller(ctx: SharedContext, interval: Duration, owner: Stri
                 let run = trellis_core::issuance::pending::poll(&ctx, &owner, 50).await?;
                 let polled = run.issued + run.pending + run.retrying + run.failed;
                 if run.issued + run.failed > 0 {
-                    tracing::info!(issued = run.issued, failed = run.failed, pending = run.pending, "pending issuances polled");
+                    tracing::info!(
+                        issued = run.issued,
+                        failed = run.failed,
+                        pending = run.pending,
+                        "pending issuances polled"
+                    );
                 }
                 // A full batch may leave more due requests behind.
                 if polled < 50 {
