@@ -26,6 +26,59 @@ pub(crate) struct OrderState {
     pub(crate) order_url: String,
     #[serde(default)]
     pub(crate) presented: Vec<String>,
+    /// When the order was placed and when its certificate was downloaded (Unix seconds), so
+    /// old entries can be pruned (see [`prune`]).
+    #[serde(default)]
+    pub(crate) placed_at: i64,
+    #[serde(default)]
+    pub(crate) issued_at: Option<i64>,
+}
+
+impl OrderState {
+    fn new(order_url: &str) -> OrderState {
+        OrderState {
+            order_url: order_url.to_owned(),
+            presented: Vec::new(),
+            placed_at: clock::unix_seconds(),
+            issued_at: None,
+        }
+    }
+}
+
+/// State key of the pruning cursor.
+const PRUNE_CURSOR: &str = "prune-cursor";
+/// Order entries looked at per new order.
+const PRUNE_BATCH: u32 = 8;
+/// An issued order's entry is kept this long for retries with its idempotency key...
+const KEEP_ISSUED_SECS: i64 = 7 * 86_400;
+/// ...and an unfinished one this long (ACME orders expire within days).
+const KEEP_OPEN_SECS: i64 = 30 * 86_400;
+
+/// Removes a few stale order entries, walking the keys with a cursor kept in state, so the
+/// record's state stays bounded (its quota is 1 MiB) however many certificates it issues: each
+/// new order looks at `PRUNE_BATCH` old ones. Failures only log: pruning is housekeeping.
+pub(crate) fn prune(now: i64) {
+    let walk = || -> Result<(), PluginError> {
+        let cursor: Option<String> = state::get_json(PRUNE_CURSOR)?;
+        let keys = state::list_keys("order/", cursor.as_deref(), PRUNE_BATCH)?;
+        for key in &keys {
+            let Some(entry) = state::get_json::<OrderState>(key)? else { continue };
+            let stale = match entry.issued_at {
+                Some(at) => now - at > KEEP_ISSUED_SECS,
+                None => entry.placed_at > 0 && now - entry.placed_at > KEEP_OPEN_SECS,
+            };
+            if stale {
+                state::delete(key)?;
+            }
+        }
+        match keys.last().filter(|_| keys.len() == PRUNE_BATCH as usize) {
+            Some(last) => state::set_json(PRUNE_CURSOR, last),
+            None => Ok(state::delete(PRUNE_CURSOR)?),
+        }
+    };
+    if let Err(err) = walk() {
+        log::warn("ACME state pruning failed", &[("error", &err.to_string())]);
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -83,7 +136,7 @@ pub(crate) fn issue(
     let mut saved = match state::get_json::<OrderState>(&key)? {
         Some(saved) => saved,
         None => match reference {
-            Some(order_url) => OrderState { order_url: order_url.to_owned(), presented: Vec::new() },
+            Some(order_url) => OrderState::new(order_url),
             None => place_order(&mut client, request, &key)?,
         },
     };
@@ -114,6 +167,7 @@ fn identifiers(request: &IssueRequest) -> Result<Vec<serde_json::Value>, PluginE
 }
 
 fn place_order(client: &mut Client, request: &IssueRequest, key: &str) -> Result<OrderState, PluginError> {
+    prune(clock::unix_seconds());
     let mut payload = json!({ "identifiers": identifiers(request)? });
     if client.directory.renewal_info.is_some() {
         if let Some(id) = request.replaces.as_ref().and_then(ari_certificate_id) {
@@ -125,7 +179,7 @@ fn place_order(client: &mut Client, request: &IssueRequest, key: &str) -> Result
     let order_url = response.header("location").ok_or_else(|| {
         PluginError::upstream(Some(response.status), "newOrder answered without the order URL", false)
     })?;
-    let saved = OrderState { order_url, presented: Vec::new() };
+    let saved = OrderState::new(&order_url);
     let bytes = serde_json::to_vec(&saved).map_err(|err| PluginError::internal(err.to_string()))?;
     // A concurrent call with the same key may have placed an order first: follow that one.
     if !state::compare_and_swap(key, None, Some(&bytes))? {
@@ -193,6 +247,10 @@ fn drive(
             }
             "valid" => {
                 clean_up_presented(client, config, key, saved)?;
+                if saved.issued_at.is_none() {
+                    saved.issued_at = Some(clock::unix_seconds());
+                    state::set_json(key, saved)?;
+                }
                 let url = order.certificate.ok_or_else(|| {
                     PluginError::upstream(Some(response.status), "a valid order without a certificate URL", false)
                 })?;

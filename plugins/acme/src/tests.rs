@@ -330,3 +330,24 @@ fn the_authority_key_id_is_read_from_the_certificate() {
     certificate.pem = Some(trellis_plugin_sdk::pki::certificate_pem(&der));
     assert_eq!(order::ari_certificate_id(&certificate).as_deref(), Some("aYhb.AIc"));
 }
+
+#[test]
+fn old_order_entries_are_pruned_a_few_at_a_time() {
+    testing::reset();
+    let now = 1_800_000_000;
+    let entry = |placed_at: i64, issued_at: Option<i64>| json!({ "orderUrl": "https://acme.test/order/x", "placedAt": placed_at, "issuedAt": issued_at });
+    for i in 0..10 {
+        // Even: issued 8 days ago (stale); odd: issued an hour ago (kept).
+        let issued = if i % 2 == 0 { now - 8 * 86_400 } else { now - 3_600 };
+        state::set_json(&format!("order/k{i:02}"), &entry(issued, Some(issued))).unwrap();
+    }
+    state::set_json("order/open-old", &entry(now - 31 * 86_400, None)).unwrap();
+    state::set_json("order/open-new", &entry(now - 86_400, None)).unwrap();
+    order::prune(now);
+    let left = state::list_keys("order/", None, 100).unwrap();
+    assert_eq!(left.len(), 12 - 4, "the first batch of 8 held four stale entries: {left:?}");
+    order::prune(now);
+    order::prune(now);
+    let left = state::list_keys("order/", None, 100).unwrap();
+    assert_eq!(left, ["order/k01", "order/k03", "order/k05", "order/k07", "order/k09", "order/open-new"]);
+}
