@@ -6,7 +6,7 @@ CARGO ?= cargo
 WORKSPACE := --workspace --exclude 'trellis-fixture-*'
 TEST_RUNNER ?= $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo "$(CARGO) nextest run" || echo "$(CARGO) test")
 
-.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login bench-issuance bench-delivery bench-discovery bench-acme lint fmt fuzz-api
+.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login bench-issuance bench-delivery bench-discovery bench-acme bench-verifier bench-attestation lint fmt fuzz-api
 
 ## Serve on 127.0.0.1:8080 with SQLite at ./data/trellis.db and the first-party plugins.
 run: plugins
@@ -68,6 +68,15 @@ bench-discovery:
 bench-acme: plugins
 	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin acme-bench
 	./target/release/acme-bench
+
+## TPM verifier figures (issue 10): verify p50 through the plugin host vs the same checks natively.
+bench-verifier: plugins
+	$(CARGO) bench -p trellis-plugin-host --bench verifier_call
+
+## Attestation figures (issue 10): attest-and-provision/s with pre-made evidence from a software TPM.
+bench-attestation: plugins
+	$(CARGO) build --release -p trellis --bin trellis -p trellis-agent -p trellis-tests --bin attestation-bench
+	TRELLIS_BIN=target/release/trellis ./target/release/attestation-bench
 
 ## Plugin runtime figures: call overhead vs bare wasmtime (criterion), cache load, startup, 1,000 calls.
 bench-plugins: plugins
