@@ -57,7 +57,7 @@ async fn keystore_and_state_are_scoped_to_the_record() {
     // The host answers the imports it does not serve yet as the contract says.
     assert_eq!(a["pki"], "this record is not an internal CA");
     assert!(a["solver"].as_str().unwrap_or_default().starts_with("HTTP-01: no challenge listener"), "{a}");
-    assert_eq!(a["supported"], 0);
+    assert_eq!(a["supported"], 1, "DNS-01 only (the host's DNS providers): {a}");
     // The plugin is told a time budget below the host's hard limit.
     let budget = a["budgetMs"].as_u64().unwrap_or(0);
     assert!(budget > 0 && u128::from(budget) < crate::tests::test_limits().wall_time.as_millis(), "{a}");
@@ -171,7 +171,7 @@ async fn http01_answers_go_to_the_challenge_listener_scoped_to_their_record() {
     install(&runtime, "fixture-connector-v02").await;
 
     let a: Value = runtime.ca_test_connection(&record("ca_a")).await.expect("test a").details;
-    assert_eq!(a["supported"], 1, "HTTP-01 is offered once a listener is configured: {a}");
+    assert_eq!(a["supported"], 2, "HTTP-01 is offered once a listener is configured, besides DNS-01: {a}");
     assert!(a["solver"].as_str().unwrap_or_default().starts_with("Ok(Presented"), "{a}");
     let served = answer_for(answers.as_ref() as &dyn ChallengeAnswers, "tok", now.timestamp_millis()).await;
     assert_eq!(served.expect("lookup"), Some("tok.thumb".to_owned()));
