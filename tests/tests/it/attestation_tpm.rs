@@ -5,7 +5,8 @@
 //! `openssl verify` accepts; every other test breaks one thing (the evidence the agent prints,
 //! the TPM's state, the policy, the nonce) and expects the matching refusal: 403
 //! `{"error": "attestation_failed", "failures": ["code: detail", …]}` (or the enrollment
-//! refusals, or the §3.4 400 nonce codes).
+//! refusals, or the §3.4 400 nonce codes). Two enrollment tests build the enroll request by hand
+//! from parts read with tpm2-tools, to swap one of them.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -581,4 +582,69 @@ async fn a_wrong_activation_secret_is_refused() {
     // One try per challenge: the right secret no longer helps.
     let again = rig.admin.post(&path, json!({ "secret": B64.encode([7u8; 32]) })).await;
     assert_eq!(again.body["error"], "activation_failed", "{}", again.body);
+}
+
+/// `POST …/enroll` made by hand from the TPM's own parts (read with tpm2-tools), so that one of
+/// them can be swapped: the EK certificate (DER), the EK and AK public areas (TPMT_PUBLIC).
+async fn enroll_by_hand(rig: &Rig, ek_public: &[u8], ak_public: &[u8]) -> Response {
+    let cert = rig.work.path().join("ek.der").display().to_string();
+    rig.tpm.tpm2("tpm2_nvread", &["0x01c00002", "-o", &cert]);
+    let nonce = rig.nonce(rig.device, "ak_enrollment").await;
+    let body = json!({
+        "nonce": nonce,
+        "ekCertificate": B64.encode(std::fs::read(&cert).expect("EK certificate")),
+        "ekChain": [std::fs::read_to_string(rig.tpm.intermediate_path()).expect("intermediate")],
+        "ekPublic": B64.encode(ek_public),
+        "akPublic": B64.encode(ak_public),
+    });
+    rig.admin.post(&format!("/api/iot/devices/{}/enroll", rig.device), body).await
+}
+
+/// The TPMT_PUBLIC of a persistent key (tpm2-tools writes TPM2B_PUBLIC: the size is dropped).
+fn persistent_public(rig: &Rig, handle: &str) -> Vec<u8> {
+    let path = rig.work.path().join(format!("{handle}.pub")).display().to_string();
+    rig.tpm.tpm2("tpm2_readpublic", &["-c", handle, "-o", &path]);
+    std::fs::read(&path).expect("public area")[2..].to_vec()
+}
+
+fn assert_enrollment_refused(res: &Response, code: &str) {
+    assert_eq!((res.status, res.body["error"].as_str()), (403, Some("enrollment_failed")), "{}", res.body);
+    assert!(has_failure(&res.body, &format!("{code}:")), "expected a `{code}:` failure: {}", res.body);
+}
+
+#[tokio::test]
+async fn an_unrestricted_key_presented_as_the_ak_is_refused() {
+    let rig = Rig::start(EventLog::firmware(true)).await;
+    rig.policy(json!({})).await;
+    // A TPM signing key that could sign anything (a forged TPMS_ATTEST included): the agent's
+    // CSR key, made for a throwaway nonce, with an AK in its state to certify it.
+    let device = rig.device.to_string();
+    let chain = rig.tpm.intermediate_path().display().to_string();
+    rig.agent_ok("agent", &["enroll", "--device", &device, "--ek-chain", &chain, "--challenge-only"]);
+    let out = rig.work.path().join("key");
+    rig.agent_ok(
+        "agent",
+        &["evidence", "--nonce", &"00".repeat(32), "--cn", "x.example.com", "--out", &out.display().to_string()],
+    );
+    let unrestricted = std::fs::read(out.join("key.pub")).expect("key.pub")[2..].to_vec();
+    let res = enroll_by_hand(&rig, &persistent_public(&rig, "0x81010001"), &unrestricted).await;
+    assert_enrollment_refused(&res, "ak_attributes_invalid");
+    assert!(res.body["failures"].to_string().contains("restricted"), "{}", res.body);
+}
+
+#[tokio::test]
+async fn an_ek_certificate_of_another_ek_is_refused() {
+    let rig = Rig::start(EventLog::firmware(true)).await;
+    rig.policy(json!({})).await;
+    let device = rig.device.to_string();
+    let chain = rig.tpm.intermediate_path().display().to_string();
+    rig.agent_ok("agent", &["enroll", "--device", &device, "--ek-chain", &chain, "--challenge-only"]);
+    let ak = std::fs::read(rig.work.path().join("agent/ak.pub")).expect("ak.pub")[2..].to_vec();
+    // The RSA EK's certificate with the TPM's other EK (ECC P-384, persisted at 0x81010016).
+    let res = enroll_by_hand(&rig, &persistent_public(&rig, "0x81010016"), &ak).await;
+    assert_enrollment_refused(&res, "ek_public_mismatch");
+    // The matching EK passes the same route (the refusal was the mismatch, nothing else).
+    let ok = enroll_by_hand(&rig, &persistent_public(&rig, "0x81010001"), &ak).await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert!(ok.body["credentialBlob"].is_string(), "{}", ok.body);
 }
