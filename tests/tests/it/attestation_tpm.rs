@@ -648,3 +648,33 @@ async fn an_ek_certificate_of_another_ek_is_refused() {
     assert_eq!(ok.status, 200, "{}", ok.body);
     assert!(ok.body["credentialBlob"].is_string(), "{}", ok.body);
 }
+
+// ---- the TPM's clock -----------------------------------------------------------------------------
+
+#[tokio::test]
+async fn an_older_quote_after_a_newer_one_is_refused() {
+    let rig = Rig::ready().await;
+    let older = rig.body().await;
+    let newer = rig.body().await;
+    let res = rig.submit(newer).await;
+    assert_eq!(res.status, 200, "{}", res.body);
+    // Both nonces were fresh, but the TPM's clock in the older quote goes back against the
+    // device's last attestation.
+    assert_refused(&rig.submit(older).await, "clock_regression");
+}
+
+#[tokio::test]
+async fn a_tpm_reset_between_attestations_is_accepted() {
+    let rig = Rig::ready().await;
+    let res = rig.submit(rig.body().await).await;
+    assert_eq!(res.status, 200, "{}", res.body);
+    // A reboot: TPM2_Init and Startup(CLEAR) (resetCount + 1, restartCount and PCRs back to 0,
+    // the clock may restart), then the same firmware measured again.
+    let ctrl = format!("127.0.0.1:{}", rig.tpm.port + 1);
+    let init = Command::new("swtpm_ioctl").args(["--tcp", &ctrl, "-i"]).output().expect("swtpm_ioctl (swtpm-tools)");
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    rig.tpm.tpm2("tpm2_startup", &["-c"]);
+    rig.tpm.extend(&rig.boot);
+    let res = rig.submit(rig.body().await).await;
+    assert_eq!(res.status, 200, "{}", res.body);
+}
