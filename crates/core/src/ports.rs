@@ -311,8 +311,9 @@ pub trait IssuanceWrites: Send {
     async fn insert_template(&mut self, template: &StoredTemplate) -> StoreResult<StoredTemplate>;
     async fn update_template(&mut self, template: &StoredTemplate) -> StoreResult<Option<StoredTemplate>>;
     async fn delete_template(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
-    /// Claims up to `limit` auto-renewing certificates (of every workspace) inside their renewal
-    /// window at `now` (their own, else `default_window_ms` before expiry) and not claimed since
+    /// Claims up to `limit` auto-renewing certificates (of every workspace) due at `now` (their
+    /// CA's suggested `renew_at` when stored, else inside their renewal window: their own, else
+    /// `default_window_ms` before expiry) and not claimed since
     /// `claimed_before`; claimed rows are stamped `now`, so replicas never renew one at once.
     async fn claim_renewals(
         &mut self,
@@ -321,6 +322,26 @@ pub trait IssuanceWrites: Send {
         claimed_before: i64,
         limit: i64,
     ) -> StoreResult<Vec<Certificate>>;
+    /// Claims up to `limit` auto-renewing certificates (of every workspace) whose CA renewal
+    /// information (RFC 9773) is due to be asked at `now`, moving their next check to
+    /// `next_check` (the claim: replicas skip them until then).
+    async fn claim_renewal_info_checks(
+        &mut self,
+        now: i64,
+        next_check: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<Certificate>>;
+    /// Stores when to renew as the CA suggests (`None`: the expiry-minus-window rule) and when
+    /// to ask again. A stored time already inside `window` (start, end) stays: asking again
+    /// does not pick a new time in the same window.
+    async fn record_renewal_info(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        renew_at: Option<i64>,
+        window: Option<(i64, i64)>,
+        next_check: i64,
+    ) -> StoreResult<()>;
     /// Links a renewed certificate to its successor and moves auto-renewal to it.
     async fn record_renewal(&mut self, workspace_id: &str, old_id: i64, new_id: i64) -> StoreResult<()>;
     async fn record_renewal_failure(&mut self, workspace_id: &str, id: i64, error: &str) -> StoreResult<()>;

@@ -343,7 +343,8 @@ impl IssuanceWrites for Tx {
         // The outer condition is checked again after a concurrent claim commits (PostgreSQL
         // re-evaluates it on the locked row), so a row is claimed by one replica only.
         let claimable = "auto_renewal = 1 AND revoked = 0 AND ca_id IS NOT NULL AND renewed_by_id IS NULL \
-            AND expires_at > $1 AND expires_at - COALESCE(renew_before_ms, $2) < $1 \
+            AND expires_at > $1 AND (renew_at <= $1 \
+                OR (renew_at IS NULL AND expires_at - COALESCE(renew_before_ms, $2) < $1)) \
             AND (renewal_claimed_at IS NULL OR renewal_claimed_at < $3) \
             AND NOT EXISTS (SELECT 1 FROM certificate_requests r WHERE r.renews_certificate_id = certificates.id \
                 AND r.status = 'issuing')";
@@ -361,6 +362,51 @@ impl IssuanceWrites for Tx {
             .await
             .db()?;
         rows.iter().map(certificate_from_row).collect()
+    }
+
+    async fn claim_renewal_info_checks(
+        &mut self,
+        now: i64,
+        next_check: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<Certificate>> {
+        // Moving the next check forward is the claim: another replica skips the row until then.
+        let due = "auto_renewal = 1 AND revoked = 0 AND ca_id IS NOT NULL AND renewed_by_id IS NULL \
+            AND expires_at > $1 AND (renewal_info_next_check IS NULL OR renewal_info_next_check <= $1)";
+        let lock = if self.dialect == Dialect::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
+        let sql = format!(
+            "UPDATE certificates SET renewal_info_next_check = $2 \
+             WHERE id IN (SELECT id FROM certificates WHERE {due} \
+                ORDER BY COALESCE(renewal_info_next_check, 0), id LIMIT $3{lock}) AND {due} \
+             RETURNING {CERTIFICATE_COLUMNS}"
+        );
+        let rows = sqlx::query(&sql).bind(now).bind(next_check).bind(limit).fetch_all(&mut *self.inner).await.db()?;
+        rows.iter().map(certificate_from_row).collect()
+    }
+
+    async fn record_renewal_info(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        renew_at: Option<i64>,
+        window: Option<(i64, i64)>,
+        next_check: i64,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE certificates SET renewal_info_next_check = $4, \
+                renew_at = CASE WHEN renew_at >= $5 AND renew_at <= $6 THEN renew_at ELSE $3 END \
+             WHERE workspace_id = $1 AND id = $2",
+        )
+        .bind(workspace_id)
+        .bind(id)
+        .bind(renew_at)
+        .bind(next_check)
+        .bind(window.map(|w| w.0))
+        .bind(window.map(|w| w.1))
+        .execute(&mut *self.inner)
+        .await
+        .db()?;
+        Ok(())
     }
 
     async fn record_renewal(&mut self, workspace_id: &str, old_id: i64, new_id: i64) -> StoreResult<()> {

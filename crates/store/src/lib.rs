@@ -133,6 +133,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0450_pending_issuance.sql"),
         postgres: include_str!("../../../migrations/postgres/0450_pending_issuance.sql"),
     },
+    Migration {
+        version: 460,
+        name: "renewal_info",
+        sqlite: include_str!("../../../migrations/sqlite/0460_renewal_info.sql"),
+        postgres: include_str!("../../../migrations/postgres/0460_renewal_info.sql"),
+    },
 ];
 
 #[derive(Clone)]

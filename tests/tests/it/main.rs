@@ -17,6 +17,7 @@ mod lifecycle;
 mod ops;
 mod pagination;
 mod pending_issuance;
+mod renewal_info;
 mod plugins;
 mod plugins_out_of_tree;
 mod plugins_slack;

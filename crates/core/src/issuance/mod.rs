@@ -15,6 +15,8 @@ pub mod templates;
 mod ledger_tests;
 #[cfg(test)]
 mod pending_tests;
+#[cfg(test)]
+mod renewal_tests;
 
 use serde_json::{json, Value};
 

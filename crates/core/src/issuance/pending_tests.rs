@@ -167,7 +167,12 @@ impl Fixture {
                 .boxed()
             })
         };
-        let plugins = NoPlugins { issue: Some(issue_script), poll: Some(poll_script), connector: Some(connector()) };
+        let plugins = NoPlugins {
+            issue: Some(issue_script),
+            poll: Some(poll_script),
+            connector: Some(connector()),
+            ..NoPlugins::default()
+        };
         context_with(self.store.clone(), &now, plugins)
     }
 }

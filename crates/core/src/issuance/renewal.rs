@@ -4,6 +4,14 @@
 //! the same path as every issuance (policies, then the CA's connector). A key generated here is
 //! replaced by a new one; a caller-held key is renewed with its stored CSR.
 //!
+//! When the CA's connector declares `renewal_info` (ACME ARI, RFC 9773), each run first asks it
+//! (at most [`ARI_CHECKS_PER_RUN`] certificates, each when its next check is due) for its
+//! suggested window and stores a time picked uniformly at random inside it (§4.2; now when the
+//! window has ended; kept while later answers still contain it): that time, not the
+//! expiry-minus-window rule, then makes the certificate due. The CA's Retry-After (bounded to [`ARI_RETRY_MIN_MS`]..[`ARI_RETRY_MAX_MS`], else
+//! [`ARI_RETRY_DEFAULT_MS`]) says when to ask again; a failed call is logged and retried then,
+//! and a window's explanation URL is logged.
+//!
 //! Replica-safe: a certificate is claimed (stamped) before it is renewed, and a claim holds for
 //! [`CLAIM_LEASE_MS`], so two replicas never renew it at once and a failure is retried after
 //! the lease.
@@ -14,18 +22,25 @@ use x509_parser::prelude::{FromDer, X509Certificate};
 use super::request::{IssueInput, SubjectInput};
 use super::{issue_prepared, request, templates, Progress};
 use crate::audit::Audit;
-use crate::cas::service::{connector_for, find};
+use crate::cas::service::{call_target, connector_for, find};
 use crate::certificates::Certificate;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events;
-use crate::plugins::{IssuanceSource, Requester, RequesterKind};
+use crate::plugins::{CertificateRef, IssuanceSource, RenewalWindow, Requester, RequesterKind};
 use crate::unit_of_work::Target;
 
 /// Renewal window before expiry of certificates that did not record their own.
 pub const WINDOW_MS: i64 = 30 * 86_400_000;
 /// How long a claim holds (and how long a failed renewal waits before the next try).
 pub const CLAIM_LEASE_MS: i64 = 3_600_000;
+
+/// At most this many certificates' renewal information is asked per run.
+pub const ARI_CHECKS_PER_RUN: i64 = 50;
+/// When to ask the CA again without its Retry-After, and the bounds of the one it gives.
+pub const ARI_RETRY_DEFAULT_MS: i64 = 6 * 3_600_000;
+pub const ARI_RETRY_MIN_MS: i64 = 3_600_000;
+pub const ARI_RETRY_MAX_MS: i64 = 24 * 3_600_000;
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RenewalRun {
@@ -38,6 +53,7 @@ pub struct RenewalRun {
 /// Renews up to `limit` due certificates now.
 pub async fn run(ctx: &Context, limit: i64) -> Result<RenewalRun> {
     let now = ctx.now_millis();
+    check_renewal_info(ctx, now, limit.min(ARI_CHECKS_PER_RUN)).await?;
     let mut change = ctx.change(Audit::system("renewal"), None).await?;
     let due = change.tx().claim_renewals(now, WINDOW_MS, now - CLAIM_LEASE_MS, limit).await?;
     change.commit().await?;
@@ -60,6 +76,96 @@ pub async fn run(ctx: &Context, limit: i64) -> Result<RenewalRun> {
         }
     }
     Ok(run)
+}
+
+/// Asks the CAs that offer renewal information about the certificates whose next check is due,
+/// and stores when to renew them. Claiming moves the next check to the default retry first, so
+/// a replica that dies mid-way (or a CA that fails) leaves them for the next check.
+pub(crate) async fn check_renewal_info(ctx: &Context, now: i64, limit: i64) -> Result<()> {
+    let mut change = ctx.change(Audit::system("renewal"), None).await?;
+    let due = change.tx().claim_renewal_info_checks(now, now + ARI_RETRY_DEFAULT_MS, limit).await?;
+    change.commit().await?;
+    for certificate in due {
+        match ask_renewal_info(ctx, &certificate).await {
+            // The CA type offers no renewal information: ask it again much later (a connector
+            // upgrade may add it), and leave the template window in charge.
+            Ok(None) => record_renewal_info(ctx, &certificate, None, None, now + ARI_RETRY_MAX_MS).await?,
+            Ok(Some(window)) => {
+                let renew_at = window.as_ref().map(|w| renew_at(ctx, now, w));
+                if let Some(w) = &window {
+                    tracing::info!(
+                        certificate = certificate.id,
+                        renew_at,
+                        explanation_url = w.explanation_url.as_deref().unwrap_or(""),
+                        "CA renewal window"
+                    );
+                }
+                let retry = window.as_ref().and_then(|w| w.retry_after_secs);
+                let bounds = window.as_ref().map(|w| (w.start.saturating_mul(1000), w.end.saturating_mul(1000)));
+                record_renewal_info(ctx, &certificate, renew_at, bounds, now + next_check_in(retry)).await?;
+            }
+            Err(err) => {
+                tracing::warn!(certificate = certificate.id, error = %err, "renewal information failed; asking again at the next check");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The CA's window for `certificate`: `None` when its connector does not offer renewal
+/// information, `Some(None)` when the CA suggests nothing.
+async fn ask_renewal_info(ctx: &Context, certificate: &Certificate) -> Result<Option<Option<RenewalWindow>>> {
+    let Some(ca_id) = certificate.ca_id else { return Ok(None) };
+    let ca = find(ctx, &certificate.workspace_id, ca_id).await?;
+    let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
+    if !info.capabilities.renewal_info {
+        return Ok(None);
+    }
+    let reference = CertificateRef {
+        certificate_der: crate::certificates::x509::pem_certificates(&certificate.certificate_pem)
+            .and_then(|blocks| blocks.into_iter().next()),
+        serial_number: certificate.serial_number.to_ascii_lowercase(),
+        authority_key_id: None,
+        not_before: certificate.not_before / 1000,
+        not_after: certificate.expires_at / 1000,
+        ca_reference: None,
+    };
+    let window = ctx.plugins.host().ca_renewal_info(&call_target(ctx, &ca, &info)?, &reference).await?;
+    Ok(Some(window))
+}
+
+async fn record_renewal_info(
+    ctx: &Context,
+    certificate: &Certificate,
+    renew_at: Option<i64>,
+    window: Option<(i64, i64)>,
+    next_check: i64,
+) -> Result<()> {
+    let mut change = ctx.change(Audit::system("renewal"), Some(&certificate.workspace_id)).await?;
+    change.tx().record_renewal_info(&certificate.workspace_id, certificate.id, renew_at, window, next_check).await?;
+    change.commit().await
+}
+
+/// A time (ms) picked uniformly at random inside the window (seconds), so the CA's clients do
+/// not all come at its start (RFC 9773 §4.2; a time already past means renew now); now when the
+/// window has already ended.
+fn renew_at(ctx: &Context, now: i64, window: &RenewalWindow) -> i64 {
+    let (start, end) = (window.start.saturating_mul(1000), window.end.saturating_mul(1000));
+    if end <= now {
+        return now;
+    }
+    let start = start.min(end);
+    let mut bytes = [0u8; 8];
+    ctx.entropy.fill(&mut bytes);
+    let span = u64::try_from(end - start).unwrap_or(0);
+    let offset = if span == 0 { 0 } else { u64::from_le_bytes(bytes) % (span + 1) };
+    start.saturating_add(i64::try_from(offset).unwrap_or(0))
+}
+
+/// When to ask again: the CA's Retry-After within bounds, else the default.
+fn next_check_in(retry_after_secs: Option<u32>) -> i64 {
+    retry_after_secs
+        .map_or(ARI_RETRY_DEFAULT_MS, |secs| (i64::from(secs) * 1000).clamp(ARI_RETRY_MIN_MS, ARI_RETRY_MAX_MS))
 }
 
 /// The subject's DN parts of a certificate (what a renewal keeps).

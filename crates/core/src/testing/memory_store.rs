@@ -51,6 +51,10 @@ pub struct Tables {
     /// Certificate requests, and who holds each one's poll lease.
     pub requests: Vec<CertificateRequest>,
     pub request_leases: std::collections::HashMap<i64, String>,
+    /// Per certificate: (renew_at, renewal_info_next_check).
+    pub renewal_info: std::collections::HashMap<i64, (Option<i64>, Option<i64>)>,
+    /// Certificates' renewal claim stamps.
+    pub renewal_claims: std::collections::HashMap<i64, i64>,
     next_id: i64,
 }
 
@@ -74,6 +78,13 @@ impl MemoryStore {
         }
     }
 
+    /// Adds a certificate as it stands (ids are the caller's).
+    pub fn put_certificate(&self, certificate: Certificate) {
+        if let Ok(mut tables) = self.tables.lock() {
+            tables.certificates.push(certificate);
+        }
+    }
+
     /// A copy of the committed tables, for assertions.
     pub fn snapshot(&self) -> Tables {
         self.tables.lock().map(|t| t.clone()).unwrap_or_default()
@@ -83,6 +94,11 @@ impl MemoryStore {
 pub struct MemoryTx {
     tables: Arc<Mutex<Tables>>,
     working: Tables,
+}
+
+/// What `claim_renewals` and `claim_renewal_info_checks` consider at all.
+fn renewable(c: &Certificate) -> bool {
+    c.auto_renewal && !c.revoked && c.ca_id.is_some() && c.renewed_by_id.is_none()
 }
 
 fn not_faked(what: &str) -> ! {
@@ -593,8 +609,67 @@ impl IssuanceWrites for MemoryTx {
     async fn delete_template(&mut self, _: &str, _: i64) -> StoreResult<bool> {
         not_faked("delete_template")
     }
-    async fn claim_renewals(&mut self, _: i64, _: i64, _: i64, _: i64) -> StoreResult<Vec<Certificate>> {
-        not_faked("claim_renewals")
+    async fn claim_renewals(
+        &mut self,
+        now: i64,
+        default_window_ms: i64,
+        claimed_before: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<Certificate>> {
+        let tables = &mut self.working;
+        let mut due: Vec<Certificate> = tables
+            .certificates
+            .iter()
+            .filter(|c| renewable(c) && c.expires_at > now)
+            .filter(|c| match tables.renewal_info.get(&c.id).and_then(|info| info.0) {
+                Some(renew_at) => renew_at <= now,
+                // Template windows are not kept here: the default applies.
+                None => c.expires_at - default_window_ms < now,
+            })
+            .filter(|c| tables.renewal_claims.get(&c.id).is_none_or(|at| *at < claimed_before))
+            .filter(|c| !tables.requests.iter().any(|r| r.renews_certificate_id == Some(c.id) && r.status == "issuing"))
+            .cloned()
+            .collect();
+        due.sort_by_key(|c| c.expires_at);
+        due.truncate(usize::try_from(limit).unwrap_or(0));
+        for c in &due {
+            tables.renewal_claims.insert(c.id, now);
+        }
+        Ok(due)
+    }
+    async fn claim_renewal_info_checks(
+        &mut self,
+        now: i64,
+        next_check: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<Certificate>> {
+        let tables = &mut self.working;
+        let next = |c: &Certificate| tables.renewal_info.get(&c.id).and_then(|info| info.1);
+        let mut due: Vec<Certificate> = tables
+            .certificates
+            .iter()
+            .filter(|c| renewable(c) && c.expires_at > now && next(c).is_none_or(|at| at <= now))
+            .cloned()
+            .collect();
+        due.sort_by_key(|c| (next(c).unwrap_or(0), c.id));
+        due.truncate(usize::try_from(limit).unwrap_or(0));
+        for c in &due {
+            tables.renewal_info.entry(c.id).or_default().1 = Some(next_check);
+        }
+        Ok(due)
+    }
+    async fn record_renewal_info(
+        &mut self,
+        _: &str,
+        id: i64,
+        renew_at: Option<i64>,
+        window: Option<(i64, i64)>,
+        next_check: i64,
+    ) -> StoreResult<()> {
+        let info = self.working.renewal_info.entry(id).or_default();
+        let kept = info.0.filter(|at| window.is_some_and(|(start, end)| (start..=end).contains(at)));
+        *info = (kept.or(renew_at), Some(next_check));
+        Ok(())
     }
     async fn record_renewal(&mut self, workspace_id: &str, old_id: i64, new_id: i64) -> StoreResult<()> {
         if let Some(c) = self.working.certificates.iter_mut().find(|c| c.workspace_id == workspace_id && c.id == old_id)

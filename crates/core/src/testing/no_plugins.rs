@@ -1,5 +1,5 @@
 //! `NoPlugins`: a plugin host with nothing installed. Every call fails as an unbound type would,
-//! but `ca_issue` and `ca_poll_issue`, which a test may script, and `serving`, which answers
+//! but `ca_issue`, `ca_poll_issue` and `ca_renewal_info`, which a test may script, and `serving`, which answers
 //! with a test's connector.
 
 use std::sync::Arc;
@@ -18,8 +18,13 @@ pub type IssueScript =
 pub type PollScript =
     Arc<dyn Fn(String, IssueRequest) -> BoxFuture<'static, Result<IssueOutcome, PluginError>> + Send + Sync>;
 
+/// A connector's `renewal-info` as a test scripts it: the certificate reference in.
+pub type RenewalInfoScript = Arc<dyn Fn(&CertificateRef) -> Result<Option<RenewalWindow>, PluginError> + Send + Sync>;
+
 #[derive(Default)]
 pub struct NoPlugins {
+    /// What `ca_renewal_info` does; unset, it fails like every other call.
+    pub renewal_info: Option<RenewalInfoScript>,
     /// What `ca_issue` does; unset, it fails like every other call.
     pub issue: Option<IssueScript>,
     /// What `ca_poll_issue` does; unset, it fails like every other call.
@@ -115,8 +120,15 @@ impl PluginHost for NoPlugins {
     async fn ca_chain(&self, _: &CallTarget) -> Result<Vec<Vec<u8>>, PluginError> {
         Err(none())
     }
-    async fn ca_renewal_info(&self, _: &CallTarget, _: &CertificateRef) -> Result<Option<RenewalWindow>, PluginError> {
-        Err(none())
+    async fn ca_renewal_info(
+        &self,
+        _: &CallTarget,
+        certificate: &CertificateRef,
+    ) -> Result<Option<RenewalWindow>, PluginError> {
+        match &self.renewal_info {
+            Some(script) => script(certificate),
+            None => Err(none()),
+        }
     }
     async fn ca_revoke(&self, _: &CallTarget, _: &RevokeRequest) -> Result<(), PluginError> {
         Err(none())
