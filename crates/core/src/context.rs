@@ -6,12 +6,12 @@ use crate::audit::Audit;
 use crate::auth::LoginLimiter;
 use crate::clock::{SharedClock, SharedEntropy};
 use crate::crypto::MasterKey;
+use crate::discovery::tls::{NoProber, TlsProber};
 use crate::error::Result;
 use crate::pki::InternalPki;
 use crate::plugins::service::PluginService;
 use crate::ports::Store;
 use crate::unit_of_work::UnitOfWork;
-use crate::discovery::tls::{NoProber, TlsProber};
 use crate::webhooks::transport::{NoTransport, WebhookTransport};
 
 /// What the use cases need of the configuration (the binary loads and validates it).

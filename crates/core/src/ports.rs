@@ -402,8 +402,13 @@ pub trait DiscoveryWrites: Send {
     /// Links a certificate without a CA to `ca_id`; false when it already had one.
     async fn link_certificate_ca(&mut self, workspace_id: &str, id: i64, ca_id: i64, at: i64) -> StoreResult<bool>;
     /// Whether the certificate has a usage record for `host` and `port`.
-    async fn has_usage(&mut self, workspace_id: &str, certificate_id: i64, host: &str, port: Option<i64>)
-        -> StoreResult<bool>;
+    async fn has_usage(
+        &mut self,
+        workspace_id: &str,
+        certificate_id: i64,
+        host: &str,
+        port: Option<i64>,
+    ) -> StoreResult<bool>;
 }
 
 #[async_trait]

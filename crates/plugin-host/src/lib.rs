@@ -30,9 +30,9 @@ mod host_v0_2;
 mod install;
 mod invoke;
 pub mod outbound;
-pub mod tls_probe;
 mod registry;
 mod runtime;
+pub mod tls_probe;
 mod worlds;
 
 #[cfg(test)]

@@ -19,7 +19,12 @@ pub struct Config {
 const KEY: &str = "account";
 
 /// One call's session: the directory, the key, the account URL, the last nonce.
-struct Session { dir: Value, key: keystore::KeyInfo, kid: Option<String>, nonce: Option<String> }
+struct Session {
+    dir: Value,
+    key: keystore::KeyInfo,
+    kid: Option<String>,
+    nonce: Option<String>,
+}
 
 impl Session {
     fn open(config: &Config) -> Result<Session, PluginError> {
@@ -36,7 +41,9 @@ impl Session {
     fn post(&mut self, url: &str, payload: Option<&Value>) -> Result<http::Response, PluginError> {
         let nonce = match self.nonce.take() {
             Some(n) => n,
-            None => http::Request::new("HEAD", &self.url("newNonce")).send()?.header("replay-nonce").unwrap_or_default(),
+            None => {
+                http::Request::new("HEAD", &self.url("newNonce")).send()?.header("replay-nonce").unwrap_or_default()
+            }
         };
         let id = self.kid.as_deref().map_or(KeyId::Jwk, KeyId::Kid);
         let body = jws::sign(KEY, &self.key, id, url, Some(&nonce), payload)?;
@@ -88,8 +95,12 @@ impl CaConnector for MiniAcme {
         let order_url = match state::get_json::<String>(&key)? {
             Some(url) => url,
             None => {
-                let names: Vec<Value> = r.profile.subject_alt_names.iter()
-                    .map(|n| json!({ "type": "dns", "value": n.to_string() })).collect();
+                let names: Vec<Value> = r
+                    .profile
+                    .subject_alt_names
+                    .iter()
+                    .map(|n| json!({ "type": "dns", "value": n.to_string() }))
+                    .collect();
                 let res = s.post(&s.url("newOrder"), Some(&json!({ "identifiers": names })))?;
                 let url = res.header("location").unwrap_or_default();
                 state::set_json(&key, &url)?;
@@ -99,30 +110,51 @@ impl CaConnector for MiniAcme {
         Self::poll_issue(ctx, c, &order_url, r)
     }
 
-    fn poll_issue(ctx: &CallContext, c: &Config, order_url: &str, r: &IssueRequest) -> Result<IssueOutcome, PluginError> {
+    fn poll_issue(
+        ctx: &CallContext,
+        c: &Config,
+        order_url: &str,
+        r: &IssueRequest,
+    ) -> Result<IssueOutcome, PluginError> {
         let mut s = Session::open(c)?;
         s.register()?;
         let deadline = Deadline::from_budget(ctx, 2_000);
         let order: Value = s.post(order_url, None)?.json()?;
         for authz_url in order["authorizations"].as_array().into_iter().flatten().filter_map(Value::as_str) {
             let authz: Value = s.post(authz_url, None)?.json()?;
-            let Some(ch) = authz["challenges"].as_array().into_iter().flatten().find(|c| c["type"] == "http-01") else { continue };
+            let Some(ch) = authz["challenges"].as_array().into_iter().flatten().find(|c| c["type"] == "http-01") else {
+                continue;
+            };
             let token = ch["token"].as_str().unwrap_or_default();
-            let answer = Challenge::http01(authz["identifier"]["value"].as_str().unwrap_or_default(), token,
-                                           &format!("{token}.{}", s.key.jwk_thumbprint));
+            let answer = Challenge::http01(
+                authz["identifier"]["value"].as_str().unwrap_or_default(),
+                token,
+                &format!("{token}.{}", s.key.jwk_thumbprint),
+            );
             challenge::present(&answer)?;
             s.post(ch["url"].as_str().unwrap_or_default(), Some(&json!({})))?;
             let polled = poll::until(&deadline, &Backoff::default(), || {
                 let res = s.post(authz_url, None)?;
                 let status = res.json::<Value>()?["status"].as_str().unwrap_or_default().to_owned();
-                Ok(if status == "pending" { Step::Wait { retry_after_secs: res.retry_after_secs() } } else { Step::Done(status) })
+                Ok(if status == "pending" {
+                    Step::Wait { retry_after_secs: res.retry_after_secs() }
+                } else {
+                    Step::Done(status)
+                })
             })?;
             match polled {
-                Polled::OutOfTime { retry_after_secs } => return Ok(IssueOutcome::Pending {
-                    reference: order_url.to_owned(), retry_after_secs, status_message: "validating".into() }),
+                Polled::OutOfTime { retry_after_secs } => {
+                    return Ok(IssueOutcome::Pending {
+                        reference: order_url.to_owned(),
+                        retry_after_secs,
+                        status_message: "validating".into(),
+                    })
+                }
                 Polled::Done(status) => {
                     challenge::cleanup(&answer)?;
-                    if status != "valid" { return Err(PluginError::rejected(format!("authorization {status}"))); }
+                    if status != "valid" {
+                        return Err(PluginError::rejected(format!("authorization {status}")));
+                    }
                 }
             }
         }
