@@ -15,6 +15,9 @@ run: plugins
 ## Everything the tests need (plugins, binary, a throwaway PostgreSQL), then the whole
 ## suite in parallel: once on SQLite, once more on PostgreSQL.
 test:
+	# The Debian packages the agent and the tests need (a no-op check once installed); the wasm
+	# and PostgreSQL groups are installed by build-plugins.sh and postgres.sh themselves.
+	scripts/install-deps.sh test tpm
 	# The wasm plugins and the native crates (binaries and tests) build side by side: separate
 	# target directories, and each build alone leaves a core idle much of the time.
 	scripts/build-plugins.sh & plugins=$$!; \
