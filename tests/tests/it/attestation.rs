@@ -339,3 +339,44 @@ async fn trust_roots_take_ca_certificates_only() {
     let gone = admin.delete(&format!("/api/attestation/trust-roots/{id}")).await;
     assert_eq!((gone.status, gone.body["error"].as_str()), (404, Some("Trust root not found")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_consume_a_nonce_exactly_once() {
+    if !trellis_tests::on_postgres() {
+        return; // Several processes on one database is the PostgreSQL deployment.
+    }
+    let master_key = "6b".repeat(32);
+    let first = Server::start_with(&[("TRELLIS_MASTER_KEY", master_key.as_str())]);
+    let database_url = first
+        .env
+        .iter()
+        .find(|(name, _)| name == "TRELLIS_DATABASE_URL")
+        .map(|(_, url)| url.clone())
+        .unwrap_or_default();
+    let second = Server::start_with(&[
+        ("TRELLIS_MASTER_KEY", master_key.as_str()),
+        ("TRELLIS_DATABASE_URL", database_url.as_str()),
+    ]);
+    let admin = first.admin().await;
+    let replicas = [admin.clone(), second.admin().await];
+    let dev = device(&admin, "replicated", "gateway").await;
+    let path = format!("/api/iot/devices/{dev}/attest-and-provision");
+
+    // Ten nonces, each submitted eight times at once, alternately through the two replicas.
+    for _ in 0..10 {
+        let n = nonce(&admin, dev, "attestation", 300).await;
+        let mut racing = tokio::task::JoinSet::new();
+        for i in 0..8 {
+            let (client, p, body) = (replicas[i % 2].clone(), path.clone(), provision_body(&n));
+            racing.spawn(async move { client.post(&p, body).await });
+        }
+        let mut codes = Vec::new();
+        while let Some(done) = racing.join_next().await {
+            let res = done.expect("join");
+            codes.push((res.status, res.body["error"].as_str().unwrap_or_default().to_owned()));
+        }
+        // The one that consumed it reaches the gate (no enrolled AK: 403); the rest are refused.
+        assert_eq!(codes.iter().filter(|(s, _)| *s == 403).count(), 1, "{codes:?}");
+        assert_eq!(codes.iter().filter(|(s, c)| *s == 400 && c == "nonce_already_used").count(), 7, "{codes:?}");
+    }
+}
