@@ -232,6 +232,8 @@ pub fn verify_tpm_signature(key: &VerifyingKey, signature: &Signature, message: 
     }
 }
 
+/// RSASSA-PKCS1-v1_5 verification (RFC 8017 §8.2.2) with the public operation done by
+/// [`rsa_public_op`]; the DigestInfo prefixes are the `rsa` crate's.
 fn verify_pkcs1v15(key: &RsaPublicKey, hash: HashAlg, digest: &[u8], signature: &[u8]) -> Result<(), String> {
     let scheme = match hash {
         HashAlg::Sha1 => Pkcs1v15Sign::new::<sha1::Sha1>(),
@@ -239,7 +241,53 @@ fn verify_pkcs1v15(key: &RsaPublicKey, hash: HashAlg, digest: &[u8], signature: 
         HashAlg::Sha384 => Pkcs1v15Sign::new::<sha2::Sha384>(),
         HashAlg::Sha512 => Pkcs1v15Sign::new::<sha2::Sha512>(),
     };
-    key.verify(scheme, digest, signature).map_err(|_| "RSASSA-PKCS1-v1_5 signature does not verify".to_owned())
+    let refused = || "RSASSA-PKCS1-v1_5 signature does not verify".to_owned();
+    let k = key.size();
+    let t_len = scheme.prefix.len() + digest.len();
+    if scheme.hash_len.is_some_and(|len| len != digest.len()) || signature.len() != k || k < t_len + 11 {
+        return Err(refused());
+    }
+    let s = BigUint::from_bytes_be(signature);
+    if &s >= key.n() {
+        return Err(refused());
+    }
+    let m = rsa_public_op(&s, key.e(), key.n()).to_bytes_be();
+    if m.len() > k {
+        return Err(refused());
+    }
+    // EM = 0x00 || 0x01 || PS (0xff, k - tLen - 3 bytes) || 0x00 || DigestInfo prefix || H
+    let mut expected = vec![0xffu8; k];
+    expected[0] = 0;
+    expected[1] = 1;
+    expected[k - t_len - 1] = 0;
+    expected[k - t_len..k - digest.len()].copy_from_slice(&scheme.prefix);
+    expected[k - digest.len()..].copy_from_slice(digest);
+    let mut em = vec![0u8; k - m.len()];
+    em.extend_from_slice(&m);
+    if em == expected {
+        Ok(())
+    } else {
+        Err(refused())
+    }
+}
+
+/// `s^e mod n` by left-to-right square-and-multiply. RSA public exponents are small (65537:
+/// 16 squarings and one multiplication), and `num-bigint-dig`'s windowed Montgomery `modpow`,
+/// which the `rsa` crate uses, walks every bit of the exponent's limb: several times the work
+/// for the four signature checks of every verification. The inputs are public: no constant time
+/// is needed.
+fn rsa_public_op(s: &BigUint, e: &BigUint, n: &BigUint) -> BigUint {
+    let exponent = e.to_bytes_be();
+    let mut acc = BigUint::from(1u32);
+    for byte in exponent {
+        for bit in (0..8).rev() {
+            acc = (&acc * &acc) % n;
+            if byte >> bit & 1 == 1 {
+                acc = (&acc * s) % n;
+            }
+        }
+    }
+    acc
 }
 
 fn verify_pss(key: &RsaPublicKey, hash: HashAlg, digest: &[u8], signature: &[u8], salt: usize) -> Result<(), String> {
@@ -283,5 +331,49 @@ pub fn verify_x509_signature(
             key.verify_prehash(&digest, &sig).map_err(|_| "ECDSA signature does not verify".to_owned())
         }
         _ => Err("signature algorithm does not match the issuer's key".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+    use rsa::signature::SignatureEncoding;
+    use rsa::traits::PublicKeyParts;
+    use sha2::Digest;
+
+    use super::*;
+
+    #[test]
+    fn the_public_operation_agrees_with_modpow() {
+        let n = BigUint::from_bytes_be(&[0xc5; 256]) | BigUint::from(1u32);
+        for (s, e) in [(12_345u32, 65_537u32), (7, 3), (0xdead_beef, 17), (2, 1)] {
+            let (s, e) = (BigUint::from(s), BigUint::from(e));
+            assert_eq!(rsa_public_op(&s, &e, &n), s.modpow(&e, &n));
+        }
+    }
+
+    #[test]
+    fn pkcs1v15_signatures_verify_and_tampered_ones_do_not() {
+        let mut rng = rand_core::OsRng;
+        let private = rsa::RsaPrivateKey::new(&mut rng, 2048).unwrap();
+        let public = private.to_public_key();
+        let digest = sha2::Sha256::digest(b"quoted");
+        let signing = rsa::pkcs1v15::SigningKey::<sha2::Sha256>::new(private);
+        let signature = rsa::signature::hazmat::PrehashSigner::sign_prehash(&signing, &digest).unwrap().to_vec();
+        assert_eq!(signature.len(), public.size());
+        verify_pkcs1v15(&public, HashAlg::Sha256, &digest, &signature).unwrap();
+        // What the rsa crate accepts, this accepts, and the reverse.
+        public.verify(Pkcs1v15Sign::new::<sha2::Sha256>(), &digest, &signature).unwrap();
+
+        let mut flipped = signature.clone();
+        flipped[100] ^= 1;
+        assert!(verify_pkcs1v15(&public, HashAlg::Sha256, &digest, &flipped).is_err());
+        assert!(verify_pkcs1v15(&public, HashAlg::Sha384, &digest, &signature).is_err(), "wrong hash");
+        let other = sha2::Sha256::digest(b"other");
+        assert!(verify_pkcs1v15(&public, HashAlg::Sha256, &other, &signature).is_err());
+        assert!(verify_pkcs1v15(&public, HashAlg::Sha256, &digest, &signature[1..]).is_err(), "short");
+        let too_big = public.n().to_bytes_be();
+        assert!(verify_pkcs1v15(&public, HashAlg::Sha256, &digest, &too_big).is_err(), "s >= n");
     }
 }
