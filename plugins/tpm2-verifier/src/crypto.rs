@@ -256,12 +256,12 @@ fn verify_pkcs1v15(key: &RsaPublicKey, hash: HashAlg, digest: &[u8], signature: 
         return Err(refused());
     }
     // EM = 0x00 || 0x01 || PS (0xff, k - tLen - 3 bytes) || 0x00 || DigestInfo prefix || H
-    let mut expected = vec![0xffu8; k];
-    expected[0] = 0;
-    expected[1] = 1;
-    expected[k - t_len - 1] = 0;
-    expected[k - t_len..k - digest.len()].copy_from_slice(&scheme.prefix);
-    expected[k - digest.len()..].copy_from_slice(digest);
+    let mut expected = Vec::with_capacity(k);
+    expected.extend_from_slice(&[0, 1]);
+    expected.resize(k - t_len - 1, 0xff);
+    expected.push(0);
+    expected.extend_from_slice(&scheme.prefix);
+    expected.extend_from_slice(digest);
     let mut em = vec![0u8; k - m.len()];
     em.extend_from_slice(&m);
     if em == expected {
