@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{issue_prepared, request, templates, IssueInput, Issued};
 use crate::audit::Audit;
-use crate::cas::{CaStatus, CertificateAuthority, HealthStatus, IssuedRecord};
+use crate::cas::{CertificateAuthority, IssuedRecord};
 use crate::error::Error;
 use crate::pki::{InternalPki, LedgerSlot, Unrecorded};
 use crate::plugins::*;
@@ -92,21 +92,7 @@ async fn fixture() -> Fixture {
         })
     };
     let ctx = context_with(store.clone(), NOW, NoPlugins { issue: Some(script), ..NoPlugins::default() });
-    let ca = CertificateAuthority {
-        id: CA_ID,
-        workspace_id: WORKSPACE.into(),
-        name: "internal".into(),
-        ca_type: "internal".into(),
-        description: None,
-        url: None,
-        status: CaStatus::Active,
-        health_status: HealthStatus::Healthy,
-        issuer_patterns: Vec::new(),
-        config: json!({}),
-        last_sync: None,
-        created_at: 0,
-        updated_at: 0,
-    };
+    let ca = crate::testing::active_ca(WORKSPACE, CA_ID, "internal");
     Fixture { ctx, store, then, ca }
 }
 

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::requests::{self, CertificateRequest, FAILED, ISSUED, ISSUING};
 use super::{issue, pending, IssueInput, Outcome};
-use crate::cas::{CaStatus, CertificateAuthority, HealthStatus};
+use crate::cas::CertificateAuthority;
 use crate::error::Error;
 use crate::plugins::*;
 use crate::ports::Store;
@@ -57,21 +57,7 @@ fn connector() -> PluginInfo {
 }
 
 fn ca() -> CertificateAuthority {
-    CertificateAuthority {
-        id: CA_ID,
-        workspace_id: WORKSPACE.into(),
-        name: "slow CA".into(),
-        ca_type: "pending".into(),
-        description: None,
-        url: None,
-        status: CaStatus::Active,
-        health_status: HealthStatus::Healthy,
-        issuer_patterns: Vec::new(),
-        config: json!({}),
-        last_sync: None,
-        created_at: 0,
-        updated_at: 0,
-    }
+    crate::testing::active_ca(WORKSPACE, CA_ID, "pending")
 }
 
 /// A certificate for the CSR's public key (or for a fresh key), made natively with rcgen.

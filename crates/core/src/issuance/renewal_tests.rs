@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::renewal::{self, ARI_RETRY_DEFAULT_MS, ARI_RETRY_MAX_MS, ARI_RETRY_MIN_MS, WINDOW_MS};
 use crate::audit::Audit;
-use crate::cas::{CaStatus, CertificateAuthority, HealthStatus};
+use crate::cas::CertificateAuthority;
 use crate::certificates::{Certificate, IssuanceSource};
 use crate::plugins::*;
 use crate::testing::{context_with, MemoryStore, NoPlugins};
@@ -36,21 +36,7 @@ fn connector(renewal_info: bool) -> PluginInfo {
 }
 
 fn ca(id: i64, ca_type: &str) -> CertificateAuthority {
-    CertificateAuthority {
-        id,
-        workspace_id: WORKSPACE.into(),
-        name: format!("CA {id}"),
-        ca_type: ca_type.into(),
-        description: None,
-        url: None,
-        status: CaStatus::Active,
-        health_status: HealthStatus::Healthy,
-        issuer_patterns: Vec::new(),
-        config: json!({}),
-        last_sync: None,
-        created_at: 0,
-        updated_at: 0,
-    }
+    crate::testing::active_ca(WORKSPACE, id, ca_type)
 }
 
 /// An auto-renewing certificate of `ca_id` (its serial names the window the script answers).

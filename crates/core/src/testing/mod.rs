@@ -36,6 +36,25 @@ pub fn context_with(store: MemoryStore, now: &str, plugins: NoPlugins) -> Contex
     )
 }
 
+/// An active, healthy CA record of `ca_type` with an empty configuration.
+pub fn active_ca(workspace_id: &str, id: i64, ca_type: &str) -> crate::cas::CertificateAuthority {
+    crate::cas::CertificateAuthority {
+        id,
+        workspace_id: workspace_id.into(),
+        name: format!("{ca_type} CA {id}"),
+        ca_type: ca_type.into(),
+        description: None,
+        url: None,
+        status: crate::cas::CaStatus::Active,
+        health_status: crate::cas::HealthStatus::Healthy,
+        issuer_patterns: Vec::new(),
+        config: serde_json::json!({}),
+        last_sync: None,
+        created_at: 0,
+        updated_at: 0,
+    }
+}
+
 /// A workspace owner signed in to `workspace_id`.
 pub fn owner(workspace_id: &str) -> Caller {
     Caller {
