@@ -484,15 +484,7 @@ pub async fn revoke_at_ca(
         return Ok("unsupported");
     }
     let request = crate::plugins::RevokeRequest {
-        certificate: crate::plugins::CertificateRef {
-            certificate_der: crate::certificates::x509::pem_certificates(&certificate.certificate_pem)
-                .and_then(|blocks| blocks.into_iter().next()),
-            serial_number: certificate.serial_number.to_ascii_lowercase(),
-            authority_key_id: None,
-            not_before: certificate.not_before / 1000,
-            not_after: certificate.expires_at / 1000,
-            ca_reference: None,
-        },
+        certificate: crate::certificates::connector_ref(certificate),
         reason: crate::plugins::RevocationReason::parse(reason)
             .unwrap_or(crate::plugins::RevocationReason::Unspecified),
     };

@@ -195,6 +195,20 @@ pub struct NewCertificate<'a> {
     pub renew_before_ms: Option<i64>,
 }
 
+/// How a connector sees an inventory certificate (revoke, renewal info): its DER, serial and
+/// validity; the CA's own reference is not kept in the inventory.
+pub fn connector_ref(certificate: &Certificate) -> crate::plugins::CertificateRef {
+    crate::plugins::CertificateRef {
+        certificate_der: x509::pem_certificates(&certificate.certificate_pem)
+            .and_then(|blocks| blocks.into_iter().next()),
+        serial_number: certificate.serial_number.to_ascii_lowercase(),
+        authority_key_id: None,
+        not_before: certificate.not_before / 1000,
+        not_after: certificate.expires_at / 1000,
+        ca_reference: None,
+    }
+}
+
 /// Fields to change; `None` leaves a column alone.
 #[derive(Debug, Default)]
 pub struct CertificateUpdate<'a> {

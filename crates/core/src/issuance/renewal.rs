@@ -27,7 +27,7 @@ use crate::certificates::Certificate;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events;
-use crate::plugins::{CertificateRef, IssuanceSource, RenewalWindow, Requester, RequesterKind};
+use crate::plugins::{IssuanceSource, RenewalWindow, Requester, RequesterKind};
 use crate::unit_of_work::Target;
 
 /// Renewal window before expiry of certificates that did not record their own.
@@ -121,15 +121,7 @@ async fn ask_renewal_info(ctx: &Context, certificate: &Certificate) -> Result<Op
     if !info.capabilities.renewal_info {
         return Ok(None);
     }
-    let reference = CertificateRef {
-        certificate_der: crate::certificates::x509::pem_certificates(&certificate.certificate_pem)
-            .and_then(|blocks| blocks.into_iter().next()),
-        serial_number: certificate.serial_number.to_ascii_lowercase(),
-        authority_key_id: None,
-        not_before: certificate.not_before / 1000,
-        not_after: certificate.expires_at / 1000,
-        ca_reference: None,
-    };
+    let reference = crate::certificates::connector_ref(certificate);
     let window = ctx.plugins.host().ca_renewal_info(&call_target(ctx, &ca, &info)?, &reference).await?;
     Ok(Some(window))
 }
