@@ -183,6 +183,11 @@ impl Request {
         &self.body
     }
 
+    /// Every header, in the order added.
+    pub fn header_pairs(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.headers.iter().map(|(name, value)| (name.as_str(), value.as_slice()))
+    }
+
     /// Sends the request and reads the whole response.
     pub fn send(self) -> Result<Response, HttpError> {
         let target = Target::parse(&self.url)?;

@@ -151,9 +151,9 @@ pub(crate) fn send(request: Request, _target: Target) -> Result<Response, HttpEr
         fakes.requests.push(SentRequest {
             method: request.method().to_owned(),
             url: request.url().to_owned(),
-            headers: ["authorization", "content-type", "accept"]
-                .iter()
-                .filter_map(|name| request.header_value(name).map(|value| ((*name).to_owned(), value)))
+            headers: request
+                .header_pairs()
+                .map(|(name, value)| (name.to_ascii_lowercase(), String::from_utf8_lossy(value).into_owned()))
                 .collect(),
             body: request.body_bytes().to_vec(),
         });

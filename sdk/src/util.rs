@@ -110,6 +110,12 @@ pub fn pem_certificates(text: &str) -> Vec<String> {
     found
 }
 
+/// Standard base64 with padding (RFC 4648 §4), as AWS and most JSON APIs take binary members.
+pub fn base64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// The DER bytes of the first PEM block of `text`; `None` when there is none or it is not base64.
 pub fn pem_to_der(text: &str) -> Option<Vec<u8>> {
     use base64::Engine as _;
@@ -154,5 +160,6 @@ mod tests {
         assert_eq!(pem_certificates(&text), vec![one.clone(), two.clone()]);
         assert_eq!(pem_to_der(&two), Some(vec![4, 5]));
         assert_eq!(pem_to_der("nothing"), None);
+        assert_eq!(base64(b"ab?"), "YWI/");
     }
 }
