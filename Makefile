@@ -18,6 +18,8 @@ test:
 	# The Debian packages the agent and the tests need (a no-op check once installed); the wasm
 	# and PostgreSQL groups are installed by build-plugins.sh and postgres.sh themselves.
 	scripts/install-deps.sh test tpm
+	# moto (PyPI), the local AWS the aws-pca tests run against, into target/venv-moto.
+	scripts/moto.sh >/dev/null
 	# The wasm plugins and the native crates (binaries and tests) build side by side: separate
 	# target directories, and each build alone leaves a core idle much of the time.
 	scripts/build-plugins.sh & plugins=$$!; \

@@ -2,6 +2,7 @@
 //! SQLite database, and talk HTTP to it. Also builds test certificates with rcgen.
 
 pub mod certs;
+pub mod moto;
 pub mod pebble;
 pub mod receiver;
 pub mod swtpm;

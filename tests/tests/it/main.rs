@@ -6,6 +6,7 @@ mod attestation;
 mod attestation_tpm;
 mod audit;
 mod auth;
+mod aws_pca;
 mod ca_probes;
 mod cas;
 mod certificates;

@@ -57,4 +57,5 @@ pub const FIRST_PARTY_PLUGINS: &[&str] = &[
     "domain-policy",
     "tpm2-verifier",
     "ca-probe",
+    "aws-pca",
 ];
