@@ -241,3 +241,40 @@ async fn cancel_stops_a_scan_and_a_killed_server_leaves_nothing_running() {
     let again = server.cli(&["jobs", "discovery"]).expect("jobs discovery");
     assert_eq!(again["ran"], 0, "nothing left to run: {again}");
 }
+
+/// A `ca_certs` scan imports a page of the CA's certificates in one transaction; a certificate
+/// that does not parse fails alone, named, and the rest of its page still lands (the page is
+/// imported again one by one). A rescan changes nothing.
+#[tokio::test]
+async fn ca_certs_pages_import_together_and_a_bad_certificate_fails_alone() {
+    let server = Server::start_with(&[("TRELLIS_CA_HEALTH_INTERVAL_SECS", "0")]);
+    let admin = server.admin().await;
+    let fixture = trellis_tests::workspace_root().join("target/plugins/fixture-ca-bulk.wasm");
+    let bytes = std::fs::read(&fixture).unwrap_or_else(|e| panic!("{}: {e}", fixture.display()));
+    let installed = admin.post_raw("/api/plugins", "application/wasm", bytes).await;
+    assert_eq!(installed.status, 201, "{}", installed.body);
+    let ca = create_ca(
+        &admin,
+        json!({ "name": "Bulk", "type": "fixture-bulk", "config": { "count": 250, "brokenEvery": 100 } }),
+    )
+    .await;
+    let scan_of =
+        |scan: &Value| (scan["status"].clone(), scan["found"].as_i64(), scan["new"].as_i64(), scan["failed"].as_i64());
+    let start = || async {
+        let res = admin.post("/api/discovery/scans", json!({ "type": "ca_certs", "caId": ca["id"] })).await;
+        assert_eq!(res.status, 201, "{}", res.body);
+        finished_scan(&admin, res.body["data"]["id"].as_i64().expect("scan id")).await
+    };
+    let scan = start().await;
+    assert_eq!(scan_of(&scan), (json!("completed"), Some(250), Some(248), Some(2)), "{scan}");
+    let failed: Vec<&str> =
+        scan["failures"].as_array().into_iter().flatten().filter_map(|f| f["target"].as_str()).collect();
+    assert_eq!(failed, ["bulk-99", "bulk-199"], "{scan}");
+    assert_eq!(admin.get("/api/certificates?limit=1").await.body["total"], 248);
+    let created = admin.get("/api/audit-logs?action=certificate.created&limit=1").await;
+    assert_eq!(created.body["total"], 248, "one audit entry per imported certificate: {}", created.body);
+
+    let again = start().await;
+    assert_eq!(scan_of(&again), (json!("completed"), Some(250), Some(0), Some(2)), "{again}");
+    assert_eq!(admin.get("/api/certificates?limit=1").await.body["total"], 248);
+}

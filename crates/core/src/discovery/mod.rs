@@ -325,6 +325,7 @@ async fn import_from_ca(ctx: &Context, scan: &mut Scan) -> Result<std::result::R
             .into_iter()
             .map(|k| (k.fingerprint_sha256.clone(), k))
             .collect();
+        let mut batch = Vec::new();
         for (item, fingerprint) in page.items.iter().zip(&fingerprints) {
             seen += 1;
             scan.found += 1;
@@ -341,9 +342,9 @@ async fn import_from_ca(ctx: &Context, scan: &mut Scan) -> Result<std::result::R
                 endpoint: None,
             };
             let label = item.ca_reference.clone().unwrap_or_else(|| format!("certificate {seen}"));
-            let imported = import(ctx, scan, &cas, found).await;
-            count(scan, label, imported);
+            batch.push((label, found));
         }
+        import_page(ctx, scan, &cas, batch).await;
         if let Err(cancelled) = beat(ctx, scan).await? {
             return Ok(Err(cancelled));
         }
@@ -398,7 +399,7 @@ async fn import_from_endpoints(ctx: &Context, scan: &mut Scan) -> Result<std::re
                         };
                         scan.found += 1;
                         let found = Found { der: leaf, chain: rest, revoked: None, scanned_ca: None, endpoint: Some(&target) };
-                        let imported = import(ctx, scan, &cas, found).await;
+                        let imported = import(ctx, scan, &cas, &found).await;
                         count(scan, label, imported);
                     }
                     Err(err) => scan.note_failure(label, err.to_string()),
@@ -507,10 +508,68 @@ struct Found<'a> {
     endpoint: Option<&'a tls::TlsTarget>,
 }
 
-async fn import(ctx: &Context, scan: &Scan, cas: &[CertificateAuthority], found: Found<'_>) -> Result<Imported> {
+/// Imports a page of a CA's certificates in one transaction: a commit per page rather than per
+/// certificate (on PostgreSQL the commits were most of the cost). When any of them fails, the
+/// page is rolled back and imported again one certificate at a time, so each failure is named
+/// and the others still land.
+async fn import_page(ctx: &Context, scan: &mut Scan, cas: &[CertificateAuthority], batch: Vec<(String, Found<'_>)>) {
+    if batch.is_empty() {
+        return;
+    }
+    let together = async {
+        let now = ctx.now_millis();
+        let mut change =
+            UnitOfWork::owning(ctx.store.begin().await?, Audit::system("discovery"), Some(&scan.workspace_id), now);
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for (_, found) in &batch {
+            outcomes.push(import_into(&mut change, scan, cas, found, now).await?);
+        }
+        change.commit().await?;
+        Ok::<_, Error>(outcomes)
+    };
+    match together.await {
+        Ok(outcomes) => {
+            for ((label, _), outcome) in batch.into_iter().zip(outcomes) {
+                count(scan, label, Ok(outcome));
+            }
+        }
+        Err(err) => {
+            tracing::debug!(scan = scan.id, error = %err, "a page did not import as one; importing it certificate by certificate");
+            for (label, found) in batch {
+                let imported = import(ctx, scan, cas, &found).await;
+                count(scan, label, imported);
+            }
+        }
+    }
+}
+
+/// Imports one certificate in its own transaction.
+async fn import(ctx: &Context, scan: &Scan, cas: &[CertificateAuthority], found: &Found<'_>) -> Result<Imported> {
+    let now = ctx.now_millis();
+    let mut change =
+        UnitOfWork::owning(ctx.store.begin().await?, Audit::system("discovery"), Some(&scan.workspace_id), now);
+    match import_into(&mut change, scan, cas, found, now).await {
+        Ok(imported) => {
+            change.commit().await?;
+            Ok(imported)
+        }
+        // Imported concurrently (a rerun of the same scan): already there.
+        Err(Error::Store(StoreError::Unique(_))) => Ok(Imported::Unchanged),
+        Err(err) => Err(err),
+    }
+}
+
+/// Imports one certificate inside `change`, which the caller commits. A certificate inserted
+/// concurrently is a `StoreError::Unique` error: on PostgreSQL it ends the transaction.
+async fn import_into(
+    change: &mut UnitOfWork<'_>,
+    scan: &Scan,
+    cas: &[CertificateAuthority],
+    found: &Found<'_>,
+    now: i64,
+) -> Result<Imported> {
     let parsed = parse_der(found.der)?;
     let owner = owner(&parsed.issuer, found.scanned_ca, cas);
-    let now = ctx.now_millis();
     let workspace_id = scan.workspace_id.clone();
     let location = found.endpoint.map(tls::TlsTarget::label);
     let usage = found.endpoint.map(|endpoint| UsageRecord {
@@ -524,7 +583,6 @@ async fn import(ctx: &Context, scan: &Scan, cas: &[CertificateAuthority], found:
         metadata: json!({ "source": "discovery", "scanId": scan.id }),
         created_at: now,
     });
-    let mut change = UnitOfWork::owning(ctx.store.begin().await?, Audit::system("discovery"), Some(&workspace_id), now);
     if let Some(existing) =
         change.tx().find_certificate_by_fingerprint(&workspace_id, &parsed.fingerprint_sha256).await?
     {
@@ -561,7 +619,6 @@ async fn import(ctx: &Context, scan: &Scan, cas: &[CertificateAuthority], found:
                 change.tx().insert_usage(&usage).await?;
             }
         }
-        change.commit().await?;
         return Ok(outcome);
     }
     let chain: String = found.chain.iter().map(|der| crate::certificates::x509::to_pem(der)).collect();
@@ -589,12 +646,7 @@ async fn import(ctx: &Context, scan: &Scan, cas: &[CertificateAuthority], found:
         csr_pem: None,
         renew_before_ms: None,
     };
-    let certificate = match change.tx().insert_certificate(&new).await {
-        Ok(certificate) => certificate,
-        // Imported concurrently (a rerun of the same scan): already there.
-        Err(StoreError::Unique(_)) => return Ok(Imported::Unchanged),
-        Err(err) => return Err(err.into()),
-    };
+    let certificate = change.tx().insert_certificate(&new).await?;
     let certificate = match found.revoked {
         Some((at, reason)) => {
             let update = CertificateUpdate { revoke: Some((at.max(0), reason)), ..Default::default() };
@@ -614,7 +666,6 @@ async fn import(ctx: &Context, scan: &Scan, cas: &[CertificateAuthority], found:
                 "caId": certificate.ca_id, "endpoint": location }),
         )
         .emit(events::CERTIFICATE_CREATED, crate::certificates::event_data(&certificate, now));
-    change.commit().await?;
     Ok(Imported::New)
 }
 
