@@ -139,6 +139,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0460_renewal_info.sql"),
         postgres: include_str!("../../../migrations/postgres/0460_renewal_info.sql"),
     },
+    Migration {
+        version: 470,
+        name: "subscribed_at",
+        sqlite: include_str!("../../../migrations/sqlite/0470_subscribed_at.sql"),
+        postgres: include_str!("../../../migrations/postgres/0470_subscribed_at.sql"),
+    },
 ];
 
 #[derive(Clone)]

@@ -253,8 +253,8 @@ impl WebhookWrites for Tx {
     async fn insert_webhook(&mut self, e: &WebhookEndpoint) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO webhook_endpoints (id, workspace_id, url, description, events, secret_sealed, \
-             previous_secret_sealed, previous_secret_until, enabled, disabled_reason, failing_since, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+             previous_secret_sealed, previous_secret_until, enabled, disabled_reason, failing_since, created_at, updated_at, \
+             subscribed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $12)",
         )
         .bind(&e.id)
         .bind(&e.workspace_id)
@@ -279,7 +279,9 @@ impl WebhookWrites for Tx {
         let done = sqlx::query(
             "UPDATE webhook_endpoints SET url = $3, description = $4, events = $5, secret_sealed = $6, \
              previous_secret_sealed = $7, previous_secret_until = $8, enabled = $9, disabled_reason = $10, \
-             failing_since = $11, updated_at = $12 WHERE workspace_id = $1 AND id = $2",
+             failing_since = $11, updated_at = $12, \
+             subscribed_at = CASE WHEN (enabled = 0 AND $9 = 1) OR events <> $5 THEN $12 ELSE subscribed_at END \
+             WHERE workspace_id = $1 AND id = $2",
         )
         .bind(&e.workspace_id)
         .bind(&e.id)
@@ -315,7 +317,8 @@ impl WebhookWrites for Tx {
     async fn insert_integration(&mut self, i: &ExternalIntegration) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO external_integrations (id, workspace_id, name, integration_type, events, config, enabled, \
-             disabled_reason, failing_since, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+             disabled_reason, failing_since, created_at, updated_at, subscribed_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $10)",
         )
         .bind(&i.id)
         .bind(&i.workspace_id)
@@ -337,7 +340,9 @@ impl WebhookWrites for Tx {
     async fn update_integration(&mut self, i: &ExternalIntegration) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE external_integrations SET name = $3, integration_type = $4, events = $5, config = $6, \
-             enabled = $7, disabled_reason = $8, failing_since = $9, updated_at = $10 WHERE workspace_id = $1 AND id = $2",
+             enabled = $7, disabled_reason = $8, failing_since = $9, updated_at = $10, \
+             subscribed_at = CASE WHEN (enabled = 0 AND $7 = 1) OR events <> $5 THEN $10 ELSE subscribed_at END \
+             WHERE workspace_id = $1 AND id = $2",
         )
         .bind(&i.workspace_id)
         .bind(&i.id)
@@ -403,10 +408,11 @@ impl WebhookWrites for Tx {
         }
         let list = placeholders(1, workspace_ids.len());
         let sql = format!(
-            "SELECT 'webhook' AS kind, id, workspace_id, events, created_at FROM webhook_endpoints \
-             WHERE enabled = 1 AND workspace_id IN ({list}) \
-             UNION ALL SELECT 'integration' AS kind, id, workspace_id, events, created_at FROM external_integrations \
-             WHERE enabled = 1 AND workspace_id IN ({list})"
+            "SELECT 'webhook' AS kind, id, workspace_id, events, COALESCE(subscribed_at, created_at) AS subscribed_at \
+             FROM webhook_endpoints WHERE enabled = 1 AND workspace_id IN ({list}) \
+             UNION ALL SELECT 'integration' AS kind, id, workspace_id, events, \
+             COALESCE(subscribed_at, created_at) AS subscribed_at \
+             FROM external_integrations WHERE enabled = 1 AND workspace_id IN ({list})"
         );
         let mut query = sqlx::query(&sql);
         for id in workspace_ids {
@@ -421,7 +427,7 @@ impl WebhookWrites for Tx {
                     id: row.try_get("id").db()?,
                     workspace_id: row.try_get("workspace_id").db()?,
                     events: events_column(row)?,
-                    created_at: row.try_get("created_at").db()?,
+                    subscribed_at: row.try_get("subscribed_at").db()?,
                 })
             })
             .collect()

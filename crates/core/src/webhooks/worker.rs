@@ -45,7 +45,9 @@ pub struct Subscriber {
     pub id: String,
     pub workspace_id: String,
     pub events: Vec<String>,
-    pub created_at: i64,
+    /// When it last started receiving its current events: created, switched back on, or given
+    /// another event list. Earlier events are not delivered to it.
+    pub subscribed_at: i64,
 }
 
 /// How the worker runs (operator settings, `TRELLIS_DELIVERY_*`).
@@ -101,7 +103,8 @@ fn body_of(event: &OutboxEvent) -> String {
 }
 
 /// Fans out up to `limit` outbox events; returns how many were processed. Targets receive the
-/// events emitted after they were created.
+/// events emitted since they subscribed (created, switched back on, or given another event
+/// list), so an event emitted while a target was off is not delivered once it is back on.
 pub async fn fan_out(ctx: &Context, limit: i64) -> Result<usize> {
     let mut tx = ctx.store.begin().await?;
     let events = tx.claim_outbox_events(limit).await?;
@@ -118,7 +121,7 @@ pub async fn fan_out(ctx: &Context, limit: i64) -> Result<usize> {
         let mut body = None;
         for subscriber in subscribers.iter().filter(|s| {
             s.workspace_id == event.workspace_id
-                && s.created_at <= event.created_at
+                && s.subscribed_at <= event.created_at
                 && subscribes(&s.events, &event.event_type)
         }) {
             let payload = body.get_or_insert_with(|| body_of(event)).clone();
