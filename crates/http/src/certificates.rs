@@ -81,6 +81,10 @@ pub(crate) struct CertificateDto {
     /// PEM; present on single reads.
     #[serde(skip_serializing_if = "Option::is_none")]
     certificate: Option<String>,
+    /// The issuing chain, one PEM per certificate, issuing CA first; on single reads (empty when
+    /// unknown, e.g. a certificate registered without its chain).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chain: Option<Vec<String>>,
 }
 
 pub(crate) fn certificate_dto(
@@ -88,6 +92,7 @@ pub(crate) fn certificate_dto(
     now: chrono::DateTime<chrono::Utc>,
     with_pem: bool,
 ) -> CertificateDto {
+    let chain = with_pem.then(|| certificate.chain());
     CertificateDto {
         status: certificate.status(now).as_str(),
         days_until_expiry: certificate.days_until_expiry(now),
@@ -120,6 +125,7 @@ pub(crate) fn certificate_dto(
         renewal_error: certificate.renewal_error,
         created_at: rfc3339(certificate.created_at),
         updated_at: rfc3339(certificate.updated_at),
+        chain,
         certificate: with_pem.then_some(certificate.certificate_pem),
     }
 }
@@ -421,13 +427,13 @@ async fn reject_revocation(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct DownloadParams {
-    /// `pem` (default) or `der`.
-    #[param(pattern = "^(pem|der)$")]
+    /// `pem` (default), `der`, or `fullchain` (the certificate then its issuing chain, PEM).
+    #[param(pattern = "^(pem|der|fullchain)$")]
     format: Option<String>,
 }
 
 /// The certificate as a file attachment.
-#[utoipa::path(get, path = "/api/certificates/{id}/download", tag = "certificates", params(DownloadParams), responses((status = 200, description = "PEM or DER bytes")))]
+#[utoipa::path(get, path = "/api/certificates/{id}/download", tag = "certificates", params(DownloadParams), responses((status = 200, description = "PEM or DER bytes; `fullchain`: the certificate and its chain, PEM")))]
 async fn download_certificate(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,

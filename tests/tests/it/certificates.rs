@@ -367,6 +367,11 @@ async fn download_pem_and_der() {
     assert!(res.header("content-disposition").unwrap().contains("dl.example.com.der"));
     assert_eq!(res.bytes, der, "DER download equals the PEM's DER");
     assert_eq!(admin.get(&format!("/api/certificates/{id}/download?format=pfx")).await.status, 400);
+    // Registered without its chain: the full chain is the certificate alone.
+    let res = admin.get(&format!("/api/certificates/{id}/download?format=fullchain")).await;
+    assert_eq!(res.status, 200);
+    assert_eq!(String::from_utf8_lossy(&res.bytes).trim(), pem.trim());
+    assert_eq!(admin.get(&format!("/api/certificates/{id}")).await.body["data"]["chain"], serde_json::json!([]));
 }
 
 #[tokio::test]

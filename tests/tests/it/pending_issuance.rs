@@ -88,6 +88,15 @@ async fn a_pending_ca_answers_202_and_the_poller_completes_the_request() {
     assert_eq!(certificate["commonName"], "slow.example.com");
     assert_eq!(certificate["caId"], ca);
     assert_eq!(certificate["issuanceSource"], "external");
+    // The chain the CA delivered in the background is kept: on the record and in the full chain.
+    let chain: Vec<&str> = certificate["chain"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    assert_eq!(chain.len(), 1, "the fixture's CA certificate: {certificate}");
+    let full = admin.get(&format!("/api/certificates/{certificate_id}/download?format=fullchain")).await;
+    assert_eq!(full.status, 200);
+    assert!(full.header("content-disposition").unwrap_or_default().contains("slow.example.com-fullchain.pem"));
+    let text = String::from_utf8_lossy(&full.bytes).into_owned();
+    let leaf = certificate["certificate"].as_str().expect("PEM").trim();
+    assert!(text.starts_with(leaf) && text.trim_end().ends_with(chain[0].trim()), "leaf then chain: {text}");
     let created = admin.get("/api/events?limit=100&type=certificate.created").await;
     let created: Vec<i64> = created.body["data"]
         .as_array()

@@ -123,6 +123,15 @@ pub struct Certificate {
 }
 
 impl Certificate {
+    /// The issuing chain as one PEM string per certificate, issuing CA first; empty when unknown.
+    pub fn chain(&self) -> Vec<String> {
+        self.chain_pem
+            .as_deref()
+            .and_then(x509::pem_certificates)
+            .map(|ders| ders.iter().map(|der| x509::to_pem(der)).collect())
+            .unwrap_or_default()
+    }
+
     pub fn status(&self, now: DateTime<Utc>) -> Status {
         Status::at(self.revoked, self.expires_at, now.timestamp_millis())
     }

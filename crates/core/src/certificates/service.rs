@@ -375,6 +375,8 @@ pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
 pub enum DownloadFormat {
     Pem,
     Der,
+    /// The certificate then its issuing chain, PEM (what TLS servers load).
+    FullChain,
 }
 
 impl DownloadFormat {
@@ -382,7 +384,8 @@ impl DownloadFormat {
         match text.map(str::to_ascii_lowercase).as_deref() {
             None | Some("pem") => Ok(DownloadFormat::Pem),
             Some("der") => Ok(DownloadFormat::Der),
-            Some(_) => Err(Error::invalid_field("format", "must be pem or der")),
+            Some("fullchain") => Ok(DownloadFormat::FullChain),
+            Some(_) => Err(Error::invalid_field("format", "must be pem, der or fullchain")),
         }
     }
 }
@@ -402,6 +405,18 @@ pub async fn download(ctx: &Context, caller: &Caller, id: i64, format: DownloadF
             file_name: format!("{stem}.pem"),
             content_type: "application/x-pem-file",
         },
+        DownloadFormat::FullChain => {
+            let mut text = certificate.certificate_pem.trim_end().to_owned();
+            text.push('\n');
+            for pem in certificate.chain() {
+                text.push_str(&pem);
+            }
+            Download {
+                bytes: text.into_bytes(),
+                file_name: format!("{stem}-fullchain.pem"),
+                content_type: "application/x-pem-file",
+            }
+        }
         DownloadFormat::Der => {
             let parsed = parse_pem(&certificate.certificate_pem)
                 .map_err(|_| Error::Internal(format!("stored certificate {id} is not parsable")))?;
