@@ -1,5 +1,10 @@
 //! Keys and signatures: TPM public areas and X.509 SubjectPublicKeyInfos to verifying keys and
 //! comparable key material; TPMT_SIGNATURE and X.509 signature verification (RustCrypto).
+//!
+//! RSASSA-PKCS1-v1_5 is checked here rather than by the `rsa` crate: its public operation is
+//! [`crate::montgomery`]'s (the `rsa` crate's `num-bigint-dig` modpow made the four RSA checks
+//! of a `verify` nearly all of its cost); the encoding checks are RFC 8017's, the DigestInfo
+//! prefixes the `rsa` crate's.
 
 use p256::ecdsa::signature::hazmat::PrehashVerifier;
 use rsa::pkcs1::DecodeRsaPublicKey;
@@ -8,6 +13,7 @@ use rsa::{BigUint, Pkcs1v15Sign, Pss, RsaPublicKey};
 use x509_parser::prelude::FromDer;
 use x509_parser::x509::SubjectPublicKeyInfo;
 
+use crate::montgomery::{Modulus, NativeLimb};
 use crate::tpm::{alg, curve, HashAlg, KeyDetail, Signature, TpmPublic};
 
 /// Public-key algorithm OIDs.
@@ -232,8 +238,8 @@ pub fn verify_tpm_signature(key: &VerifyingKey, signature: &Signature, message: 
     }
 }
 
-/// RSASSA-PKCS1-v1_5 verification (RFC 8017 §8.2.2) with the public operation done by
-/// [`rsa_public_op`]; the DigestInfo prefixes are the `rsa` crate's.
+/// RSASSA-PKCS1-v1_5 verification (RFC 8017 §8.2.2): the signature as long as the modulus and
+/// below it, and the whole encoded message compared with the expected one.
 fn verify_pkcs1v15(key: &RsaPublicKey, hash: HashAlg, digest: &[u8], signature: &[u8]) -> Result<(), String> {
     let scheme = match hash {
         HashAlg::Sha1 => Pkcs1v15Sign::new::<sha1::Sha1>(),
@@ -247,14 +253,9 @@ fn verify_pkcs1v15(key: &RsaPublicKey, hash: HashAlg, digest: &[u8], signature: 
     if scheme.hash_len.is_some_and(|len| len != digest.len()) || signature.len() != k || k < t_len + 11 {
         return Err(refused());
     }
-    let s = BigUint::from_bytes_be(signature);
-    if &s >= key.n() {
-        return Err(refused());
-    }
-    let m = rsa_public_op(&s, key.e(), key.n()).to_bytes_be();
-    if m.len() > k {
-        return Err(refused());
-    }
+    // RSAVP1: s < n (refused by `pow`), m = s^e mod n as k bytes.
+    let modulus = Modulus::<NativeLimb>::from_be_bytes(&key.n().to_bytes_be()).map_err(|e| format!("RSA key: {e}"))?;
+    let em = modulus.pow(signature, &key.e().to_bytes_be()).map_err(|_| refused())?;
     // EM = 0x00 || 0x01 || PS (0xff, k - tLen - 3 bytes) || 0x00 || DigestInfo prefix || H
     let mut expected = Vec::with_capacity(k);
     expected.extend_from_slice(&[0, 1]);
@@ -262,32 +263,11 @@ fn verify_pkcs1v15(key: &RsaPublicKey, hash: HashAlg, digest: &[u8], signature: 
     expected.push(0);
     expected.extend_from_slice(&scheme.prefix);
     expected.extend_from_slice(digest);
-    let mut em = vec![0u8; k - m.len()];
-    em.extend_from_slice(&m);
     if em == expected {
         Ok(())
     } else {
         Err(refused())
     }
-}
-
-/// `s^e mod n` by left-to-right square-and-multiply. RSA public exponents are small (65537:
-/// 16 squarings and one multiplication), and `num-bigint-dig`'s windowed Montgomery `modpow`,
-/// which the `rsa` crate uses, walks every bit of the exponent's limb: several times the work
-/// for the four signature checks of every verification. The inputs are public: no constant time
-/// is needed.
-fn rsa_public_op(s: &BigUint, e: &BigUint, n: &BigUint) -> BigUint {
-    let exponent = e.to_bytes_be();
-    let mut acc = BigUint::from(1u32);
-    for byte in exponent {
-        for bit in (0..8).rev() {
-            acc = (&acc * &acc) % n;
-            if byte >> bit & 1 == 1 {
-                acc = (&acc * s) % n;
-            }
-        }
-    }
-    acc
 }
 
 fn verify_pss(key: &RsaPublicKey, hash: HashAlg, digest: &[u8], signature: &[u8], salt: usize) -> Result<(), String> {
@@ -343,15 +323,6 @@ mod tests {
     use sha2::Digest;
 
     use super::*;
-
-    #[test]
-    fn the_public_operation_agrees_with_modpow() {
-        let n = BigUint::from_bytes_be(&[0xc5; 256]) | BigUint::from(1u32);
-        for (s, e) in [(12_345u32, 65_537u32), (7, 3), (0xdead_beef, 17), (2, 1)] {
-            let (s, e) = (BigUint::from(s), BigUint::from(e));
-            assert_eq!(rsa_public_op(&s, &e, &n), s.modpow(&e, &n));
-        }
-    }
 
     #[test]
     fn pkcs1v15_signatures_verify_and_tampered_ones_do_not() {

@@ -23,6 +23,7 @@ pub mod crypto;
 pub mod ekcert;
 pub mod enroll;
 pub mod eventlog;
+pub mod montgomery;
 pub mod policy;
 pub mod tpm;
 pub mod verify;
