@@ -83,34 +83,10 @@ impl EventLog {
                 return Err(ParseError::new("too many events"));
             }
             let sequence = events.len() + 1;
-            let at = |what: &str| format!("event {sequence}: {what}");
-            let pcr = r.u32_le(&at("pcrIndex"))?;
-            if pcr >= PCR_COUNT {
-                return Err(ParseError::new(at(&format!("PCR {pcr} out of range"))));
-            }
-            let event_type = r.u32_le(&at("eventType"))?;
-            let count = r.u32_le(&at("digests.count"))?;
-            if count as usize != algorithms.len() {
-                return Err(ParseError::new(at(&format!(
-                    "{count} digests for the header's {} algorithms",
-                    algorithms.len()
-                ))));
-            }
-            let mut digests: Vec<(u16, Vec<u8>)> = Vec::with_capacity(algorithms.len());
-            for _ in 0..count {
-                let algorithm = r.u16_le(&at("digest.hashAlg"))?;
-                let size =
-                    algorithms.iter().find(|(a, _)| *a == algorithm).map(|(_, s)| usize::from(*s)).ok_or_else(
-                        || ParseError::new(at(&format!("algorithm 0x{algorithm:04x} not in the header"))),
-                    )?;
-                if digests.iter().any(|(a, _)| *a == algorithm) {
-                    return Err(ParseError::new(at(&format!("algorithm 0x{algorithm:04x} twice"))));
-                }
-                digests.push((algorithm, r.bytes(size, &at("digest"))?.to_vec()));
-            }
-            let size = r.u32_le(&at("eventSize"))? as usize;
-            let data = r.bytes(size, &at("event"))?.to_vec();
-            events.push(Event { sequence, pcr, event_type, digests, data });
+            // The event's number is only formatted into an error, never on the way to success.
+            let event = parse_event(&mut r, sequence, &algorithms)
+                .map_err(|e| ParseError::new(format!("event {sequence}: {e}")))?;
+            events.push(event);
         }
         Ok(EventLog { algorithms, events })
     }
@@ -154,6 +130,36 @@ impl EventLog {
     pub fn replayable_banks(&self) -> Vec<Bank> {
         self.algorithms.iter().filter_map(|(a, _)| Bank::from_id(*a)).filter(|b| b.hash().is_some()).collect()
     }
+}
+
+/// One TCG_PCR_EVENT2 with a digest for each of the header's `algorithms`; errors without the
+/// event's number (the caller adds it).
+fn parse_event(r: &mut Reader<'_>, sequence: usize, algorithms: &[(u16, u16)]) -> Result<Event, ParseError> {
+    let pcr = r.u32_le("pcrIndex")?;
+    if pcr >= PCR_COUNT {
+        return Err(ParseError::new(format!("PCR {pcr} out of range")));
+    }
+    let event_type = r.u32_le("eventType")?;
+    let count = r.u32_le("digests.count")?;
+    if count as usize != algorithms.len() {
+        return Err(ParseError::new(format!("{count} digests for the header's {} algorithms", algorithms.len())));
+    }
+    let mut digests: Vec<(u16, Vec<u8>)> = Vec::with_capacity(algorithms.len());
+    for _ in 0..count {
+        let algorithm = r.u16_le("digest.hashAlg")?;
+        let size = algorithms
+            .iter()
+            .find(|(a, _)| *a == algorithm)
+            .map(|(_, s)| usize::from(*s))
+            .ok_or_else(|| ParseError::new(format!("algorithm 0x{algorithm:04x} not in the header")))?;
+        if digests.iter().any(|(a, _)| *a == algorithm) {
+            return Err(ParseError::new(format!("algorithm 0x{algorithm:04x} twice")));
+        }
+        digests.push((algorithm, r.bytes(size, "digest")?.to_vec()));
+    }
+    let size = r.u32_le("eventSize")? as usize;
+    let data = r.bytes(size, "event")?.to_vec();
+    Ok(Event { sequence, pcr, event_type, digests, data })
 }
 
 fn startup_locality(event: &Event) -> Option<u8> {
