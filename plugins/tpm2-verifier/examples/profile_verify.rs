@@ -57,6 +57,8 @@ fn main() {
     let key = check_ak(&ak_bytes, &mut Vec::new()).unwrap().key.unwrap();
 
     report("verify (export glue, whole call)", || assert!(support::verify(request.clone()).passed));
+    let pss_request = support::request_for("pss");
+    report("verify, RSASSA-PSS AK (no certification)", || assert!(support::verify(pss_request.clone()).passed));
     report("EK certificate and chain (2 × RSA-3072)", || {
         let mut failures = Vec::new();
         let identity =

@@ -1,15 +1,15 @@
 //! Keys and signatures: TPM public areas and X.509 SubjectPublicKeyInfos to verifying keys and
 //! comparable key material; TPMT_SIGNATURE and X.509 signature verification (RustCrypto).
 //!
-//! RSASSA-PKCS1-v1_5 is checked here rather than by the `rsa` crate: its public operation is
-//! [`crate::montgomery`]'s (the `rsa` crate's `num-bigint-dig` modpow made the four RSA checks
-//! of a `verify` nearly all of its cost); the encoding checks are RFC 8017's, the DigestInfo
-//! prefixes the `rsa` crate's.
+//! RSASSA-PKCS1-v1_5 and RSASSA-PSS are checked here rather than by the `rsa` crate: the public
+//! operation is [`crate::montgomery`]'s (the `rsa` crate's `num-bigint-dig` modpow made the
+//! four RSA checks of a `verify` nearly all of its cost); the encoding checks are RFC 8017's,
+//! the DigestInfo prefixes the `rsa` crate's.
 
 use p256::ecdsa::signature::hazmat::PrehashVerifier;
 use rsa::pkcs1::DecodeRsaPublicKey;
 use rsa::traits::PublicKeyParts;
-use rsa::{BigUint, Pkcs1v15Sign, Pss, RsaPublicKey};
+use rsa::{BigUint, Pkcs1v15Sign, RsaPublicKey};
 use x509_parser::prelude::FromDer;
 use x509_parser::x509::SubjectPublicKeyInfo;
 
@@ -212,8 +212,7 @@ pub fn verify_tpm_signature(key: &VerifyingKey, signature: &Signature, message: 
                     // TPM 2.0 library specifications since 1.38 use a salt as long as the
                     // digest; earlier TPMs use the largest salt the key allows. Both are PSS.
                     let max_salt = key.size().saturating_sub(hash.size() + 2);
-                    verify_pss(key, hash, &digest, signature, hash.size())
-                        .or_else(|_| verify_pss(key, hash, &digest, signature, max_salt))
+                    verify_pss(key, hash, &digest, signature, &[hash.size(), max_salt])
                 }
                 other => Err(format!("RSA scheme {} unsupported", alg::name(other))),
             }
@@ -270,14 +269,73 @@ fn verify_pkcs1v15(key: &RsaPublicKey, hash: HashAlg, digest: &[u8], signature: 
     }
 }
 
-fn verify_pss(key: &RsaPublicKey, hash: HashAlg, digest: &[u8], signature: &[u8], salt: usize) -> Result<(), String> {
-    let scheme = match hash {
-        HashAlg::Sha1 => Pss::new_with_salt::<sha1::Sha1>(salt),
-        HashAlg::Sha256 => Pss::new_with_salt::<sha2::Sha256>(salt),
-        HashAlg::Sha384 => Pss::new_with_salt::<sha2::Sha384>(salt),
-        HashAlg::Sha512 => Pss::new_with_salt::<sha2::Sha512>(salt),
+/// RSASSA-PSS verification (RFC 8017 §8.1.2 with EMSA-PSS-VERIFY, §9.1.2; MGF1 with the
+/// message's hash), accepting any of `salt_lengths`: one public operation, then the encoding
+/// checked for each length. The checks are the `rsa` crate's, plus two RFC 8017 requires and it
+/// skipped: s < n, and a zero leading byte when the encoding is a byte shorter than the modulus.
+fn verify_pss(
+    key: &RsaPublicKey,
+    hash: HashAlg,
+    digest: &[u8],
+    signature: &[u8],
+    salt_lengths: &[usize],
+) -> Result<(), String> {
+    let refused = || "RSASSA-PSS signature does not verify".to_owned();
+    let h_len = hash.size();
+    if signature.len() != key.size() || digest.len() != h_len {
+        return Err(refused());
+    }
+    let modulus = Modulus::<NativeLimb>::from_be_bytes(&key.n().to_bytes_be()).map_err(|e| format!("RSA key: {e}"))?;
+    let m = modulus.pow(signature, &key.e().to_bytes_be()).map_err(|_| refused())?;
+    // EM = I2OSP(m, emLen) with emBits = modBits - 1.
+    let em_bits = key.n().bits() - 1;
+    let em_len = em_bits.div_ceil(8);
+    let (leading, em) = m.split_at_checked(m.len().saturating_sub(em_len)).ok_or_else(refused)?;
+    if leading.iter().any(|b| *b != 0) || em_len < h_len + 2 {
+        return Err(refused());
+    }
+    // EM = maskedDB || H || 0xbc
+    let Some((&0xbc, masked_db_and_h)) = em.split_last() else {
+        return Err(refused());
     };
-    key.verify(scheme, digest, signature).map_err(|_| "RSASSA-PSS signature does not verify".to_owned())
+    let (masked_db, h) = masked_db_and_h.split_at_checked(em_len - h_len - 1).ok_or_else(refused)?;
+    // The leftmost 8·emLen - emBits bits of maskedDB are zero, and cleared in DB.
+    let top_mask = 0xffu8 >> (8 * em_len - em_bits);
+    if masked_db.first().is_some_and(|b| b & !top_mask != 0) {
+        return Err(refused());
+    }
+    let mut db = mgf1(hash, h, masked_db.len());
+    for (d, m) in db.iter_mut().zip(masked_db) {
+        *d ^= m;
+    }
+    if let Some(first) = db.first_mut() {
+        *first &= top_mask;
+    }
+    for &salt_len in salt_lengths {
+        // DB = PS (zeros) || 0x01 || salt
+        let Some(padding_len) = (em_len - h_len - 2).checked_sub(salt_len) else { continue };
+        let Some((padding, [0x01, salt @ ..])) = db.split_at_checked(padding_len) else { continue };
+        if padding.iter().any(|b| *b != 0) {
+            continue;
+        }
+        // H = Hash(0x00 × 8 || mHash || salt)
+        if hash.digest(&[&[0u8; 8], digest, salt]) == h {
+            return Ok(());
+        }
+    }
+    Err(refused())
+}
+
+/// MGF1 (RFC 8017 §B.2.1): `len` bytes of Hash(seed || counter), counter from 0.
+fn mgf1(hash: HashAlg, seed: &[u8], len: usize) -> Vec<u8> {
+    let mut mask = Vec::with_capacity(len + hash.size());
+    let mut counter = 0u32;
+    while mask.len() < len {
+        mask.extend(hash.digest(&[seed, &counter.to_be_bytes()]));
+        counter = counter.wrapping_add(1);
+    }
+    mask.truncate(len);
+    mask
 }
 
 /// Verifies an X.509 signature (`algorithm` OID, over the raw `tbs` bytes) with the issuer's
@@ -346,5 +404,52 @@ mod tests {
         assert!(verify_pkcs1v15(&public, HashAlg::Sha256, &digest, &signature[1..]).is_err(), "short");
         let too_big = public.n().to_bytes_be();
         assert!(verify_pkcs1v15(&public, HashAlg::Sha256, &digest, &too_big).is_err(), "s >= n");
+    }
+
+    #[test]
+    fn pss_signatures_verify_as_the_rsa_crate_verifies_them_and_tampered_ones_do_not() {
+        let mut rng = rand_core::OsRng;
+        // 2049 bits: the encoded message is a byte shorter than the modulus.
+        for bits in [2048, 2049] {
+            let private = rsa::RsaPrivateKey::new(&mut rng, bits).unwrap();
+            let public = private.to_public_key();
+            let k = public.size();
+            for hash in [HashAlg::Sha1, HashAlg::Sha256, HashAlg::Sha384, HashAlg::Sha512] {
+                let digest = hash.digest(&[b"quoted"]);
+                let h_len = hash.size();
+                let em_len = (bits - 1).div_ceil(8);
+                let salts = [h_len, k - h_len - 2];
+                for salt in [h_len, em_len - h_len - 2, 0, 10] {
+                    let scheme = |salt| match hash {
+                        HashAlg::Sha1 => rsa::Pss::new_with_salt::<sha1::Sha1>(salt),
+                        HashAlg::Sha256 => rsa::Pss::new_with_salt::<sha2::Sha256>(salt),
+                        HashAlg::Sha384 => rsa::Pss::new_with_salt::<sha2::Sha384>(salt),
+                        HashAlg::Sha512 => rsa::Pss::new_with_salt::<sha2::Sha512>(salt),
+                    };
+                    let signature = private.sign_with_rng(&mut rng, scheme(salt), &digest).unwrap();
+                    let label = format!("RSA-{bits}, {}, salt {salt}", hash.name());
+                    public.verify(scheme(salt), &digest, &signature).unwrap();
+                    verify_pss(&public, hash, &digest, &signature, &[salt]).expect(&label);
+                    // The salt lengths a TPM uses: accepted exactly when the rsa crate accepts.
+                    let theirs = salts.iter().any(|s| public.verify(scheme(*s), &digest, &signature).is_ok());
+                    assert_eq!(verify_pss(&public, hash, &digest, &signature, &salts).is_ok(), theirs, "{label}");
+                    assert_eq!(theirs, salt == h_len || (salt == k - h_len - 2 && em_len == k), "{label}");
+
+                    for byte in [0, 1, k / 2, k - 1] {
+                        let mut flipped = signature.clone();
+                        flipped[byte] ^= 0x10;
+                        assert!(verify_pss(&public, hash, &digest, &flipped, &[salt]).is_err(), "{label}: {byte}");
+                    }
+                    let other = hash.digest(&[b"other"]);
+                    assert!(verify_pss(&public, hash, &other, &signature, &[salt]).is_err(), "{label}");
+                    assert!(verify_pss(&public, hash, &digest, &signature, &[salt + 1]).is_err(), "{label}");
+                    assert!(verify_pss(&public, hash, &digest, &signature[1..], &[salt]).is_err(), "{label}");
+                    let beyond = (public.n() + BigUint::from_bytes_be(&signature)).to_bytes_be();
+                    if beyond.len() == k {
+                        assert!(verify_pss(&public, hash, &digest, &beyond, &[salt]).is_err(), "{label}: s + n");
+                    }
+                }
+            }
+        }
     }
 }
