@@ -16,8 +16,9 @@
 //!
 //! Limbs: `u64` with `u128` products where the machine multiplies 64×64→128 natively, `u32`
 //! with `u64` products in wasm (one `i64.mul`; a `u128` product there is a compiler-rt call of
-//! several multiplications: RSA-2048 took 127 µs with u64 limbs against 82 µs with u32 limbs in
-//! wasmtime). [`NativeLimb`] picks one; both are tested natively.
+//! several multiplications). RSA-2048 with e = 65537 in wasmtime: 61 µs with u32 limbs, 128 µs
+//! with u64 limbs; natively 17 µs with u64 limbs, 43 µs with u32 limbs. [`NativeLimb`] picks
+//! one; both are tested natively.
 
 use std::fmt;
 use std::ops::{BitOr, Shl, Shr};
