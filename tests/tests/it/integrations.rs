@@ -848,6 +848,35 @@ async fn integrations_crud_masks_secrets_validates_and_isolates() {
     assert!(!log.contains("0123456789abcdef0123456789abcdef"), "the Datadog key is in the server log");
 }
 
+/// A refusal no retry can change (the plugin reports the credentials rejected) ends the delivery
+/// `failed` after its one attempt, with the plugin's reason; the schedule is for transient failures.
+#[tokio::test]
+async fn a_refusal_fails_the_delivery_at_once() {
+    let receiver = Receiver::start().await;
+    receiver
+        .respond_with(|_| reply(401, json!({ "error": { "message": "User Not Authenticated" }, "status": "failure" })));
+    let server = server_for(&receiver);
+    let admin = server.admin().await;
+    let integration = create(
+        &admin,
+        json!({
+            "name": "ServiceNow, wrong password",
+            "type": "servicenow",
+            "configuration": { "instanceUrl": receiver.url(""), "username": "trellis.bot", "password": "wrong" }
+        }),
+    )
+    .await;
+    let id = id_of(&integration);
+
+    register(&admin, "refused.example.com").await;
+    let delivery = delivery_when(&admin, &id, "certificate.created", |d| d["status"] != "pending").await;
+    assert_eq!((delivery["status"].as_str(), delivery["attempts"].as_i64()), (Some("failed"), Some(1)), "{delivery}");
+    assert!(delivery["completedAt"].is_string() && delivery["nextAttemptAt"].is_null(), "{delivery}");
+    let error = delivery["error"].as_str().unwrap_or_default();
+    assert!(error.contains("user name and password"), "the plugin's reason: {error}");
+    assert_eq!(receiver.requests().len(), 1);
+}
+
 #[tokio::test]
 async fn an_upstream_500_leaves_the_delivery_pending_with_the_error() {
     let receiver = Receiver::start().await;

@@ -30,9 +30,7 @@ use crate::certificates::Certificate;
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events;
-use crate::plugins::{
-    CertificateProfile, IssueOutcome, IssueRequest, PendingIssue, PluginError, ReportedError, SubjectKey,
-};
+use crate::plugins::{CertificateProfile, IssueOutcome, IssueRequest, PendingIssue, PluginError, SubjectKey};
 use crate::ports::Tx;
 use crate::unit_of_work::{Target, UnitOfWork};
 
@@ -324,17 +322,7 @@ impl Step {
 /// Failures worth another poll: the CA or the runtime unavailable or slow, rate limiting.
 fn retryable(err: &Error) -> bool {
     match err {
-        Error::Plugin(err) => matches!(
-            err,
-            PluginError::Overloaded { .. }
-                | PluginError::WallTimeExceeded { .. }
-                | PluginError::NotBound { .. }
-                | PluginError::NotFound { .. }
-                | PluginError::Reported {
-                    error: ReportedError::Upstream { retryable: true, .. } | ReportedError::RateLimited { .. },
-                    ..
-                }
-        ),
+        Error::Plugin(err) => err.is_transient(),
         Error::Store(_) => true,
         _ => false,
     }

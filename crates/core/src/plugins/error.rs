@@ -141,6 +141,24 @@ impl PluginError {
         }
     }
 
+    /// Failures that the same call may not meet later: the plugin or the system behind it
+    /// unavailable, slow or rate limiting, or the plugin not installed for the moment. Everything
+    /// else (a reported refusal, bad configuration, a trap, a denied capability) fails the same
+    /// way until something changes.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            PluginError::Overloaded { .. }
+                | PluginError::WallTimeExceeded { .. }
+                | PluginError::NotBound { .. }
+                | PluginError::NotFound { .. }
+                | PluginError::Reported {
+                    error: ReportedError::Upstream { retryable: true, .. } | ReportedError::RateLimited { .. },
+                    ..
+                }
+        )
+    }
+
     /// Seconds after which a retry may succeed, for failures that say so.
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {

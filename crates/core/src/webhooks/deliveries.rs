@@ -98,6 +98,13 @@ pub enum AttemptResult {
         error: String,
         retry_after_ms: Option<i64>,
     },
+    /// Failed in a way no retry on the schedule can change (the target is gone or off, the
+    /// integration's plugin refused the configuration or the event): the delivery ends `failed`.
+    Refused {
+        http_status: Option<u16>,
+        latency_ms: Option<i64>,
+        error: String,
+    },
 }
 
 /// The state a finished attempt moves its delivery to (applied by the store).
@@ -152,6 +159,15 @@ pub fn complete(
             http_status: http_status.map(i64::from),
             latency_ms,
             reference,
+            completed_at: Some(ended_at),
+            duration_ms: Some(ended_at - first),
+            ..base
+        },
+        AttemptResult::Refused { http_status, latency_ms, error } => Completion {
+            status: FAILED,
+            http_status: http_status.map(i64::from),
+            latency_ms,
+            error: Some(error),
             completed_at: Some(ended_at),
             duration_ms: Some(ended_at - first),
             ..base
@@ -277,6 +293,14 @@ mod tests {
             due = done.next_attempt_at;
         }
         assert_eq!(seen, [0, 30_000, 120_000, 600_000, 3_600_000]);
+    }
+
+    #[test]
+    fn a_refusal_fails_at_the_first_attempt() {
+        let refused = AttemptResult::Refused { http_status: Some(401), latency_ms: Some(4), error: "no".into() };
+        let done = complete("d", "w", 0, None, 1_000, 1_010, refused);
+        assert_eq!((done.status, done.attempts, done.completed_at), (FAILED, 1, Some(1_010)));
+        assert_eq!((done.http_status, done.error.as_deref(), done.duration_ms), (Some(401), Some("no"), Some(10)));
     }
 
     #[test]

@@ -261,7 +261,7 @@ fn http_error_text(status: u16) -> String {
 async fn attempt(ctx: &Context, delivery: &Delivery, recipient: &Recipient) -> AttemptResult {
     match recipient {
         Recipient::Unavailable(reason) => {
-            AttemptResult::Failed { http_status: None, latency_ms: None, error: reason.clone(), retry_after_ms: None }
+            AttemptResult::Refused { http_status: None, latency_ms: None, error: reason.clone() }
         }
         Recipient::Webhook { endpoint, secrets } => {
             let timestamp = ctx.now_millis().div_euclid(1000);
@@ -326,12 +326,20 @@ async fn attempt(ctx: &Context, delivery: &Delivery, recipient: &Recipient) -> A
                     latency_ms: Some(i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX)),
                     reference: outcome.reference,
                 },
-                Err(err) => AttemptResult::Failed {
-                    http_status: err.upstream_status(),
-                    latency_ms: Some(i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX)),
-                    error: format!("{}: {err}", err.code()),
-                    retry_after_ms: err.retry_after_secs().map(|s| i64::try_from(s).unwrap_or(0) * 1000),
-                },
+                Err(err) => {
+                    let latency_ms = Some(i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX));
+                    let error = format!("{}: {err}", err.code());
+                    if err.is_transient() {
+                        AttemptResult::Failed {
+                            http_status: err.upstream_status(),
+                            latency_ms,
+                            error,
+                            retry_after_ms: err.retry_after_secs().map(|s| i64::try_from(s).unwrap_or(0) * 1000),
+                        }
+                    } else {
+                        AttemptResult::Refused { http_status: err.upstream_status(), latency_ms, error }
+                    }
+                }
             }
         }
     }
@@ -431,14 +439,8 @@ async fn finish(ctx: &Context, owner: &str, delivery: &Delivery, recipient: &Rec
     let started = ctx.now_millis();
     let result = attempt(ctx, delivery, recipient).await;
     let ended = ctx.now_millis();
-    let mut completion =
+    let completion =
         deliveries::complete(&delivery.id, owner, delivery.attempts, delivery.first_attempt_at, started, ended, result);
-    if matches!(recipient, Recipient::Unavailable(_)) {
-        // Nothing will change by waiting: the target is gone or off.
-        completion.status = deliveries::FAILED;
-        completion.completed_at = Some(ended);
-        completion.duration_ms = Some(ended - completion.first_attempt_at);
-    }
     Finished {
         completion,
         kind: delivery.target_kind,
