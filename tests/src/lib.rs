@@ -164,15 +164,15 @@ impl Server {
         self.log()
     }
 
+    /// The database this server runs on (`TRELLIS_DATABASE_URL`), for a second process on it.
+    pub fn database_url(&self) -> String {
+        self.env.iter().find(|(name, _)| name == "TRELLIS_DATABASE_URL").map(|(_, url)| url.clone()).unwrap_or_default()
+    }
+
     /// Runs one SQL statement against this server's database (the `sqlite3` CLI, or `psql` on
     /// PostgreSQL) and returns its output, one row a line, columns separated by `|`.
     pub fn sql(&self, statement: &str) -> String {
-        let url = self
-            .env
-            .iter()
-            .find(|(name, _)| name == "TRELLIS_DATABASE_URL")
-            .map(|(_, url)| url.clone())
-            .unwrap_or_default();
+        let url = self.database_url();
         let output = match url.strip_prefix("sqlite://") {
             Some(path) => Command::new("sqlite3")
                 .args(["-bail", path.split('?').next().unwrap_or(path), statement])

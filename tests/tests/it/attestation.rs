@@ -347,12 +347,7 @@ async fn two_replicas_consume_a_nonce_exactly_once() {
     }
     let master_key = "6b".repeat(32);
     let first = Server::start_with(&[("TRELLIS_MASTER_KEY", master_key.as_str())]);
-    let database_url = first
-        .env
-        .iter()
-        .find(|(name, _)| name == "TRELLIS_DATABASE_URL")
-        .map(|(_, url)| url.clone())
-        .unwrap_or_default();
+    let database_url = first.database_url();
     let second = Server::start_with(&[
         ("TRELLIS_MASTER_KEY", master_key.as_str()),
         ("TRELLIS_DATABASE_URL", database_url.as_str()),

@@ -424,12 +424,7 @@ async fn two_replicas_deliver_each_of_a_thousand_events_once() {
     let receiver = Receiver::start().await;
     let master_key = "5a".repeat(32);
     let first = server_for(&receiver, &[("TRELLIS_MASTER_KEY", master_key.as_str())]);
-    let database_url = first
-        .env
-        .iter()
-        .find(|(name, _)| name == "TRELLIS_DATABASE_URL")
-        .map(|(_, url)| url.clone())
-        .unwrap_or_default();
+    let database_url = first.database_url();
     let second = server_for(
         &receiver,
         &[("TRELLIS_MASTER_KEY", master_key.as_str()), ("TRELLIS_DATABASE_URL", database_url.as_str())],
