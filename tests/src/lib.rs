@@ -1,6 +1,7 @@
 //! Test support: start the real `trellis` binary on an ephemeral port with its own
 //! SQLite database, and talk HTTP to it. Also builds test certificates with rcgen.
 
+pub mod bench;
 pub mod certs;
 pub mod moto;
 pub mod pebble;

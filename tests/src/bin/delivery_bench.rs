@@ -58,6 +58,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{anyhow, bail, Context as _, Result};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use trellis_tests::bench::{
+    clock_ticks, env_or, load_average, machine_jiffies, max, median, min, percentile, sorted, Samples,
+};
 
 const HELP: &str = "\
 delivery-bench: webhook delivery figures of issue 11 against target/release/trellis
@@ -133,15 +136,6 @@ impl Options {
 
     fn delivery_timeout(&self, n: usize) -> Duration {
         Duration::from_secs_f64(self.timeout.unwrap_or(60.0 + n as f64 / 200.0))
-    }
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
-    match std::env::var(name) {
-        Ok(text) if !text.trim().is_empty() => {
-            text.trim().parse().map_err(|_| anyhow!("{name}: `{text}` is not a valid value"))
-        }
-        _ => Ok(default),
     }
 }
 
@@ -258,71 +252,8 @@ fn parse_options() -> Result<Options> {
 // ---------------------------------------------------------------------------------------
 // Statistics (as in issuance-bench)
 
-/// Nearest-rank percentile of an ascending slice (`p` in 0..=100).
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn sorted(values: &[f64]) -> Vec<f64> {
-    let mut v = values.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v
-}
-
-fn median(values: &[f64]) -> f64 {
-    let v = sorted(values);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-fn min(values: &[f64]) -> f64 {
-    values.iter().copied().fold(f64::INFINITY, f64::min)
-}
-
-fn max(values: &[f64]) -> f64 {
-    values.iter().copied().fold(f64::NEG_INFINITY, f64::max)
-}
-
-/// Samples of every figure across runs, in display order.
-#[derive(Default)]
-struct Samples {
-    order: Vec<String>,
-    values: BTreeMap<String, Vec<f64>>,
-    meta: BTreeMap<String, (String, String)>, // unit, target
-}
-
-impl Samples {
-    fn push(&mut self, name: &str, unit: &str, target: &str, value: f64) {
-        if !self.meta.contains_key(name) {
-            self.order.push(name.to_string());
-            self.meta.insert(name.to_string(), (unit.to_string(), target.to_string()));
-        }
-        self.values.entry(name.to_string()).or_default().push(value);
-    }
-    fn median_of(&self, name: &str) -> f64 {
-        median(self.values.get(name).map(Vec::as_slice).unwrap_or(&[]))
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Processes: CPU time, memory, the machine
-
-/// USER_HZ; 100 on every mainstream Linux configuration.
-fn clock_ticks() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
-}
 
 /// CPU time (user + system) of a process so far, seconds (`/proc/<pid>/stat`); 0 once gone.
 fn cpu_seconds(pid: &str, ticks_per_second: f64) -> f64 {
@@ -347,25 +278,6 @@ fn memory_mib(pid: &str) -> (f64, f64, f64) {
             .map_or(f64::NAN, |kib| kib / 1024.0)
     };
     (field("VmRSS:"), field("VmHWM:"), field("RssAnon:"))
-}
-
-/// 1-minute load average: other work on the machine skews every figure.
-fn load_average() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|t| t.split_whitespace().next().and_then(|v| v.parse().ok()))
-        .unwrap_or(f64::NAN)
-}
-
-/// Busy and total jiffies of the whole machine (`/proc/stat`, all CPUs).
-fn machine_jiffies() -> (f64, f64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let fields: Vec<f64> =
-        stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
-    let total: f64 = fields.iter().take(8).sum();
-    // idle + iowait are not busy.
-    let idle = fields.get(3).copied().unwrap_or(0.0) + fields.get(4).copied().unwrap_or(0.0);
-    (total - idle, total)
 }
 
 /// Cores busy on the whole machine between two `machine_jiffies` samples.

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use serde_json::Value;
+use trellis_tests::bench::{max, median, min, percentile, sorted};
 
 const HELP: &str = "\
 inventory-bench: inventory figures of issue 2 against target/release/trellis
@@ -153,39 +154,7 @@ fn parse_options() -> Result<Options> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Statistics
-
-/// Nearest-rank percentile of an ascending slice (`p` in 0..=100).
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn sorted(values: &[f64]) -> Vec<f64> {
-    let mut v = values.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v
-}
-
-fn median(values: &[f64]) -> f64 {
-    let v = sorted(values);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-fn min(values: &[f64]) -> f64 {
-    values.iter().copied().fold(f64::INFINITY, f64::min)
-}
-
-fn max(values: &[f64]) -> f64 {
-    values.iter().copied().fold(f64::NEG_INFINITY, f64::max)
-}
+// The request mix
 
 /// Deterministic xorshift64* so that runs issue the same request mix.
 struct Rng(u64);
