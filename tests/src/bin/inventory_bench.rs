@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use serde_json::Value;
-use trellis_tests::bench::{max, median, min, percentile, sorted};
+use trellis_tests::bench::{clock_ticks, load_average, max, median, min, percentile, sorted};
 
 const HELP: &str = "\
 inventory-bench: inventory figures of issue 2 against target/release/trellis
@@ -194,24 +194,6 @@ impl Samples {
 
 // ---------------------------------------------------------------------------------------
 // Server process
-
-/// USER_HZ; 100 on every mainstream Linux configuration.
-fn clock_ticks() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// 1-minute load average: other work on the machine skews every latency figure.
-fn load_average() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|t| t.split_whitespace().next().and_then(|v| v.parse().ok()))
-        .unwrap_or(f64::NAN)
-}
 
 fn free_port() -> Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").context("binding an ephemeral port")?;
