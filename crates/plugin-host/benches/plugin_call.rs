@@ -6,13 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::sync::Arc;
-
 use criterion::{criterion_group, criterion_main, Criterion};
 use trellis_plugin_host::bench_support::BareWasmtime;
-use trellis_plugin_host::{
-    Activation, CallTarget, InMemoryStateStore, PluginHost, PluginKind, PluginRef, PluginRuntime, RuntimeConfig,
-};
+use trellis_plugin_host::{CallTarget, PluginHost, PluginKind, PluginRef};
 
 fn noop_component() -> Vec<u8> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/plugins/fixture-noop.wasm");
@@ -22,13 +18,7 @@ fn noop_component() -> Vec<u8> {
 fn call_overhead(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let wasm = noop_component();
-    let runtime = PluginRuntime::new(
-        RuntimeConfig::without_cache(),
-        Arc::new(InMemoryStateStore::default()),
-        trellis_core::plugins::Keystore::in_memory(),
-    )
-    .unwrap();
-    rt.block_on(runtime.install(&wasm, Activation::IfNewer)).unwrap();
+    let runtime = rt.block_on(trellis_plugin_host::bench_support::runtime_with(&wasm)).unwrap();
     let target = CallTarget::new("ws", PluginRef::Id("trellis.fixture.noop".into()), serde_json::json!({}));
     let bare = BareWasmtime::new(&wasm).unwrap();
     let bare_pooling = BareWasmtime::with_pooling(&wasm).unwrap();

@@ -10,14 +10,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use trellis_core::plugins::{
     BoundCsr, EnrolledDevice, Evidence, PcrValue, PluginHost, Tpm2Certification, Tpm2Evidence, TrustAnchor,
     VerifyRequest,
 };
-use trellis_plugin_host::{Activation, CallTarget, InMemoryStateStore, PluginRef, PluginRuntime, RuntimeConfig};
+use trellis_plugin_host::{CallTarget, PluginRef};
 use trellis_plugin_sdk::bindings::attestation_verifier::exports::trellis::plugin::verifier as wv;
 use trellis_plugin_sdk::bindings::imports::trellis::plugin::types as wt;
 use x509_parser::prelude::FromDer;
@@ -151,13 +150,7 @@ fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let path = root().join("target/plugins/tpm2-verifier.wasm");
     let wasm = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}; run `make plugins` first", path.display()));
-    let runtime = PluginRuntime::new(
-        RuntimeConfig::without_cache(),
-        Arc::new(InMemoryStateStore::default()),
-        trellis_core::plugins::Keystore::in_memory(),
-    )
-    .unwrap();
-    rt.block_on(runtime.install(&wasm, Activation::IfNewer)).unwrap();
+    let runtime = rt.block_on(trellis_plugin_host::bench_support::runtime_with(&wasm)).unwrap();
     let target = CallTarget::new("ws", PluginRef::Serving("tpm2".into()), serde_json::json!({}));
     let request = request();
     let native = native_request(&request);

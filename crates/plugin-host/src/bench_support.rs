@@ -1,7 +1,7 @@
 //! The "bare wasmtime" baseline for `host/benches/plugin_call.rs`: the same component and the
 //! same export, instantiated with `Linker::instantiate_async` (no `InstancePre`) in a minimal
 //! store with a plain engine — no pooling, epochs, limits, admission or result classification.
-//! Not part of the service API.
+//! Not part of the service API. Also the runtime the benches measure, set up the one way.
 
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
@@ -9,6 +9,20 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
 use crate::bindings::v0_2::{integration_world, logging, state, wit_types};
+use crate::{Activation, InMemoryStateStore, PluginRuntime, RuntimeConfig};
+use trellis_core::plugins::{Keystore, PluginError, PluginHost as _};
+
+/// A runtime as the benches measure it (no compile cache, state and keystore in memory) with
+/// `wasm` installed and active.
+pub async fn runtime_with(wasm: &[u8]) -> Result<PluginRuntime, PluginError> {
+    let runtime = PluginRuntime::new(
+        RuntimeConfig::without_cache(),
+        std::sync::Arc::new(InMemoryStateStore::default()),
+        Keystore::in_memory(),
+    )?;
+    runtime.install(wasm, Activation::IfNewer).await?;
+    Ok(runtime)
+}
 
 /// A compiled component plus a linker, ready for bare instantiate-and-call rounds.
 pub struct BareWasmtime {
