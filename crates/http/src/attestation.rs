@@ -426,7 +426,7 @@ async fn attest_and_provision(
         "certificate": {
             "id": certificate.id,
             "certificate": certificate.certificate_pem,
-            "chain": done.issued.chain_pem,
+            "chain": certificate.chain(),
             "serialNumber": certificate.serial_number,
             "attestation": {
                 "policyId": done.policy_id,

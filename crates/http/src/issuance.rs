@@ -122,10 +122,8 @@ async fn issue_certificate(
 
 /// The certificate record with its PEM and chain.
 fn issued_dto(ctx: &SharedContext, issued: Issued) -> Result<Value, Error> {
-    let mut dto = serde_json::to_value(certificate_dto(issued.certificate, ctx.clock.now(), true))
-        .map_err(|err| Error::Internal(err.to_string()))?;
-    dto["chain"] = Value::from(issued.chain_pem);
-    Ok(dto)
+    serde_json::to_value(certificate_dto(issued.certificate, ctx.clock.now(), true))
+        .map_err(|err| Error::Internal(err.to_string()))
 }
 
 #[derive(Debug, Serialize, ToSchema)]

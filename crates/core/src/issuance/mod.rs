@@ -39,11 +39,10 @@ use crate::unit_of_work::{Target, UnitOfWork};
 
 pub use self::request::{IssueInput, PreparedRequest, SubjectInput};
 
-/// A certificate just issued, with its chain (PEM, issuing CA first).
+/// A certificate just issued; its chain is `certificate.chain()` (PEM, issuing CA first).
 #[derive(Debug, Clone)]
 pub struct Issued {
     pub certificate: Certificate,
-    pub chain_pem: Vec<String>,
 }
 
 /// What an issue call ended with.
@@ -289,14 +288,13 @@ pub(crate) async fn store_issued(
     let parsed = parse_der(&issued.certificate_der)
         .map_err(|_| Error::Internal(format!("the {} connector returned an unreadable certificate", info.id)))?;
     check_public_key(&issued.certificate_der, &prepared.csr_der, &info.id)?;
-    let chain_pem: Vec<String> = issued.chain_der.iter().map(|der| to_pem(der)).collect();
     let private_key_sealed =
         prepared.private_key_pem.as_ref().map(|pem| ctx.master_key.seal(pem.as_bytes(), ctx.entropy.as_ref()));
     let now = ctx.now_millis();
     let workspace_id = ca.workspace_id.clone();
     let (ca_id, ca_type) = (ca.id, ca.ca_type.clone());
     let source_label = inventory_source(ca);
-    let chain_text = chain_pem.concat();
+    let chain_text: String = issued.chain_der.iter().map(|der| to_pem(der)).collect();
     let metadata = prepared.metadata.take().unwrap_or_else(|| json!({}));
     let auto_renewal = prepared.auto_renewal;
     let actor = actor.clone();
@@ -349,7 +347,7 @@ pub(crate) async fn store_issued(
             })
         })
         .await?;
-    Ok(Issued { certificate, chain_pem })
+    Ok(Issued { certificate })
 }
 
 /// The WIT's promise: an issued certificate carries the CSR's public key (their
