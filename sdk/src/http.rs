@@ -395,11 +395,28 @@ pub fn https_url_problem(url: &str) -> Option<&'static str> {
     let Some(rest) = url.strip_prefix("https://") else {
         return Some("must be an https:// URL");
     };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.is_empty() || authority.contains('@') || url.chars().any(char::is_whitespace) {
-        return Some("must be an https:// URL with a host and no embedded credentials or spaces");
-    }
-    None
+    authority_unusable(url, rest).then_some("must be an https:// URL with a host and no embedded credentials or spaces")
+}
+
+/// As [`https_url_problem`], also accepting `http://`: for endpoints that may sit on a private
+/// network or be a local test server (an ACME directory, a cloud API endpoint override).
+pub fn http_url_problem(url: &str) -> Option<&'static str> {
+    let Some(rest) = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")) else {
+        return Some("must be an http:// or https:// URL");
+    };
+    authority_unusable(url, rest)
+        .then_some("must be an http:// or https:// URL with a host and no embedded credentials or spaces")
+}
+
+/// As [`http_url_problem`], for a base URL that paths are appended to (no query or fragment).
+pub fn http_base_url_problem(url: &str) -> Option<&'static str> {
+    http_url_problem(url).or_else(|| url.contains(['?', '#']).then_some("must be a base URL without query or fragment"))
+}
+
+/// No host, embedded credentials, or spaces anywhere in the URL.
+fn authority_unusable(url: &str, after_scheme: &str) -> bool {
+    let authority = after_scheme.split(['/', '?', '#']).next().unwrap_or_default();
+    authority.is_empty() || authority.contains('@') || url.chars().any(char::is_whitespace)
 }
 
 /// As [`https_url_problem`], for a base URL that paths are appended to (no query or fragment).
@@ -421,5 +438,8 @@ mod helper_tests {
         assert!(https_url_problem("https:///x").is_some());
         assert!(https_base_url_problem("https://jira.example.net/?x=1").is_some());
         assert_eq!(https_base_url_problem("https://jira.example.net"), None);
+        assert_eq!(http_url_problem("http://127.0.0.1:14000/dir"), None);
+        assert!(http_url_problem("ftp://x").is_some() && http_url_problem("http://u@x").is_some());
+        assert!(http_base_url_problem("http://127.0.0.1:5000/?x").is_some());
     }
 }

@@ -69,18 +69,6 @@ impl Config {
     }
 }
 
-fn url_problem(url: &str) -> Option<&'static str> {
-    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"));
-    match rest {
-        None => Some("must be an http:// or https:// URL"),
-        Some(rest) => {
-            let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-            (authority.is_empty() || authority.contains('@') || url.chars().any(char::is_whitespace))
-                .then_some("must be a URL with a host and no credentials or spaces")
-        }
-    }
-}
-
 /// The ACME connector.
 pub struct Acme;
 
@@ -98,7 +86,7 @@ impl CaConnector for Acme {
     fn validate_config(config: &Config) -> Result<(), PluginError> {
         let mut issues = Vec::new();
         if let Some(url) = config.directory_url.as_deref().filter(|u| !u.is_empty()) {
-            if let Some(why) = url_problem(url) {
+            if let Some(why) = http::http_url_problem(url) {
                 issues.push(ConfigIssue::new("/directoryUrl", why));
             }
         }

@@ -111,16 +111,6 @@ fn role_arn_ok(arn: &str) -> bool {
     )
 }
 
-fn url_problem(url: &str) -> Option<&'static str> {
-    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    (authority.is_empty()
-        || authority.contains('@')
-        || url.chars().any(char::is_whitespace)
-        || url.contains(['?', '#']))
-    .then_some("must be an http(s):// base URL with a host and no credentials, query or spaces")
-}
-
 fn present(value: &Option<String>) -> Option<&str> {
     value.as_deref().map(str::trim).filter(|v| !v.is_empty())
 }
@@ -251,11 +241,7 @@ impl CaConnector for AwsPca {
             issues.push(ConfigIssue::new("/externalId", "only applies with roleArn"));
         }
         for (field, value) in [("/endpoint", &config.endpoint), ("/stsEndpoint", &config.sts_endpoint)] {
-            if let Some(why) = present(value).and_then(url_problem).or_else(|| {
-                present(value)
-                    .filter(|u| !u.starts_with("http://") && !u.starts_with("https://"))
-                    .map(|_| "must be an http(s):// URL")
-            }) {
+            if let Some(why) = present(value).and_then(http::http_base_url_problem) {
                 issues.push(ConfigIssue::new(field, why));
             }
         }
