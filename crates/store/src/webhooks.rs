@@ -15,10 +15,11 @@ use trellis_core::webhooks::{DeliveryStats, ExternalIntegration, TargetKind, Web
 use crate::{bool_column, json_column, Bind, DbResult, Dialect, Store, StoreError, StoreResult, Tx};
 
 const WEBHOOK_COLUMNS: &str = "id, workspace_id, url, description, events, secret_sealed, previous_secret_sealed, \
-    previous_secret_until, enabled, disabled_reason, failing_since, created_at, updated_at";
+    previous_secret_until, enabled, disabled_reason, failing_since, created_at, updated_at, \
+    COALESCE(subscribed_at, created_at) AS subscribed_at";
 
 const INTEGRATION_COLUMNS: &str = "id, workspace_id, name, integration_type, events, config, enabled, \
-    disabled_reason, failing_since, created_at, updated_at";
+    disabled_reason, failing_since, created_at, updated_at, COALESCE(subscribed_at, created_at) AS subscribed_at";
 
 const DELIVERY_COLUMNS: &str = "id, workspace_id, target_kind, target_id, event_id, event_type, payload, status, \
     attempts, next_attempt_at, http_status, latency_ms, error, reference, redelivery_of, created_at, \
@@ -44,6 +45,7 @@ fn webhook_from_row(row: &AnyRow) -> StoreResult<WebhookEndpoint> {
         failing_since: row.try_get("failing_since").db()?,
         created_at: row.try_get("created_at").db()?,
         updated_at: row.try_get("updated_at").db()?,
+        subscribed_at: row.try_get("subscribed_at").db()?,
     })
 }
 
@@ -61,6 +63,7 @@ fn integration_from_row(row: &AnyRow) -> StoreResult<ExternalIntegration> {
         failing_since: row.try_get("failing_since").db()?,
         created_at: row.try_get("created_at").db()?,
         updated_at: row.try_get("updated_at").db()?,
+        subscribed_at: row.try_get("subscribed_at").db()?,
     })
 }
 
@@ -254,7 +257,7 @@ impl WebhookWrites for Tx {
         sqlx::query(
             "INSERT INTO webhook_endpoints (id, workspace_id, url, description, events, secret_sealed, \
              previous_secret_sealed, previous_secret_until, enabled, disabled_reason, failing_since, created_at, updated_at, \
-             subscribed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $12)",
+             subscribed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
         )
         .bind(&e.id)
         .bind(&e.workspace_id)
@@ -269,6 +272,7 @@ impl WebhookWrites for Tx {
         .bind(e.failing_since)
         .bind(e.created_at)
         .bind(e.updated_at)
+        .bind(e.subscribed_at)
         .execute(&mut *self.inner)
         .await
         .db()?;
@@ -279,8 +283,7 @@ impl WebhookWrites for Tx {
         let done = sqlx::query(
             "UPDATE webhook_endpoints SET url = $3, description = $4, events = $5, secret_sealed = $6, \
              previous_secret_sealed = $7, previous_secret_until = $8, enabled = $9, disabled_reason = $10, \
-             failing_since = $11, updated_at = $12, \
-             subscribed_at = CASE WHEN (enabled = 0 AND $9 = 1) OR events <> $5 THEN $12 ELSE subscribed_at END \
+             failing_since = $11, updated_at = $12, subscribed_at = $13 \
              WHERE workspace_id = $1 AND id = $2",
         )
         .bind(&e.workspace_id)
@@ -295,6 +298,7 @@ impl WebhookWrites for Tx {
         .bind(e.disabled_reason.as_deref())
         .bind(e.failing_since)
         .bind(e.updated_at)
+        .bind(e.subscribed_at)
         .execute(&mut *self.inner)
         .await
         .db()?;
@@ -318,7 +322,7 @@ impl WebhookWrites for Tx {
         sqlx::query(
             "INSERT INTO external_integrations (id, workspace_id, name, integration_type, events, config, enabled, \
              disabled_reason, failing_since, created_at, updated_at, subscribed_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $10)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
         .bind(&i.id)
         .bind(&i.workspace_id)
@@ -331,6 +335,7 @@ impl WebhookWrites for Tx {
         .bind(i.failing_since)
         .bind(i.created_at)
         .bind(i.updated_at)
+        .bind(i.subscribed_at)
         .execute(&mut *self.inner)
         .await
         .db()?;
@@ -340,8 +345,7 @@ impl WebhookWrites for Tx {
     async fn update_integration(&mut self, i: &ExternalIntegration) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE external_integrations SET name = $3, integration_type = $4, events = $5, config = $6, \
-             enabled = $7, disabled_reason = $8, failing_since = $9, updated_at = $10, \
-             subscribed_at = CASE WHEN (enabled = 0 AND $7 = 1) OR events <> $5 THEN $10 ELSE subscribed_at END \
+             enabled = $7, disabled_reason = $8, failing_since = $9, updated_at = $10, subscribed_at = $11 \
              WHERE workspace_id = $1 AND id = $2",
         )
         .bind(&i.workspace_id)
@@ -354,6 +358,7 @@ impl WebhookWrites for Tx {
         .bind(i.disabled_reason.as_deref())
         .bind(i.failing_since)
         .bind(i.updated_at)
+        .bind(i.subscribed_at)
         .execute(&mut *self.inner)
         .await
         .db()?;

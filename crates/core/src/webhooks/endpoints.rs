@@ -169,6 +169,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: WebhookInput) -> Resu
         failing_since: None,
         created_at: at,
         updated_at: at,
+        subscribed_at: at,
     };
     change.tx().insert_webhook(&endpoint).await?;
     change.audit("webhook.created", Target::new("webhook", &endpoint.id), audit_details(&endpoint));
@@ -181,6 +182,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: WebhookInput) -> Resu
 pub async fn update(ctx: &Context, caller: &Caller, id: &str, input: WebhookInput) -> Result<WebhookView> {
     caller.require(Scope::IntegrationsWrite)?;
     let mut endpoint = find(ctx, &caller.workspace_id, id).await?;
+    let (was_enabled, old_events) = (endpoint.enabled, endpoint.events.clone());
     if input.events.is_some() {
         endpoint.events = check_event_list("events", input.events, false)?;
     }
@@ -205,6 +207,9 @@ pub async fn update(ctx: &Context, caller: &Caller, id: &str, input: WebhookInpu
     }
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     endpoint.updated_at = change.at();
+    if super::resubscribed(was_enabled, &old_events, endpoint.enabled, &endpoint.events) {
+        endpoint.subscribed_at = endpoint.updated_at;
+    }
     if !change.tx().update_webhook(&endpoint).await? {
         return Err(Error::NotFound(Entity::WebhookEndpoint));
     }

@@ -198,6 +198,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: IntegrationInput) -> 
         failing_since: None,
         created_at: at,
         updated_at: at,
+        subscribed_at: at,
     };
     change.tx().insert_integration(&integration).await?;
     change.audit("integration.created", Target::new("integration", &integration.id), audit_details(&integration));
@@ -229,6 +230,7 @@ pub async fn update(
         });
     }
     let enabled = input.enabled;
+    let (was_enabled, old_events) = (integration.enabled, integration.events.clone());
     let (name, integration_type, config, events) =
         resolve(ctx, &caller.workspace_id, input, Some(&integration)).await?;
     integration.name = name;
@@ -247,6 +249,9 @@ pub async fn update(
     }
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     integration.updated_at = change.at();
+    if super::resubscribed(was_enabled, &old_events, integration.enabled, &integration.events) {
+        integration.subscribed_at = integration.updated_at;
+    }
     if !change.tx().update_integration(&integration).await? {
         return Err(Error::NotFound(Entity::ExternalIntegration));
     }

@@ -60,6 +60,15 @@ pub struct WebhookEndpoint {
     pub failing_since: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// Since when it receives its current events: created, switched back on, or given another
+    /// event list. Fan-out delivers it only events emitted since.
+    pub subscribed_at: i64,
+}
+
+/// Whether a change of (enabled, events) starts a new subscription: the target was switched back
+/// on, or its event list changed. Events emitted before that are not delivered to it.
+pub(crate) fn resubscribed(was_enabled: bool, old_events: &[String], enabled: bool, events: &[String]) -> bool {
+    (enabled && !was_enabled) || old_events != events
 }
 
 /// An external integration as stored (configuration secrets sealed).
@@ -76,6 +85,9 @@ pub struct ExternalIntegration {
     pub failing_since: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// Since when it receives its current events: created, switched back on, or given another
+    /// event list. Fan-out delivers it only events emitted since.
+    pub subscribed_at: i64,
 }
 
 /// Success over the last day of finished deliveries of one target.
