@@ -59,7 +59,11 @@ pub async fn check_decidable(
         return Err(Error::Conflict(format!("{what} {id} is {status}, not pending")));
     }
     let deciding = accountable_caller(caller);
-    let own = || Error::Forbidden("A requester cannot approve or reject their own request, nor through an API key they made".into());
+    let own = || {
+        Error::Forbidden(
+            "A requester cannot approve or reject their own request, nor through an API key they made".into(),
+        )
+    };
     if requested_by == principal(&Audit::of(caller)) {
         return Err(own());
     }

@@ -102,18 +102,20 @@ impl PluginRuntime {
 
         let started = Instant::now();
         // A host function that panics (a bug of ours, never the guest's) fails this call only.
-        let outcome =
-            match std::panic::AssertUnwindSafe(tokio::time::timeout(limits.wall_time, call(&mut store))).catch_unwind().await {
-                Ok(outcome) => outcome,
-                Err(_) => {
-                    drop(permit);
-                    tracing::error!(plugin = %plugin.label, code = "HOST_CALL_PANIC", "a host function panicked during the call; only this call failed");
-                    return Err(PluginError::Internal(format!(
-                        "a host function failed during a call of plugin {} (see the log, code HOST_CALL_PANIC)",
-                        plugin.label
-                    )));
-                }
-            };
+        let outcome = match std::panic::AssertUnwindSafe(tokio::time::timeout(limits.wall_time, call(&mut store)))
+            .catch_unwind()
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                drop(permit);
+                tracing::error!(plugin = %plugin.label, code = "HOST_CALL_PANIC", "a host function panicked during the call; only this call failed");
+                return Err(PluginError::Internal(format!(
+                    "a host function failed during a call of plugin {} (see the log, code HOST_CALL_PANIC)",
+                    plugin.label
+                )));
+            }
+        };
         let elapsed = started.elapsed();
         drop(permit);
 

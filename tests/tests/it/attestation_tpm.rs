@@ -695,7 +695,10 @@ async fn enrollment_pins_the_first_ek_until_an_owner_resets_it() {
     assert_eq!(same.status, 200, "the same EK may enroll again: {}", same.body);
     let reset = rig.admin.post(&format!("/api/iot/devices/{}/reset-enrollment", rig.device), json!({})).await;
     assert_eq!(reset.status, 200, "{}", reset.body);
-    assert_eq!((reset.body["data"]["status"].as_str(), reset.body["data"]["akName"].is_null()), (Some("registered"), true));
+    assert_eq!(
+        (reset.body["data"]["status"].as_str(), reset.body["data"]["akName"].is_null()),
+        (Some("registered"), true)
+    );
     // Unpinned: the other EK is now judged on its own (its certificate is the RSA EK's).
     let judged = enroll_by_hand(&rig, &persistent_public(&rig, "0x81010016"), &ak).await;
     assert_enrollment_refused(&judged, "ek_public_mismatch");

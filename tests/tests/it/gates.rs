@@ -75,7 +75,8 @@ async fn names_judged_are_the_names_signed() {
     let root = internal_root(&admin, "Names Root").await;
     let key = new_key();
     let evil = csr_for(&key, &["evil.example"]);
-    let body = json!({ "caId": root, "csr": evil, "commonName": "ok.corp.example", "subjectAltNames": ["ok.corp.example"] });
+    let body =
+        json!({ "caId": root, "csr": evil, "commonName": "ok.corp.example", "subjectAltNames": ["ok.corp.example"] });
     let res = admin.post("/api/certificates/issue", body.clone()).await;
     assert_eq!(res.status, 400, "{}", res.body);
     assert_eq!(res.body["error"]["details"]["field"], "csr", "{}", res.body);
@@ -91,7 +92,8 @@ async fn names_judged_are_the_names_signed() {
         )
         .await;
     assert_eq!(res.status, 201, "{}", res.body);
-    let res = admin.post("/api/certificates/issue", json!({ "caId": root, "csr": csr_for(&key, &["x.corp.example"]) })).await;
+    let res =
+        admin.post("/api/certificates/issue", json!({ "caId": root, "csr": csr_for(&key, &["x.corp.example"]) })).await;
     assert_eq!(res.status, 201, "{}", res.body);
 
     // A CA that signs a name nobody asked for: the fixture returns a certificate made for the
@@ -135,7 +137,10 @@ async fn device_keys_cannot_manage_what_devices_are_trusted() {
     assert_eq!(refused.status, 400, "{}", refused.body);
     assert!(refused.body["error"]["message"].as_str().is_some_and(|m| m.contains("attestation:manage")));
     let created = admin
-        .post("/api/api-keys", json!({ "name": "gw", "kind": "agent", "scopes": ["attestation:read", "attestation:write"] }))
+        .post(
+            "/api/api-keys",
+            json!({ "name": "gw", "kind": "agent", "scopes": ["attestation:read", "attestation:write"] }),
+        )
         .await;
     assert_eq!(created.status, 201, "{}", created.body);
     let agent = Client::new(&server, created.body["data"]["key"].as_str().map(str::to_string));
@@ -147,7 +152,12 @@ async fn device_keys_cannot_manage_what_devices_are_trusted() {
         ("add a trust root", agent.post("/api/attestation/trust-roots", json!({ "certificate": root })).await),
         ("create a policy", agent.post("/api/attestation/policies", policy.clone()).await),
         ("register a device", agent.post("/api/iot/devices", json!({ "name": "rogue" })).await),
-        ("re-enable or retype a device", agent.patch(&format!("/api/iot/devices/{device_id}"), json!({ "status": "enabled", "deviceType": "any" })).await),
+        (
+            "re-enable or retype a device",
+            agent
+                .patch(&format!("/api/iot/devices/{device_id}"), json!({ "status": "enabled", "deviceType": "any" }))
+                .await,
+        ),
         ("reset an enrollment", agent.post(&format!("/api/iot/devices/{device_id}/reset-enrollment"), json!({})).await),
         ("delete a device", agent.delete(&format!("/api/iot/devices/{device_id}")).await),
     ] {
@@ -191,12 +201,18 @@ async fn four_eyes_are_two_people_and_approval_issues_what_was_judged() {
     let root = ca["id"].as_i64().expect("CA id");
     let own_key = server.key_client(&["certificates:read", "certificates:write"]).await;
     let template = admin
-        .post("/api/certificate-templates", json!({ "name": "short", "basedOn": "web_server", "maxValidityDays": 30, "defaultValidityDays": 10 }))
+        .post(
+            "/api/certificate-templates",
+            json!({ "name": "short", "basedOn": "web_server", "maxValidityDays": 30, "defaultValidityDays": 10 }),
+        )
         .await;
     assert_eq!(template.status, 201, "{}", template.body);
     let template_id = template.body["data"]["id"].as_str().expect("template id").to_string();
     let submitted = admin
-        .post("/api/certificate-requests", json!({ "caId": root, "commonName": "eyes.example.com", "templateId": template_id }))
+        .post(
+            "/api/certificate-requests",
+            json!({ "caId": root, "commonName": "eyes.example.com", "templateId": template_id }),
+        )
         .await;
     assert_eq!(submitted.status, 201, "{}", submitted.body);
     let id = submitted.body["data"]["id"].as_i64().expect("request id");
@@ -206,7 +222,10 @@ async fn four_eyes_are_two_people_and_approval_issues_what_was_judged() {
 
     // The requester widens the template while the request waits; approval issues what was judged.
     let widened = admin
-        .put(&format!("/api/certificate-templates/{template_id}"), json!({ "name": "short", "basedOn": "web_server", "maxValidityDays": 398, "defaultValidityDays": 398 }))
+        .put(
+            &format!("/api/certificate-templates/{template_id}"),
+            json!({ "name": "short", "basedOn": "web_server", "maxValidityDays": 398, "defaultValidityDays": 398 }),
+        )
         .await;
     assert_eq!(widened.status, 200, "{}", widened.body);
     let member = server.new_member("approver@example.com", &workspace_of(&ca), "member").await;
@@ -225,8 +244,14 @@ async fn template_members_are_checked_when_written() {
     for (body, field) in [
         (json!({ "name": "bad-eku", "extendedKeyUsages": ["5.1"] }), "extendedKeyUsages"),
         (json!({ "name": "bad-eku2", "extendedKeyUsages": ["1.40.1"] }), "extendedKeyUsages"),
-        (json!({ "name": "bad-eku3", "extendedKeyUsages": ["1.3.6.1.5.5.7.3.1", "1.3.6.1.5.5.7.3.1"] }), "extendedKeyUsages"),
-        (json!({ "name": "bad-org", "subjectDefaults": { "organization": "x".repeat(65) } }), "subjectDefaults.organization"),
+        (
+            json!({ "name": "bad-eku3", "extendedKeyUsages": ["1.3.6.1.5.5.7.3.1", "1.3.6.1.5.5.7.3.1"] }),
+            "extendedKeyUsages",
+        ),
+        (
+            json!({ "name": "bad-org", "subjectDefaults": { "organization": "x".repeat(65) } }),
+            "subjectDefaults.organization",
+        ),
         (json!({ "name": "bad-desc", "description": "a\u{7}b" }), "description"),
     ] {
         let res = admin.post("/api/certificate-templates", body.clone()).await;

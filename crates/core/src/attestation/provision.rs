@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::audit::Audit;
-use crate::certificates::x509::pem_encode;
 use crate::auth::{Caller, Scope};
+use crate::certificates::x509::pem_encode;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events;
@@ -168,7 +168,8 @@ fn decode_evidence(evidence: &Value) -> std::result::Result<Tpm2Evidence, Attest
 /// The CSR (PEM), signature verified, as the verifier gets it.
 /// The CSR the verifier checks against TPM2_Certify, read by the one CSR reader issuance uses.
 fn bound_csr(pem: &str) -> std::result::Result<BoundCsr, AttestationError> {
-    let csr = crate::certificates::csr::parse_pem(pem).map_err(|err| AttestationError::invalid("csr", err.to_string()))?;
+    let csr =
+        crate::certificates::csr::parse_pem(pem).map_err(|err| AttestationError::invalid("csr", err.to_string()))?;
     Ok(BoundCsr { der: csr.der, public_key: csr.public_key_info })
 }
 

@@ -102,13 +102,7 @@ pub fn parse_der(der: &[u8]) -> Result<Csr, CsrError> {
             }
         }
     }
-    Ok(Csr {
-        der: der.to_vec(),
-        public_key_info: info.subject_pki.raw.to_vec(),
-        key,
-        common_name,
-        names,
-    })
+    Ok(Csr { der: der.to_vec(), public_key_info: info.subject_pki.raw.to_vec(), key, common_name, names })
 }
 
 /// A general name as the inventory and policies name it; types nobody judges are refused.
@@ -165,8 +159,8 @@ mod tests {
 
     fn der(names: &[&str]) -> Vec<u8> {
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
-        let params = rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-            .expect("params");
+        let params =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).expect("params");
         params.serialize_request(&key).expect("csr").der().to_vec()
     }
 
@@ -175,7 +169,10 @@ mod tests {
         let bytes = der(&["a.example", "10.0.0.1"]);
         let csr = parse_pem(&format!("\n  {}\n", pem_encode("CERTIFICATE REQUEST", &bytes))).expect("parses");
         assert_eq!(csr.der, bytes);
-        assert_eq!(csr.names, [SubjectAltName::Dns("a.example".into()), SubjectAltName::Ip("10.0.0.1".parse().expect("ip"))]);
+        assert_eq!(
+            csr.names,
+            [SubjectAltName::Dns("a.example".into()), SubjectAltName::Ip("10.0.0.1".parse().expect("ip"))]
+        );
         assert_eq!(csr.key.curve.as_deref(), Some("p256"));
         assert!(parse_pem(&pem_encode("NEW CERTIFICATE REQUEST", &bytes)).is_ok(), "the legacy label");
     }
@@ -187,7 +184,8 @@ mod tests {
         let (a, b) = (der(&["tpm.example"]), der(&["soft.example"]));
         let two = format!("{}{}", pem_encode("NEW CERTIFICATE REQUEST", &a), pem_encode("CERTIFICATE REQUEST", &b));
         assert_eq!(parse_pem(&two), Err(CsrError::BlockCount(2)));
-        let same_label_twice = format!("{}{}", pem_encode("CERTIFICATE REQUEST", &a), pem_encode("CERTIFICATE REQUEST", &b));
+        let same_label_twice =
+            format!("{}{}", pem_encode("CERTIFICATE REQUEST", &a), pem_encode("CERTIFICATE REQUEST", &b));
         assert_eq!(parse_pem(&same_label_twice), Err(CsrError::BlockCount(2)));
         let before = format!("subject=CN=x\n{}", pem_encode("CERTIFICATE REQUEST", &a));
         assert_eq!(parse_pem(&before), Err(CsrError::TextOutsideBlock));

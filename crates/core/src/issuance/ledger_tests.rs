@@ -123,10 +123,7 @@ pub(super) fn caller_csr() -> String {
     // No names of its own (rcgen's default subject would be a name the request does not make).
     let mut params = rcgen::CertificateParams::default();
     params.distinguished_name = rcgen::DistinguishedName::new();
-    params
-        .serialize_request(&key)
-        .and_then(|csr| csr.pem())
-        .unwrap_or_else(|err| panic!("csr: {err}"))
+    params.serialize_request(&key).and_then(|csr| csr.pem()).unwrap_or_else(|err| panic!("csr: {err}"))
 }
 
 async fn issue_input(fixture: &Fixture, input: IssueInput) -> Result<Issued, Error> {

@@ -448,8 +448,12 @@ async fn revoke_mis_issued(
         Err(err) => Err(err.to_string()),
     };
     match outcome {
-        Ok(_) => tracing::warn!(ca_id = ca.id, serial = %parsed.serial_number, code = "CA_NAME_MISMATCH", "a certificate for names not requested was refused and revoked at the CA"),
-        Err(error) => tracing::error!(ca_id = ca.id, serial = %parsed.serial_number, code = "CA_NAME_MISMATCH", %error, "a certificate for names not requested was refused; revoking it at the CA failed: revoke it there"),
+        Ok(_) => {
+            tracing::warn!(ca_id = ca.id, serial = %parsed.serial_number, code = "CA_NAME_MISMATCH", "a certificate for names not requested was refused and revoked at the CA")
+        }
+        Err(error) => {
+            tracing::error!(ca_id = ca.id, serial = %parsed.serial_number, code = "CA_NAME_MISMATCH", %error, "a certificate for names not requested was refused; revoking it at the CA failed: revoke it there")
+        }
     }
 }
 

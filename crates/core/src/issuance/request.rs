@@ -3,7 +3,6 @@
 
 use std::net::IpAddr;
 
-use serde_json::Value;
 use super::templates::Template;
 use crate::cas::CertificateAuthority;
 use crate::certificates::csr;
@@ -13,6 +12,7 @@ use crate::plugins::{
     SubjectAltName, SubjectKey,
 };
 use crate::validation::optional_text;
+use serde_json::Value;
 
 const MAX_SANS: usize = 100;
 

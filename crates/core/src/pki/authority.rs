@@ -118,8 +118,7 @@ impl Authority {
         let key = authority.key_pair()?;
         let mut params = ca_params(spec, now, (now + days(spec.validity_days)).min(parent_not_after), entropy)?;
         params.use_authority_key_identifier_extension = true;
-        let certificate =
-            super::guarded("CA certificate", || params.signed_by(&key, &parent.issuer, &parent.key))?;
+        let certificate = super::guarded("CA certificate", || params.signed_by(&key, &parent.issuer, &parent.key))?;
         Ok(Authority { certificate_der: certificate.der().to_vec(), ..authority })
     }
 

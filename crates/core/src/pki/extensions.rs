@@ -80,7 +80,10 @@ pub(crate) fn authority_info_access(ocsp: &str, ca_issuers: &str) -> Result<Cust
     };
     let value = AuthorityInfoAccessSyntax(vec![
         AccessDescription { access_method: const_oid::db::rfc5280::ID_AD_OCSP, access_location: uri(ocsp)? },
-        AccessDescription { access_method: const_oid::db::rfc5280::ID_AD_CA_ISSUERS, access_location: uri(ca_issuers)? },
+        AccessDescription {
+            access_method: const_oid::db::rfc5280::ID_AD_CA_ISSUERS,
+            access_location: uri(ca_issuers)?,
+        },
     ]);
     Ok(CustomExtension::from_oid_content(AUTHORITY_INFO_ACCESS, encoded("authorityInfoAccess", &value)?))
 }

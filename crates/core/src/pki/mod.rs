@@ -69,7 +69,9 @@ pub fn oid_arcs(text: &str) -> Result<Vec<u64>, PkiError> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     match arcs.as_slice() {
-        [first, second, ..] if *first <= 1 && *second >= 40 => Err(invalid("under arcs 0 and 1 the second arc is below 40")),
+        [first, second, ..] if *first <= 1 && *second >= 40 => {
+            Err(invalid("under arcs 0 and 1 the second arc is below 40"))
+        }
         [first, _, ..] if *first > 2 => Err(invalid("the first arc is 0, 1 or 2")),
         [_, _, ..] => Ok(arcs),
         _ => Err(invalid("it needs at least two arcs")),

@@ -316,8 +316,9 @@ fn key_usage_and_basic_constraints_are_der() {
     assert_eq!(extension_value(&cert, "2.5.29.19"), Some((vec![0x30, 0x00], true)), "cA FALSE is the default");
     assert_eq!(extension_value(&cert, "2.5.29.15"), Some((vec![0x03, 0x02, 0x07, 0x80], true)), "digitalSignature");
     let no_usages = CertificateProfile { key_usages: Vec::new(), ..profile("e.example", 30) };
-    let leaf = sign_csr(&root.signer().expect("signer"), &csr("e"), CsrCheck::Verify, &no_usages, &urls(), NOW, &OsEntropy)
-        .expect("signed");
+    let leaf =
+        sign_csr(&root.signer().expect("signer"), &csr("e"), CsrCheck::Verify, &no_usages, &urls(), NOW, &OsEntropy)
+            .expect("signed");
     assert_eq!(extension_value(&parsed(&leaf.certificate_der), "2.5.29.15"), None, "absent, never empty");
 }
 

@@ -29,7 +29,9 @@ where
             match std::panic::AssertUnwindSafe(tick()).catch_unwind().await {
                 Ok(Ok(())) => {}
                 Ok(Err(err)) => tracing::warn!(job, error = %err, "background job failed; retrying at the next tick"),
-                Err(_) => tracing::error!(job, code = "WORKER_PANIC", "background job panicked; retrying at the next tick"),
+                Err(_) => {
+                    tracing::error!(job, code = "WORKER_PANIC", "background job panicked; retrying at the next tick")
+                }
             }
         }
     })
