@@ -708,12 +708,7 @@ async fn enrollment_pins_the_first_ek_until_an_owner_resets_it() {
 #[tokio::test]
 async fn a_named_policy_must_apply_to_the_device_type() {
     let rig = Rig::ready().await;
-    let res = rig
-        .admin
-        .post("/api/attestation/policies", json!({ "name": "cameras", "deviceType": "camera", "enabled": true }))
-        .await;
-    assert_eq!(res.status, 201, "{}", res.body);
-    let camera_policy = res.body["id"].as_i64().or(res.body["data"]["id"].as_i64()).expect("policy id");
+    let camera_policy = rig.policy(json!({ "name": "cameras", "deviceType": "camera" })).await;
     let mut body = rig.body().await;
     body["policyId"] = json!(camera_policy);
     assert_refused(&rig.submit(body).await, "policy_not_applicable");

@@ -179,7 +179,13 @@ async fn internal_root_crud_and_status_codes() {
 
     let got = admin.get(&format!("/api/certificate-authorities/{id}")).await;
     assert_eq!(got.status, 200);
-    assert_eq!(got.body["data"], ca);
+    // A single read of an internal CA adds its certificate and its chain (here the root alone).
+    let mut single = got.body["data"].clone();
+    let certificate = single.as_object_mut().and_then(|o| o.remove("certificate")).unwrap_or_default();
+    assert!(certificate.as_str().is_some_and(|pem| pem.starts_with("-----BEGIN CERTIFICATE-----")), "{}", got.body);
+    let chain = single.as_object_mut().and_then(|o| o.remove("chain")).unwrap_or_default();
+    assert_eq!(chain, json!([certificate]), "a root's chain is itself");
+    assert_eq!(single, ca);
     let listed = admin.get("/api/certificate-authorities").await;
     assert_eq!(listed.body["data"], json!([ca]));
     assert_eq!(listed.body["limit"], 50, "the CA list's default limit is 50 (§8)");

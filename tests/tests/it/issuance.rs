@@ -201,7 +201,10 @@ async fn a_server_generated_key_is_downloadable_and_matches_the_certificate() {
         json!(["DNS:api.example.com", "DNS:api-internal.example.com", "IP:10.9.8.7"])
     );
     assert_eq!(validity_secs(&cert), 90 * 86_400, "web_server's default validity");
-    assert_eq!(cert["chain"], json!([]), "issued by the root itself: {cert}");
+    // Issued by the root itself: the chain is that root (issue 21, finding 11: it was empty).
+    let root_pem =
+        admin.get(&format!("/api/certificate-authorities/{}", cert["caId"])).await.body["data"]["certificate"].clone();
+    assert_eq!(cert["chain"], json!([root_pem]), "issued by the root itself: {cert}");
     let id = cert["id"].as_i64().unwrap();
     let status = admin.get(&format!("/api/certificates/{id}/private-key-status")).await;
     assert_eq!(status.body["data"]["downloadable"], true, "{}", status.body);

@@ -470,3 +470,86 @@ pub async fn delete(ctx: &Context, caller: &Caller, id: &str) -> crate::Result<(
     change.audit("certificate_template.deleted", Target::new("certificate_template", id), serde_json::json!({}));
     change.commit().await
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::clock::OsEntropy;
+    use crate::pki::{sign_csr, Authority, CsrCheck, IssuerUrls, NewAuthority};
+    use crate::plugins::{CertificateProfile, KeyAlgorithm, SubjectAltName};
+
+    /// Object identifiers as people mistype them, and some DER cannot encode.
+    fn oid() -> impl Strategy<Value = String> {
+        prop_oneof![
+            proptest::collection::vec(0u64..200, 0..6).prop_map(|arcs| arcs
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(".")),
+            "[0-9.]{0,12}",
+            ".{0,8}",
+        ]
+    }
+
+    fn settings() -> impl Strategy<Value = TemplateSettings> {
+        (
+            proptest::collection::vec(oid(), 0..4),
+            proptest::option::of(proptest::collection::vec(
+                prop_oneof![Just("digitalSignature".to_string()), Just("keyCertSign".to_string()), ".{0,6}"],
+                0..3,
+            )),
+            proptest::option::of(0u32..5000),
+            proptest::option::of(0u32..5000),
+            proptest::option::of(".{0,80}"),
+            proptest::option::of("[A-Za-z]{0,3}"),
+        )
+            .prop_map(|(ekus, key_usages, max, default, organization, country)| TemplateSettings {
+                extended_key_usages: Some(ekus),
+                key_usages,
+                max_validity_days: max,
+                default_validity_days: default,
+                subject_defaults: Some(SubjectDefaults { organization, country, ..SubjectDefaults::default() }),
+                ..TemplateSettings::default()
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        /// Whatever a client writes, the validator answers, and a template it accepts never makes
+        /// the signer fail (let alone panic): finding 8 of issue 21 stored `5.1` and then
+        /// panicked in the signer.
+        #[test]
+        fn an_accepted_template_always_signs(settings in settings()) {
+            let Ok(template) = resolve_settings("t", "1".into(), &settings) else { return Ok(()) };
+            let root = Authority::create_root(
+                &NewAuthority {
+                    subject: Subject { common_name: Some("Root".into()), ..Subject::default() },
+                    key_algorithm: KeyAlgorithm::EcdsaP256,
+                    validity_days: 3650,
+                    path_length: None,
+                },
+                1_767_225_600,
+                &OsEntropy,
+            )
+            .map_err(|err| TestCaseError::fail(err.to_string()))?;
+            let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+                .map_err(|err| TestCaseError::fail(err.to_string()))?;
+            let csr = rcgen::CertificateParams::default()
+                .serialize_request(&key)
+                .map_err(|err| TestCaseError::fail(err.to_string()))?;
+            let profile = CertificateProfile {
+                subject: Subject { common_name: Some("a.example".into()), ..template.subject_defaults.clone() },
+                subject_alt_names: vec![SubjectAltName::Dns("a.example".into())],
+                key_usages: template.key_usages.clone(),
+                extended_key_usages: template.extended_key_usages.clone(),
+                validity_days: template.default_validity_days,
+            };
+            let urls = IssuerUrls { crl: "http://x/crl".into(), ocsp: "http://x/ocsp".into(), ca_issuers: "http://x/ca".into() };
+            let signer = root.signer().map_err(|err| TestCaseError::fail(err.to_string()))?;
+            let signed = sign_csr(&signer, csr.der(), CsrCheck::Verify, &profile, &urls, 1_767_225_600, &OsEntropy);
+            prop_assert!(signed.is_ok(), "{settings:?} was accepted but does not sign: {signed:?}");
+        }
+    }
+}
