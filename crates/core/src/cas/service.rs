@@ -266,7 +266,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: CaInput) -> Result<Ca
     // Seals are bound to the record, whose id the insert just allocated; the secrets go in
     // within the same transaction, so the record is never stored without them.
     let pointers = secrets::secret_pointers(&info);
-    fields.config = secrets::seal(clear, &pointers, &owner(&inserted), &ctx.master_key, ctx.entropy.as_ref())?;
+    fields.config = secrets::seal(clear, None, &pointers, &owner(&inserted), &ctx.master_key, ctx.entropy.as_ref())?;
     let ca = change
         .tx()
         .update_ca(&workspace_id, inserted.id, &fields, at)
@@ -319,7 +319,14 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: CaInput, rep
     };
     let (mut fields, clear, info) = resolve_fields(ctx, &workspace_id, merged, Some(&existing)).await?;
     let pointers = secrets::secret_pointers(&info);
-    fields.config = secrets::seal(clear, &pointers, &owner(&existing), &ctx.master_key, ctx.entropy.as_ref())?;
+    fields.config = secrets::seal(
+        clear,
+        Some(&existing.config),
+        &pointers,
+        &owner(&existing),
+        &ctx.master_key,
+        ctx.entropy.as_ref(),
+    )?;
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
     let at = change.at();
     let ca = change

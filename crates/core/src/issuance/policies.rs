@@ -122,7 +122,7 @@ pub async fn create(ctx: &Context, caller: &Caller, new: NewPolicy) -> Result<Is
     // Seals are bound to the record, whose id the insert just allocated; the secrets go in
     // within the same transaction, so the record is never stored without them.
     if pointers.iter().any(|(pointer, _)| clear.pointer(pointer).is_some_and(|v| !v.is_null())) {
-        policy.config = secrets::seal(clear, &pointers, &owner(&policy), &ctx.master_key, ctx.entropy.as_ref())?;
+        policy.config = secrets::seal(clear, None, &pointers, &owner(&policy), &ctx.master_key, ctx.entropy.as_ref())?;
         change.tx().set_issuance_policy_config(&workspace_id, policy.id, &policy.config).await?;
     }
     change.audit(

@@ -164,9 +164,12 @@ pub fn resolve_masks(
 }
 
 /// Seals the secret members of `clear` (a configuration from [`resolve_masks`] or
-/// [`unseal`]) for storage, bound to `owner`.
+/// [`unseal`]) for storage, bound to `owner`. A member whose value is the one `previous` (the
+/// record's stored configuration) already holds sealed bound to `owner` keeps that ciphertext; a
+/// seal of the older binding is made anew.
 pub fn seal(
     clear: Value,
+    previous: Option<&Value>,
     pointers: &[(String, bool)],
     owner: &Owner,
     key: &MasterKey,
@@ -186,8 +189,19 @@ pub fn seal(
             return Err(Error::Internal(format!("a configuration member ({pointer}) is sealed twice")));
         }
         let plaintext = serde_json::to_vec(slot).map_err(|err| Error::Internal(err.to_string()))?;
-        let sealed = key.seal_bound(&plaintext, &context(owner, pointer), entropy);
-        *slot = json!({ SEALED: format!("{RECORD_BOUND}{sealed}") });
+        let context = context(owner, pointer);
+        let unchanged = previous
+            .and_then(|p| p.pointer(pointer))
+            .filter(|old| is_sealed(old))
+            .and_then(|old| old.get(SEALED).and_then(Value::as_str))
+            .and_then(|old| old.strip_prefix(RECORD_BOUND).map(|bound| (old, bound)))
+            .filter(|(_, bound)| key.open_bound(bound, &context).is_ok_and(|opened| opened == plaintext))
+            .map(|(old, _)| old.to_owned());
+        let sealed = match unchanged {
+            Some(old) => old,
+            None => format!("{RECORD_BOUND}{}", key.seal_bound(&plaintext, &context, entropy)),
+        };
+        *slot = json!({ SEALED: sealed });
     }
     Ok(config)
 }
@@ -469,7 +483,7 @@ mod tests {
         let pointers = vec![("/apiKey".to_string(), false), ("/privateKeyPem".to_string(), true)];
         let config = json!({ "apiKey": "k-123", "privateKeyPem": "PEM", "region": "eu" });
         let clear = resolve_masks("config", config, None, &pointers).unwrap();
-        let sealed = seal(clear, &pointers, &ca(1), &key, &OsEntropy).unwrap();
+        let sealed = seal(clear, None, &pointers, &ca(1), &key, &OsEntropy).unwrap();
         assert!(!sealed.to_string().contains("k-123"));
         assert_eq!(masked(&sealed), json!({ "apiKey": MASK, "privateKeyPem": MASK, "region": "eu" }));
         let clear = unseal(&sealed, &pointers, &ca(1), &key).unwrap();
@@ -480,6 +494,9 @@ mod tests {
         let again =
             resolve_masks("config", json!({ "apiKey": MASK, "region": "us" }), Some(&clear), &pointers).unwrap();
         assert_eq!(again["apiKey"], "k-123");
+        let resealed = seal(again, Some(&sealed), &pointers, &ca(1), &key, &OsEntropy).unwrap();
+        assert_eq!(resealed["apiKey"], sealed["apiKey"], "an unchanged secret keeps its ciphertext");
+        assert_eq!(resealed["region"], "us");
         assert!(resolve_masks("config", json!({ "apiKey": MASK }), None, &pointers).is_err());
     }
 
@@ -489,7 +506,7 @@ mod tests {
     fn a_sealed_value_copied_elsewhere_does_not_open() {
         let key = MasterKey::from_bytes([9; 32]);
         let pointers = vec![("/apiKey".to_string(), false), ("/password".to_string(), false)];
-        let sealed = seal(json!({ "apiKey": "k-123" }), &pointers, &ca(1), &key, &OsEntropy).unwrap();
+        let sealed = seal(json!({ "apiKey": "k-123" }), None, &pointers, &ca(1), &key, &OsEntropy).unwrap();
         assert_eq!(unseal(&sealed, &pointers, &ca(1), &key).unwrap()["apiKey"], "k-123");
         for elsewhere in [ca(2), Owner::new("ws", "integration", 1), Owner::new("other", "certificate_authority", 1)] {
             assert!(unseal(&sealed, &pointers, &elsewhere, &key).is_err(), "opened under {elsewhere:?}");
@@ -510,7 +527,7 @@ mod tests {
         assert_eq!(clear["apiKey"], "k-old");
         assert!(unseal(&stored, &pointers, &Owner::new("other", "certificate_authority", 1), &key).is_err());
         let kept = resolve_masks("config", json!({ "apiKey": MASK }), Some(&clear), &pointers).unwrap();
-        let resealed = seal(kept, &pointers, &ca(1), &key, &OsEntropy).unwrap();
+        let resealed = seal(kept, Some(&stored), &pointers, &ca(1), &key, &OsEntropy).unwrap();
         assert!(resealed["apiKey"][SEALED].as_str().unwrap().starts_with(RECORD_BOUND), "{resealed}");
         assert!(unseal(&resealed, &pointers, &ca(2), &key).is_err());
     }

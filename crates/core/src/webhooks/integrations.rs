@@ -184,7 +184,14 @@ async fn resolve(
         .validate_config(&target, PluginKind::Integration)
         .await
         .map_err(|err| secrets::invalid_config(err, "configuration"))?;
-    let sealed = secrets::seal(clear, &pointers, &owner(workspace_id, id), &ctx.master_key, ctx.entropy.as_ref())?;
+    let sealed = secrets::seal(
+        clear,
+        same_type.map(|p| &p.config),
+        &pointers,
+        &owner(workspace_id, id),
+        &ctx.master_key,
+        ctx.entropy.as_ref(),
+    )?;
     let events = match input.events {
         Some(events) => check_event_list("events", Some(events), true)?,
         None => previous.map(|p| p.events.clone()).unwrap_or_else(|| vec!["*".to_owned()]),
