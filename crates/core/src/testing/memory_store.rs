@@ -706,6 +706,9 @@ impl DiscoveryWrites for MemoryTx {
     async fn insert_scan(&mut self, _: &Scan) -> StoreResult<Scan> {
         not_faked("insert_scan")
     }
+    async fn tls_scans_counted(&mut self, _: &str, _: i64) -> StoreResult<Vec<Scan>> {
+        not_faked("tls_scans_counted")
+    }
     async fn claim_scan(&mut self, _: Option<i64>, _: i64, _: i64) -> StoreResult<Option<Scan>> {
         not_faked("claim_scan")
     }
