@@ -240,10 +240,8 @@ fn destination_of(text: &str) -> String {
 /// Every string of `value` that is an absolute URL with a host, by pointer.
 fn urls_by_pointer(value: &Value, at: &str, out: &mut std::collections::BTreeMap<String, String>) {
     match value {
-        Value::String(text) => {
-            if url::Url::parse(text.trim()).is_ok_and(|u| u.host_str().is_some()) {
-                out.insert(at.to_owned(), destination_of(text));
-            }
+        Value::String(text) if url::Url::parse(text.trim()).is_ok_and(|u| u.host_str().is_some()) => {
+            out.insert(at.to_owned(), destination_of(text));
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
