@@ -92,6 +92,10 @@ pub enum Error {
     CertificateNameMismatch(String),
     #[error("Too many attempts; retry in {retry_after_secs} seconds")]
     RateLimited { retry_after_secs: u64 },
+    /// A per-workspace cap (e.g. discovery scans at once, endpoints per hour) is reached; the
+    /// message names the cap, its setting and when to retry.
+    #[error("{message}")]
+    QuotaExceeded { message: String, retry_after_secs: u64 },
     /// A plugin call or plugin lifecycle operation failed; the variant says how.
     #[error(transparent)]
     Plugin(#[from] PluginError),
@@ -133,6 +137,7 @@ impl Error {
             Error::MissingScope(_) => "INSUFFICIENT_SCOPE",
             Error::PrivateKeyNotAvailable => "PRIVATE_KEY_NOT_AVAILABLE",
             Error::RateLimited { .. } => "RATE_LIMITED",
+            Error::QuotaExceeded { .. } => "RATE_LIMITED",
             Error::UnsupportedCa(_) => "UNSUPPORTED_CA",
             Error::PolicyDenied(_) => "POLICY_DENIED",
             Error::ApprovalRequired(_) => "APPROVAL_REQUIRED",

@@ -299,6 +299,8 @@ pub trait IssuanceReads: Send + Sync {
 pub trait IssuanceWrites: Send {
     async fn insert_issuance_policy(&mut self, policy: &IssuancePolicy) -> StoreResult<IssuancePolicy>;
     async fn delete_issuance_policy(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
+    /// Replaces a policy's configuration (its secrets are sealed once its id is known).
+    async fn set_issuance_policy_config(&mut self, workspace_id: &str, id: i64, config: &serde_json::Value) -> StoreResult<bool>;
     async fn insert_request(&mut self, request: &CertificateRequest) -> StoreResult<CertificateRequest>;
     async fn find_request(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateRequest>>;
     /// Moves a request from `from` to its new state; `None` when it was not in `from` (a
@@ -386,6 +388,11 @@ pub trait DiscoveryReads: Send + Sync {
 #[async_trait]
 pub trait DiscoveryWrites: Send {
     async fn insert_scan(&mut self, scan: &Scan) -> StoreResult<Scan>;
+    /// The workspace's `tls_endpoints` scans that count against its caps: pending or running
+    /// ones, and those created after `since`. Locks the workspace's scans against another
+    /// such read until this transaction ends (PostgreSQL: the workspace row; SQLite's writer is
+    /// one at a time already), so two starts are judged one after the other.
+    async fn tls_scans_counted(&mut self, workspace_id: &str, since: i64) -> StoreResult<Vec<Scan>>;
     /// Moves one scan to `running` (of any workspace): `only` if it is pending, else the oldest
     /// pending scan or one whose heartbeat is older than `stale_before`.
     async fn claim_scan(&mut self, only: Option<i64>, now: i64, stale_before: i64) -> StoreResult<Option<Scan>>;

@@ -48,6 +48,7 @@ pub fn status_of(err: &Error) -> StatusCode {
         Error::Unauthorized => StatusCode::UNAUTHORIZED,
         Error::Forbidden(_) | Error::MissingScope(_) | Error::PrivateKeyNotAvailable => StatusCode::FORBIDDEN,
         Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+        Error::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
         Error::UnsupportedCa(_) => StatusCode::BAD_REQUEST,
         Error::PolicyDenied(_) | Error::ApprovalRequired(_) => StatusCode::FORBIDDEN,
         Error::Pending(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -166,6 +167,10 @@ impl IntoResponse for ApiError {
                 None
             }
             ApiError::Domain(Error::RateLimited { retry_after_secs }) => Some(*retry_after_secs),
+            ApiError::Domain(Error::QuotaExceeded { retry_after_secs, .. }) => {
+                body["error"]["details"] = json!({ "retryAfterSeconds": retry_after_secs });
+                Some(*retry_after_secs)
+            }
             ApiError::Domain(Error::PolicyDenied(reasons) | Error::ApprovalRequired(reasons)) => {
                 body["error"]["details"] = json!({ "reasons": reasons });
                 None

@@ -17,6 +17,7 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 use trellis_core::discovery::tls::{ProbeError, ServedChain, TlsProber, TlsTarget};
 
@@ -135,8 +136,12 @@ impl HostTlsProber {
         Ok(candidates)
     }
 
-    async fn probe(&self, target: &TlsTarget) -> Result<ServedChain, ProbeError> {
-        let addresses = self.vetted(target).await?;
+    /// Probes `target` by `deadline`. Each stage has its own outcome, so a scan's failures tell
+    /// a closed port (refused) from a filtered one (no answer) from a port that is not TLS.
+    async fn probe(&self, target: &TlsTarget, deadline: Instant, timeout: Duration) -> Result<ServedChain, ProbeError> {
+        let addresses = tokio::time::timeout_at(deadline, self.vetted(target))
+            .await
+            .map_err(|_| ProbeError::Failed(format!("resolving {} timed out after {timeout:?}", target.host)))??;
         let name = match target.host.parse::<IpAddr>() {
             Ok(ip) => ServerName::IpAddress(ip.into()),
             Err(_) => ServerName::try_from(target.host.clone())
@@ -144,17 +149,23 @@ impl HostTlsProber {
         };
         let mut last = ProbeError::Failed("no address to connect to".into());
         for address in addresses {
-            let tcp = match TcpStream::connect(address).await {
-                Ok(tcp) => tcp,
-                Err(err) => {
+            let tcp = match tokio::time::timeout_at(deadline, TcpStream::connect(address)).await {
+                Ok(Ok(tcp)) => tcp,
+                Ok(Err(err)) if err.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    last = ProbeError::Refused { address: address.to_string() };
+                    continue;
+                }
+                Ok(Err(err)) => {
                     last = ProbeError::Failed(format!("cannot connect to {address}: {err}"));
                     continue;
                 }
+                // The time is spent: no other address can be tried.
+                Err(_) => return Err(ProbeError::Filtered { address: address.to_string(), after: timeout }),
             };
             let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
-            let tls = connector
-                .connect(name.clone(), tcp)
+            let tls = tokio::time::timeout_at(deadline, connector.connect(name.clone(), tcp))
                 .await
+                .map_err(|_| ProbeError::HandshakeTimeout { address: address.to_string(), after: timeout })?
                 .map_err(|err| ProbeError::Failed(format!("TLS handshake with {address} failed: {err}")))?;
             let certificates: Vec<Vec<u8>> = tls
                 .get_ref()
@@ -171,10 +182,7 @@ impl HostTlsProber {
 #[async_trait]
 impl TlsProber for HostTlsProber {
     async fn served_chain(&self, target: &TlsTarget, timeout: Duration) -> Result<ServedChain, ProbeError> {
-        match tokio::time::timeout(timeout, self.probe(target)).await {
-            Ok(result) => result,
-            Err(_) => Err(ProbeError::Timeout(timeout)),
-        }
+        self.probe(target, Instant::now() + timeout, timeout).await
     }
 }
 
@@ -194,5 +202,21 @@ mod tests {
         let open = HostTlsProber::new(TlsProbeConfig { allow_private_networks: true }).unwrap();
         let err = open.served_chain(&target("169.254.169.254", 443), Duration::from_secs(1)).await.unwrap_err();
         assert!(matches!(err, ProbeError::Denied { reason: "metadata_address", .. }), "{err:?}");
+    }
+
+    /// A closed port (the host resets the connection) reads as refused; a listener that never
+    /// answers the handshake reads as such; neither as a bare timeout.
+    #[tokio::test]
+    async fn refused_and_silent_ports_are_told_apart() {
+        let open = HostTlsProber::new(TlsProbeConfig { allow_private_networks: true }).unwrap();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let err = open.served_chain(&target("127.0.0.1", closed), Duration::from_secs(5)).await.unwrap_err();
+        assert!(matches!(err, ProbeError::Refused { .. }), "{err:?}");
+        assert!(err.to_string().contains("refused"), "{err}");
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let err = open.served_chain(&target("127.0.0.1", port), Duration::from_millis(300)).await.unwrap_err();
+        assert!(matches!(err, ProbeError::HandshakeTimeout { .. }), "{err:?}");
+        drop(silent);
     }
 }

@@ -130,6 +130,24 @@ impl DiscoveryWrites for Tx {
         scan_from_row(&row)
     }
 
+    async fn tls_scans_counted(&mut self, workspace_id: &str, since: i64) -> StoreResult<Vec<Scan>> {
+        // Serialises scan starts per workspace; NO KEY UPDATE leaves inserts referencing the
+        // workspace (their foreign key's KEY SHARE lock) unblocked.
+        if self.dialect == crate::Dialect::Postgres {
+            sqlx::query("SELECT id FROM workspaces WHERE id = $1 FOR NO KEY UPDATE")
+                .bind(workspace_id)
+                .fetch_optional(&mut *self.inner)
+                .await
+                .db()?;
+        }
+        let sql = format!(
+            "SELECT {SCAN_COLUMNS} FROM discovery_scans WHERE workspace_id = $1 AND scan_type = 'tls_endpoints' \
+             AND (status IN ('pending', 'running') OR created_at > $2)"
+        );
+        let rows = sqlx::query(&sql).bind(workspace_id).bind(since).fetch_all(&mut *self.inner).await.db()?;
+        rows.iter().map(scan_from_row).collect()
+    }
+
     async fn claim_scan(&mut self, only: Option<i64>, now: i64, stale_before: i64) -> StoreResult<Option<Scan>> {
         // The outer condition is re-evaluated on the locked row, so one replica claims a scan.
         let claimable = "(status = 'pending' AND ($2 = 0 OR id = $2)) \

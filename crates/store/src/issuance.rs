@@ -213,6 +213,22 @@ impl IssuanceWrites for Tx {
         Ok(deleted.rows_affected() > 0)
     }
 
+    async fn set_issuance_policy_config(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        config: &serde_json::Value,
+    ) -> StoreResult<bool> {
+        let updated = sqlx::query("UPDATE issuance_policies SET config = $3 WHERE workspace_id = $1 AND id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .bind(config.to_string())
+            .execute(&mut *self.inner)
+            .await
+            .db()?;
+        Ok(updated.rows_affected() > 0)
+    }
+
     async fn insert_request(&mut self, request: &CertificateRequest) -> StoreResult<CertificateRequest> {
         let sql = format!(
             "INSERT INTO certificate_requests (workspace_id, ca_id, status, request, common_name, reasons, requested_by, \

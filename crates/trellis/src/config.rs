@@ -63,6 +63,8 @@ pub struct FileConfig {
     pub discovery_tls_concurrency: Option<usize>,
     pub discovery_tls_timeout_ms: Option<u64>,
     pub discovery_stale_secs: Option<u64>,
+    pub discovery_max_scans_per_workspace: Option<u64>,
+    pub discovery_endpoints_per_hour: Option<u64>,
     pub ca_health_interval_secs: Option<u64>,
 }
 
@@ -148,7 +150,8 @@ pub struct Config {
     /// (`TRELLIS_DISCOVERY_ALLOW_PRIVATE_NETWORKS`, default false; metadata addresses never).
     pub discovery_allow_private_networks: bool,
     /// How scans probe and when a silent scan is taken over (`TRELLIS_DISCOVERY_TLS_CONCURRENCY`,
-    /// `TRELLIS_DISCOVERY_TLS_TIMEOUT_MS`, `TRELLIS_DISCOVERY_STALE_SECS`).
+    /// `TRELLIS_DISCOVERY_TLS_TIMEOUT_MS`, `TRELLIS_DISCOVERY_STALE_SECS`), and the per-workspace
+    /// caps (`TRELLIS_DISCOVERY_MAX_SCANS_PER_WORKSPACE`, `TRELLIS_DISCOVERY_ENDPOINTS_PER_HOUR`).
     pub discovery: trellis_core::discovery::DiscoverySettings,
     /// How often every CA is probed in the background (`TRELLIS_CA_HEALTH_INTERVAL_SECS`,
     /// default 900; 0 turns the check off).
@@ -418,6 +421,18 @@ impl Config {
         }
         if let Some(secs) = parse_env::<u64>(&env, "TRELLIS_DISCOVERY_STALE_SECS")?.or(file.discovery_stale_secs) {
             discovery.stale_after = Duration::from_secs(at_least_one("TRELLIS_DISCOVERY_STALE_SECS", secs)?);
+        }
+        if let Some(n) = parse_env::<u64>(&env, "TRELLIS_DISCOVERY_MAX_SCANS_PER_WORKSPACE")?
+            .or(file.discovery_max_scans_per_workspace)
+        {
+            discovery.max_scans_per_workspace =
+                usize::try_from(at_least_one("TRELLIS_DISCOVERY_MAX_SCANS_PER_WORKSPACE", n)?).unwrap_or(usize::MAX);
+        }
+        if let Some(n) =
+            parse_env::<u64>(&env, "TRELLIS_DISCOVERY_ENDPOINTS_PER_HOUR")?.or(file.discovery_endpoints_per_hour)
+        {
+            discovery.endpoints_per_hour =
+                usize::try_from(at_least_one("TRELLIS_DISCOVERY_ENDPOINTS_PER_HOUR", n)?).unwrap_or(usize::MAX);
         }
         let ca_health_secs: u64 =
             parse_env(&env, "TRELLIS_CA_HEALTH_INTERVAL_SECS")?.or(file.ca_health_interval_secs).unwrap_or(900);

@@ -560,7 +560,8 @@ async fn secrets_are_sealed_masked_kept_and_never_logged() {
     let put = admin
         .put(
             &format!("/api/certificate-authorities/{sid}"),
-            json!({ "name": "Static", "type": "fixture-static", "config": { "apiKey": MASK, "region": "us" } }),
+            json!({ "name": "Static", "type": "fixture-static", "url": "https://ca.example.net/api",
+                "config": { "apiKey": MASK, "region": "us" } }),
         )
         .await;
     assert_eq!(put.status, 200, "{}", put.body);
@@ -619,6 +620,112 @@ async fn secrets_are_sealed_masked_kept_and_never_logged() {
             assert!(!text.contains(secret), "{secret} in a response: {text}");
         }
     }
+}
+
+/// Issue 21, finding 5: a record moved to another destination keeps no secret. A PATCH of the
+/// CA's `url` (which sends no mask: the stored secrets rode along), of a config member naming an
+/// endpoint, or a PUT echoing the masks, is a 400 naming every secret to send again, and
+/// nothing changes; sending them all again is accepted.
+#[tokio::test]
+async fn a_ca_moved_to_another_host_must_be_sent_its_secrets_again() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    install_plugin(&admin, "fixture-ca-static").await;
+    let ca = create_ca(
+        &admin,
+        json!({
+            "name": "Moved",
+            "type": "fixture-static",
+            "url": "https://ca.example.net/api",
+            "config": { "apiKey": "sk_live_kept_1", "password": "pw_kept_2", "endpoint": "https://pca.example.net", "region": "eu" },
+        }),
+    )
+    .await;
+    let path = format!("/api/certificate-authorities/{}", ca["id"].as_i64().unwrap());
+    let stored = stored_config(&server, ca["id"].as_i64().unwrap());
+
+    for (what, body) in [
+        ("PATCH url", json!({ "url": "https://elsewhere.example.org" })),
+        ("PATCH url to http", json!({ "url": "http://ca.example.net/api" })),
+        ("PATCH config endpoint", json!({ "config": { "endpoint": "https://attacker.example.org" } })),
+        ("PATCH config endpoint removed", json!({ "config": { "endpoint": null } })),
+        (
+            "PATCH with one secret again",
+            json!({ "url": "https://elsewhere.example.org", "config": { "apiKey": "sk_new" } }),
+        ),
+        (
+            "PUT echoing the masks",
+            json!({ "name": "Moved", "type": "fixture-static", "url": "https://elsewhere.example.org",
+                "config": { "apiKey": MASK, "password": MASK, "endpoint": "https://pca.example.net" } }),
+        ),
+    ] {
+        let res = if what.starts_with("PUT") { admin.put(&path, body).await } else { admin.patch(&path, body).await };
+        assert_eq!(res.status, 400, "{what}: {}", res.body);
+        assert_eq!(res.error_code(), "VALIDATION_ERROR", "{what}");
+        let secrets = res.body["error"]["details"]["secrets"].clone();
+        let expected =
+            if what.ends_with("one secret again") { json!(["password"]) } else { json!(["apiKey", "password"]) };
+        assert_eq!(secrets, expected, "{what}: {}", res.body);
+        assert!(res.body["error"]["message"].as_str().is_some_and(|m| m.contains("sent again")), "{}", res.body);
+    }
+    let unchanged = admin.get(&path).await;
+    assert_eq!(unchanged.body["data"]["url"], "https://ca.example.net/api", "{}", unchanged.body);
+    assert_eq!(stored_config(&server, ca["id"].as_i64().unwrap()), stored, "nothing was written");
+
+    // The same origin (another path) is not another destination; every secret sent again is.
+    let same_host = admin.patch(&path, json!({ "url": "https://CA.example.net:443/v2" })).await;
+    assert_eq!(same_host.status, 200, "{}", same_host.body);
+    let moved = admin
+        .patch(
+            &path,
+            json!({ "url": "https://elsewhere.example.org", "config": { "apiKey": "sk_new", "password": "pw_new" } }),
+        )
+        .await;
+    assert_eq!(moved.status, 200, "{}", moved.body);
+    assert_eq!(moved.body["data"]["url"], "https://elsewhere.example.org");
+    assert_eq!(moved.body["data"]["config"]["apiKey"], MASK);
+}
+
+/// Issue 21: a `{"$sealed": …}` value only ever comes from the store. One sent by a client (here
+/// the sealed secret of another CA of the workspace, copied from the database) is a 400, on
+/// create, PATCH and PUT alike, and nothing is stored.
+#[tokio::test]
+async fn a_client_sent_sealed_value_is_refused() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    install_plugin(&admin, "fixture-ca-static").await;
+    let source =
+        create_ca(&admin, json!({ "name": "Source", "type": "fixture-static", "config": { "apiKey": "sk_source_1" } }))
+            .await;
+    let target =
+        create_ca(&admin, json!({ "name": "Target", "type": "fixture-static", "config": { "region": "eu" } })).await;
+    let sealed = stored_config(&server, source["id"].as_i64().unwrap())["apiKey"].clone();
+    assert!(sealed["$sealed"].is_string(), "{sealed}");
+    let path = format!("/api/certificate-authorities/{}", target["id"].as_i64().unwrap());
+    for (what, res) in [
+        ("PATCH", admin.patch(&path, json!({ "config": { "apiKey": sealed } })).await),
+        (
+            "PUT",
+            admin
+                .put(&path, json!({ "name": "Target", "type": "fixture-static", "config": { "apiKey": sealed } }))
+                .await,
+        ),
+        (
+            "create",
+            admin
+                .post(
+                    "/api/certificate-authorities",
+                    json!({ "name": "Copy", "type": "fixture-static", "config": { "nested": { "x": sealed } } }),
+                )
+                .await,
+        ),
+    ] {
+        assert_eq!(res.status, 400, "{what}: {}", res.body);
+        assert_eq!(res.error_code(), "VALIDATION_ERROR", "{what}");
+        assert!(res.body["error"]["message"].as_str().is_some_and(|m| m.contains("$sealed")), "{what}: {}", res.body);
+    }
+    assert_eq!(stored_config(&server, target["id"].as_i64().unwrap()), json!({ "region": "eu" }));
+    assert_eq!(admin.get("/api/certificate-authorities").await.body["total"], 2);
 }
 
 #[tokio::test]

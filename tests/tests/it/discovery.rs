@@ -82,6 +82,7 @@ async fn tls_endpoints_scans_import_served_chains_and_match_issuers() {
     assert_eq!(scan["failures"].as_array().map(Vec::len), Some(1), "{scan}");
     assert_eq!(scan["failures"][0]["target"], format!("127.0.0.1:{closed}"));
     assert!(scan["failures"][0]["message"].as_str().unwrap().contains("connect"), "{scan}");
+    assert!(scan["failures"][0]["message"].as_str().unwrap().contains("refused (the port is closed)"), "{scan}");
     assert!(issued_endpoint.handshakes() >= 1 && lone_endpoint.handshakes() >= 1);
 
     // In the inventory: the served leaf, its chain, where it was found, and the matched CA.
@@ -277,4 +278,65 @@ async fn ca_certs_pages_import_together_and_a_bad_certificate_fails_alone() {
     let again = start().await;
     assert_eq!(scan_of(&again), (json!("completed"), Some(250), Some(0), Some(2)), "{again}");
     assert_eq!(admin.get("/api/certificates?limit=1").await.body["total"], 248);
+}
+
+/// Issue 21: per-workspace caps on `tls_endpoints` scans. Scans at once beyond
+/// `TRELLIS_DISCOVERY_MAX_SCANS_PER_WORKSPACE` and endpoints beyond
+/// `TRELLIS_DISCOVERY_ENDPOINTS_PER_HOUR` are 429 `RATE_LIMITED` in the error shape, with
+/// `Retry-After` and a message saying when; another workspace is not held back; a scan larger
+/// than the hourly cap is a 400 (no wait would admit it). A port that accepts but never
+/// shakes hands is told from a closed one.
+#[tokio::test]
+async fn tls_endpoints_scans_are_capped_per_workspace() {
+    let server = Server::start_with(&[
+        ALLOW_PRIVATE,
+        ("TRELLIS_DISCOVERY_TLS_TIMEOUT_MS", "120000"),
+        ("TRELLIS_DISCOVERY_MAX_SCANS_PER_WORKSPACE", "1"),
+        ("TRELLIS_DISCOVERY_ENDPOINTS_PER_HOUR", "5"),
+    ]);
+    let admin = server.admin().await;
+    let hanging = TlsEndpoint::hanging().await;
+    let target = format!("127.0.0.1:{}", hanging.port);
+
+    let first = start_scan(&admin, json!([target])).await;
+    running_scan(&admin, first).await;
+    let busy = admin.post("/api/discovery/scans", json!({ "type": "tls_endpoints", "targets": [target] })).await;
+    assert_error(&busy, 429, "RATE_LIMITED", "a second scan at once");
+    let message = busy.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("TRELLIS_DISCOVERY_MAX_SCANS_PER_WORKSPACE") && message.contains("Retry"), "{message}");
+    assert!(busy.header("retry-after").is_some_and(|s| s.parse::<u64>().is_ok()), "{:?}", busy.header("retry-after"));
+    // Another workspace has its own caps.
+    let (other, _) = server.new_user("other-scanner@example.com").await;
+    let theirs = start_scan(&other, json!([target])).await;
+    other.post(&format!("/api/discovery/scans/{theirs}/cancel"), json!({})).await;
+
+    // Once the first ended, the hourly cap: 1 endpoint used, 4 left.
+    assert_eq!(admin.post(&format!("/api/discovery/scans/{first}/cancel"), json!({})).await.status, 200);
+    let four: Vec<String> = (0..4).map(|i| format!("127.0.0.{}:{}", i + 2, closed_port())).collect();
+    let second = start_scan(&admin, json!(four)).await;
+    finished_scan(&admin, second).await;
+    let over = admin.post("/api/discovery/scans", json!({ "type": "tls_endpoints", "targets": [target] })).await;
+    assert_error(&over, 429, "RATE_LIMITED", "a sixth endpoint within the hour");
+    let message = over.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("TRELLIS_DISCOVERY_ENDPOINTS_PER_HOUR") && message.contains("Retry in"), "{message}");
+    let retry: u64 = over.header("retry-after").and_then(|s| s.parse().ok()).unwrap_or_default();
+    assert!((3000..=3600).contains(&retry), "the first scan leaves the hour in about an hour: {retry}");
+    assert_eq!(over.body["error"]["details"]["retryAfterSeconds"], retry, "{}", over.body);
+    let never =
+        admin.post("/api/discovery/scans", json!({ "type": "tls_endpoints", "targets": ["10.9.9.0/29:443"] })).await;
+    assert_error(&never, 400, "VALIDATION_ERROR", "six endpoints in one scan, over the hourly cap");
+    assert_eq!(admin.get("/api/discovery/scans").await.body["total"], 2, "refused scans leave nothing");
+}
+
+/// A port that accepts the connection but never answers the handshake is named as such, not as
+/// a bare timeout (nor as refused).
+#[tokio::test]
+async fn a_silent_tls_port_is_told_from_a_closed_one() {
+    let server = Server::start_with(&[ALLOW_PRIVATE, ("TRELLIS_DISCOVERY_TLS_TIMEOUT_MS", "300")]);
+    let admin = server.admin().await;
+    let hanging = TlsEndpoint::hanging().await;
+    let id = start_scan(&admin, json!([format!("127.0.0.1:{}", hanging.port)])).await;
+    let scan = finished_scan(&admin, id).await;
+    let message = scan["failures"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no TLS handshake within"), "{scan}");
 }

@@ -957,3 +957,38 @@ async fn a_stored_secret_is_not_sent_to_a_new_host() {
     let renamed = admin.patch(&path, json!({ "name": "ops-2" })).await;
     assert_eq!(renamed.status, 200, "{}", renamed.body);
 }
+
+/// Issue 21, finding 5, for integrations: a PUT echoing the mask while the record's URL moves
+/// (to another host, or to plain http on the same one) is a 400 naming the secret to send again,
+/// and nothing changes; a client-sent `$sealed` value is refused too.
+#[tokio::test]
+async fn an_integration_moved_elsewhere_names_the_secrets_to_send_again() {
+    let receiver = Receiver::start().await;
+    let server = server_for(&receiver);
+    let admin = server.admin().await;
+    let hec_url = receiver.url("");
+    let created = create(
+        &admin,
+        json!({ "name": "ops", "type": "splunk", "configuration": { "hecUrl": hec_url, "hecToken": "tok-123" } }),
+    )
+    .await;
+    let id = created["id"].as_str().unwrap_or_default().to_owned();
+    let path = format!("/api/integrations/external/{id}");
+    let before = server.sql(&format!("SELECT config FROM external_integrations WHERE id = '{id}'"));
+    for moved_to in ["https://attacker.example.net:8088", "http://attacker.example.net:8088"] {
+        let put = admin
+            .put(
+                &path,
+                json!({ "name": "ops", "type": "splunk", "configuration": { "hecUrl": moved_to, "hecToken": MASK } }),
+            )
+            .await;
+        assert_eq!(put.status, 400, "{moved_to}: {}", put.body);
+        assert_eq!(put.error_code(), "VALIDATION_ERROR");
+        assert_eq!(put.body["error"]["details"]["secrets"], json!(["hecToken"]), "{}", put.body);
+        assert_eq!(put.body["error"]["details"]["configuration"][0]["field"], "hecToken", "{}", put.body);
+    }
+    let sealed: Value = serde_json::from_str(&before).expect("stored JSON");
+    let copied = admin.patch(&path, json!({ "configuration": { "hecToken": sealed["hecToken"].clone() } })).await;
+    assert_eq!(copied.status, 400, "{}", copied.body);
+    assert_eq!(server.sql(&format!("SELECT config FROM external_integrations WHERE id = '{id}'")), before);
+}

@@ -78,7 +78,7 @@ pub fn connector_for(ctx: &Context, workspace_id: &str, ca_type: &str) -> Result
 /// (withheld members removed) and, for internal CAs, the grant to `pki-core`.
 pub fn call_target(ctx: &Context, ca: &CertificateAuthority, info: &PluginInfo) -> Result<CallTarget> {
     let pointers = secrets::secret_pointers(info);
-    let clear = secrets::unseal(&ca.config, &pointers, &ca.workspace_id, &ctx.master_key)?;
+    let clear = secrets::unseal(&ca.config, &pointers, &owner(ca), &ctx.master_key)?;
     let config = secrets::with_record_type(secrets::for_plugin(&clear, &pointers), info, &ca.ca_type);
     let mut target = CallTarget::new(&ca.workspace_id, PluginRef::Id(info.id.clone()), config)
         .for_record(&ca.id.to_string())
@@ -89,6 +89,11 @@ pub fn call_target(ctx: &Context, ca: &CertificateAuthority, info: &PluginInfo) 
             Some(PkiGrant { workspace_id: ca.workspace_id.clone(), ca_id: ca.id, withheld_config: clear, sign: None });
     }
     Ok(target)
+}
+
+/// What a CA's sealed configuration members are bound to.
+pub fn owner(ca: &CertificateAuthority) -> secrets::Owner {
+    secrets::Owner::new(&ca.workspace_id, "certificate_authority", ca.id)
 }
 
 /// The built-in issuer patterns of `ca_type` (§2.1): the plugin's defaults, where one written
@@ -200,12 +205,15 @@ pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<CaView> {
 }
 
 /// Validates the fields of a create or a full replace, with the plugin's `validate-config`.
+/// Returns the fields with the secrets left out of `config`, and the configuration with them
+/// in the clear: the caller seals it, bound to the record (a create knows its id only once
+/// the record is inserted).
 async fn resolve_fields(
     ctx: &Context,
     workspace_id: &str,
     input: CaInput,
     previous: Option<&CertificateAuthority>,
-) -> Result<(CaFields, PluginInfo)> {
+) -> Result<(CaFields, Value, PluginInfo)> {
     let name = bounded_text("name", input.name.as_deref().unwrap_or_default(), MAX_NAME)?;
     if name.is_empty() {
         return Err(Error::invalid_field("name", "is required"));
@@ -226,27 +234,29 @@ async fn resolve_fields(
     };
     let pointers = secrets::secret_pointers(&info);
     let config = secrets::without_record_type(check_config(input.config.unwrap_or(Value::Null))?, &info);
-    if let Some(previous) = previous {
-        let before = secrets::unseal(&previous.config, &pointers, workspace_id, &ctx.master_key)?;
-        let before_url: Vec<String> = previous.url.iter().cloned().collect();
-        let after_url: Vec<String> = url.iter().cloned().collect();
-        secrets::refuse_kept_secrets_for_new_hosts("config", &config, &before, &before_url, &after_url)?;
+    // Another type is another connector: the old one's secrets are not carried over to it.
+    let same_type = previous.filter(|p| p.ca_type == ca_type);
+    let before = same_type.map(|p| secrets::unseal(&p.config, &pointers, &owner(p), &ctx.master_key)).transpose()?;
+    let clear = secrets::resolve_masks("config", config.clone(), before.as_ref(), &pointers)?;
+    if let (Some(previous), Some(before)) = (same_type, &before) {
+        secrets::refuse_kept_secrets_for_new_destinations(
+            "config",
+            &info,
+            &pointers,
+            &config,
+            &clear,
+            url.as_deref(),
+            before,
+            previous.url.as_deref(),
+        )?;
     }
-    let sealed = secrets::seal(
-        config,
-        previous.map(|p| &p.config),
-        &pointers,
-        workspace_id,
-        &ctx.master_key,
-        ctx.entropy.as_ref(),
-    )?;
     // The plugin validates what it will receive: secrets in the clear, withheld ones removed.
-    let clear = secrets::unseal(&sealed, &pointers, workspace_id, &ctx.master_key)?;
     let for_plugin = secrets::with_record_type(secrets::for_plugin(&clear, &pointers), &info, &ca_type);
     let target = CallTarget::new(workspace_id, PluginRef::Id(info.id.clone()), for_plugin);
     ctx.plugins.host().validate_config(&target, PluginKind::CaConnector).await.map_err(config_error)?;
     let health_status = previous.map_or(HealthStatus::Unknown, |p| p.health_status);
-    Ok((CaFields { name, ca_type, description, url, status, health_status, issuer_patterns, config: sealed }, info))
+    let config = secrets::without_secrets(&clear, &pointers);
+    Ok((CaFields { name, ca_type, description, url, status, health_status, issuer_patterns, config }, clear, info))
 }
 
 fn audit_details(ca: &CertificateAuthority) -> Value {
@@ -262,10 +272,19 @@ fn event_data(ca: &CertificateAuthority) -> Value {
 pub async fn create(ctx: &Context, caller: &Caller, input: CaInput) -> Result<CaView> {
     caller.require(Scope::CasWrite)?;
     let workspace_id = caller.workspace_id.to_string();
-    let (fields, info) = resolve_fields(ctx, &workspace_id, input, None).await?;
+    let (mut fields, clear, info) = resolve_fields(ctx, &workspace_id, input, None).await?;
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
     let at = change.at();
-    let ca = change.tx().insert_ca(&workspace_id, &fields, at).await?;
+    let inserted = change.tx().insert_ca(&workspace_id, &fields, at).await?;
+    // Seals are bound to the record, whose id the insert just allocated; the secrets go in
+    // within the same transaction, so the record is never stored without them.
+    let pointers = secrets::secret_pointers(&info);
+    fields.config = secrets::seal(clear, None, &pointers, &owner(&inserted), &ctx.master_key, ctx.entropy.as_ref())?;
+    let ca = change
+        .tx()
+        .update_ca(&workspace_id, inserted.id, &fields, at)
+        .await?
+        .ok_or(Error::NotFound(Entity::CertificateAuthority))?;
     change.commit().await?;
 
     let setup = async { ctx.plugins.host().ca_setup(&call_target(ctx, &ca, &info)?).await.map_err(config_error) };
@@ -298,21 +317,29 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: CaInput, rep
             url: input.url.or_else(|| Some(existing.url.clone())),
             status: input.status.or_else(|| Some(existing.status.as_str().to_owned())),
             issuer_patterns: input.issuer_patterns,
-            config: match input.config {
-                // A PATCH of config merges members: `{"apiKey": "new"}` keeps the others.
-                Some(Value::Object(patch)) => {
-                    let mut config = existing.config.clone();
-                    if let Value::Object(base) = &mut config {
-                        base.extend(patch);
-                    }
-                    Some(config)
+            // A PATCH of config merges members: `{"apiKey": "new"}` keeps the others. It merges
+            // over the masked configuration, so a secret it keeps is one it sends as the mask,
+            // the same as a PUT's (and a `$sealed` value can only be the client's).
+            config: match (input.config, secrets::masked(&existing.config)) {
+                (Some(Value::Object(patch)), Value::Object(mut current)) => {
+                    current.extend(patch);
+                    Some(Value::Object(current))
                 }
-                Some(other) => Some(other),
-                None => Some(existing.config.clone()),
+                (Some(other), _) => Some(other),
+                (None, current) => Some(current),
             },
         }
     };
-    let (fields, _info) = resolve_fields(ctx, &workspace_id, merged, Some(&existing)).await?;
+    let (mut fields, clear, info) = resolve_fields(ctx, &workspace_id, merged, Some(&existing)).await?;
+    let pointers = secrets::secret_pointers(&info);
+    fields.config = secrets::seal(
+        clear,
+        Some(&existing.config),
+        &pointers,
+        &owner(&existing),
+        &ctx.master_key,
+        ctx.entropy.as_ref(),
+    )?;
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
     let at = change.at();
     let ca = change

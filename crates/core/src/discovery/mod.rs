@@ -56,12 +56,84 @@ pub struct DiscoverySettings {
     /// A running scan whose heartbeat is older than this is taken over
     /// (`TRELLIS_DISCOVERY_STALE_SECS`, default 300).
     pub stale_after: Duration,
+    /// `tls_endpoints` scans one workspace may have pending or running at once
+    /// (`TRELLIS_DISCOVERY_MAX_SCANS_PER_WORKSPACE`, default 2).
+    pub max_scans_per_workspace: usize,
+    /// Endpoints one workspace's `tls_endpoints` scans may probe in any hour
+    /// (`TRELLIS_DISCOVERY_ENDPOINTS_PER_HOUR`, default 4096: one full scan).
+    pub endpoints_per_hour: usize,
 }
 
 impl Default for DiscoverySettings {
     fn default() -> Self {
-        DiscoverySettings { tls: tls::TlsScanSettings::default(), stale_after: Duration::from_secs(300) }
+        DiscoverySettings {
+            tls: tls::TlsScanSettings::default(),
+            stale_after: Duration::from_secs(300),
+            max_scans_per_workspace: 2,
+            endpoints_per_hour: tls::MAX_ENDPOINTS,
+        }
     }
+}
+
+const HOUR_MS: i64 = 3_600_000;
+/// What a refusal for scans at once suggests: scans end within seconds to minutes.
+const RETRY_RUNNING_SECS: u64 = 30;
+
+/// The per-workspace caps of `tls_endpoints` scans, judged at `now` against the workspace's
+/// scans that are pending or running or were created within the hour before (`counted`): one
+/// more scan of `endpoints` endpoints is refused (429, saying when to retry) when the
+/// workspace already runs as many as it may, or when the endpoints of the hour's scans and this
+/// one's would pass the hourly cap. A scan counts all its endpoints when it starts, whatever
+/// becomes of it (cancelled, failed): they may have been probed.
+pub fn check_scan_caps(settings: &DiscoverySettings, counted: &[Scan], endpoints: usize, now: i64) -> Result<()> {
+    let active: Vec<String> = counted
+        .iter()
+        .filter(|s| s.scan_type == TLS_ENDPOINTS && (s.status == PENDING || s.status == RUNNING))
+        .map(|s| s.id.to_string())
+        .collect();
+    if active.len() >= settings.max_scans_per_workspace {
+        return Err(Error::QuotaExceeded {
+            message: format!(
+                "This workspace already has {} tls_endpoints scans pending or running (scans {}); this server runs at \
+                 most {} per workspace at once (TRELLIS_DISCOVERY_MAX_SCANS_PER_WORKSPACE). Retry once one of them has \
+                 ended (or cancel one), in about {RETRY_RUNNING_SECS} s",
+                active.len(),
+                active.join(", "),
+                settings.max_scans_per_workspace
+            ),
+            retry_after_secs: RETRY_RUNNING_SECS,
+        });
+    }
+    let mut window: Vec<(i64, usize)> = counted
+        .iter()
+        .filter(|s| s.scan_type == TLS_ENDPOINTS && s.created_at > now - HOUR_MS)
+        .map(|s| (s.created_at, tls::parse_targets(&s.targets).map(|e| e.len()).unwrap_or(0)))
+        .collect();
+    window.sort_unstable();
+    let used: usize = window.iter().map(|(_, n)| n).sum();
+    let cap = settings.endpoints_per_hour;
+    if used.saturating_add(endpoints) <= cap {
+        return Ok(());
+    }
+    // The scans leave the window oldest first; the retry is due when enough have left.
+    let mut left = used;
+    let mut retry_at = now + HOUR_MS;
+    for (created_at, n) in &window {
+        left -= n;
+        if left.saturating_add(endpoints) <= cap {
+            retry_at = created_at + HOUR_MS;
+            break;
+        }
+    }
+    let retry_after_secs = u64::try_from((retry_at - now + 999) / 1000).unwrap_or(1).max(1);
+    Err(Error::QuotaExceeded {
+        message: format!(
+            "This workspace's tls_endpoints scans started within the last hour cover {used} endpoints; {endpoints} more \
+             would pass the {cap} per hour this server allows (TRELLIS_DISCOVERY_ENDPOINTS_PER_HOUR). Retry in \
+             {retry_after_secs} s, or scan fewer endpoints"
+        ),
+        retry_after_secs,
+    })
 }
 
 impl DiscoverySettings {
@@ -184,7 +256,8 @@ pub async fn start_ca_scan(ctx: &Arc<Context>, caller: &Caller, ca_id: i64) -> R
     if !info.capabilities.discover {
         return Err(Error::UnsupportedCa(format!("CA type `{}` cannot list its certificates", ca.ca_type)));
     }
-    insert_and_spawn(ctx, caller, CA_CERTS, Some(ca_id), Vec::new(), json!({ "type": CA_CERTS, "caId": ca_id })).await
+    let details = json!({ "type": CA_CERTS, "caId": ca_id });
+    insert_and_spawn(ctx, caller, CA_CERTS, Some(ca_id), Vec::new(), details, None).await
 }
 
 /// Creates a pending `tls_endpoints` scan of `targets` (checked and expanded here: every bad
@@ -192,9 +265,21 @@ pub async fn start_ca_scan(ctx: &Arc<Context>, caller: &Caller, ca_id: i64) -> R
 pub async fn start_tls_scan(ctx: &Arc<Context>, caller: &Caller, targets: Vec<String>) -> Result<Scan> {
     caller.require(Scope::CasWrite)?;
     let endpoints = tls::parse_targets(&targets)?;
+    let cap = ctx.settings.discovery.endpoints_per_hour;
+    if endpoints.len() > cap {
+        // Never within the hourly cap, however long the caller waits: not a 429.
+        return Err(Error::invalid_field(
+            "targets",
+            format!(
+                "{} endpoints after expanding ranges; this server lets a workspace probe at most {cap} per hour \
+                 (TRELLIS_DISCOVERY_ENDPOINTS_PER_HOUR)",
+                endpoints.len()
+            ),
+        ));
+    }
     let targets: Vec<String> = targets.into_iter().map(|t| t.trim().to_owned()).collect();
     let details = json!({ "type": TLS_ENDPOINTS, "targets": targets, "endpoints": endpoints.len() });
-    insert_and_spawn(ctx, caller, TLS_ENDPOINTS, None, targets, details).await
+    insert_and_spawn(ctx, caller, TLS_ENDPOINTS, None, targets, details, Some(endpoints.len())).await
 }
 
 async fn insert_and_spawn(
@@ -204,8 +289,16 @@ async fn insert_and_spawn(
     ca_id: Option<i64>,
     targets: Vec<String>,
     details: serde_json::Value,
+    tls_endpoints: Option<usize>,
 ) -> Result<Scan> {
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
+    if let Some(endpoints) = tls_endpoints {
+        // Judged in the transaction that inserts the scan, so concurrent starts cannot both
+        // slip under a cap.
+        let now = change.at();
+        let counted = change.tx().tls_scans_counted(&caller.workspace_id, now - HOUR_MS).await?;
+        check_scan_caps(&ctx.settings.discovery, &counted, endpoints, now)?;
+    }
     let row = new_scan(caller, scan_type, ca_id, targets, change.at());
     let scan = change.tx().insert_scan(&row).await?;
     change.audit("discovery.scan_started", Target::new("discovery_scan", scan.id), details);
@@ -761,5 +854,71 @@ mod tests {
         assert_eq!(owner("CN=Example Root", Some(&cas[2]), &cas).map(|c| c.id), Some(1));
         assert_eq!(owner("CN=Nobody", Some(&cas[2]), &cas).map(|c| c.id), Some(3));
         assert_eq!(owner("CN=Other Example Issuing CA", Some(&cas[2]), &cas).map(|c| c.id), Some(3));
+    }
+
+    fn tls_scan(id: i64, status: &str, created_at: i64, targets: &[&str]) -> Scan {
+        Scan {
+            id,
+            workspace_id: "ws".into(),
+            scan_type: TLS_ENDPOINTS.into(),
+            ca_id: None,
+            targets: targets.iter().map(|t| (*t).to_owned()).collect(),
+            status: status.into(),
+            found: 0,
+            new_count: 0,
+            updated_count: 0,
+            failed_count: 0,
+            total: None,
+            done: 0,
+            failures: Vec::new(),
+            error: None,
+            requested_by: "user:1".into(),
+            created_at,
+            started_at: None,
+            finished_at: None,
+            heartbeat_at: None,
+        }
+    }
+
+    fn retry_after(result: Result<()>) -> u64 {
+        match result {
+            Err(Error::QuotaExceeded { retry_after_secs, .. }) => retry_after_secs,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn scans_at_once_are_capped_per_workspace() {
+        let settings = DiscoverySettings { max_scans_per_workspace: 2, ..DiscoverySettings::default() };
+        let now = 10 * HOUR_MS;
+        let one = [tls_scan(1, RUNNING, now - 5_000, &["a.example:443"])];
+        assert!(check_scan_caps(&settings, &one, 1, now).is_ok());
+        let two = [one[0].clone(), tls_scan(2, PENDING, now - 1_000, &["b.example:443"])];
+        let err = check_scan_caps(&settings, &two, 1, now).unwrap_err();
+        assert_eq!(err.code(), "RATE_LIMITED");
+        assert!(err.to_string().contains("TRELLIS_DISCOVERY_MAX_SCANS_PER_WORKSPACE"), "{err}");
+        // Ended scans do not count against scans at once.
+        let ended = [tls_scan(1, COMPLETED, now - 5_000, &["a.example:443"]), tls_scan(2, CANCELLED, now, &["b:1"])];
+        assert!(check_scan_caps(&settings, &ended, 1, now).is_ok());
+    }
+
+    /// The hourly window follows the (injected) clock: the retry is due when enough of the
+    /// hour's endpoints have left it, oldest scan first.
+    #[test]
+    fn endpoints_per_hour_are_capped_with_the_time_to_retry() {
+        let settings = DiscoverySettings { endpoints_per_hour: 300, max_scans_per_workspace: 9, ..Default::default() };
+        let now = 10 * HOUR_MS;
+        let hour = [
+            tls_scan(1, COMPLETED, now - HOUR_MS, &["10.0.0.0/24:443"]), // left the window just now
+            tls_scan(2, COMPLETED, now - 40 * 60_000, &["10.0.1.0/24:443"]), // 254, leaves in 20 min
+            tls_scan(3, CANCELLED, now - 10 * 60_000, &["a.example:443", "b.example:443"]), // 2, in 50 min
+        ];
+        assert!(check_scan_caps(&settings, &hour, 44, now).is_ok(), "254 + 2 + 44 = 300");
+        let err = check_scan_caps(&settings, &hour, 45, now).unwrap_err();
+        assert!(err.to_string().contains("TRELLIS_DISCOVERY_ENDPOINTS_PER_HOUR"), "{err}");
+        assert_eq!(retry_after(Err(err)), 20 * 60, "when scan 2 leaves the hour");
+        assert_eq!(retry_after(check_scan_caps(&settings, &hour, 299, now)), 50 * 60, "both must leave");
+        // Twenty minutes later the same scan fits.
+        assert!(check_scan_caps(&settings, &hour, 45, now + 20 * 60_000).is_ok());
     }
 }

@@ -62,6 +62,15 @@ pub enum ProbeError {
     Denied { reason: &'static str, message: String },
     #[error("timed out after {0:?}")]
     Timeout(Duration),
+    /// The host answered the connection attempt with a reset: it is up, nothing listens there.
+    #[error("cannot connect to {address}: connection refused (the port is closed)")]
+    Refused { address: String },
+    /// No answer to the connection attempt at all: a firewall drops it, or the host is down.
+    #[error("cannot connect to {address}: no answer within {after:?} (the port is filtered, or the host is down)")]
+    Filtered { address: String, after: Duration },
+    /// Connected, but the TLS handshake did not finish: not a TLS service, or a stalled one.
+    #[error("connected to {address}, but no TLS handshake within {after:?} (not a TLS service, or a stalled one)")]
+    HandshakeTimeout { address: String, after: Duration },
     #[error("{0}")]
     Failed(String),
 }

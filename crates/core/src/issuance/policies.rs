@@ -45,7 +45,7 @@ pub async fn evaluate(ctx: &Context, workspace_id: &str, request: &EvaluationReq
         let decision = async {
             let info = ctx.plugins.host().serving(workspace_id, PluginKind::IssuancePolicy, &policy.policy_type)?;
             let pointers = secrets::secret_pointers(&info);
-            let clear = secrets::unseal(&policy.config, &pointers, workspace_id, &ctx.master_key)?;
+            let clear = secrets::unseal(&policy.config, &pointers, &owner(&policy), &ctx.master_key)?;
             let target = CallTarget::new(workspace_id, PluginRef::Id(info.id), clear)
                 .for_record(&format!("policy-{}", policy.id));
             Ok::<_, Error>(ctx.plugins.host().policy_evaluate(&target, request).await?)
@@ -54,6 +54,11 @@ pub async fn evaluate(ctx: &Context, workspace_id: &str, request: &EvaluationReq
         decisions.push(decision.unwrap_or_else(|err| Decision::failed(&policy.name, &err)));
     }
     Ok(decisions)
+}
+
+/// What a policy's sealed configuration members are bound to.
+fn owner(policy: &IssuancePolicy) -> secrets::Owner {
+    secrets::Owner::new(&policy.workspace_id, "issuance_policy", policy.id)
 }
 
 pub async fn list(ctx: &Context, caller: &Caller) -> Result<Vec<IssuancePolicy>> {
@@ -95,11 +100,11 @@ pub async fn create(ctx: &Context, caller: &Caller, new: NewPolicy) -> Result<Is
         _ => return Err(Error::invalid_field("config", "must be an object")),
     };
     let pointers = secrets::secret_pointers(&info);
-    let target = CallTarget::new(&workspace_id, PluginRef::Id(info.id.clone()), config.clone());
+    let clear = secrets::resolve_masks("config", config, None, &pointers)?;
+    let target = CallTarget::new(&workspace_id, PluginRef::Id(info.id.clone()), clear.clone());
     host.validate_config(&target, PluginKind::IssuancePolicy)
         .await
         .map_err(|err| secrets::invalid_config(err, "config"))?;
-    let sealed = secrets::seal(config, None, &pointers, &workspace_id, &ctx.master_key, ctx.entropy.as_ref())?;
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
     let at = change.at();
     let policy = IssuancePolicy {
@@ -107,13 +112,19 @@ pub async fn create(ctx: &Context, caller: &Caller, new: NewPolicy) -> Result<Is
         workspace_id: workspace_id.clone(),
         name,
         policy_type,
-        config: sealed,
+        config: secrets::without_secrets(&clear, &pointers),
         position: new.position.unwrap_or(0),
         enabled: new.enabled.unwrap_or(true),
         created_at: at,
         updated_at: at,
     };
-    let policy = change.tx().insert_issuance_policy(&policy).await?;
+    let mut policy = change.tx().insert_issuance_policy(&policy).await?;
+    // Seals are bound to the record, whose id the insert just allocated; the secrets go in
+    // within the same transaction, so the record is never stored without them.
+    if pointers.iter().any(|(pointer, _)| clear.pointer(pointer).is_some_and(|v| !v.is_null())) {
+        policy.config = secrets::seal(clear, None, &pointers, &owner(&policy), &ctx.master_key, ctx.entropy.as_ref())?;
+        change.tx().set_issuance_policy_config(&workspace_id, policy.id, &policy.config).await?;
+    }
     change.audit(
         "issuance_policy.created",
         Target::new("issuance_policy", policy.id),

@@ -542,6 +542,9 @@ impl IssuanceWrites for MemoryTx {
     async fn delete_issuance_policy(&mut self, _: &str, _: i64) -> StoreResult<bool> {
         not_faked("delete_issuance_policy")
     }
+    async fn set_issuance_policy_config(&mut self, _: &str, _: i64, _: &serde_json::Value) -> StoreResult<bool> {
+        not_faked("set_issuance_policy_config")
+    }
     async fn insert_request(&mut self, request: &CertificateRequest) -> StoreResult<CertificateRequest> {
         let id = self.working.next_id();
         let row = CertificateRequest { id, updated_at: request.created_at, ..request.clone() };
@@ -702,6 +705,9 @@ impl DiscoveryReads for MemoryStore {
 impl DiscoveryWrites for MemoryTx {
     async fn insert_scan(&mut self, _: &Scan) -> StoreResult<Scan> {
         not_faked("insert_scan")
+    }
+    async fn tls_scans_counted(&mut self, _: &str, _: i64) -> StoreResult<Vec<Scan>> {
+        not_faked("tls_scans_counted")
     }
     async fn claim_scan(&mut self, _: Option<i64>, _: i64, _: i64) -> StoreResult<Option<Scan>> {
         not_faked("claim_scan")

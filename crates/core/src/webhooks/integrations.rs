@@ -65,7 +65,12 @@ pub fn plugin_for(ctx: &Context, workspace_id: &str, integration_type: &str) -> 
 /// A call into the integration's plugin: clear configuration, the record's URLs reachable.
 pub fn call_target(ctx: &Context, integration: &ExternalIntegration, info: &PluginInfo) -> Result<CallTarget> {
     let pointers = secrets::secret_pointers(info);
-    let clear = secrets::unseal(&integration.config, &pointers, &integration.workspace_id, &ctx.master_key)?;
+    let clear = secrets::unseal(
+        &integration.config,
+        &pointers,
+        &owner(&integration.workspace_id, &integration.id),
+        &ctx.master_key,
+    )?;
     let hosts = crate::plugins::service::urls_in(&clear);
     Ok(CallTarget::new(
         &integration.workspace_id,
@@ -74,6 +79,11 @@ pub fn call_target(ctx: &Context, integration: &ExternalIntegration, info: &Plug
     )
     .for_record(&integration.id)
     .with_record_hosts(hosts))
+}
+
+/// What an integration's sealed configuration members are bound to.
+fn owner(workspace_id: &str, id: &str) -> secrets::Owner {
+    secrets::Owner::new(workspace_id, "integration", id)
 }
 
 fn check_type(text: &str) -> Result<String> {
@@ -127,11 +137,13 @@ pub async fn get(ctx: &Context, caller: &Caller, id: &str) -> Result<Integration
     views.pop().ok_or(Error::NotFound(Entity::ExternalIntegration))
 }
 
-/// Name, type, configuration (sealed, validated by the plugin) and events of a create or a
-/// full replace; `previous` lets masked secrets stand for the stored ones.
+/// Name, type, configuration (sealed bound to integration `id`, validated by the plugin) and
+/// events of a create or a full replace; `previous` lets masked secrets stand for the stored
+/// ones.
 async fn resolve(
     ctx: &Context,
     workspace_id: &str,
+    id: &str,
     input: IntegrationInput,
     previous: Option<&ExternalIntegration>,
 ) -> Result<(String, String, Value, Vec<String>)> {
@@ -148,26 +160,38 @@ async fn resolve(
         _ => return Err(Error::invalid_field("configuration", "must be an object")),
     };
     let pointers = secrets::secret_pointers(&info);
+    // Another type is another plugin: the old one's secrets are not carried over to it.
     let same_type = previous.filter(|p| p.integration_type == integration_type);
-    if let Some(previous) = same_type {
-        let before = secrets::unseal(&previous.config, &pointers, workspace_id, &ctx.master_key)?;
-        secrets::refuse_kept_secrets_for_new_hosts("configuration", &configuration, &before, &[], &[])?;
+    let before = same_type
+        .map(|p| secrets::unseal(&p.config, &pointers, &owner(workspace_id, &p.id), &ctx.master_key))
+        .transpose()?;
+    let clear = secrets::resolve_masks("configuration", configuration.clone(), before.as_ref(), &pointers)?;
+    if let Some(before) = &before {
+        secrets::refuse_kept_secrets_for_new_destinations(
+            "configuration",
+            &info,
+            &pointers,
+            &configuration,
+            &clear,
+            None,
+            before,
+            None,
+        )?;
     }
-    let sealed = secrets::seal(
-        configuration,
-        same_type.map(|p| &p.config),
-        &pointers,
-        workspace_id,
-        &ctx.master_key,
-        ctx.entropy.as_ref(),
-    )?;
-    let clear = secrets::unseal(&sealed, &pointers, workspace_id, &ctx.master_key)?;
     let target = CallTarget::new(workspace_id, PluginRef::Id(info.id.clone()), secrets::for_plugin(&clear, &pointers));
     ctx.plugins
         .host()
         .validate_config(&target, PluginKind::Integration)
         .await
         .map_err(|err| secrets::invalid_config(err, "configuration"))?;
+    let sealed = secrets::seal(
+        clear,
+        same_type.map(|p| &p.config),
+        &pointers,
+        &owner(workspace_id, id),
+        &ctx.master_key,
+        ctx.entropy.as_ref(),
+    )?;
     let events = match input.events {
         Some(events) => check_event_list("events", Some(events), true)?,
         None => previous.map(|p| p.events.clone()).unwrap_or_else(|| vec!["*".to_owned()]),
@@ -183,11 +207,13 @@ pub async fn create(ctx: &Context, caller: &Caller, input: IntegrationInput) -> 
     caller.require(Scope::IntegrationsWrite)?;
     let workspace_id = caller.workspace_id.to_string();
     let enabled = input.enabled.unwrap_or(true);
-    let (name, integration_type, config, events) = resolve(ctx, &workspace_id, input, None).await?;
+    // The id comes first: the configuration's secrets are sealed bound to it.
+    let id = ctx.new_id("int_");
+    let (name, integration_type, config, events) = resolve(ctx, &workspace_id, &id, input, None).await?;
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
     let at = change.at();
     let integration = ExternalIntegration {
-        id: ctx.new_id("int_"),
+        id,
         workspace_id,
         name,
         integration_type,
@@ -232,7 +258,7 @@ pub async fn update(
     let enabled = input.enabled;
     let (was_enabled, old_events) = (integration.enabled, integration.events.clone());
     let (name, integration_type, config, events) =
-        resolve(ctx, &caller.workspace_id, input, Some(&integration)).await?;
+        resolve(ctx, &caller.workspace_id, id, input, Some(&integration)).await?;
     integration.name = name;
     integration.integration_type = integration_type;
     integration.config = config;
