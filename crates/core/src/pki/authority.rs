@@ -57,7 +57,13 @@ pub(crate) fn distinguished_name(subject: &Subject) -> Result<rcgen::Distinguish
         (DnType::CommonName, &subject.common_name),
     ];
     for (kind, value) in parts {
-        if let Some(value) = value {
+        let Some(value) = value else { continue };
+        if kind == DnType::CountryName {
+            // X.520: countryName is a PrintableString (two letters), never a UTF8String.
+            let printable = rcgen::PrintableString::try_from(value.as_str())
+                .map_err(|_| PkiError::InvalidProfile(format!("country `{value}` is not a two-letter code")))?;
+            name.push(kind, rcgen::DnValue::PrintableString(printable));
+        } else {
             name.push(kind, value.as_str());
         }
     }

@@ -5,7 +5,7 @@ use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, IsCa, SanType};
 use super::authority::{distinguished_name, Signer};
 use super::{extensions, serial, time, PkiError};
 use crate::clock::Entropy;
-use crate::plugins::{CertificateProfile, SubjectAltName};
+use crate::plugins::{CertificateProfile, KeyUsage, SubjectAltName};
 
 /// Where relying parties find this CA's certificate and revocation status (this service's
 /// public URLs).
@@ -36,8 +36,42 @@ pub enum CsrCheck {
     AlreadyVerified,
 }
 
-/// The public key a CSR certifies, and its subjectPublicKey bits (for the key identifier).
-fn csr_public_key(csr_der: &[u8], check: CsrCheck) -> Result<(rcgen::SubjectPublicKeyInfo, Vec<u8>), PkiError> {
+/// What a key can do, as keyUsage may claim it: RFC 5480 (EC) and RFC 8410 (Ed25519) forbid
+/// the encipherment usages an RSA key may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyFamily {
+    Rsa,
+    Ec,
+    EdDsa,
+}
+
+impl KeyFamily {
+    fn of(algorithm_oid: &str) -> KeyFamily {
+        match algorithm_oid {
+            "1.2.840.113549.1.1.1" => KeyFamily::Rsa,
+            "1.3.101.112" | "1.3.101.113" => KeyFamily::EdDsa,
+            _ => KeyFamily::Ec,
+        }
+    }
+
+    fn permits(self, usage: KeyUsage) -> bool {
+        match (self, usage) {
+            (KeyFamily::Rsa, KeyUsage::KeyAgreement | KeyUsage::EncipherOnly | KeyUsage::DecipherOnly) => false,
+            (KeyFamily::Rsa, _) => true,
+            (KeyFamily::Ec, KeyUsage::KeyEncipherment | KeyUsage::DataEncipherment) => false,
+            (KeyFamily::Ec, _) => true,
+            (KeyFamily::EdDsa, usage) => {
+                matches!(usage, KeyUsage::DigitalSignature | KeyUsage::ContentCommitment)
+            }
+        }
+    }
+}
+
+/// The public key a CSR certifies, its subjectPublicKey bits (for the key identifier) and family.
+fn csr_public_key(
+    csr_der: &[u8],
+    check: CsrCheck,
+) -> Result<(rcgen::SubjectPublicKeyInfo, Vec<u8>, KeyFamily), PkiError> {
     use x509_parser::prelude::{FromDer, X509CertificationRequest};
     let (rest, csr) = X509CertificationRequest::from_der(csr_der).map_err(|_| PkiError::InvalidCsr)?;
     if !rest.is_empty() {
@@ -48,7 +82,7 @@ fn csr_public_key(csr_der: &[u8], check: CsrCheck) -> Result<(rcgen::SubjectPubl
     }
     let info = &csr.certification_request_info.subject_pki;
     let key = rcgen::SubjectPublicKeyInfo::from_der(info.raw).map_err(|_| PkiError::InvalidCsr)?;
-    Ok((key, info.subject_public_key.data.to_vec()))
+    Ok((key, info.subject_public_key.data.to_vec(), KeyFamily::of(&info.algorithm.algorithm.to_id_string())))
 }
 
 /// Signs the key of `csr_der` under `profile`, which the host resolved (template, request,
@@ -63,7 +97,10 @@ pub fn sign_csr(
     now: i64,
     entropy: &dyn Entropy,
 ) -> Result<Signed, PkiError> {
-    let (public_key, public_key_bits) = csr_public_key(csr_der, check)?;
+    let (public_key, public_key_bits, family) = csr_public_key(csr_der, check)?;
+    // A template names usages for every key it accepts (web_server: digitalSignature and
+    // keyEncipherment); each certificate carries those its key can have.
+    let key_usages: Vec<KeyUsage> = profile.key_usages.iter().copied().filter(|usage| family.permits(*usage)).collect();
     let ca_not_after = authority.not_after();
     if ca_not_after <= now {
         return Err(PkiError::AuthorityExpired(ca_not_after));
@@ -91,7 +128,7 @@ pub fn sign_csr(
     params.custom_extensions = [
         Some(extensions::end_entity_basic_constraints()?),
         Some(extensions::subject_key_identifier(&public_key_bits)?),
-        extensions::key_usage(&profile.key_usages)?,
+        extensions::key_usage(&key_usages)?,
         Some(extensions::authority_info_access(&urls.ocsp, &urls.ca_issuers)?),
     ]
     .into_iter()
