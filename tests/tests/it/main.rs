@@ -22,5 +22,6 @@ mod pki_lint;
 mod plugins;
 mod plugins_out_of_tree;
 mod plugins_slack;
+mod readme;
 mod renewal_info;
 mod webhooks;
