@@ -176,11 +176,8 @@ impl Pebble {
 
 /// Pebble with `args`, its output appended to `pebble.log` in `dir`.
 fn spawn_pebble(dir: &tempfile::TempDir, args: &[String], nonce_reject_percent: Option<u32>) -> Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.path().join("pebble.log"))
-        .expect("log file");
+    let log =
+        std::fs::OpenOptions::new().create(true).append(true).open(dir.path().join("pebble.log")).expect("log file");
     let mut command = Command::new(binary("pebble"));
     command
         .args(args)

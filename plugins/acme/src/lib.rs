@@ -140,10 +140,10 @@ impl CaConnector for Acme {
         match registered {
             Ok(_) => Ok(()),
             Err(err) if client::unreachable(&err) => {
-                log::warn("ACME directory unreachable; the account is registered on first use", &[(
-                    "error",
-                    &err.to_string(),
-                )]);
+                log::warn(
+                    "ACME directory unreachable; the account is registered on first use",
+                    &[("error", &err.to_string())],
+                );
                 Ok(())
             }
             Err(err) => Err(err),
