@@ -78,7 +78,7 @@ for line in "${COMMANDS[@]}"; do
                 >"$WORK/serve.log" 2>&1 &
             SERVER=$!
             echo "\$ ${line}   [as $BIN serve on port $PORT]"
-            command curl -sS -o /dev/null --retry 30 --retry-connrefused --retry-delay 1 --retry-max-time 60 \
+            command curl -s -o /dev/null --retry 30 --retry-connrefused --retry-delay 1 --retry-max-time 60 \
                 "http://127.0.0.1:$PORT/health" || fail "the server did not start"
             continue
             ;;
