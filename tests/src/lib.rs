@@ -265,6 +265,19 @@ impl Server {
         client.with_header("X-Workspace-Id", workspace_id)
     }
 
+    /// A client authenticating with a new API key the operator made at the command line for the
+    /// admin's workspace: a principal of its own, acting for no user (a key a user makes acts
+    /// for that user, so it cannot approve that user's requests).
+    pub async fn operator_key_client(&self, scopes: &[&str]) -> Client {
+        let admin = self.admin().await;
+        let user = admin.get("/api/auth/user").await;
+        let workspace = user.body["data"]["currentWorkspaceId"].as_str().expect("current workspace").to_string();
+        let key = self
+            .cli(&["api-key", "create", "--workspace", &workspace, "--name", "operator", "--scopes", &scopes.join(",")])
+            .expect("trellis api-key create");
+        Client::new(self, key["key"].as_str().map(str::to_string))
+    }
+
     /// A client authenticating with a new API key of the admin's workspace.
     pub async fn key_client(&self, scopes: &[&str]) -> Client {
         let admin = self.admin().await;

@@ -86,6 +86,10 @@ pub enum Error {
     /// connector slipping in a certificate for someone else's key): nothing is stored.
     #[error("{0}")]
     CertificateKeyMismatch(String),
+    /// A connector returned a certificate naming what was not requested (a CA that signs the
+    /// CSR's names or adds its own): nothing is stored, and it is revoked at the CA.
+    #[error("{0}")]
+    CertificateNameMismatch(String),
     #[error("Too many attempts; retry in {retry_after_secs} seconds")]
     RateLimited { retry_after_secs: u64 },
     /// A plugin call or plugin lifecycle operation failed; the variant says how.
@@ -134,6 +138,7 @@ impl Error {
             Error::ApprovalRequired(_) => "APPROVAL_REQUIRED",
             Error::Pending(_) => "ISSUANCE_PENDING",
             Error::CertificateKeyMismatch(_) => "CA_KEY_MISMATCH",
+            Error::CertificateNameMismatch(_) => "CA_NAME_MISMATCH",
             Error::Plugin(err) => err.api_code(),
             Error::Attestation(err) => err.code(),
             Error::Store(_) => "INTERNAL_ERROR",
@@ -143,3 +148,22 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Runs one item of background work (a renewal, a poll, a job's tick). A panic in it fails
+/// that item only, logged with the stable code `WORKER_PANIC`, never the worker that runs
+/// every workspace's items.
+pub async fn contain_panic<T>(what: &str, work: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(work).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(code = "WORKER_PANIC", what, panic = %message, "background work panicked; only this item failed");
+            Err(Error::Internal(format!("{what} failed unexpectedly (see the log, code WORKER_PANIC)")))
+        }
+    }
+}

@@ -33,6 +33,7 @@ pub fn routes() -> Router<SharedContext> {
         .route("/api/iot/devices/{id}/attestation/challenge", post(challenge))
         .route("/api/iot/devices/{id}/enroll", post(enroll))
         .route("/api/iot/devices/{id}/enroll/activate", post(activate))
+        .route("/api/iot/devices/{id}/reset-enrollment", post(reset_enrollment))
         .route("/api/iot/devices/{id}/attest-and-provision", post(attest_and_provision))
         .route("/api/iot/devices/{id}/attestations", get(attestations))
         .route("/api/iot/devices/{id}/attest", post(attest))
@@ -302,6 +303,18 @@ async fn delete_device(
 ) -> ApiResult<StatusCode> {
     devices::delete(&ctx, &caller, numeric_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Forgets the device's enrolled EK and AK (scope `attestation:manage`): enrollment pins the first
+/// EK, so this is the only way to enroll the device with another TPM. Audited.
+#[utoipa::path(post, path = "/api/iot/devices/{id}/reset-enrollment", tag = "attestation",
+    params(("id" = i64, Path, minimum = 1)), responses((status = 200, body = Data<DeviceDto>)))]
+async fn reset_enrollment(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(data(device_dto(devices::reset_enrollment(&ctx, &caller, numeric_id(&id)?).await?)))
 }
 
 // ---- challenge, enrollment -------------------------------------------------------------------

@@ -55,6 +55,13 @@ pub struct CaDto {
     last_sync: Option<String>,
     created_at: String,
     updated_at: String,
+    /// The CA's own certificate, PEM: internal CAs, on `GET /api/certificate-authorities/{id}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    certificate: Option<String>,
+    /// The CA's chain, PEM, its own certificate first and the root last: internal CAs, on
+    /// `GET /api/certificate-authorities/{id}`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    chain: Vec<String>,
 }
 
 fn ca_dto(view: CaView) -> CaDto {
@@ -73,6 +80,8 @@ fn ca_dto(view: CaView) -> CaDto {
         last_sync: ca.last_sync.map(rfc3339),
         created_at: rfc3339(ca.created_at),
         updated_at: rfc3339(ca.updated_at),
+        certificate: view.certificate,
+        chain: view.chain,
     }
 }
 

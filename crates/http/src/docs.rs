@@ -83,6 +83,7 @@ use trellis_core::context::SharedContext;
         super::attestation::get_device,
         super::attestation::update_device,
         super::attestation::delete_device,
+        super::attestation::reset_enrollment,
         super::attestation::challenge,
         super::attestation::enroll,
         super::attestation::activate,

@@ -51,7 +51,7 @@ pub fn status_of(err: &Error) -> StatusCode {
         Error::UnsupportedCa(_) => StatusCode::BAD_REQUEST,
         Error::PolicyDenied(_) | Error::ApprovalRequired(_) => StatusCode::FORBIDDEN,
         Error::Pending(_) => StatusCode::SERVICE_UNAVAILABLE,
-        Error::CertificateKeyMismatch(_) => StatusCode::BAD_GATEWAY,
+        Error::CertificateKeyMismatch(_) | Error::CertificateNameMismatch(_) => StatusCode::BAD_GATEWAY,
         Error::Plugin(err) => plugin_status(err),
         Error::Attestation(err) => attestation_status(err),
         Error::Store(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

@@ -6,6 +6,8 @@ use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures_util::FutureExt;
+
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::WasiCtx;
@@ -99,7 +101,19 @@ impl PluginRuntime {
         let mut store = self.new_store(plugin, target, &limits, egress_call.clone());
 
         let started = Instant::now();
-        let outcome = tokio::time::timeout(limits.wall_time, call(&mut store)).await;
+        // A host function that panics (a bug of ours, never the guest's) fails this call only.
+        let outcome =
+            match std::panic::AssertUnwindSafe(tokio::time::timeout(limits.wall_time, call(&mut store))).catch_unwind().await {
+                Ok(outcome) => outcome,
+                Err(_) => {
+                    drop(permit);
+                    tracing::error!(plugin = %plugin.label, code = "HOST_CALL_PANIC", "a host function panicked during the call; only this call failed");
+                    return Err(PluginError::Internal(format!(
+                        "a host function failed during a call of plugin {} (see the log, code HOST_CALL_PANIC)",
+                        plugin.label
+                    )));
+                }
+            };
         let elapsed = started.elapsed();
         drop(permit);
 

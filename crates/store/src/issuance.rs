@@ -34,7 +34,7 @@ fn policy_from_row(row: &AnyRow) -> StoreResult<IssuancePolicy> {
 const REQUEST_COLUMNS: &str =
     "id, workspace_id, ca_id, status, request, common_name, reasons, requested_by, decided_by, \
     decided_at, decision_reason, certificate_id, error, created_at, updated_at, status_message, poll_at, \
-    poll_attempts, issuing_since, order_sealed, renews_certificate_id";
+    poll_attempts, issuing_since, order_sealed, renews_certificate_id, template_snapshot";
 
 fn request_from_row(row: &AnyRow) -> StoreResult<CertificateRequest> {
     let request: String = row.try_get("request").db()?;
@@ -61,6 +61,7 @@ fn request_from_row(row: &AnyRow) -> StoreResult<CertificateRequest> {
         issuing_since: row.try_get("issuing_since").db()?,
         order_sealed: row.try_get("order_sealed").db()?,
         renews_certificate_id: row.try_get("renews_certificate_id").db()?,
+        template_snapshot: row.try_get::<Option<String>, _>("template_snapshot").db()?.map(|text| json_column(&text)),
     })
 }
 
@@ -216,7 +217,8 @@ impl IssuanceWrites for Tx {
         let sql = format!(
             "INSERT INTO certificate_requests (workspace_id, ca_id, status, request, common_name, reasons, requested_by, \
                 created_at, updated_at, status_message, poll_at, poll_attempts, issuing_since, order_sealed, \
-                renews_certificate_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10, $11, $12, $13, $14) \
+                renews_certificate_id, template_snapshot) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10, $11, $12, $13, $14, $15) \
              RETURNING {REQUEST_COLUMNS}"
         );
         let row = sqlx::query(&sql)
@@ -234,6 +236,7 @@ impl IssuanceWrites for Tx {
             .bind(request.issuing_since)
             .bind(request.order_sealed.as_deref())
             .bind(request.renews_certificate_id)
+            .bind(request.template_snapshot.as_ref().map(serde_json::Value::to_string))
             .fetch_one(&mut *self.inner)
             .await
             .db()?;

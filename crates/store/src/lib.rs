@@ -145,6 +145,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0470_subscribed_at.sql"),
         postgres: include_str!("../../../migrations/postgres/0470_subscribed_at.sql"),
     },
+    Migration {
+        version: 480,
+        name: "approval_snapshots",
+        sqlite: include_str!("../../../migrations/sqlite/0480_approval_snapshots.sql"),
+        postgres: include_str!("../../../migrations/postgres/0480_approval_snapshots.sql"),
+    },
 ];
 
 #[derive(Clone)]

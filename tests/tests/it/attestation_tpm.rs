@@ -678,3 +678,41 @@ async fn a_tpm_reset_between_attestations_is_accepted() {
     let res = rig.submit(rig.body().await).await;
     assert_eq!(res.status, 200, "{}", res.body);
 }
+
+// ---- issue 21, finding 1: what a device key cannot change ------------------------------------
+
+/// Enrollment pins the first EK: another enrollment must come from the same TPM (a new AK is
+/// fine) until an owner resets the device's enrollment, which is audited.
+#[tokio::test]
+async fn enrollment_pins_the_first_ek_until_an_owner_resets_it() {
+    let rig = Rig::ready().await;
+    let ak = std::fs::read(rig.work.path().join("agent/ak.pub")).expect("ak.pub")[2..].to_vec();
+    // The TPM's other EK (ECC P-384): refused for being another EK before anything else is judged.
+    let other = enroll_by_hand(&rig, &persistent_public(&rig, "0x81010016"), &ak).await;
+    assert_enrollment_refused(&other, "ek_changed");
+    assert!(other.body["failures"].to_string().contains("reset-enrollment"), "says what to do: {}", other.body);
+    let same = enroll_by_hand(&rig, &persistent_public(&rig, "0x81010001"), &ak).await;
+    assert_eq!(same.status, 200, "the same EK may enroll again: {}", same.body);
+    let reset = rig.admin.post(&format!("/api/iot/devices/{}/reset-enrollment", rig.device), json!({})).await;
+    assert_eq!(reset.status, 200, "{}", reset.body);
+    assert_eq!((reset.body["data"]["status"].as_str(), reset.body["data"]["akName"].is_null()), (Some("registered"), true));
+    // Unpinned: the other EK is now judged on its own (its certificate is the RSA EK's).
+    let judged = enroll_by_hand(&rig, &persistent_public(&rig, "0x81010016"), &ak).await;
+    assert_enrollment_refused(&judged, "ek_public_mismatch");
+}
+
+/// A device may name its policy, never one written for another kind of device.
+#[tokio::test]
+async fn a_named_policy_must_apply_to_the_device_type() {
+    let rig = Rig::ready().await;
+    let res = rig
+        .admin
+        .post("/api/attestation/policies", json!({ "name": "cameras", "deviceType": "camera", "enabled": true }))
+        .await;
+    assert_eq!(res.status, 201, "{}", res.body);
+    let camera_policy = res.body["id"].as_i64().or(res.body["data"]["id"].as_i64()).expect("policy id");
+    let mut body = rig.body().await;
+    body["policyId"] = json!(camera_policy);
+    assert_refused(&rig.submit(body).await, "policy_not_applicable");
+    assert_eq!(rig.admin.get("/api/certificates").await.body["total"], 0, "nothing was issued");
+}

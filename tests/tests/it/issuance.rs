@@ -64,7 +64,7 @@ fn epoch_secs(text: &str) -> i64 {
 }
 
 /// Seconds between notBefore and expiresAt of an issued certificate record.
-fn validity_secs(cert: &Value) -> i64 {
+pub(crate) fn validity_secs(cert: &Value) -> i64 {
     let field = |name: &str| epoch_secs(cert[name].as_str().unwrap_or_else(|| panic!("{name} missing: {cert}")));
     field("expiresAt") - field("notBefore")
 }

@@ -136,8 +136,9 @@ async fn approval_requests_are_decided_by_someone_other_than_the_requester() {
     let root = root_ca["id"].as_i64().unwrap();
     let workspace = workspace_of(&root_ca);
     let me = admin.get("/api/auth/user").await.body["data"]["id"].as_str().unwrap().to_string();
-    // Another principal of the same workspace: an API key the admin made.
-    let key = server.key_client(&["certificates:read", "certificates:write"]).await;
+    // Another principal of the same workspace: an API key the operator made (one the admin made
+    // would act for the admin).
+    let key = server.operator_key_client(&["certificates:read", "certificates:write"]).await;
     let reader = server.key_client(&["certificates:read"]).await;
 
     let submitted = admin
@@ -285,7 +286,7 @@ async fn a_policy_that_requires_approval_parks_the_issue_until_someone_else_appr
     let server = Server::start();
     let admin = server.admin().await;
     let root = internal_root(&admin, "Gate Root").await;
-    let key = server.key_client(&["certificates:read", "certificates:write"]).await;
+    let key = server.operator_key_client(&["certificates:read", "certificates:write"]).await;
     let gate = admin
         .post(
             "/api/issuance-policies",
@@ -510,7 +511,7 @@ async fn revocations_under_a_guarded_template_wait_for_someone_elses_approval() 
     )
     .await;
     let root = root_ca["id"].as_i64().unwrap();
-    let key = server.key_client(&["certificates:read", "certificates:write"]).await;
+    let key = server.operator_key_client(&["certificates:read", "certificates:write"]).await;
     let member = server.new_member("second@example.com", &workspace_of(&root_ca), "member").await;
     let openssl = Openssl::new();
     let guarded = admin
@@ -1058,7 +1059,7 @@ async fn certificates_issued_on_approval_and_by_renewal_are_in_the_cas_ledger() 
     let admin = server.admin().await;
     let root = internal_root(&admin, "Ledger Root").await;
     let openssl = Openssl::new();
-    let key = server.key_client(&["certificates:read", "certificates:write"]).await;
+    let key = server.operator_key_client(&["certificates:read", "certificates:write"]).await;
     let gate = admin
         .post(
             "/api/issuance-policies",

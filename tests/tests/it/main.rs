@@ -12,6 +12,7 @@ mod cas;
 mod certificates;
 mod discovery;
 mod errors;
+mod gates;
 mod integrations;
 mod issuance;
 mod lifecycle;

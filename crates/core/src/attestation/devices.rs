@@ -82,7 +82,7 @@ pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<Device> {
 }
 
 pub async fn create(ctx: &Context, caller: &Caller, input: DeviceInput) -> Result<Device> {
-    caller.require(Scope::AttestationWrite)?;
+    caller.require(Scope::AttestationManage)?;
     let name = optional_text("name", input.name.as_deref(), MAX_TEXT)?
         .ok_or_else(|| crate::error::Error::invalid_field("name", "is required"))?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
@@ -122,7 +122,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: DeviceInput) -> Resul
 }
 
 pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: DeviceInput) -> Result<Device> {
-    caller.require(Scope::AttestationWrite)?;
+    caller.require(Scope::AttestationManage)?;
     let mut device = find(ctx, &caller.workspace_id, id).await?;
     if let Some(name) = input.name {
         device.name = optional_text("name", Some(name.as_str()), MAX_TEXT)?
@@ -164,11 +164,44 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: DeviceInput)
 }
 
 pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
-    caller.require(Scope::AttestationWrite)?;
+    caller.require(Scope::AttestationManage)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     if !change.tx().delete_device(&caller.workspace_id, id).await? {
         return Err(crate::error::Error::NotFound(crate::error::Entity::Device));
     }
     change.audit("device.deleted", Target::new("device", id), json!({}));
     change.commit().await
+}
+
+/// Forgets the device's enrolled EK and AK (`POST /api/iot/devices/{id}/reset-enrollment`): the
+/// only way to enroll it with another TPM, since enrollment pins the first EK. A manager's act,
+/// audited with what was forgotten.
+pub async fn reset_enrollment(ctx: &Context, caller: &Caller, id: i64) -> Result<Device> {
+    caller.require(Scope::AttestationManage)?;
+    let mut device = find(ctx, &caller.workspace_id, id).await?;
+    let forgotten = json!({
+        "akName": device.ak_name.as_deref().map(hex::encode),
+        "ekManufacturer": device.ek_manufacturer,
+        "enrolledAt": device.enrolled_at.map(crate::clock::rfc3339),
+    });
+    device.ak_public = None;
+    device.ak_name = None;
+    device.ek_public = None;
+    device.ek_certificate = None;
+    device.ek_chain = Vec::new();
+    device.ek_manufacturer = None;
+    device.last_clock = None;
+    device.enrolled_at = None;
+    if device.status != DISABLED {
+        device.status = REGISTERED.into();
+    }
+    let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
+    device.updated_at = change.at();
+    change.tx().take_enrollment(&caller.workspace_id, id).await?;
+    if !change.tx().update_device(&device).await? {
+        return Err(crate::error::Error::NotFound(crate::error::Entity::Device));
+    }
+    change.audit("device.enrollment_reset", Target::new("device", id), forgotten);
+    change.commit().await?;
+    Ok(device)
 }

@@ -93,6 +93,7 @@ pub async fn start(ctx: &Context, caller: &Caller, device_id: i64, input: Enroll
     if device.status == DISABLED {
         return Err(AttestationError::EnrollmentFailed(vec!["device_disabled: the device is disabled".into()]).into());
     }
+    check_pinned_ek(&device, &ek_public)?;
     let policy = ctx
         .store
         .list_attestation_policies(&caller.workspace_id)
@@ -159,6 +160,21 @@ pub async fn start(ctx: &Context, caller: &Caller, device_id: i64, input: Enroll
     })
 }
 
+/// The first enrollment pins the device's EK: a later one (a new AK) must come from the same
+/// TPM, so a device key cannot move the device to a TPM of its choosing. Only a manager's
+/// audited reset (`devices::reset_enrollment`) unpins it.
+fn check_pinned_ek(device: &devices::Device, ek_public: &[u8]) -> Result<()> {
+    match device.ek_public.as_deref() {
+        Some(pinned) if pinned != ek_public => Err(AttestationError::EnrollmentFailed(vec![
+            "ek_changed: the device is enrolled with another endorsement key; an owner must reset its \
+             enrollment (POST /api/iot/devices/{id}/reset-enrollment) before it can enroll another TPM"
+                .into(),
+        ])
+        .into()),
+        _ => Ok(()),
+    }
+}
+
 /// Step 2: the device's recovered secret; a match binds the AK.
 pub async fn activate(ctx: &Context, caller: &Caller, device_id: i64, secret: Option<String>) -> Result<Device> {
     caller.require(Scope::AttestationWrite)?;
@@ -184,6 +200,8 @@ pub async fn activate(ctx: &Context, caller: &Caller, device_id: i64, secret: Op
     let Some(pending) = pending else {
         return Err(AttestationError::ActivationFailed("no enrollment".into()).into());
     };
+    // Re-checked here: the device may have been enrolled by another challenge meanwhile.
+    check_pinned_ek(&device, &pending.ek_public)?;
     device.ak_public = Some(pending.ak_public);
     device.ak_name = Some(pending.ak_name);
     device.ek_public = Some(pending.ek_public);

@@ -301,7 +301,7 @@ pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<Policy> {
 }
 
 pub async fn create(ctx: &Context, caller: &Caller, body: &Value) -> Result<Policy> {
-    caller.require(Scope::AttestationWrite)?;
+    caller.require(Scope::AttestationManage)?;
     let mut policy = validate(body)?;
     policy.workspace_id = caller.workspace_id.to_string();
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
@@ -316,7 +316,7 @@ pub async fn create(ctx: &Context, caller: &Caller, body: &Value) -> Result<Poli
 /// Partial update: the given members replace the stored ones (`expectedPcrs` as a whole), then
 /// the result is validated as on create.
 pub async fn update(ctx: &Context, caller: &Caller, id: i64, patch: &Value) -> Result<Policy> {
-    caller.require(Scope::AttestationWrite)?;
+    caller.require(Scope::AttestationManage)?;
     let current = find(ctx, &caller.workspace_id, id).await?;
     let Value::Object(patch) = patch else {
         return Err(AttestationError::InvalidPolicy(
@@ -346,7 +346,7 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, patch: &Value) -> R
 }
 
 pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
-    caller.require(Scope::AttestationWrite)?;
+    caller.require(Scope::AttestationManage)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     if !change.tx().delete_attestation_policy(&caller.workspace_id, id).await? {
         return Err(AttestationError::PolicyNotFound.into());

@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
-use x509_parser::prelude::FromDer;
 
 use crate::audit::Audit;
+use crate::certificates::x509::pem_encode;
 use crate::auth::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -166,16 +166,10 @@ fn decode_evidence(evidence: &Value) -> std::result::Result<Tpm2Evidence, Attest
 }
 
 /// The CSR (PEM), signature verified, as the verifier gets it.
+/// The CSR the verifier checks against TPM2_Certify, read by the one CSR reader issuance uses.
 fn bound_csr(pem: &str) -> std::result::Result<BoundCsr, AttestationError> {
-    let invalid = || AttestationError::invalid("csr", "is not a PEM PKCS#10 request with a valid signature");
-    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.trim().as_bytes()).map_err(|_| invalid())?;
-    let (rest, csr) =
-        x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents).map_err(|_| invalid())?;
-    if !rest.is_empty() || csr.verify_signature().is_err() {
-        return Err(invalid());
-    }
-    let public_key = csr.certification_request_info.subject_pki.raw.to_vec();
-    Ok(BoundCsr { der: pem.contents.clone(), public_key })
+    let csr = crate::certificates::csr::parse_pem(pem).map_err(|err| AttestationError::invalid("csr", err.to_string()))?;
+    Ok(BoundCsr { der: csr.der, public_key: csr.public_key_info })
 }
 
 fn choose_policy(all: Vec<Policy>, explicit: Option<i64>, device: &Device) -> std::result::Result<Policy, Error> {
@@ -183,6 +177,14 @@ fn choose_policy(all: Vec<Policy>, explicit: Option<i64>, device: &Device) -> st
         let policy = all.into_iter().find(|p| p.id == id).ok_or(AttestationError::PolicyNotFound)?;
         if !policy.enabled {
             return Err(AttestationError::Failed(vec![format!("policy_disabled: policy {id} is disabled")]).into());
+        }
+        // A device may name a policy, never one written for another kind of device.
+        if !policy.matches(device.device_type.as_deref()) {
+            return Err(AttestationError::Failed(vec![format!(
+                "policy_not_applicable: policy {id} does not apply to device type {}",
+                device.device_type.as_deref().unwrap_or("(none)")
+            )])
+            .into());
         }
         return Ok(policy);
     }
@@ -334,6 +336,8 @@ pub async fn attest_and_provision(
         }
         let evidence = decode_evidence(&evidence)?;
         let csr = bound_csr(&csr_pem)?;
+        // Issuance gets the very DER the verifier checked, re-encoded, never the text again.
+        let csr_pem = pem_encode("CERTIFICATE REQUEST", &csr.der);
         let verdict = verify(ctx, caller, &device, &policy, evidence, &nonce, Some(csr)).await?;
         if !verdict.passed {
             let failures = verdict.failures.iter().map(|f| format!("{}: {}", f.code, f.message)).collect();
@@ -341,7 +345,7 @@ pub async fn attest_and_provision(
         }
         let issue = IssueInput {
             ca_id: Some(ca_id),
-            csr: Some(csr_pem.clone()),
+            csr: Some(csr_pem),
             template_id: Some(template_id.clone()),
             validity_days,
             ..IssueInput::default()

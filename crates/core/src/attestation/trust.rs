@@ -47,7 +47,7 @@ pub async fn add(
     certificate: Option<String>,
     manufacturer: Option<String>,
 ) -> Result<TrustRoot> {
-    caller.require(Scope::AttestationWrite)?;
+    caller.require(Scope::AttestationManage)?;
     let certificate = certificate.ok_or_else(|| AttestationError::MissingField("certificate".into()))?;
     let der = super::certificate_der("certificate", &certificate)?;
     let (rest, parsed) = x509_parser::parse_x509_certificate(&der)
@@ -105,7 +105,7 @@ pub async fn add(
 }
 
 pub async fn remove(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
-    caller.require(Scope::AttestationWrite)?;
+    caller.require(Scope::AttestationManage)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     if !change.tx().delete_trust_root(&caller.workspace_id, id).await? {
         return Err(AttestationError::TrustRootNotFound.into());

@@ -89,6 +89,9 @@ pub enum Actor {
     ApiKey {
         id: ApiKeyId,
         kind: KeyKind,
+        /// The user who made the key, for whom it acts (none for a key the operator made at
+        /// the command line).
+        owner: Option<UserId>,
     },
     /// The operator at the command line.
     System,

@@ -27,6 +27,7 @@ scopes! {
     ApiKeysWrite => "api-keys:write",
     AttestationRead => "attestation:read",
     AttestationWrite => "attestation:write",
+    AttestationManage => "attestation:manage",
     AuditRead => "audit:read",
     CasRead => "cas:read",
     CasWrite => "cas:write",
@@ -39,6 +40,12 @@ scopes! {
 }
 
 impl Scope {
+    /// Whether a key of `kind` may carry this scope: a device's agent key never manages what
+    /// devices are trusted (trust roots, attestation policies, devices, their enrollment).
+    pub fn allowed_for(self, kind: super::KeyKind) -> bool {
+        !(kind == super::KeyKind::Agent && self == Scope::AttestationManage)
+    }
+
     fn is_read(self) -> bool {
         self.as_str().ends_with(":read")
     }
@@ -101,7 +108,9 @@ impl Role {
     pub fn scopes(self) -> Vec<Scope> {
         let keep = |scope: &&Scope| match self {
             Role::Owner => true,
-            Role::Member => !matches!(scope, Scope::ApiKeysWrite | Scope::PluginsWrite),
+            // Deciding what devices are trusted (trust roots, attestation policies, devices and
+            // their enrollment) is an owner's: members do device work only.
+            Role::Member => !matches!(scope, Scope::ApiKeysWrite | Scope::PluginsWrite | Scope::AttestationManage),
             Role::Viewer => scope.is_read() && **scope != Scope::AuditRead,
         };
         Scope::ALL.iter().filter(keep).copied().collect()

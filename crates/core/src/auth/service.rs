@@ -188,10 +188,12 @@ pub async fn authenticate_key(ctx: &Context, key: &str, request_id: &str) -> Res
         tx.touch_api_key(&api_key.id, now).await?;
         tx.commit().await?;
     }
+    // Enforced on use as well as on creation, whatever the stored row says.
+    let scopes = api_key.scopes.into_iter().filter(|scope| scope.allowed_for(api_key.kind)).collect();
     Ok(Caller {
-        actor: Actor::ApiKey { id: api_key.id.clone(), kind: api_key.kind },
+        actor: Actor::ApiKey { id: api_key.id.clone(), kind: api_key.kind, owner: api_key.created_by.map(UserId::new) },
         workspace_id: api_key.workspace_id,
-        scopes: api_key.scopes,
+        scopes,
         instance_admin: false,
         request_id: request_id.to_string(),
     })
@@ -201,6 +203,20 @@ fn looks_like_key(key: &str) -> bool {
     (key.starts_with("ck_") || key.starts_with("ak_"))
         && key.len() == 67
         && key[3..].bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+fn check_kind_scopes(kind: KeyKind, scopes: &[Scope]) -> Result<()> {
+    match scopes.iter().find(|scope| !scope.allowed_for(kind)) {
+        Some(scope) => Err(Error::invalid_field(
+            "scopes",
+            format!(
+                "a {} key cannot carry {}: device keys attest and enroll, owners manage trust (use a client key)",
+                kind.as_str(),
+                scope.as_str()
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 pub struct NewApiKey {
@@ -213,6 +229,7 @@ pub struct NewApiKey {
 pub async fn create_api_key(ctx: &Context, caller: &Caller, new: NewApiKey) -> Result<(ApiKey, String)> {
     caller.require(Scope::ApiKeysWrite)?;
     let scopes = parse_scopes(&new.scopes)?;
+    check_kind_scopes(new.kind, &scopes)?;
     // A key never carries more authority than its creator.
     if let Some(scope) = scopes.iter().find(|s| !caller.scopes.contains(s)) {
         return Err(Error::Forbidden(format!("You cannot grant the scope {} which you do not hold", scope.as_str())));
@@ -226,6 +243,7 @@ pub async fn create_api_key_as_operator(ctx: &Context, workspace_id: &str, new: 
         return Err(Error::NotFound(Entity::Workspace));
     }
     let scopes = parse_scopes(&new.scopes)?;
+    check_kind_scopes(new.kind, &scopes)?;
     let system = Audit::system(Actor::System.id());
     insert_api_key(ctx, workspace_id, new.name, scopes, new.kind, &system).await
 }

@@ -40,11 +40,16 @@ pub struct CaInput {
 pub struct CaView {
     pub ca: CertificateAuthority,
     pub config: Value,
+    /// The CA's own certificate, PEM (internal CAs; single reads only).
+    pub certificate: Option<String>,
+    /// The CA's chain, PEM: its own certificate first, up to and including the root (internal
+    /// CAs; single reads only).
+    pub chain: Vec<String>,
 }
 
 fn view(ca: CertificateAuthority) -> CaView {
     let config = secrets::masked(&ca.config);
-    CaView { ca, config }
+    CaView { ca, config, certificate: None, chain: Vec::new() }
 }
 
 /// The plugin that serves `ca_type` here, or a 400 listing the types that are served.
@@ -183,7 +188,15 @@ pub async fn find(ctx: &Context, workspace_id: &str, id: i64) -> Result<Certific
 
 pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<CaView> {
     caller.require(Scope::CasRead)?;
-    Ok(view(find(ctx, &caller.workspace_id, id).await?))
+    let mut view = view(find(ctx, &caller.workspace_id, id).await?);
+    if let (INTERNAL, Some(pki)) = (view.ca.ca_type.as_str(), ctx.pki.as_ref()) {
+        // An internal CA whose key is not made yet (or unreadable) simply has no certificate here.
+        if let Some(prepared) = pki.prepared(id).await.ok().filter(|p| p.workspace_id == view.ca.workspace_id) {
+            view.chain = prepared.chain_der.iter().map(|der| crate::certificates::x509::to_pem(der)).collect();
+            view.certificate = view.chain.first().cloned();
+        }
+    }
+    Ok(view)
 }
 
 /// Validates the fields of a create or a full replace, with the plugin's `validate-config`.

@@ -1,6 +1,7 @@
 //! The certificate inventory: register, list, read, annotate, revoke, delete, download;
 //! usage records and machine identities. Issuance arrives with the PKI and CA areas.
 
+pub mod csr;
 pub mod revocation_requests;
 mod service;
 pub mod x509;

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::service::revoke_now;
 use super::Certificate;
-use crate::approvals::{check_decidable, principal};
+use crate::approvals::{check_decidable, principal, Decision};
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::context::Context;
@@ -38,13 +38,18 @@ pub struct RevocationRequest {
     pub updated_at: i64,
 }
 
-/// Whether revoking `certificate` needs approval (its template says so). A template that is
-/// gone no longer asks for it.
+/// Whether revoking `certificate` needs approval (its template says so). Fails closed: when
+/// the template cannot be read (deleted, no longer valid, the store failing), approval is
+/// required, since nobody can tell that it was not.
 pub(crate) async fn requires_approval(ctx: &Context, certificate: &Certificate) -> bool {
     let Some(name) = certificate.issuance_template.as_deref() else { return false };
-    crate::issuance::templates::resolve(ctx, &certificate.workspace_id, Some(name))
-        .await
-        .is_ok_and(|template| template.revocation_requires_approval)
+    match crate::issuance::templates::resolve(ctx, &certificate.workspace_id, Some(name)).await {
+        Ok(template) => template.revocation_requires_approval,
+        Err(err) => {
+            tracing::warn!(certificate = certificate.id, template = name, error = %err, "the certificate's template cannot be read; its revocation waits for approval");
+            true
+        }
+    }
 }
 
 pub(crate) async fn open(
@@ -108,13 +113,24 @@ async fn decide(
 ) -> Result<RevocationRequest> {
     caller.require(Scope::CertificatesWrite)?;
     let actor = Audit::of(caller);
+    // Read first (the four-eyes check may read API keys), then decided in one transaction.
+    let seen = {
+        let mut tx = ctx.store.begin().await?;
+        let seen = tx.find_revocation_request(&caller.workspace_id, id).await?;
+        tx.commit().await?;
+        seen.ok_or(Error::NotFound(Entity::RevocationRequest))?
+    };
+    let decision = if to == REJECTED { Decision::Reject } else { Decision::Approve };
+    check_decidable(ctx, caller, decision, "revocation request", id, &seen.status, &seen.requested_by).await?;
     let mut change = ctx.change(actor.clone(), Some(&caller.workspace_id)).await?;
     let current = change
         .tx()
         .find_revocation_request(&caller.workspace_id, id)
         .await?
         .ok_or(Error::NotFound(Entity::RevocationRequest))?;
-    check_decidable("revocation request", id, &current.status, &current.requested_by, &actor)?;
+    if current.status != PENDING {
+        return Err(Error::Conflict(format!("revocation request {id} is {}, not pending", current.status)));
+    }
     let at = change.at();
     let decided = RevocationRequest {
         status: to.into(),

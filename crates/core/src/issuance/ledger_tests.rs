@@ -120,7 +120,10 @@ async fn issue(fixture: &Fixture, name: &str) -> Result<Issued, Error> {
 pub(super) fn caller_csr() -> String {
     let pkcs8 = generate_pkcs8(KeyAlgorithm::EcdsaP256).unwrap_or_else(|err| panic!("key: {err}"));
     let key = rcgen::KeyPair::try_from(pkcs8.as_slice()).unwrap_or_else(|err| panic!("key: {err}"));
-    rcgen::CertificateParams::default()
+    // No names of its own (rcgen's default subject would be a name the request does not make).
+    let mut params = rcgen::CertificateParams::default();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
         .serialize_request(&key)
         .and_then(|csr| csr.pem())
         .unwrap_or_else(|err| panic!("csr: {err}"))

@@ -31,8 +31,8 @@ use crate::error::{Error, Result};
 use crate::events;
 use crate::pki::LedgerSlot;
 use crate::plugins::{
-    combine, Combined, Decision, IssuanceSource, IssueOutcome, IssueRequest, IssuedCertificate, PluginInfo,
-    PolicyReason, Requester, RequesterKind, SignPermit,
+    combine, CertificateProfile, Combined, Decision, IssuanceSource, IssueOutcome, IssueRequest, IssuedCertificate,
+    PluginInfo, PolicyReason, Requester, RequesterKind, SignPermit, SubjectAltName,
 };
 use crate::ports::{NewRow, StoreError};
 use crate::unit_of_work::{Target, UnitOfWork};
@@ -118,7 +118,8 @@ pub async fn issue(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<
             Ok(Outcome::Issuing(Box::new(request)))
         }
         Err(Error::ApprovalRequired(reasons)) => {
-            Ok(Outcome::AwaitingApproval(Box::new(requests::open(ctx, caller, &input, reasons).await?)))
+            let template = templates::resolve(ctx, &caller.workspace_id, input.template_id.as_deref()).await?;
+            Ok(Outcome::AwaitingApproval(Box::new(requests::open(ctx, caller, &input, &template, reasons).await?)))
         }
         Err(err) => Err(err),
     }
@@ -288,6 +289,10 @@ pub(crate) async fn store_issued(
     let parsed = parse_der(&issued.certificate_der)
         .map_err(|_| Error::Internal(format!("the {} connector returned an unreadable certificate", info.id)))?;
     check_public_key(&issued.certificate_der, &prepared.csr_der, &info.id)?;
+    if let Err(err) = check_names_signed(&issued.certificate_der, &prepared.profile, &info.id) {
+        revoke_mis_issued(ctx, ca, info, &issued, &parsed).await;
+        return Err(err);
+    }
     let private_key_sealed =
         prepared.private_key_pem.as_ref().map(|pem| ctx.master_key.seal(pem.as_bytes(), ctx.entropy.as_ref()));
     let now = ctx.now_millis();
@@ -368,6 +373,84 @@ fn check_public_key(certificate_der: &[u8], csr_der: &[u8], connector: &str) -> 
         )));
     }
     Ok(())
+}
+
+/// The other half of "names judged = names signed" (the first is the request's CSR naming only
+/// the request's names): every name the certificate carries, in its subjectAltName and its
+/// subject's common names, is one the policies, the template and any approver judged.
+fn check_names_signed(certificate_der: &[u8], profile: &CertificateProfile, connector: &str) -> Result<()> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let unreadable = || Error::Internal(format!("the {connector} connector returned an unreadable certificate"));
+    let certificate = X509Certificate::from_der(certificate_der).map_err(|_| unreadable())?.1;
+    let judged = |name: &SubjectAltName| profile.subject_alt_names.contains(name);
+    let mut unjudged = Vec::new();
+    match certificate.subject_alternative_name() {
+        Ok(Some(san)) => {
+            for name in &san.value.general_names {
+                match crate::certificates::csr::alt_name(name) {
+                    Ok(name) if judged(&name) => {}
+                    Ok(name) => unjudged.push(name.to_string()),
+                    Err(_) => unjudged.push(format!("{name:?}")),
+                }
+            }
+        }
+        Ok(None) => {}
+        Err(_) => unjudged.push("an unreadable subjectAltName extension".into()),
+    }
+    for common_name in certificate.subject().iter_common_name() {
+        let Ok(common_name) = common_name.as_str() else {
+            unjudged.push("an unreadable common name".into());
+            continue;
+        };
+        let named = profile.subject.common_name.as_deref().is_some_and(|cn| cn.eq_ignore_ascii_case(common_name))
+            || request::classify(common_name).is_ok_and(|name| judged(&name));
+        if !named {
+            unjudged.push(format!("CN={common_name}"));
+        }
+    }
+    if unjudged.is_empty() {
+        return Ok(());
+    }
+    Err(Error::CertificateNameMismatch(format!(
+        "the {connector} connector returned a certificate for names that were not requested ({}); nothing was \
+         stored and the certificate was revoked at the CA where it can be. Check the CA's profile or template: \
+         it must issue exactly the CSR's names",
+        unjudged.join(", ")
+    )))
+}
+
+/// A certificate refused after the CA signed it is revoked there (best effort: the refusal
+/// stands whatever the CA answers, and the outcome is logged).
+async fn revoke_mis_issued(
+    ctx: &Context,
+    ca: &CertificateAuthority,
+    info: &PluginInfo,
+    issued: &IssuedCertificate,
+    parsed: &crate::certificates::ParsedCertificate,
+) {
+    if !info.capabilities.revoke {
+        tracing::warn!(ca_id = ca.id, serial = %parsed.serial_number, "a certificate for names not requested was refused; its CA cannot revoke through Trellis: revoke it there");
+        return;
+    }
+    let request = crate::plugins::RevokeRequest {
+        certificate: crate::plugins::CertificateRef {
+            certificate_der: Some(issued.certificate_der.clone()),
+            serial_number: parsed.serial_number.to_ascii_lowercase(),
+            authority_key_id: None,
+            not_before: parsed.not_before / 1000,
+            not_after: parsed.expires_at / 1000,
+            ca_reference: issued.ca_reference.clone(),
+        },
+        reason: crate::plugins::RevocationReason::Unspecified,
+    };
+    let outcome = match call_target(ctx, ca, info) {
+        Ok(target) => ctx.plugins.host().ca_revoke(&target, &request).await.map_err(|err| err.to_string()),
+        Err(err) => Err(err.to_string()),
+    };
+    match outcome {
+        Ok(_) => tracing::warn!(ca_id = ca.id, serial = %parsed.serial_number, code = "CA_NAME_MISMATCH", "a certificate for names not requested was refused and revoked at the CA"),
+        Err(error) => tracing::error!(ca_id = ca.id, serial = %parsed.serial_number, code = "CA_NAME_MISMATCH", %error, "a certificate for names not requested was refused; revoking it at the CA failed: revoke it there"),
+    }
 }
 
 fn reasons_json(reasons: &[PolicyReason]) -> Value {

@@ -275,7 +275,7 @@ pub async fn poll(ctx: &Context, lease_owner: &str, limit: i64) -> Result<PollRu
     let mut run = PollRun::default();
     for request in claimed {
         let id = request.id;
-        match advance(ctx, lease_owner, request).await {
+        match crate::error::contain_panic("a pending issuance poll", advance(ctx, lease_owner, request)).await {
             Ok(step) => {
                 let counter = match step {
                     Step::Issued => &mut run.issued,

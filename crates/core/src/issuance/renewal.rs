@@ -59,7 +59,7 @@ pub async fn run(ctx: &Context, limit: i64) -> Result<RenewalRun> {
     change.commit().await?;
     let mut run = RenewalRun::default();
     for certificate in due {
-        match renew(ctx, &certificate).await {
+        match crate::error::contain_panic("a renewal", renew(ctx, &certificate)).await {
             Ok(Renewed::Now(new_id)) => {
                 run.renewed += 1;
                 tracing::info!(certificate = certificate.id, renewed_by = new_id, "certificate renewed");
@@ -86,7 +86,7 @@ pub(crate) async fn check_renewal_info(ctx: &Context, now: i64, limit: i64) -> R
     let due = change.tx().claim_renewal_info_checks(now, now + ARI_RETRY_DEFAULT_MS, limit).await?;
     change.commit().await?;
     for certificate in due {
-        match ask_renewal_info(ctx, &certificate).await {
+        match crate::error::contain_panic("a renewal information check", ask_renewal_info(ctx, &certificate)).await {
             // The CA type offers no renewal information: ask it again much later (a connector
             // upgrade may add it), and leave the template window in charge.
             Ok(None) => record_renewal_info(ctx, &certificate, None, None, now + ARI_RETRY_MAX_MS).await?,

@@ -4,11 +4,9 @@
 use std::net::IpAddr;
 
 use serde_json::Value;
-use x509_parser::prelude::{FromDer, GeneralName, ParsedExtension, X509CertificationRequest};
-use x509_parser::public_key::PublicKey;
-
 use super::templates::Template;
 use crate::cas::CertificateAuthority;
+use crate::certificates::csr;
 use crate::error::{Error, Result};
 use crate::plugins::{
     generate_pkcs8, CertificateProfile, EvaluationRequest, IssuanceSource, KeyAlgorithm, Requester, Subject,
@@ -17,7 +15,6 @@ use crate::plugins::{
 use crate::validation::optional_text;
 
 const MAX_SANS: usize = 100;
-const MAX_CSR_BYTES: usize = 64 * 1024;
 
 /// The issue body as the API received it (stored as is by approval requests).
 #[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
@@ -122,75 +119,6 @@ fn dns_name(name: &str) -> bool {
         })
 }
 
-/// What a CSR says: its key, and the names it asks for.
-struct CsrFacts {
-    key: SubjectKey,
-    common_name: Option<String>,
-    names: Vec<SubjectAltName>,
-}
-
-fn csr_facts(der: &[u8]) -> Result<CsrFacts> {
-    let invalid = || Error::invalid_field("csr", "is not a PKCS#10 certificate request with a valid signature");
-    let (_, csr) = X509CertificationRequest::from_der(der).map_err(|_| invalid())?;
-    let info = &csr.certification_request_info;
-    let common_name = info.subject.iter_common_name().next().and_then(|cn| cn.as_str().ok()).map(str::to_owned);
-    let mut names = Vec::new();
-    for extension in csr.requested_extensions().into_iter().flatten() {
-        if let ParsedExtension::SubjectAlternativeName(san) = extension {
-            for name in &san.general_names {
-                match name {
-                    GeneralName::DNSName(dns) => names.push(SubjectAltName::Dns(dns.to_ascii_lowercase())),
-                    GeneralName::RFC822Name(mail) => names.push(SubjectAltName::Email((*mail).to_owned())),
-                    GeneralName::URI(uri) => names.push(SubjectAltName::Uri((*uri).to_owned())),
-                    GeneralName::IPAddress(bytes) => match bytes.len() {
-                        4 => names.push(SubjectAltName::Ip(IpAddr::from(
-                            <[u8; 4]>::try_from(*bytes).map_err(|_| invalid())?,
-                        ))),
-                        16 => names.push(SubjectAltName::Ip(IpAddr::from(
-                            <[u8; 16]>::try_from(*bytes).map_err(|_| invalid())?,
-                        ))),
-                        _ => return Err(invalid()),
-                    },
-                    _ => {}
-                }
-            }
-        }
-    }
-    let key = match info.subject_pki.parsed() {
-        Ok(PublicKey::RSA(rsa)) => SubjectKey {
-            algorithm: "rsa".into(),
-            size_bits: rsa.key_size() as u32,
-            curve: None,
-            server_generated: false,
-        },
-        Ok(PublicKey::EC(point)) => {
-            let bits = point.key_size() as u32;
-            let curve = match bits {
-                256 => "p256",
-                384 => "p384",
-                521 => "p521",
-                _ => "unknown",
-            };
-            SubjectKey { algorithm: "ec".into(), size_bits: bits, curve: Some(curve.into()), server_generated: false }
-        }
-        _ if info.subject_pki.algorithm.algorithm.to_id_string() == "1.3.101.112" => {
-            SubjectKey { algorithm: "ed25519".into(), size_bits: 256, curve: None, server_generated: false }
-        }
-        _ => return Err(Error::invalid_field("csr", "the key is not RSA, ECDSA (P-256/P-384) or Ed25519")),
-    };
-    // Named before the signature check, which cannot verify RSA keys this small at all.
-    if key.algorithm == "rsa" && key.size_bits < 2048 {
-        return Err(Error::invalid_field(
-            "csr",
-            format!("the RSA key has {} bits; at least 2048 are required", key.size_bits),
-        ));
-    }
-    // The self-signature proves possession of the key. `pki-core` signs only these verified
-    // bytes, so the internal CA does not verify them again.
-    csr.verify_signature().map_err(|_| invalid())?;
-    Ok(CsrFacts { key, common_name, names })
-}
-
 /// The template's name for a key, as `allowedKeyAlgorithms` lists them.
 fn key_family(key: &SubjectKey) -> String {
     match (key.algorithm.as_str(), key.curve.as_deref()) {
@@ -281,6 +209,8 @@ pub fn prepare(input: &IssueInput, template: &Template) -> Result<PreparedReques
         return Err(Error::invalid_field("subjectAltNames", format!("at most {MAX_SANS} names")));
     }
     let mut names = input.subject_alt_names.iter().map(|n| classify(n)).collect::<Result<Vec<_>>>()?;
+    // What a caller's CSR asks for: checked below against the names policies will judge.
+    let mut csr_names = None;
 
     let (csr_der, key, private_key_pem, csr_common_name) =
         match input.csr.as_deref().map(str::trim).filter(|c| !c.is_empty()) {
@@ -291,17 +221,12 @@ pub fn prepare(input: &IssueInput, template: &Template) -> Result<PreparedReques
                         "applies only when the server generates the key (no csr)",
                     ));
                 }
-                if pem.len() > MAX_CSR_BYTES {
-                    return Err(Error::invalid_field("csr", "is larger than 64 KiB"));
-                }
-                let der = pem_block(pem, "CERTIFICATE REQUEST")
-                    .or_else(|| pem_block(pem, "NEW CERTIFICATE REQUEST"))
-                    .ok_or_else(|| Error::invalid_field("csr", "must be a PEM `CERTIFICATE REQUEST`"))?;
-                let facts = csr_facts(&der)?;
+                let csr = csr::parse_pem(pem).map_err(|err| Error::invalid_field("csr", err.to_string()))?;
                 if names.is_empty() {
-                    names = facts.names;
+                    names = csr.names.clone();
                 }
-                (der, facts.key, None, facts.common_name)
+                csr_names = Some((csr.common_name.clone(), csr.names));
+                (csr.der, csr.key, None, csr.common_name)
             }
             None => {
                 if common_name.is_none() {
@@ -331,6 +256,9 @@ pub fn prepare(input: &IssueInput, template: &Template) -> Result<PreparedReques
     }
     names.dedup();
     check_names(template, &names)?;
+    if let Some((csr_common_name, csr_alt_names)) = &csr_names {
+        check_csr_asks_only_for(common_name.as_deref(), &names, csr_common_name.as_deref(), csr_alt_names)?;
+    }
     let (csr_der, private_key_pem) = match private_key_pem {
         Some(pkcs8) => (generated_csr(&pkcs8, common_name.as_deref(), &names)?, Some(super::private_key_pem(&pkcs8))),
         None => (csr_der, None),
@@ -423,13 +351,34 @@ fn check_names(template: &Template, names: &[SubjectAltName]) -> Result<()> {
     Ok(())
 }
 
-/// The DER of the first PEM block labelled `label`.
-fn pem_block(text: &str, label: &str) -> Option<Vec<u8>> {
-    use base64::Engine as _;
-    let begin = format!("-----BEGIN {label}-----");
-    let end = format!("-----END {label}-----");
-    let start = text.find(&begin)? + begin.len();
-    let stop = start + text[start..].find(&end)?;
-    let body: String = text[start..stop].chars().filter(|c| !c.is_whitespace()).collect();
-    base64::engine::general_purpose::STANDARD.decode(body).ok()
+/// Policies, templates and approvers judge the request's names; a connector that sends the CSR
+/// as it is (ACME, AWS Private CA) gets the CSR's names signed. So a CSR may ask only for names
+/// the request names: its common name is the request's or one of its alternative names, and
+/// each of its alternative names is one of the request's.
+fn check_csr_asks_only_for(
+    common_name: Option<&str>,
+    names: &[SubjectAltName],
+    csr_common_name: Option<&str>,
+    csr_names: &[SubjectAltName],
+) -> Result<()> {
+    let judged = |name: &SubjectAltName| names.contains(name);
+    let mut unjudged: Vec<String> = csr_names.iter().filter(|name| !judged(name)).map(ToString::to_string).collect();
+    if let Some(cn) = csr_common_name {
+        let named = common_name.is_some_and(|judged_cn| judged_cn.eq_ignore_ascii_case(cn))
+            || classify(cn).is_ok_and(|name| judged(&name));
+        if !named {
+            unjudged.insert(0, format!("CN={cn}"));
+        }
+    }
+    if unjudged.is_empty() {
+        return Ok(());
+    }
+    Err(Error::invalid_field(
+        "csr",
+        format!(
+            "asks for names the request does not name ({}); send a CSR for exactly the requested names, or \
+             omit commonName/subjectAltNames to take the CSR's",
+            unjudged.join(", ")
+        ),
+    ))
 }

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use super::{issue_prepared, templates, IssueInput, Issued, Progress};
-use crate::approvals::{check_decidable, principal};
+use crate::approvals::{check_decidable, principal, Decision};
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::cas::service::{connector_for, find};
@@ -56,6 +56,9 @@ pub struct CertificateRequest {
     pub order_sealed: Option<String>,
     /// Set when the order renews this certificate.
     pub renews_certificate_id: Option<i64>,
+    /// The template the request was judged under (an approval issues with it, whatever was
+    /// edited since); `None` for requests that do not wait for approval.
+    pub template_snapshot: Option<Value>,
 }
 
 /// Stores a pending request for `input` (validated as an issuance would be).
@@ -63,10 +66,12 @@ pub(crate) async fn open(
     ctx: &Context,
     caller: &Caller,
     input: &IssueInput,
+    template: &templates::Template,
     reasons: Value,
 ) -> Result<CertificateRequest> {
     let workspace_id = caller.workspace_id.to_string();
     let body = serde_json::to_value(input).map_err(|err| Error::Internal(err.to_string()))?;
+    let template_snapshot = serde_json::to_value(template).map_err(|err| Error::Internal(err.to_string()))?;
     let actor = Audit::of(caller);
     let mut change = ctx.change(actor.clone(), Some(&workspace_id)).await?;
     let at = change.at();
@@ -86,6 +91,7 @@ pub(crate) async fn open(
         error: None,
         created_at: at,
         updated_at: at,
+        template_snapshot: Some(template_snapshot),
         ..CertificateRequest::default()
     };
     let request = change.tx().insert_request(&row).await?;
@@ -110,7 +116,7 @@ pub async fn submit(ctx: &Context, caller: &Caller, input: IssueInput) -> Result
     // Checked now so an approver never approves what cannot be issued.
     let template = templates::resolve(ctx, &caller.workspace_id, input.template_id.as_deref()).await?;
     super::request::prepare(&input, &template)?;
-    open(ctx, caller, &input, json!([{ "code": "requested", "message": "submitted for approval" }])).await
+    open(ctx, caller, &input, &template, json!([{ "code": "requested", "message": "submitted for approval" }])).await
 }
 
 pub async fn list(
@@ -143,10 +149,15 @@ async fn decide(
     caller.require(Scope::CertificatesWrite)?;
     let workspace_id = caller.workspace_id.to_string();
     let actor = Audit::of(caller);
+    let seen = ctx.store.find_request(&workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateRequest))?;
+    let decision = if to == REJECTED { Decision::Reject } else { Decision::Approve };
+    check_decidable(ctx, caller, decision, "request", id, &seen.status, &seen.requested_by).await?;
     let mut change = ctx.change(actor.clone(), Some(&workspace_id)).await?;
     let current =
         change.tx().find_request(&workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateRequest))?;
-    check_decidable("request", id, &current.status, &current.requested_by, &actor)?;
+    if current.status != PENDING {
+        return Err(Error::Conflict(format!("request {id} is {}, not pending", current.status)));
+    }
     let at = change.at();
     let decided = CertificateRequest {
         status: to.into(),
@@ -185,7 +196,12 @@ pub async fn approve(ctx: &Context, caller: &Caller, id: i64) -> Result<(Certifi
             .map_err(|err| Error::Internal(format!("stored request {id} is unreadable: {err}")))?;
         let ca = find(ctx, &approved.workspace_id, approved.ca_id).await?;
         let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
-        let template = templates::resolve(ctx, &ca.workspace_id, input.template_id.as_deref()).await?;
+        // What the approver saw: the template as it was when the request was made.
+        let template = match &approved.template_snapshot {
+            Some(snapshot) => serde_json::from_value(snapshot.clone())
+                .map_err(|err| Error::Internal(format!("request {id}'s template snapshot is unreadable: {err}")))?,
+            None => templates::resolve(ctx, &ca.workspace_id, input.template_id.as_deref()).await?,
+        };
         let prepared = super::request::prepare(&input, &template)?;
         // Policies judge the request as its requester made it, whoever approves it.
         let requester = super::requester_from_principal(&approved.requested_by);

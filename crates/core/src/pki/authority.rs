@@ -1,11 +1,11 @@
 //! Internal CAs: created here as a root or an intermediate, or imported.
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use rustls_pki_types::{CertificateDer, PrivatePkcs8KeyDer};
 
-use super::{serial, time, PkiError};
+use super::{extensions, serial, time, PkiError};
 use crate::clock::Entropy;
-use crate::plugins::{KeyAlgorithm, Subject};
+use crate::plugins::{KeyAlgorithm, KeyUsage, Subject};
 
 /// What a new root or intermediate is to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,12 +62,7 @@ pub(crate) fn distinguished_name(subject: &Subject) -> Result<rcgen::Distinguish
         }
     }
     for (oid, value) in &subject.other {
-        let arcs = oid
-            .split('.')
-            .map(str::parse::<u64>)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|_| PkiError::InvalidProfile(format!("`{oid}` is not a dotted OID")))?;
-        name.push(DnType::CustomDnType(arcs), value.as_str());
+        name.push(DnType::CustomDnType(super::oid_arcs(oid)?), value.as_str());
     }
     Ok(name)
 }
@@ -92,7 +87,7 @@ impl Authority {
         let not_after = params.not_after.unix_timestamp();
         // rcgen names an issuer by a certificate value; re-signing the parsed parameters builds
         // one with the CA's name and key identifier. The stored certificate is unchanged.
-        let issuer = params.self_signed(&key).map_err(|err| PkiError::Signing(err.to_string()))?;
+        let issuer = super::guarded("CA certificate", || params.self_signed(&key))?;
         Ok(Signer { issuer, key, not_after })
     }
 
@@ -102,7 +97,7 @@ impl Authority {
         let authority = Authority { certificate_der: Vec::new(), key_pkcs8, key_algorithm: Some(spec.key_algorithm) };
         let key = authority.key_pair()?;
         let params = ca_params(spec, now, now + days(spec.validity_days), entropy)?;
-        let certificate = params.self_signed(&key).map_err(|err| PkiError::Signing(err.to_string()))?;
+        let certificate = super::guarded("CA certificate", || params.self_signed(&key))?;
         Ok(Authority { certificate_der: certificate.der().to_vec(), ..authority })
     }
 
@@ -124,7 +119,7 @@ impl Authority {
         let mut params = ca_params(spec, now, (now + days(spec.validity_days)).min(parent_not_after), entropy)?;
         params.use_authority_key_identifier_extension = true;
         let certificate =
-            params.signed_by(&key, &parent.issuer, &parent.key).map_err(|err| PkiError::Signing(err.to_string()))?;
+            super::guarded("CA certificate", || params.signed_by(&key, &parent.issuer, &parent.key))?;
         Ok(Authority { certificate_der: certificate.der().to_vec(), ..authority })
     }
 
@@ -213,7 +208,11 @@ fn ca_params(
         Some(length) => BasicConstraints::Constrained(length),
         None => BasicConstraints::Unconstrained,
     });
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    // keyUsage through `extensions`: rcgen's encoding of it is not DER.
+    params.custom_extensions =
+        extensions::key_usage(&[KeyUsage::DigitalSignature, KeyUsage::KeyCertSign, KeyUsage::CrlSign])?
+            .into_iter()
+            .collect();
     params.not_before = time(not_before)?;
     params.not_after = time(not_after)?;
     params.serial_number = Some(serial(entropy));

@@ -48,9 +48,11 @@ pub fn sign_crl(
         crl_number: SerialNumber::from(number),
         issuing_distribution_point: None,
         revoked_certs,
-        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        // The CA certificate's own subjectKeyIdentifier (an imported CA may have derived it
+        // another way than SHA-256), so clients match the CRL to its issuer.
+        key_identifier_method: authority.issuer.params().key_identifier_method.clone(),
     };
-    let crl = params.signed_by(&authority.issuer, &authority.key).map_err(|err| PkiError::Signing(err.to_string()))?;
+    let crl = super::guarded("CRL", || params.signed_by(&authority.issuer, &authority.key))?;
     Ok(crl.der().to_vec())
 }
 

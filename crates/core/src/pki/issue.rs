@@ -1,17 +1,20 @@
 //! Signing end-entity certificates under an internal CA.
 
-use rcgen::{CertificateParams, CustomExtension, ExtendedKeyUsagePurpose, IsCa, KeyUsagePurpose, SanType};
+use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, IsCa, SanType};
 
 use super::authority::{distinguished_name, Signer};
-use super::{serial, time, PkiError};
+use super::{extensions, serial, time, PkiError};
 use crate::clock::Entropy;
-use crate::plugins::{CertificateProfile, KeyUsage, SubjectAltName};
+use crate::plugins::{CertificateProfile, SubjectAltName};
 
-/// Where relying parties find this CA's revocation status (this service's public URLs).
+/// Where relying parties find this CA's certificate and revocation status (this service's
+/// public URLs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssuerUrls {
     pub crl: String,
     pub ocsp: String,
+    /// The issuing CA's certificate (authorityInfoAccess caIssuers).
+    pub ca_issuers: String,
 }
 
 /// A signed certificate.
@@ -33,8 +36,8 @@ pub enum CsrCheck {
     AlreadyVerified,
 }
 
-/// The public key a CSR certifies.
-fn csr_public_key(csr_der: &[u8], check: CsrCheck) -> Result<rcgen::SubjectPublicKeyInfo, PkiError> {
+/// The public key a CSR certifies, and its subjectPublicKey bits (for the key identifier).
+fn csr_public_key(csr_der: &[u8], check: CsrCheck) -> Result<(rcgen::SubjectPublicKeyInfo, Vec<u8>), PkiError> {
     use x509_parser::prelude::{FromDer, X509CertificationRequest};
     let (rest, csr) = X509CertificationRequest::from_der(csr_der).map_err(|_| PkiError::InvalidCsr)?;
     if !rest.is_empty() {
@@ -43,8 +46,9 @@ fn csr_public_key(csr_der: &[u8], check: CsrCheck) -> Result<rcgen::SubjectPubli
     if check == CsrCheck::Verify {
         csr.verify_signature().map_err(|_| PkiError::InvalidCsr)?;
     }
-    rcgen::SubjectPublicKeyInfo::from_der(csr.certification_request_info.subject_pki.raw)
-        .map_err(|_| PkiError::InvalidCsr)
+    let info = &csr.certification_request_info.subject_pki;
+    let key = rcgen::SubjectPublicKeyInfo::from_der(info.raw).map_err(|_| PkiError::InvalidCsr)?;
+    Ok((key, info.subject_public_key.data.to_vec()))
 }
 
 /// Signs the key of `csr_der` under `profile`, which the host resolved (template, request,
@@ -59,7 +63,7 @@ pub fn sign_csr(
     now: i64,
     entropy: &dyn Entropy,
 ) -> Result<Signed, PkiError> {
-    let public_key = csr_public_key(csr_der, check)?;
+    let (public_key, public_key_bits) = csr_public_key(csr_der, check)?;
     let ca_not_after = authority.not_after();
     if ca_not_after <= now {
         return Err(PkiError::AuthorityExpired(ca_not_after));
@@ -73,8 +77,8 @@ pub fn sign_csr(
     let mut params = CertificateParams::default();
     params.distinguished_name = distinguished_name(&profile.subject)?;
     params.subject_alt_names = profile.subject_alt_names.iter().map(san).collect::<Result<_, _>>()?;
-    params.is_ca = IsCa::ExplicitNoCa;
-    params.key_usages = profile.key_usages.iter().map(|usage| key_usage(*usage)).collect();
+    // basicConstraints and keyUsage are written by `extensions` (rcgen's encodings are not DER).
+    params.is_ca = IsCa::NoCa;
     params.extended_key_usages =
         profile.extended_key_usages.iter().map(|oid| extended_key_usage(oid)).collect::<Result<_, _>>()?;
     params.not_before = time(now)?;
@@ -84,10 +88,17 @@ pub fn sign_csr(
     params.serial_number = Some(serial);
     params.use_authority_key_identifier_extension = true;
     params.crl_distribution_points = vec![rcgen::CrlDistributionPoint { uris: vec![urls.crl.clone()] }];
-    params.custom_extensions = vec![ocsp_access(&urls.ocsp)];
-    let certificate = params
-        .signed_by(&public_key, &authority.issuer, &authority.key)
-        .map_err(|err| PkiError::Signing(err.to_string()))?;
+    params.custom_extensions = [
+        Some(extensions::end_entity_basic_constraints()?),
+        Some(extensions::subject_key_identifier(&public_key_bits)?),
+        extensions::key_usage(&profile.key_usages)?,
+        Some(extensions::authority_info_access(&urls.ocsp, &urls.ca_issuers)?),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let certificate =
+        super::guarded("certificate", || params.signed_by(&public_key, &authority.issuer, &authority.key))?;
     Ok(Signed { certificate_der: certificate.der().to_vec(), serial_number })
 }
 
@@ -104,47 +115,6 @@ fn san(name: &SubjectAltName) -> Result<SanType, PkiError> {
     })
 }
 
-fn key_usage(usage: KeyUsage) -> KeyUsagePurpose {
-    match usage {
-        KeyUsage::DigitalSignature => KeyUsagePurpose::DigitalSignature,
-        KeyUsage::ContentCommitment => KeyUsagePurpose::ContentCommitment,
-        KeyUsage::KeyEncipherment => KeyUsagePurpose::KeyEncipherment,
-        KeyUsage::DataEncipherment => KeyUsagePurpose::DataEncipherment,
-        KeyUsage::KeyAgreement => KeyUsagePurpose::KeyAgreement,
-        KeyUsage::KeyCertSign => KeyUsagePurpose::KeyCertSign,
-        KeyUsage::CrlSign => KeyUsagePurpose::CrlSign,
-        KeyUsage::EncipherOnly => KeyUsagePurpose::EncipherOnly,
-        KeyUsage::DecipherOnly => KeyUsagePurpose::DecipherOnly,
-    }
-}
-
 fn extended_key_usage(oid: &str) -> Result<ExtendedKeyUsagePurpose, PkiError> {
-    let arcs = oid
-        .split('.')
-        .map(str::parse::<u64>)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| PkiError::InvalidProfile(format!("`{oid}` is not a dotted OID")))?;
-    Ok(ExtendedKeyUsagePurpose::Other(arcs))
-}
-
-/// DER length octets.
-fn der_length(length: usize) -> Vec<u8> {
-    match length {
-        0..=0x7f => vec![length as u8],
-        0x80..=0xff => vec![0x81, length as u8],
-        _ => vec![0x82, (length >> 8) as u8, length as u8],
-    }
-}
-
-fn der(tag: u8, content: &[u8]) -> Vec<u8> {
-    [&[tag][..], &der_length(content.len()), content].concat()
-}
-
-/// authorityInfoAccess (RFC 5280 §4.2.2.1) with one OCSP access description.
-fn ocsp_access(url: &str) -> CustomExtension {
-    const ID_AD_OCSP: &[u8] = &[0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x30, 0x01];
-    // accessLocation is a GeneralName: uniformResourceIdentifier is [6] IMPLICIT IA5String.
-    let description = der(0x30, &[ID_AD_OCSP, &der(0x86, url.as_bytes())].concat());
-    let content = der(0x30, &description);
-    CustomExtension::from_oid_content(&[1, 3, 6, 1, 5, 5, 7, 1, 1], content)
+    super::oid_arcs(oid).map(ExtendedKeyUsagePurpose::Other)
 }

@@ -16,6 +16,7 @@
 
 pub mod authority;
 pub mod crl;
+mod extensions;
 pub mod issue;
 pub mod ledger;
 pub mod ocsp;
@@ -50,6 +51,44 @@ pub enum PkiError {
     AuthorityExpired(i64),
     #[error("signing failed: {0}")]
     Signing(String),
+}
+
+/// The arcs of a dotted object identifier, refused unless DER can encode it (X.660: the first
+/// arc is 0, 1 or 2, and under 0 and 1 the second is below 40; at least two arcs). rcgen's
+/// encoder asserts these instead of returning an error, so nothing reaches it unchecked.
+pub fn oid_arcs(text: &str) -> Result<Vec<u64>, PkiError> {
+    let invalid = |why: &str| PkiError::InvalidProfile(format!("`{text}` is not an object identifier: {why}"));
+    if text.len() > 200 {
+        return Err(invalid("longer than 200 characters"));
+    }
+    let arcs = text
+        .split('.')
+        .map(|arc| match arc.parse::<u64>() {
+            Ok(value) if !arc.starts_with('+') && (arc == "0" || !arc.starts_with('0')) => Ok(value),
+            _ => Err(invalid("arcs are decimal numbers separated by dots, e.g. 1.3.6.1.5.5.7.3.1")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    match arcs.as_slice() {
+        [first, second, ..] if *first <= 1 && *second >= 40 => Err(invalid("under arcs 0 and 1 the second arc is below 40")),
+        [first, _, ..] if *first > 2 => Err(invalid("the first arc is 0, 1 or 2")),
+        [_, _, ..] => Ok(arcs),
+        _ => Err(invalid("it needs at least two arcs")),
+    }
+}
+
+/// Runs an rcgen encoding or signature. rcgen asserts on some inputs (yasna panics on an
+/// object identifier DER cannot encode) instead of returning an error; the inputs are validated
+/// before they get here, and this keeps any that slip through to a refusal of this one
+/// signature, never a panic through a host call or a worker.
+fn guarded<T>(what: &str, sign: impl FnOnce() -> Result<T, rcgen::Error>) -> Result<T, PkiError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(sign)) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(PkiError::Signing(err.to_string())),
+        Err(_) => {
+            tracing::error!(code = "PKI_SIGNER_PANIC", what, "the signer panicked on its input; refused");
+            Err(PkiError::Signing(format!("the {what} could not be encoded from the given profile")))
+        }
+    }
 }
 
 /// Seconds since the epoch as rcgen's time type.

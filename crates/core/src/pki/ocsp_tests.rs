@@ -39,7 +39,11 @@ fn leaf(signer: &Signer, name: &str, at: i64) -> Signed {
         extended_key_usages: vec!["1.3.6.1.5.5.7.3.1".into()],
         validity_days: 30,
     };
-    let urls = IssuerUrls { crl: "http://pki.example/pki/1/crl".into(), ocsp: "http://pki.example/pki/1/ocsp".into() };
+    let urls = IssuerUrls {
+        crl: "http://pki.example/pki/1/crl".into(),
+        ocsp: "http://pki.example/pki/1/ocsp".into(),
+        ca_issuers: "http://pki.example/pki/1/ca".into(),
+    };
     sign_csr(signer, csr.der(), CsrCheck::Verify, &profile, &urls, at, &OsEntropy).expect("leaf")
 }
 

@@ -96,6 +96,7 @@ impl InternalPki {
         IssuerUrls {
             crl: format!("{}/pki/{ca_id}/crl", self.public_url),
             ocsp: format!("{}/pki/{ca_id}/ocsp", self.public_url),
+            ca_issuers: format!("{}/pki/{ca_id}/ca", self.public_url),
         }
     }
 
@@ -134,9 +135,10 @@ impl InternalPki {
             }
             parent = parent_row.parent_ca_id;
         }
-        // The root is what relying parties already trust; the chain carries what lies between.
+        // The root is what relying parties already trust; the chain carries what lies between,
+        // and always the issuing CA's certificate, even when that is the root itself.
         let issued_chain_der = match chain_der.split_last() {
-            Some((last, rest)) if is_self_signed(last) => rest.to_vec(),
+            Some((last, rest)) if is_self_signed(last) && !rest.is_empty() => rest.to_vec(),
             _ => chain_der.clone(),
         };
         let prepared = Arc::new(Prepared { signer, chain_der, issued_chain_der, workspace_id: stored.workspace_id });

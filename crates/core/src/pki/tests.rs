@@ -19,7 +19,11 @@ fn spec(name: &str, key_algorithm: KeyAlgorithm, validity_days: u32) -> NewAutho
 }
 
 fn urls() -> IssuerUrls {
-    IssuerUrls { crl: "http://pki.example/crl/ca_1.crl".into(), ocsp: "http://pki.example/ocsp/ca_1".into() }
+    IssuerUrls {
+        crl: "http://pki.example/crl/ca_1.crl".into(),
+        ocsp: "http://pki.example/ocsp/ca_1".into(),
+        ca_issuers: "http://pki.example/ca/ca_1".into(),
+    }
 }
 
 fn csr(name: &str) -> Vec<u8> {
@@ -156,7 +160,11 @@ fn leaves_carry_the_profile_a_random_serial_and_revocation_pointers() {
     }
     assert_eq!(names, ["www.example.com", "[10, 0, 0, 7]"], "the profile's names, not the CSR's");
     assert_eq!(crl, [urls().crl]);
-    assert_eq!(ocsp, [("1.3.6.1.5.5.7.48.1".to_owned(), urls().ocsp)]);
+    assert_eq!(
+        ocsp,
+        [("1.3.6.1.5.5.7.48.1".to_owned(), urls().ocsp), ("1.3.6.1.5.5.7.48.2".to_owned(), urls().ca_issuers)],
+        "the OCSP responder and the issuing CA's certificate (caIssuers)"
+    );
 
     // Validity never outlasts the CA; a tampered CSR is refused.
     let long = sign_csr(
@@ -266,4 +274,84 @@ fn crls_are_signed_by_the_ca_and_list_every_revocation() {
         sign_crl(&root.signer().expect("signer"), &entries, 8, NOW, NOW),
         Err(PkiError::InvalidProfile(_))
     ));
+}
+
+/// The DER of the extension `oid` (its extnValue contents) in `cert`, and whether it is critical.
+fn extension_value(cert: &X509Certificate<'_>, oid: &str) -> Option<(Vec<u8>, bool)> {
+    cert.extensions().iter().find(|e| e.oid.to_id_string() == oid).map(|e| (e.value.to_vec(), e.critical))
+}
+
+/// Finding 10 of issue 21: rcgen wrote KeyUsage with a trailing zero octet and a leaf's
+/// BasicConstraints with an explicit `cA FALSE`, which strict parsers refuse.
+#[test]
+fn key_usage_and_basic_constraints_are_der() {
+    let root = Authority::create_root(&spec("Root", KeyAlgorithm::EcdsaP256, 3650), NOW, &OsEntropy).expect("root");
+    let intermediate = Authority::create_intermediate(
+        &NewAuthority { path_length: Some(0), ..spec("Issuing", KeyAlgorithm::EcdsaP384, 1000) },
+        &root,
+        NOW,
+        &OsEntropy,
+    )
+    .expect("intermediate");
+    for ca in [&root, &intermediate] {
+        let cert = parsed(&ca.certificate_der);
+        assert_eq!(extension_value(&cert, "2.5.29.15"), Some((vec![0x03, 0x02, 0x01, 0x86], true)), "keyUsage");
+    }
+    assert_eq!(
+        extension_value(&parsed(&intermediate.certificate_der), "2.5.29.19"),
+        Some((vec![0x30, 0x06, 0x01, 0x01, 0xff, 0x02, 0x01, 0x00], true)),
+        "cA TRUE, pathLenConstraint 0"
+    );
+    let leaf = sign_csr(
+        &intermediate.signer().expect("signer"),
+        &csr("d"),
+        CsrCheck::Verify,
+        &profile("d.example", 30),
+        &urls(),
+        NOW,
+        &OsEntropy,
+    )
+    .expect("signed");
+    let cert = parsed(&leaf.certificate_der);
+    assert_eq!(extension_value(&cert, "2.5.29.19"), Some((vec![0x30, 0x00], true)), "cA FALSE is the default");
+    assert_eq!(extension_value(&cert, "2.5.29.15"), Some((vec![0x03, 0x02, 0x07, 0x80], true)), "digitalSignature");
+    let no_usages = CertificateProfile { key_usages: Vec::new(), ..profile("e.example", 30) };
+    let leaf = sign_csr(&root.signer().expect("signer"), &csr("e"), CsrCheck::Verify, &no_usages, &urls(), NOW, &OsEntropy)
+        .expect("signed");
+    assert_eq!(extension_value(&parsed(&leaf.certificate_der), "2.5.29.15"), None, "absent, never empty");
+}
+
+/// Finding 8 of issue 21: an OID DER cannot encode made rcgen panic inside the signer.
+#[test]
+fn object_identifiers_der_cannot_encode_are_refused_not_signed() {
+    let root = Authority::create_root(&spec("Root", KeyAlgorithm::EcdsaP256, 3650), NOW, &OsEntropy).expect("root");
+    for oid in ["5.1", "1.40", "0.99.1", "1", "", "1..2", "1.3.-6", "1.3.06", "1.3.6.1.5.5.7.3.1 "] {
+        let bad = CertificateProfile { extended_key_usages: vec![oid.into()], ..profile("f.example", 30) };
+        let refused =
+            sign_csr(&root.signer().expect("signer"), &csr("f"), CsrCheck::Verify, &bad, &urls(), NOW, &OsEntropy);
+        assert!(matches!(refused, Err(PkiError::InvalidProfile(_))), "{oid:?}: {refused:?}");
+    }
+    for oid in ["2.999.1", "1.39.7", "0.0", "1.3.6.1.5.5.7.3.2"] {
+        assert!(oid_arcs(oid).is_ok(), "{oid}");
+    }
+}
+
+/// Finding 9 of issue 21: a CRL's authorityKeyIdentifier is the CA certificate's own SKI,
+/// also for an imported CA whose SKI was not derived by SHA-256 (openssl uses SHA-1).
+#[test]
+fn an_imported_cas_crl_names_the_cas_own_key_identifier() {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.distinguished_name.push(rcgen::DnType::CommonName, "Imported with its own SKI");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_identifier_method = rcgen::KeyIdMethod::PreSpecified(vec![0x5a; 20]);
+    let certificate = params.self_signed(&key).expect("CA");
+    let imported = Authority::import(&certificate.pem(), &key.serialize_pem()).expect("import");
+    let der = sign_crl(&imported.signer().expect("signer"), &[], 1, NOW, NOW + 86_400).expect("crl");
+    let (_, crl) = x509_parser::revocation_list::CertificateRevocationList::from_der(&der).expect("CRL parses");
+    let aki = crl.extensions().iter().find_map(|e| match e.parsed_extension() {
+        ParsedExtension::AuthorityKeyIdentifier(id) => id.key_identifier.as_ref().map(|k| k.0.to_vec()),
+        _ => None,
+    });
+    assert_eq!(aki, Some(vec![0x5a; 20]));
 }

@@ -5,6 +5,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
+
 use trellis_core::certificates;
 use trellis_core::clock::SharedClock;
 use trellis_core::plugins::challenges::{self, ChallengeAnswers};
@@ -23,8 +25,11 @@ where
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            if let Err(err) = tick().await {
-                tracing::warn!(job, error = %err, "background job failed; retrying at the next tick");
+            // A panic fails this tick only: the job runs again at the next one.
+            match std::panic::AssertUnwindSafe(tick()).catch_unwind().await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => tracing::warn!(job, error = %err, "background job failed; retrying at the next tick"),
+                Err(_) => tracing::error!(job, code = "WORKER_PANIC", "background job panicked; retrying at the next tick"),
             }
         }
     })
