@@ -260,10 +260,10 @@ async fn everything_the_internal_ca_signs_passes_pkilint_cryptography_and_openss
             "client_auth" => json!(["alice@lint.example", "svc.lint.example"]),
             "code_signing" => json!([]),
             "smime" => json!(["bob@lint.example"]),
-            // pkilint checks URI names with python-validators' `url`, which wants an authority
-            // and refuses URNs that RFC 3986 allows (`urn:dev:…`): a false positive, so the
-            // device's URI here is one with an authority.
-            "device" => json!(["spiffe://lint.example/device/sensor-7", "sensor-7.lint.example"]),
+            // pkilint checks URI names with python-validators' `url`, which knows only web-like
+            // schemes (http, https, ftp, …) and refuses URIs RFC 3986 and RFC 5280 allow
+            // (`urn:dev:…`, `spiffe://…`): a false positive, so the device's URI here is https.
+            "device" => json!(["https://devices.lint.example/sensor-7", "sensor-7.lint.example"]),
             _ => json!(["app.lint.example", "www.lint.example", "10.1.2.3"]),
         };
         let body = json!({
