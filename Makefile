@@ -20,6 +20,8 @@ test:
 	scripts/install-deps.sh test tpm
 	# moto (PyPI), the local AWS the aws-pca tests run against, into target/venv-moto.
 	scripts/moto.sh >/dev/null
+	# pkilint and cryptography (PyPI), which lint what the internal CA signs, into target/venv-pkilint.
+	scripts/pkilint.sh >/dev/null
 	# The wasm plugins and the native crates (binaries and tests) build side by side: separate
 	# target directories, and each build alone leaves a core idle much of the time.
 	scripts/build-plugins.sh & plugins=$$!; \

@@ -44,6 +44,8 @@ for group in "$@"; do
             want sqlite3 command -v sqlite3
             want openssl command -v openssl
             want curl command -v curl
+            # The README's first steps use jq; scripts/readme-walkthrough.sh runs them.
+            want jq command -v jq
             # schemathesis (PyPI) runs from a venv under target/.
             want python3-venv python3 -c 'import ensurepip'
             # The webhook signature snippets (docs/webhooks) run under Node in tests/it/webhooks.rs.

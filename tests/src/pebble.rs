@@ -29,6 +29,10 @@ pub struct Pebble {
     pebble: Child,
     challtestsrv: Child,
     dir: tempfile::TempDir,
+    /// How Pebble was started (`restart` starts it the same way, on the same ports).
+    command: Vec<String>,
+    nonce_reject_percent: Option<u32>,
+    ports: Vec<u16>,
     /// `https://127.0.0.1:<port>/dir`.
     pub directory_url: String,
     /// `https://127.0.0.1:<port>` (roots, intermediates).
@@ -96,25 +100,21 @@ impl Pebble {
         }
         let config_path = dir.path().join("pebble-config.json");
         std::fs::write(&config_path, json!({ "pebble": config }).to_string()).expect("write config");
-        let log = std::fs::File::create(dir.path().join("pebble.log")).expect("log file");
-        let mut command = Command::new(binary("pebble"));
-        command
-            .arg("-config")
-            .arg(&config_path)
-            .args(["-dnsserver", &format!("127.0.0.1:{dns_port}")])
-            .env("PEBBLE_VA_NOSLEEP", "1")
-            .env_remove("PEBBLE_VA_ALWAYS_VALID")
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log);
-        if let Some(percent) = options.nonce_reject_percent {
-            command.env("PEBBLE_WFE_NONCEREJECT", percent.to_string());
-        }
-        let pebble = command.spawn().expect("pebble starts");
+        let command = vec![
+            "-config".to_string(),
+            config_path.display().to_string(),
+            "-dnsserver".to_string(),
+            format!("127.0.0.1:{dns_port}"),
+        ];
+        let pebble = spawn_pebble(&dir, &command, options.nonce_reject_percent);
 
         let started = Pebble {
             pebble,
             challtestsrv,
             dir,
+            command,
+            nonce_reject_percent: options.nonce_reject_percent,
+            ports: vec![listen, management],
             directory_url: format!("https://127.0.0.1:{listen}/dir"),
             management_url: format!("https://127.0.0.1:{management}"),
             challtestsrv_url: format!("http://127.0.0.1:{ctl_port}"),
@@ -164,6 +164,31 @@ impl Pebble {
         let _ = self.pebble.kill();
         let _ = self.pebble.wait();
     }
+
+    /// Starts Pebble again as before, on the same ports (the directory is back; Pebble's
+    /// accounts, orders and roots are new).
+    pub fn restart(&mut self) {
+        self.stop();
+        self.pebble = spawn_pebble(&self.dir, &self.command, self.nonce_reject_percent);
+        self.wait_until_listening(&self.ports.clone());
+    }
+}
+
+/// Pebble with `args`, its output appended to `pebble.log` in `dir`.
+fn spawn_pebble(dir: &tempfile::TempDir, args: &[String], nonce_reject_percent: Option<u32>) -> Child {
+    let log =
+        std::fs::OpenOptions::new().create(true).append(true).open(dir.path().join("pebble.log")).expect("log file");
+    let mut command = Command::new(binary("pebble"));
+    command
+        .args(args)
+        .env("PEBBLE_VA_NOSLEEP", "1")
+        .env_remove("PEBBLE_VA_ALWAYS_VALID")
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log);
+    if let Some(percent) = nonce_reject_percent {
+        command.env("PEBBLE_WFE_NONCEREJECT", percent.to_string());
+    }
+    command.spawn().expect("pebble starts")
 }
 
 impl Drop for Pebble {

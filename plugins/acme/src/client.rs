@@ -106,6 +106,11 @@ impl Client {
     /// The directory and the account key (created on first use).
     pub(crate) fn connect(directory_url: &str) -> Result<Client, PluginError> {
         let (_, directory) = fetch_directory(directory_url)?;
+        Client::with_directory(directory_url, directory)
+    }
+
+    /// As [`Client::connect`], with the directory already fetched.
+    pub(crate) fn with_directory(directory_url: &str, directory: Directory) -> Result<Client, PluginError> {
         let key = keystore::get_or_generate(ACCOUNT_KEY, KeyAlgorithm::EcdsaP256)?;
         Ok(Client { directory_url: directory_url.to_owned(), directory, key, account_url: None, nonce: None })
     }
@@ -203,7 +208,7 @@ impl Client {
         self.account_url = None;
         let response = self.post_raw(&new_account, Some(&payload), None)?;
         if !response.is_success() {
-            return Err(account_refused(&response, eab));
+            return Err(account_refused(&response, eab, self.directory.meta.terms_of_service.as_deref()));
         }
         let url = response.header("location").ok_or_else(|| {
             PluginError::upstream(Some(response.status), "newAccount answered without the account URL", false)
@@ -254,22 +259,36 @@ pub(crate) fn problem_error(response: &Response, problem: &Problem) -> PluginErr
 }
 
 /// A refused account registration as a configuration problem the operator can fix (400),
-/// naming the member at fault; throttling and server failures stay what they are.
-fn account_refused(response: &Response, eab: bool) -> PluginError {
+/// naming the member at fault and what to do; throttling and server failures stay what they are.
+fn account_refused(response: &Response, eab: bool, terms: Option<&str>) -> PluginError {
     let problem = problem(response);
     let field = match problem.short() {
         "rateLimited" | "serverInternal" => return problem_error(response, &problem),
         _ if response.status == 429 || response.status >= 500 => return problem_error(response, &problem),
         "invalidContact" | "unsupportedContact" => "/email",
-        "userActionRequired" => "/termsOfServiceAgreed",
+        // `agreementRequired` is not in RFC 8555's registry, but Pebble and Boulder's ancestors
+        // answer it for an account that did not agree to the terms of service.
+        "userActionRequired" | "agreementRequired" => "/termsOfServiceAgreed",
         "externalAccountRequired" => "/eabKid",
         _ if eab => "/eabKid",
         _ => "",
     };
-    let why = if field == "/eabKid" && eab {
-        "the CA refused the External Account Binding (check eabKid and eabHmacKey)"
-    } else {
-        "the CA refused to register the account"
+    let why = match field {
+        "/eabKid" if eab => "the CA refused the External Account Binding (check eabKid and eabHmacKey)".to_owned(),
+        "/termsOfServiceAgreed" => match terms {
+            Some(terms) => format!(
+                "the CA requires agreeing to its terms of service ({terms}): read them and set termsOfServiceAgreed to true"
+            ),
+            None => "the CA requires agreeing to its terms of service: set termsOfServiceAgreed to true".to_owned(),
+        },
+        _ => "the CA refused to register the account".to_owned(),
     };
     PluginError::invalid_config(field, format!("{why}: {}", problem.describe()))
+}
+
+/// Whether `err` says the CA could not be reached or is failing for now (a retry may work), as
+/// opposed to a CA that answered and refused.
+/// Throttling is an answer, not an outage: it stays an error (503 with `Retry-After`).
+pub(crate) fn unreachable(err: &PluginError) -> bool {
+    matches!(err, PluginError::Upstream { retryable: true, .. })
 }

@@ -130,12 +130,24 @@ impl CaConnector for Acme {
         }
     }
 
-    /// Registers the account (or finds it again), so a CA record that cannot issue is not
-    /// created.
+    /// Registers the account (or finds it again), so that a configuration the CA refuses
+    /// (terms not agreed, External Account Binding) is a 400 before the record exists. A
+    /// directory that cannot be reached right now does not refuse the record (spec §3.2: create
+    /// makes it `active`, `test` moves it to `error`): the account is then registered on first
+    /// use, by the connection test or the first issuance, which both go through `ensure_account`.
     fn setup(ctx: &CallContext, config: &Config) -> Result<(), PluginError> {
-        let mut client = Client::connect(&config.directory_url(ctx)?)?;
-        client.ensure_account(config)?;
-        Ok(())
+        let registered = Client::connect(&config.directory_url(ctx)?).and_then(|mut c| c.ensure_account(config));
+        match registered {
+            Ok(_) => Ok(()),
+            Err(err) if client::unreachable(&err) => {
+                log::warn(
+                    "ACME directory unreachable; the account is registered on first use",
+                    &[("error", &err.to_string())],
+                );
+                Ok(())
+            }
+            Err(err) => Err(err),
+        }
     }
 
     fn test_connection(ctx: &CallContext, config: &Config) -> Result<TestReport, PluginError> {
@@ -172,9 +184,17 @@ impl CaConnector for Acme {
             });
         }
         let mut details = json!({ "directoryUrl": url, "endpoints": endpoints });
-        if let Some(account) = state::get_json::<client::Account>(client::ACCOUNT_STATE)? {
-            details["accountUrl"] = Value::String(account.url);
-        }
+        // The account a setup could not register (the directory was down) is registered here;
+        // otherwise this finds it in the record's state without a request.
+        let account = Client::with_directory(&url, directory).and_then(|mut client| client.ensure_account(config));
+        checks.push(match account {
+            Ok(account) => {
+                let check = Check::pass("account", format!("registered: {account}"));
+                details["accountUrl"] = Value::String(account);
+                check
+            }
+            Err(err) => Check::fail("account", err.to_string()),
+        });
         Ok(TestReport::from_checks("The ACME directory answered", checks).with_details(details))
     }
 

@@ -232,10 +232,30 @@ fn rate_limits_eab_refusals_and_unreachable_directories_map_to_their_errors() {
         serde_json::from_slice(&jws::base64url_decode(sent["payload"].as_str().unwrap()).unwrap()).unwrap();
     assert_eq!(jws::protected_header(&payload["externalAccountBinding"]).unwrap()["kid"], "kid-1");
 
+    // An unreachable directory does not refuse the record; the first use registers the account.
     testing::reset();
     testing::http::fail("GET", DIR, trellis_plugin_sdk::http::HttpError::Transport("connection refused".into()));
-    let err = Acme::setup(&testing::context("ca_1"), &cfg(json!({}))).unwrap_err();
+    assert_eq!(Acme::setup(&testing::context("ca_1"), &cfg(json!({}))), Ok(()));
+    let err = Acme::issue(&testing::context("ca_1"), &cfg(json!({})), &request()).unwrap_err();
     assert!(matches!(err, PluginError::Upstream { retryable: true, .. }), "{err:?}");
+    assert!(posted_to("https://acme.test/new-acct").is_empty());
+}
+
+#[test]
+fn terms_not_agreed_name_the_member_and_what_to_do() {
+    for kind in ["agreementRequired", "userActionRequired"] {
+        testing::reset();
+        testing::http::respond("GET", DIR, 200, directory(json!({})));
+        answer("HEAD", "https://acme.test/nonce", 200, &[("replay-nonce", "nonce-0")], "");
+        let problem = json!({ "type": format!("urn:ietf:params:acme:error:{kind}"), "detail": "agree first" });
+        answer("POST", "https://acme.test/new-acct", 403, &[], problem.to_string());
+        let refused = Acme::setup(&testing::context("ca_1"), &cfg(json!({ "termsOfServiceAgreed": false })));
+        let Err(PluginError::InvalidConfig(issues)) = refused else { panic!("{kind}: {refused:?}") };
+        assert_eq!(issues[0].field, "/termsOfServiceAgreed", "{kind}");
+        let message = &issues[0].message;
+        assert!(message.contains("set termsOfServiceAgreed to true"), "{kind}: {message}");
+        assert!(message.contains("https://acme.test/tos") && message.contains("agree first"), "{kind}: {message}");
+    }
 }
 
 #[test]
@@ -278,14 +298,27 @@ fn invalid_configurations_name_each_member() {
 }
 
 #[test]
-fn the_connection_test_lists_the_directory_endpoints() {
+fn the_connection_test_lists_the_directory_endpoints_and_registers_the_account() {
     testing::reset();
-    testing::http::respond("GET", DIR, 200, directory(json!({})));
+    script_account();
     let report = Acme::test_connection(&testing::context("ca_1"), &cfg(json!({}))).unwrap();
     assert!(report.success());
     assert_eq!(report.details()["directoryUrl"], DIR);
     let endpoints = report.details()["endpoints"].as_array().unwrap();
     assert_eq!(endpoints.len(), 5, "{endpoints:?}");
+    assert_eq!(report.details()["accountUrl"], "https://acme.test/acct/1", "registered by the test");
+    Acme::test_connection(&testing::context("ca_1"), &cfg(json!({}))).unwrap();
+    assert_eq!(posted_to("https://acme.test/new-acct").len(), 1, "found in state the second time");
+
+    // An account the CA refuses fails the test.
+    testing::reset();
+    testing::http::respond("GET", DIR, 200, directory(json!({})));
+    answer("HEAD", "https://acme.test/nonce", 200, &[("replay-nonce", "nonce-0")], "");
+    let refused = r#"{"type":"urn:ietf:params:acme:error:agreementRequired","detail":"agree first"}"#;
+    answer("POST", "https://acme.test/new-acct", 403, &[], refused);
+    let report = Acme::test_connection(&testing::context("ca_1"), &cfg(json!({}))).unwrap();
+    assert!(!report.success());
+    assert_eq!(report.details()["accountUrl"], Value::Null);
 
     testing::reset();
     testing::http::fail("GET", DIR, trellis_plugin_sdk::http::HttpError::Transport("connection refused".into()));

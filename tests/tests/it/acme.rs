@@ -1,7 +1,8 @@
 //! The `acme` connector against a real Pebble (Debian's `pebble` and `pebble-challtestsrv`):
 //! HTTP-01 validated on Trellis's own challenge listener, DNS-01 through the host's
 //! challtestsrv DNS provider, revocation, account reuse, External Account Binding, an
-//! unreachable directory and injected badNonce errors. Each test runs its own Pebble on free
+//! unreachable directory (the CA is created all the same and registers later), terms of service
+//! not agreed, and injected badNonce errors. Each test runs its own Pebble on free
 //! ports, so they run in parallel.
 
 use serde_json::{json, Value};
@@ -184,8 +185,11 @@ async fn external_account_binding_bad_keys_are_a_clear_400_and_good_ones_work() 
     verify_against_pebble_root(&s, &cert);
 }
 
+/// Issue 21: an unreachable directory is a 503 at issuance, but it does not refuse the record:
+/// create saves it `active` (spec §3.2), `test` moves it to `error`, and once the directory is
+/// back the account is registered by the next test or the first issuance.
 #[tokio::test]
-async fn an_unreachable_directory_is_503_service_unavailable() {
+async fn an_unreachable_directory_is_503_at_issuance_and_a_ca_created_meanwhile_registers_later() {
     let mut s = setup(PebbleOptions::default()).await;
     let ca = acme_ca(&s, json!({ "termsOfServiceAgreed": true })).await;
     s.pebble.stop();
@@ -194,17 +198,62 @@ async fn an_unreachable_directory_is_503_service_unavailable() {
     assert_eq!(res.status, 503, "{}", res.body);
     assert_eq!(res.error_code(), "SERVICE_UNAVAILABLE", "{}", res.body);
 
+    // Created while the directory is down: saved, active, audited; no account yet.
     let created = create_ca(&s, "Down", json!({ "termsOfServiceAgreed": true })).await;
-    assert_eq!(created.status, 503, "setup cannot reach the directory: {}", created.body);
-    assert_eq!(created.error_code(), "SERVICE_UNAVAILABLE", "{}", created.body);
+    assert_eq!(created.status, 201, "setup cannot reach the directory, the record is saved: {}", created.body);
+    let tested_later = created.body["data"]["id"].as_i64().expect("CA id");
+    assert_eq!(created.body["data"]["status"], "active", "{}", created.body);
+    let created = create_ca(&s, "Down too", json!({ "termsOfServiceAgreed": true })).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let issued_later = created.body["data"]["id"].as_i64().expect("CA id");
+    let audit = s.admin.get("/api/audit-logs?action=ca.created").await;
+    assert_eq!(audit.body["total"], 3, "{}", audit.body);
 
     // The connection test reports the failure in its report (§4.1) and moves the CA to error.
-    let tested = s.admin.post(&format!("/api/certificate-authorities/{ca}/test"), json!({})).await;
+    for id in [ca, tested_later] {
+        let tested = s.admin.post(&format!("/api/certificate-authorities/{id}/test"), json!({})).await;
+        assert_eq!(tested.status, 200, "{}", tested.body);
+        assert_eq!(tested.body["data"]["success"], false, "{}", tested.body);
+        assert_eq!(tested.body["data"]["details"]["directoryUrl"], s.pebble.directory_url);
+        assert_eq!(tested.body["data"]["details"]["accountUrl"], Value::Null, "{}", tested.body);
+        let got = s.admin.get(&format!("/api/certificate-authorities/{id}")).await;
+        assert_eq!(got.body["data"]["status"], "error", "{}", got.body);
+    }
+
+    // The directory is back (a new Pebble on the same ports, which knows no account).
+    s.pebble.restart();
+    let tested = s.admin.post(&format!("/api/certificate-authorities/{tested_later}/test"), json!({})).await;
     assert_eq!(tested.status, 200, "{}", tested.body);
-    assert_eq!(tested.body["data"]["success"], false, "{}", tested.body);
-    assert_eq!(tested.body["data"]["details"]["directoryUrl"], s.pebble.directory_url);
-    let got = s.admin.get(&format!("/api/certificate-authorities/{ca}")).await;
-    assert_eq!(got.body["data"]["status"], "error", "{}", got.body);
+    assert_eq!(tested.body["data"]["success"], true, "{}\n{}", tested.body, s.server.log());
+    let account = tested.body["data"]["details"]["accountUrl"].clone();
+    assert!(account.as_str().is_some_and(|u| u.contains("/my-account/")), "registered by the test: {account}");
+    let got = s.admin.get(&format!("/api/certificate-authorities/{tested_later}")).await;
+    assert_eq!(got.body["data"]["status"], "active", "{}", got.body);
+    assert_eq!(account_url(&s, tested_later).await, account, "registered once");
+
+    // The other one registers at its first issuance.
+    let cert = issued(&s, issued_later, &["later.example.com"]).await;
+    verify_against_pebble_root(&s, &cert);
+    let account = account_url(&s, issued_later).await;
+    assert!(account.as_str().is_some_and(|u| u.contains("/my-account/")), "registered at issuance: {account}");
+}
+
+/// Issue 21: Pebble's `agreementRequired` names the member to fix and what to do.
+#[tokio::test]
+async fn terms_not_agreed_are_a_400_naming_terms_of_service_agreed() {
+    let s = setup(PebbleOptions::default()).await;
+    for config in [json!({}), json!({ "termsOfServiceAgreed": false })] {
+        let refused = create_ca(&s, "No terms", config.clone()).await;
+        assert_eq!(refused.status, 400, "{config}: {}", refused.body);
+        assert_eq!(refused.error_code(), "VALIDATION_ERROR", "{}", refused.body);
+        let issues = refused.body["error"]["details"]["config"].as_array().cloned().unwrap_or_default();
+        assert_eq!(issues.len(), 1, "{}", refused.body);
+        assert_eq!(issues[0]["field"], "/termsOfServiceAgreed", "{}", refused.body);
+        let message = issues[0]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("set termsOfServiceAgreed to true"), "what to do: {message}");
+    }
+    let listed = s.admin.get("/api/certificate-authorities").await;
+    assert_eq!(listed.body["total"], 0, "a CA the directory refused is not created: {}", listed.body);
 }
 
 #[tokio::test]
