@@ -14,6 +14,7 @@ use trellis_core::plugins::{
     RevocationInfo, SerialStatus,
 };
 
+use trellis_core::domain_claims;
 use crate::bindings::v0_2::{challenge_solver as solver, keystore, logging, pki_core as pki, state, wit_types};
 use crate::call::{CallState, MAX_STATE_KEY};
 use crate::dns01::{self, ProviderError, ProviderHttp, TxtRecord};
@@ -205,6 +206,9 @@ impl solver::Host for CallState {
         &mut self,
         challenge: solver::Challenge,
     ) -> wasmtime::Result<Result<solver::Presented, solver::SolverError>> {
+        if let Err(refused) = self.entitled(&challenge).await {
+            return Ok(Err(refused));
+        }
         if let solver::Challenge::Dns01(dns01) = &challenge {
             let answered = solve_dns01(self.provider_http(), dns01, true).await;
             return Ok(answered.map(|settle_seconds| solver::Presented { settle_seconds }));
@@ -235,6 +239,31 @@ impl solver::Host for CallState {
             .cleanup(&self.scope, &http01.token)
             .await
             .map_err(|err| solver::SolverError::Failed(err.to_string())))
+    }
+}
+
+impl CallState {
+    /// Whether the call's workspace holds a verified claim covering the challenge's name: the
+    /// host's answers are shared by every tenant, so a workspace may not have one presented for
+    /// a name it does not own (another tenant's, validated through our listener or DNS).
+    async fn entitled(&self, challenge: &solver::Challenge) -> Result<(), solver::SolverError> {
+        let name = match challenge {
+            solver::Challenge::Http01(c) => &c.domain,
+            solver::Challenge::Dns01(c) => &c.domain,
+            solver::Challenge::TlsAlpn01(_) => return Ok(()),
+        };
+        let Some(claims) = &self.domain_claims else {
+            return Err(solver::SolverError::Unsupported("this host has no domain claims to check names against".into()));
+        };
+        match domain_claims::entitled(claims.as_ref(), &self.scope.workspace_id, name).await {
+            Ok(()) => Ok(()),
+            Err(err @ domain_claims::EntitlementError::NotClaimed { .. }) => {
+                tracing::warn!(target: "trellis::security", workspace = %self.scope.workspace_id, name = %name,
+                    code = "domain_not_claimed", "refused a challenge answer for a name the workspace has not claimed");
+                Err(solver::SolverError::Invalid(err.to_string()))
+            }
+            Err(err) => Err(solver::SolverError::Failed(err.to_string())),
+        }
     }
 }
 

@@ -14,6 +14,7 @@ mod cas;
 mod certificates;
 mod challenges;
 mod discovery;
+mod domain_claims;
 mod issuance;
 mod outbox;
 mod plugins;
@@ -32,6 +33,7 @@ use trellis_core::ports;
 use trellis_core::Error;
 
 pub use self::challenges::DbChallengeAnswers;
+pub use self::domain_claims::DbDomainClaims;
 pub use self::plugins::{DbPluginKeys, DbPluginState};
 
 pub use trellis_core::ports::{StoreError, StoreResult};
@@ -144,6 +146,12 @@ const MIGRATIONS: &[Migration] = &[
         name: "subscribed_at",
         sqlite: include_str!("../../../migrations/sqlite/0470_subscribed_at.sql"),
         postgres: include_str!("../../../migrations/postgres/0470_subscribed_at.sql"),
+    },
+    Migration {
+        version: 504,
+        name: "domain_claims",
+        sqlite: include_str!("../../../migrations/sqlite/0504_domain_claims.sql"),
+        postgres: include_str!("../../../migrations/postgres/0504_domain_claims.sql"),
     },
 ];
 
