@@ -377,12 +377,7 @@ impl Api {
             builder = builder.add_root_certificate(reqwest::Certificate::from_pem(&read(path)?)?);
         }
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        Ok(Api {
-            runtime,
-            http: builder.build()?,
-            base,
-            key,
-        })
+        Ok(Api { runtime, http: builder.build()?, base, key })
     }
 
     fn post(&self, path: &str, body: Value) -> Result<Value> {

@@ -110,7 +110,10 @@ pub trait DomainClaims: Send + Sync + 'static {
 /// Looks up TXT records (for claim verification).
 pub trait TxtResolver: Send + Sync + 'static {
     /// Every TXT string at `name` (fully qualified, no trailing dot); empty when there is none.
-    fn txt<'a>(&'a self, name: &'a str) -> Pin<Box<dyn Future<Output = std::result::Result<Vec<String>, String>> + Send + 'a>>;
+    fn txt<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> Pin<Box<dyn Future<Output = std::result::Result<Vec<String>, String>> + Send + 'a>>;
 }
 
 /// No DNS: verification by TXT record is unavailable (administrators can still assign).
@@ -118,7 +121,10 @@ pub trait TxtResolver: Send + Sync + 'static {
 pub struct NoResolver;
 
 impl TxtResolver for NoResolver {
-    fn txt<'a>(&'a self, _: &'a str) -> Pin<Box<dyn Future<Output = std::result::Result<Vec<String>, String>> + Send + 'a>> {
+    fn txt<'a>(
+        &'a self,
+        _: &'a str,
+    ) -> Pin<Box<dyn Future<Output = std::result::Result<Vec<String>, String>> + Send + 'a>> {
         Box::pin(async { Err("no DNS resolver is configured on this instance".to_owned()) })
     }
 }

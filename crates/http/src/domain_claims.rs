@@ -50,7 +50,11 @@ pub struct DomainClaimDto {
 
 fn dto(claim: DomainClaim) -> DomainClaimDto {
     DomainClaimDto {
-        verification: VerificationDto { record_name: claim.record_name(), record_type: "TXT", value: claim.token.clone() },
+        verification: VerificationDto {
+            record_name: claim.record_name(),
+            record_type: "TXT",
+            value: claim.token.clone(),
+        },
         status: if claim.verified_at.is_some() { "verified" } else { "pending" },
         id: claim.id,
         workspace_id: claim.workspace_id,

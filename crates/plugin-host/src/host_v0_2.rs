@@ -14,12 +14,12 @@ use trellis_core::plugins::{
     RevocationInfo, SerialStatus,
 };
 
-use trellis_core::domain_claims;
 use crate::bindings::v0_2::{challenge_solver as solver, keystore, logging, pki_core as pki, state, wit_types};
 use crate::call::{CallState, MAX_STATE_KEY};
 use crate::dns01::{self, ProviderError, ProviderHttp, TxtRecord};
 use crate::worlds::v0_2;
 use crate::StateError;
+use trellis_core::domain_claims;
 
 impl wit_types::Host for CallState {}
 
@@ -261,7 +261,9 @@ fn entitlement(
     async move {
         let Some(name) = name else { return Ok(()) };
         let Some(claims) = claims else {
-            return Err(solver::SolverError::Unsupported("this host has no domain claims to check names against".into()));
+            return Err(solver::SolverError::Unsupported(
+                "this host has no domain claims to check names against".into(),
+            ));
         };
         match domain_claims::entitled(claims.as_ref(), &workspace, &name).await {
             Ok(()) => Ok(()),

@@ -52,12 +52,13 @@ impl DomainClaims for DbDomainClaims {
     }
 
     async fn workspace_claims(&self, workspace_id: &str) -> StoreResult<Vec<DomainClaim>> {
-        let rows =
-            sqlx::query(&format!("SELECT {COLUMNS} FROM domain_claims WHERE workspace_id = $1 ORDER BY created_at, id"))
-                .bind(workspace_id)
-                .fetch_all(&self.store.pool)
-                .await
-                .db()?;
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM domain_claims WHERE workspace_id = $1 ORDER BY created_at, id"
+        ))
+        .bind(workspace_id)
+        .fetch_all(&self.store.pool)
+        .await
+        .db()?;
         rows.iter().map(claim).collect()
     }
 

@@ -49,7 +49,8 @@ async fn presented_answers_are_served_on_the_challenge_listener() {
     let http = reqwest::Client::new();
     let challenge = format!("http://127.0.0.1:{port}/.well-known/acme-challenge/");
     // Only on the Host the token was presented for (a CA validating example.com asks for it).
-    let served = http.get(format!("{challenge}tok")).header("Host", "example.com").send().await.expect("listener answers");
+    let served =
+        http.get(format!("{challenge}tok")).header("Host", "example.com").send().await.expect("listener answers");
     assert_eq!(served.status(), 200);
     assert_eq!(served.headers()["content-type"], "text/plain");
     assert_eq!(served.text().await.expect("body"), "tok.thumb");
@@ -111,7 +112,8 @@ async fn a_workspace_gets_no_answer_presented_for_a_domain_it_has_not_claimed() 
     assert_eq!(b.get("/api/domain-claims").await.body["data"].as_array().map(Vec::len), Some(1));
     assert_eq!(admin.get("/api/domain-claims").await.body["data"].as_array().map(Vec::len), Some(0));
     // Only an instance administrator assigns.
-    let own = b.post("/api/admin/domain-claims", json!({ "workspaceId": b_workspace, "domain": "other.example" })).await;
+    let own =
+        b.post("/api/admin/domain-claims", json!({ "workspaceId": b_workspace, "domain": "other.example" })).await;
     assert_eq!(own.status, 403, "{}", own.body);
 
     // A pending claim (TXT record not yet found) entitles to nothing either.
@@ -124,7 +126,8 @@ async fn a_workspace_gets_no_answer_presented_for_a_domain_it_has_not_claimed() 
     assert_eq!(unverified.status, 400, "{}", unverified.body);
 
     // The administrator reassigns example.com to A: now A's answer is presented and served.
-    let me = admin.get("/api/auth/user").await.body["data"]["currentWorkspaceId"].as_str().unwrap_or_default().to_owned();
+    let me =
+        admin.get("/api/auth/user").await.body["data"]["currentWorkspaceId"].as_str().unwrap_or_default().to_owned();
     let moved = admin.post("/api/admin/domain-claims", json!({ "workspaceId": me, "domain": "example.com" })).await;
     assert_eq!(moved.status, 201, "{}", moved.body);
     assert_eq!(b.get("/api/domain-claims").await.body["data"].as_array().map(Vec::len), Some(0), "B lost it");

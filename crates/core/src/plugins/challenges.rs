@@ -78,13 +78,16 @@ pub fn host_name(host: &str) -> String {
     let name = if let Some(rest) = host.strip_prefix('[') {
         rest.split(']').next().unwrap_or_default()
     } else {
-        host.rsplit_once(':').map_or(host, |(name, port)| {
-            if port.bytes().all(|b| b.is_ascii_digit()) {
-                name
-            } else {
-                host
-            }
-        })
+        host.rsplit_once(':').map_or(
+            host,
+            |(name, port)| {
+                if port.bytes().all(|b| b.is_ascii_digit()) {
+                    name
+                } else {
+                    host
+                }
+            },
+        )
     };
     name.trim_end_matches('.').to_ascii_lowercase()
 }
@@ -177,8 +180,7 @@ impl ChallengeAnswers for InMemoryChallengeAnswers {
             } else if answers.values().filter(|(owner, _, _)| owner == scope).count() >= max as usize {
                 return PresentOutcome::QuotaExceeded;
             }
-            let served =
-                Served { domain: answer.domain.clone(), key_authorization: answer.key_authorization.clone() };
+            let served = Served { domain: answer.domain.clone(), key_authorization: answer.key_authorization.clone() };
             answers.insert(answer.token.clone(), (scope.clone(), served, now_ms));
             PresentOutcome::Presented
         });
@@ -264,7 +266,11 @@ mod tests {
         let answers = InMemoryChallengeAnswers::default();
         present(&answers, &scope("ca_1"), &answer("tok"), 0).await.unwrap();
         for host in ["example.com", "EXAMPLE.com:5002", "example.com.", "example.com:80"] {
-            assert_eq!(answer_for(&answers, "tok", Some(host), 1).await.unwrap().as_deref(), Some("tok.thumb"), "{host}");
+            assert_eq!(
+                answer_for(&answers, "tok", Some(host), 1).await.unwrap().as_deref(),
+                Some("tok.thumb"),
+                "{host}"
+            );
         }
         for host in [None, Some("b.example"), Some("www.example.com"), Some("127.0.0.1:80"), Some("example.com.evil")] {
             assert_eq!(answer_for(&answers, "tok", host, 1).await.unwrap(), None, "{host:?}");

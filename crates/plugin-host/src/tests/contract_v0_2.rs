@@ -180,7 +180,12 @@ async fn http01_answers_go_to_the_challenge_listener_scoped_to_their_record() {
     let unclaimed: Value = runtime.ca_test_connection(&record("ca_a")).await.expect("test").details;
     let solver = unclaimed["solver"].as_str().unwrap_or_default();
     assert!(solver.contains("Invalid") && solver.contains("/api/domain-claims"), "{unclaimed}");
-    assert_eq!(answer_for(answers.as_ref() as &dyn ChallengeAnswers, "tok", host, now.timestamp_millis()).await.expect("lookup"), None);
+    assert_eq!(
+        answer_for(answers.as_ref() as &dyn ChallengeAnswers, "tok", host, now.timestamp_millis())
+            .await
+            .expect("lookup"),
+        None
+    );
 
     let claim = |workspace: &str, verified: bool| DomainClaim {
         id: format!("dc_{workspace}"),
