@@ -41,12 +41,20 @@ struct Cli {
 
 #[derive(Args)]
 struct Service {
-    /// The Trellis base URL, e.g. https://trellis.example.
+    /// The Trellis base URL, e.g. https://trellis.example. `http://` only to a loopback
+    /// address unless --allow-insecure-http.
     #[arg(long, env = "TRELLIS_URL")]
     server: String,
-    /// An API key with attestation:write.
-    #[arg(long, env = "TRELLIS_API_KEY", hide_env_values = true)]
-    api_key: String,
+    /// Lets the API key travel over plain `http://` to a host other than loopback.
+    #[arg(long)]
+    allow_insecure_http: bool,
+    /// A file holding the API key (attestation:write); `-` reads it from stdin. The default is
+    /// the TRELLIS_API_KEY environment variable.
+    #[arg(long, value_name = "FILE")]
+    api_key_file: Option<PathBuf>,
+    /// Refused: a key on the command line is visible to every local user (`ps`).
+    #[arg(long, hide = true)]
+    api_key: Option<String>,
     /// An extra CA certificate (PEM) to trust for the service's TLS.
     #[arg(long, env = "TRELLIS_CA_CERT")]
     ca_cert: Option<PathBuf>,
@@ -292,19 +300,84 @@ struct Api {
     key: String,
 }
 
+/// Where the API key comes from: never the command line, which every local user can read.
+fn api_key(service: &Service, env_key: Option<String>, stdin: impl std::io::Read) -> Result<String> {
+    if service.api_key.is_some() {
+        bail!(
+            "--api-key is refused: the command line is visible to every user (ps). \
+             Set TRELLIS_API_KEY, or pass --api-key-file FILE (or --api-key-file - to read stdin)"
+        );
+    }
+    let key = match &service.api_key_file {
+        Some(path) if path.as_os_str() == "-" => {
+            use std::io::Read as _;
+            let mut text = String::new();
+            stdin.take(4096).read_to_string(&mut text).context("cannot read the API key from stdin")?;
+            text
+        }
+        Some(path) => {
+            check_private(path)?;
+            String::from_utf8(read(path)?).with_context(|| format!("{} is not UTF-8", path.display()))?
+        }
+        None => env_key.unwrap_or_default(),
+    };
+    let key = key.trim().to_owned();
+    if key.is_empty() {
+        bail!("no API key: set TRELLIS_API_KEY, or pass --api-key-file FILE (or - for stdin)");
+    }
+    Ok(key)
+}
+
+/// A key file others can read is refused (as ssh does for private keys).
+#[cfg(unix)]
+fn check_private(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.permissions().mode();
+    if mode & 0o077 != 0 {
+        bail!("{} is readable by others (mode {:o}): chmod 600 it", path.display(), mode & 0o777);
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_private(_: &Path) -> Result<()> {
+    Ok(())
+}
+
+/// The base URL, refused when it would send the API key in clear text off this machine.
+fn base_url(server: &str, allow_insecure_http: bool) -> Result<String> {
+    let url = reqwest::Url::parse(server).with_context(|| format!("--server {server:?} is not a URL"))?;
+    match url.scheme() {
+        "https" => {}
+        "http" if allow_insecure_http || is_loopback(&url) => {}
+        "http" => bail!(
+            "--server {server} is plain http: the API key would cross the network in clear text. \
+             Use https://, or pass --allow-insecure-http"
+        ),
+        other => bail!("--server {server}: unsupported scheme {other}"),
+    }
+    Ok(server.trim_end_matches('/').to_owned())
+}
+
+fn is_loopback(url: &reqwest::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
 impl Api {
     fn new(service: &Service) -> Result<Api> {
+        let base = base_url(&service.server, service.allow_insecure_http)?;
+        let key = api_key(service, std::env::var("TRELLIS_API_KEY").ok(), std::io::stdin())?;
         let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(60));
         if let Some(path) = &service.ca_cert {
             builder = builder.add_root_certificate(reqwest::Certificate::from_pem(&read(path)?)?);
         }
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        Ok(Api {
-            runtime,
-            http: builder.build()?,
-            base: service.server.trim_end_matches('/').to_owned(),
-            key: service.api_key.clone(),
-        })
+        Ok(Api { runtime, http: builder.build()?, base, key })
     }
 
     fn post(&self, path: &str, body: Value) -> Result<Value> {
@@ -325,5 +398,67 @@ impl Api {
             }
             serde_json::from_str(&text).with_context(|| format!("POST {path}: not JSON: {text}"))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn service(api_key: Option<&str>, file: Option<&str>) -> Service {
+        Service {
+            server: "https://trellis.example".into(),
+            allow_insecure_http: false,
+            api_key_file: file.map(PathBuf::from),
+            api_key: api_key.map(str::to_owned),
+            ca_cert: None,
+            device: 1,
+        }
+    }
+
+    #[test]
+    fn the_key_never_comes_from_the_command_line() {
+        let err = api_key(&service(Some("tk_secret"), None), Some("tk_env".into()), &b""[..]).unwrap_err().to_string();
+        assert!(err.contains("TRELLIS_API_KEY") && err.contains("--api-key-file"), "{err}");
+        assert!(!err.contains("tk_secret"), "the refused key is not echoed: {err}");
+    }
+
+    #[test]
+    fn the_key_comes_from_the_environment_a_private_file_or_stdin() {
+        assert_eq!(api_key(&service(None, None), Some("tk_env\n".into()), &b""[..]).unwrap(), "tk_env");
+        assert_eq!(api_key(&service(None, Some("-")), None, &b"tk_stdin\n"[..]).unwrap(), "tk_stdin");
+        assert!(api_key(&service(None, None), None, &b""[..]).is_err(), "no key at all");
+
+        let dir = std::env::temp_dir().join(format!("trellis-agent-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("key");
+        std::fs::write(&file, "tk_file\n").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+            let err = api_key(&service(None, file.to_str()), None, &b""[..]).unwrap_err().to_string();
+            assert!(err.contains("chmod 600"), "{err}");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        assert_eq!(api_key(&service(None, file.to_str()), Some("tk_env".into()), &b""[..]).unwrap(), "tk_file");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn plain_http_only_to_loopback_unless_allowed() {
+        for ok in ["https://trellis.example/", "http://127.0.0.1:8080", "http://localhost:3000", "http://[::1]:80"] {
+            assert!(base_url(ok, false).is_ok(), "{ok}");
+        }
+        assert_eq!(base_url("https://trellis.example/", false).unwrap(), "https://trellis.example");
+        let err = base_url("http://trellis.example", false).unwrap_err().to_string();
+        assert!(err.contains("--allow-insecure-http"), "{err}");
+        assert!(base_url("http://10.0.0.5", false).is_err());
+        assert!(base_url("http://localhost.evil.example", false).is_err());
+        assert!(base_url("http://trellis.example", true).is_ok());
+        assert!(base_url("ftp://trellis.example", true).is_err());
+        assert!(base_url("not a url", false).is_err());
     }
 }

@@ -42,6 +42,10 @@ pub struct Context {
     pub outbound: Arc<dyn WebhookTransport>,
     /// TLS connections of `tls_endpoints` discovery scans (egress-vetted); reaches nothing by default.
     pub tls_prober: Arc<dyn TlsProber>,
+    /// Which domains each workspace may have ACME challenge answers presented for.
+    pub domain_claims: Arc<dyn crate::domain_claims::DomainClaims>,
+    /// TXT lookups for domain claim verification; none by default.
+    pub txt_resolver: Arc<dyn crate::domain_claims::TxtResolver>,
 }
 
 pub type SharedContext = Arc<Context>;
@@ -67,6 +71,8 @@ impl Context {
             pki: None,
             outbound: Arc::new(NoTransport),
             tls_prober: Arc::new(NoProber),
+            domain_claims: crate::domain_claims::InMemoryDomainClaims::shared(),
+            txt_resolver: Arc::new(crate::domain_claims::NoResolver),
         }
     }
 
@@ -85,6 +91,17 @@ impl Context {
     /// Probes TLS endpoints (discovery scans) through `prober`.
     pub fn with_tls_prober(mut self, prober: Arc<dyn TlsProber>) -> Self {
         self.tls_prober = prober;
+        self
+    }
+
+    /// Keeps domain claims in `claims` and verifies them through `resolver`.
+    pub fn with_domain_claims(
+        mut self,
+        claims: Arc<dyn crate::domain_claims::DomainClaims>,
+        resolver: Arc<dyn crate::domain_claims::TxtResolver>,
+    ) -> Self {
+        self.domain_claims = claims;
+        self.txt_resolver = resolver;
         self
     }
 

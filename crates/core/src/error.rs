@@ -25,6 +25,7 @@ pub enum Entity {
     WebhookDelivery,
     ExternalIntegration,
     Device,
+    DomainClaim,
 }
 
 impl Entity {
@@ -45,6 +46,7 @@ impl Entity {
             Entity::WebhookDelivery => "Webhook delivery",
             Entity::ExternalIntegration => "External integration",
             Entity::Device => "Device",
+            Entity::DomainClaim => "Domain claim",
             Entity::Plugin => "Plugin",
             Entity::PrivateKey => "Private key",
             Entity::Workspace => "Workspace",

@@ -16,6 +16,7 @@ pub mod clock;
 pub mod context;
 pub mod crypto;
 pub mod discovery;
+pub mod domain_claims;
 pub mod error;
 pub mod events;
 pub mod ids;

@@ -15,6 +15,12 @@ use trellis_core::context::SharedContext;
         description = "Certificate lifecycle management. Errors: `{\"error\": {\"code\", \"message\", \"details\"?}}`. Authenticate with the `trellis_session` cookie (POST /api/auth/login) or `X-API-Key: ck_…` / `Authorization: Bearer ck_…`."
     ),
     paths(
+        super::domain_claims::list_claims,
+        super::domain_claims::create_claim,
+        super::domain_claims::get_claim,
+        super::domain_claims::verify_claim,
+        super::domain_claims::delete_claim,
+        super::domain_claims::assign_claim,
         super::ops::health,
         super::ops::ready,
         super::ops::prometheus,

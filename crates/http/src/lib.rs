@@ -8,6 +8,7 @@ mod auth;
 mod cas;
 mod certificates;
 mod discovery;
+mod domain_claims;
 pub mod docs;
 pub mod error;
 pub mod extract;
@@ -110,6 +111,7 @@ pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
         .merge(webhooks::routes())
         .merge(integrations::routes())
         .merge(attestation::routes())
+        .merge(domain_claims::routes())
         .merge(certificates::routes())
         .merge(audit::routes())
         .merge(plugins::routes())

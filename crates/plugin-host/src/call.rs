@@ -39,6 +39,9 @@ pub(crate) struct CallState {
     pub(crate) keystore: Keystore,
     /// Where HTTP-01 answers go, when the host runs a challenge listener.
     pub(crate) http01: Option<(Arc<dyn ChallengeAnswers>, SharedClock)>,
+    /// The workspaces' domain claims: an answer is presented only for a name the call's
+    /// workspace holds.
+    pub(crate) domain_claims: Option<Arc<dyn trellis_core::domain_claims::DomainClaims>>,
     /// The internal PKI, when the call serves an internal CA record.
     pub(crate) pki: Option<PkiAccess>,
     /// The (plugin, workspace, record) that state and keystore calls are bound to.

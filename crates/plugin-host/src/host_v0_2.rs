@@ -19,6 +19,7 @@ use crate::call::{CallState, MAX_STATE_KEY};
 use crate::dns01::{self, ProviderError, ProviderHttp, TxtRecord};
 use crate::worlds::v0_2;
 use crate::StateError;
+use trellis_core::domain_claims;
 
 impl wit_types::Host for CallState {}
 
@@ -205,6 +206,10 @@ impl solver::Host for CallState {
         &mut self,
         challenge: solver::Challenge,
     ) -> wasmtime::Result<Result<solver::Presented, solver::SolverError>> {
+        let check = entitlement(self, &challenge);
+        if let Err(refused) = check.await {
+            return Ok(Err(refused));
+        }
         if let solver::Challenge::Dns01(dns01) = &challenge {
             let answered = solve_dns01(self.provider_http(), dns01, true).await;
             return Ok(answered.map(|settle_seconds| solver::Presented { settle_seconds }));
@@ -235,6 +240,40 @@ impl solver::Host for CallState {
             .cleanup(&self.scope, &http01.token)
             .await
             .map_err(|err| solver::SolverError::Failed(err.to_string())))
+    }
+}
+
+/// Whether the call's workspace holds a verified claim covering the challenge's name: the
+/// host's answers are shared by every tenant, so a workspace may not have one presented for a
+/// name it does not own (another tenant's, validated through our listener or DNS). What it
+/// needs is taken from the call state before the future, which must be `Send`.
+fn entitlement(
+    state: &CallState,
+    challenge: &solver::Challenge,
+) -> impl std::future::Future<Output = Result<(), solver::SolverError>> + Send + 'static {
+    let name = match challenge {
+        solver::Challenge::Http01(c) => Some(c.domain.clone()),
+        solver::Challenge::Dns01(c) => Some(c.domain.clone()),
+        solver::Challenge::TlsAlpn01(_) => None,
+    };
+    let claims = state.domain_claims.clone();
+    let workspace = state.scope.workspace_id.clone();
+    async move {
+        let Some(name) = name else { return Ok(()) };
+        let Some(claims) = claims else {
+            return Err(solver::SolverError::Unsupported(
+                "this host has no domain claims to check names against".into(),
+            ));
+        };
+        match domain_claims::entitled(claims.as_ref(), &workspace, &name).await {
+            Ok(()) => Ok(()),
+            Err(err @ domain_claims::EntitlementError::NotClaimed { .. }) => {
+                tracing::warn!(target: "trellis::security", workspace = %workspace, name = %name,
+                    code = "domain_not_claimed", "refused a challenge answer for a name the workspace has not claimed");
+                Err(solver::SolverError::Invalid(err.to_string()))
+            }
+            Err(err) => Err(solver::SolverError::Failed(err.to_string())),
+        }
     }
 }
 

@@ -176,6 +176,7 @@ impl PluginRuntime {
             state_store: self.state_store(),
             keystore: self.keystore(),
             http01: self.http01(),
+            domain_claims: self.domain_claims(),
             pki: match (self.pki_core(), &target.pki) {
                 (Some(core), Some(grant)) => Some(PkiAccess { core, grant: grant.clone(), signed: false }),
                 _ => None,

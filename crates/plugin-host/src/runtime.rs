@@ -49,6 +49,8 @@ struct Inner {
     state_store: Arc<dyn PluginStateStore>,
     keystore: Keystore,
     http01: Option<(Arc<dyn ChallengeAnswers>, SharedClock)>,
+    /// Which names each workspace may have challenge answers presented for; none: no answers.
+    domain_claims: Option<Arc<dyn trellis_core::domain_claims::DomainClaims>>,
     pki_core: Option<Arc<dyn PkiCore>>,
     admission: Arc<Semaphore>,
     /// Per-workspace shares of the admission slots (see `RuntimeConfig::max_calls_per_workspace`).
@@ -84,6 +86,7 @@ impl PluginRuntime {
                 state_store,
                 keystore,
                 http01: None,
+                domain_claims: None,
                 pki_core: None,
                 registry: RwLock::new(Registry::default()),
                 cache,
@@ -97,6 +100,17 @@ impl PluginRuntime {
         match Arc::get_mut(&mut self.inner) {
             Some(inner) => inner.http01 = Some((answers, clock)),
             None => tracing::error!("with_http01_answers called on a shared runtime; HTTP-01 stays unsupported"),
+        }
+        self
+    }
+
+    /// Presents challenge answers (HTTP-01 and DNS-01) only for names a verified claim of the
+    /// call's workspace covers. Without it every answer is refused. Call before cloning the
+    /// runtime.
+    pub fn with_domain_claims(mut self, claims: Arc<dyn trellis_core::domain_claims::DomainClaims>) -> PluginRuntime {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.domain_claims = Some(claims),
+            None => tracing::error!("with_domain_claims called on a shared runtime; challenge answers stay refused"),
         }
         self
     }
@@ -155,6 +169,10 @@ impl PluginRuntime {
 
     pub(crate) fn http01(&self) -> Option<(Arc<dyn ChallengeAnswers>, SharedClock)> {
         self.inner.http01.clone()
+    }
+
+    pub(crate) fn domain_claims(&self) -> Option<Arc<dyn trellis_core::domain_claims::DomainClaims>> {
+        self.inner.domain_claims.clone()
     }
 
     pub(crate) fn pki_core(&self) -> Option<Arc<dyn PkiCore>> {

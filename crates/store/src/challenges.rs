@@ -1,7 +1,7 @@
 //! ACME HTTP-01 answers (`ChallengeAnswers`), shared by every replica through the database.
 
 use sqlx::Row;
-use trellis_core::plugins::challenges::{ChallengeAnswers, Http01Answer, PresentOutcome};
+use trellis_core::plugins::challenges::{ChallengeAnswers, Http01Answer, PresentOutcome, Served};
 use trellis_core::plugins::{StateFuture, StateScope};
 
 use crate::plugins::unavailable;
@@ -88,10 +88,10 @@ impl ChallengeAnswers for DbChallengeAnswers {
         })
     }
 
-    fn lookup<'a>(&'a self, token: &'a str, not_before_ms: i64) -> StateFuture<'a, Option<String>> {
+    fn lookup<'a>(&'a self, token: &'a str, not_before_ms: i64) -> StateFuture<'a, Option<Served>> {
         Box::pin(async move {
             let row = sqlx::query(
-                "SELECT key_authorization FROM acme_http01_answers WHERE token = $1 AND presented_at >= $2",
+                "SELECT domain, key_authorization FROM acme_http01_answers WHERE token = $1 AND presented_at >= $2",
             )
             .bind(token)
             .bind(not_before_ms)
@@ -99,7 +99,13 @@ impl ChallengeAnswers for DbChallengeAnswers {
             .await
             .db()
             .map_err(unavailable)?;
-            row.map(|row| row.try_get("key_authorization").db().map_err(unavailable)).transpose()
+            row.map(|row| {
+                Ok(Served {
+                    domain: row.try_get("domain").db().map_err(unavailable)?,
+                    key_authorization: row.try_get("key_authorization").db().map_err(unavailable)?,
+                })
+            })
+            .transpose()
         })
     }
 
@@ -123,6 +129,8 @@ mod tests {
 
     use super::DbChallengeAnswers;
 
+    const HOST: Option<&str> = Some("example.com:80");
+
     fn scope(record: &str) -> StateScope {
         StateScope { plugin_id: "p".into(), workspace_id: "w".into(), record_id: record.into() }
     }
@@ -137,11 +145,12 @@ mod tests {
         present(&answers, &scope("ca_1"), &answer, 2_000).await.expect("present again");
         // A second handle (another replica) serves it.
         let replica = DbChallengeAnswers::new(store);
-        assert_eq!(answer_for(&replica, "tok", 2_500).await.expect("lookup").as_deref(), Some("tok.thumb"));
+        assert_eq!(answer_for(&replica, "tok", HOST, 2_500).await.expect("lookup").as_deref(), Some("tok.thumb"));
+        assert_eq!(answer_for(&replica, "tok", Some("other.example"), 2_500).await.expect("lookup"), None);
         assert_eq!(present(&answers, &scope("ca_2"), &answer, 3_000).await, Err(ChallengeError::TokenTaken));
         answers.cleanup(&scope("ca_2"), "tok").await.expect("foreign cleanup is a no-op");
-        assert!(answer_for(&replica, "tok", 3_000).await.expect("lookup").is_some());
+        assert!(answer_for(&replica, "tok", HOST, 3_000).await.expect("lookup").is_some());
         assert_eq!(answers.purge(2_001).await.expect("purge"), 1);
-        assert_eq!(answer_for(&replica, "tok", 3_000).await.expect("lookup"), None);
+        assert_eq!(answer_for(&replica, "tok", HOST, 3_000).await.expect("lookup"), None);
     }
 }

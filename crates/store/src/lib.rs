@@ -14,6 +14,7 @@ mod cas;
 mod certificates;
 mod challenges;
 mod discovery;
+mod domain_claims;
 mod issuance;
 mod outbox;
 mod plugins;
@@ -32,6 +33,7 @@ use trellis_core::ports;
 use trellis_core::Error;
 
 pub use self::challenges::DbChallengeAnswers;
+pub use self::domain_claims::DbDomainClaims;
 pub use self::plugins::{DbPluginKeys, DbPluginState};
 
 pub use trellis_core::ports::{StoreError, StoreResult};
@@ -150,6 +152,12 @@ const MIGRATIONS: &[Migration] = &[
         name: "approval_snapshots",
         sqlite: include_str!("../../../migrations/sqlite/0480_approval_snapshots.sql"),
         postgres: include_str!("../../../migrations/postgres/0480_approval_snapshots.sql"),
+    },
+    Migration {
+        version: 504,
+        name: "domain_claims",
+        sqlite: include_str!("../../../migrations/sqlite/0504_domain_claims.sql"),
+        postgres: include_str!("../../../migrations/postgres/0504_domain_claims.sql"),
     },
 ];
 

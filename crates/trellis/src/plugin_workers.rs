@@ -63,7 +63,9 @@ pub fn start_runtime(
     }
     let state = DbPluginState::new(store.clone(), clock.clone(), master_key.clone());
     let keystore = Keystore::new(Arc::new(DbPluginKeys::new(store.clone(), clock.clone())), master_key);
-    let mut runtime = PluginRuntime::new(runtime_config, Arc::new(state), keystore)?.with_pki_core(pki);
+    let mut runtime = PluginRuntime::new(runtime_config, Arc::new(state), keystore)?
+        .with_pki_core(pki)
+        .with_domain_claims(Arc::new(trellis_store::DbDomainClaims::new(store.clone())));
     if let Some(answers) = http01_answers {
         runtime = runtime.with_http01_answers(answers, clock);
     }

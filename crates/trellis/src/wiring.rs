@@ -104,7 +104,11 @@ pub async fn open_service(config: &Config, clock: SharedClock) -> Result<Service
         Context::new(settings(config), shared_store, clock, entropy, master_key, plugins)
             .with_pki(pki)
             .with_outbound(Arc::new(outbound))
-            .with_tls_prober(Arc::new(prober)),
+            .with_tls_prober(Arc::new(prober))
+            .with_domain_claims(
+                Arc::new(trellis_store::DbDomainClaims::new(store.clone())),
+                Arc::new(trellis_core::domain_claims::NoResolver),
+            ),
     );
     Ok(Service { ctx, http01_answers })
 }

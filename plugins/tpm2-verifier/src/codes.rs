@@ -37,6 +37,7 @@ pub const PCR_BANK_MISSING: &str = "pcr_bank_missing";
 // Verification: freshness.
 pub const ATTESTATION_TOO_OLD: &str = "attestation_too_old";
 pub const CLOCK_REGRESSION: &str = "clock_regression";
+pub const CLOCK_NOT_SAFE: &str = "clock_not_safe";
 
 // Verification: the CSR key's certification.
 pub const BOUND_KEY_MISSING: &str = "bound_key_missing";
@@ -48,6 +49,7 @@ pub const CERTIFY_SIGNATURE_SCHEME_MISMATCH: &str = "certify_signature_scheme_mi
 pub const CERTIFY_SIGNATURE_INVALID: &str = "certify_signature_invalid";
 pub const CERTIFIED_KEY_MALFORMED: &str = "certified_key_malformed";
 pub const CERTIFY_NAME_MISMATCH: &str = "certify_name_mismatch";
+pub const CERTIFY_NONCE_MISMATCH: &str = "certify_nonce_mismatch";
 pub const BOUND_KEY_ATTRIBUTES_INVALID: &str = "bound_key_attributes_invalid";
 pub const CSR_KEY_MALFORMED: &str = "csr_key_malformed";
 pub const CSR_KEY_MISMATCH: &str = "csr_key_mismatch";
@@ -90,6 +92,7 @@ pub const ALL: &[&str] = &[
     PCR_BANK_MISSING,
     ATTESTATION_TOO_OLD,
     CLOCK_REGRESSION,
+    CLOCK_NOT_SAFE,
     BOUND_KEY_MISSING,
     CERTIFY_MAGIC_INVALID,
     CERTIFY_TYPE_INVALID,
@@ -99,6 +102,7 @@ pub const ALL: &[&str] = &[
     CERTIFY_SIGNATURE_INVALID,
     CERTIFIED_KEY_MALFORMED,
     CERTIFY_NAME_MISMATCH,
+    CERTIFY_NONCE_MISMATCH,
     BOUND_KEY_ATTRIBUTES_INVALID,
     CSR_KEY_MALFORMED,
     CSR_KEY_MISMATCH,

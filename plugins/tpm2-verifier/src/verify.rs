@@ -158,6 +158,18 @@ pub fn verify(request: &VerifyRequest) -> Result<VerifyOutcome, PluginError> {
             out.fail(codes::CLOCK_REGRESSION, detail);
         }
     }
+    // TPM 2.0 Part 1 §36.7 (TPMS_CLOCK_INFO.safe): NO means the clock may have been reported
+    // before (e.g. after a non-orderly shutdown) and moved back since, so this quote's time
+    // cannot be ordered against earlier ones and the regression check above proves nothing.
+    if !attest.clock_info.safe {
+        out.fail(
+            codes::CLOCK_NOT_SAFE,
+            format!(
+                "clockInfo.safe is NO (resetCount {}, clock {} ms): the TPM was not shut down in order",
+                attest.clock_info.reset_count, attest.clock_info.clock
+            ),
+        );
+    }
 
     // 6. The CSR key's certification by the same AK.
     let bound = check_bound_key(request, evidence, &policy, &ak, &mut out);
@@ -363,7 +375,7 @@ fn check_bound_key(
         }
     };
     let before = out.failures.len();
-    let Some(certified) = check_certification(certification, ak, out) else {
+    let Some(certified) = check_certification(certification, ak, &request.nonce, out) else {
         return false;
     };
     let problems = [
@@ -406,8 +418,14 @@ fn check_bound_key(
     out.failures.len() == before
 }
 
-/// The certification's structure, AK signature and name; the certified public area on success.
-fn check_certification(certification: &Tpm2Certification, ak: &Ak, out: &mut VerifyOutcome) -> Option<TpmPublic> {
+/// The certification's structure, AK signature, nonce and name; the certified public area on
+/// success.
+fn check_certification(
+    certification: &Tpm2Certification,
+    ak: &Ak,
+    nonce: &[u8],
+    out: &mut VerifyOutcome,
+) -> Option<TpmPublic> {
     let attest = match Attest::parse(&certification.attest, TPM_ST_ATTEST_CERTIFY) {
         Ok(a) => a,
         Err(AttestError::Magic(m)) => {
@@ -434,6 +452,12 @@ fn check_certification(certification: &Tpm2Certification, ak: &Ak, out: &mut Ver
             codes::CERTIFY_SIGNATURE_INVALID,
         ],
     )?;
+    // Without the nonce a certification made at any time (of a key since moved out of reach,
+    // or by a TPM whose AK was enrolled then) would pass with today's quote.
+    if !bool::from(attest.extra_data.ct_eq(nonce)) {
+        out.fail(codes::CERTIFY_NONCE_MISMATCH, "extraData is not the nonce");
+        return None;
+    }
     let certified = match TpmPublic::parse(&certification.certified_key_public) {
         Ok(p) => p,
         Err(e) => {

@@ -250,11 +250,42 @@ for key in key other_key; do
     tpm2_readpublic -c "$WORK/$key.ctx" -f der -o "$OUT/${key}_spki.der" >/dev/null
     flush
 done
-tpm2_certify -c "$WORK/key.ctx" -C "$WORK/ak_rsa.ctx" -g sha256 -o "$OUT/certify.attest" -s "$OUT/certify.sig" >/dev/null
+# A certification the verifier must refuse: tpm2_certify's fixed extraData, not the nonce.
+tpm2_certify -c "$WORK/key.ctx" -C "$WORK/ak_rsa.ctx" -g sha256 -o "$OUT/certify_stale.attest" -s "$OUT/certify_stale.sig" >/dev/null
 flush
+
+# certify_with_nonce OBJECT SIGNER OUT: TPM2_Certify with the nonce as qualifyingData, sent raw
+# (tpm2_send) since tpm2-tools 5.4 has no qualification option. Both keys are persisted first
+# so the handles outlive tpm2-tools' processes; password sessions, empty auth.
+tpm2_evictcontrol -C o -c "$WORK/key.ctx" 0x81000100 >/dev/null
+flush
+tpm2_evictcontrol -C o -c "$WORK/ak_rsa.ctx" 0x81000101 >/dev/null
+flush
+certify_with_nonce() {
+    python3 - "$1" "$2" "$OUT/nonce.bin" >"$WORK/certify.cmd" <<'PY'
+import struct, sys
+obj, signer, nonce = int(sys.argv[1], 16), int(sys.argv[2], 16), open(sys.argv[3], "rb").read()
+pw = struct.pack(">IHBH", 0x40000009, 0, 0, 0)
+body = struct.pack(">II", obj, signer) + struct.pack(">I", 2 * len(pw)) + pw + pw
+body += struct.pack(">H", len(nonce)) + nonce + struct.pack(">H", 0x0010)  # TPM_ALG_NULL scheme
+sys.stdout.buffer.write(struct.pack(">HII", 0x8002, 10 + len(body), 0x148) + body)
+PY
+    tpm2_send -o "$WORK/certify.rsp" <"$WORK/certify.cmd"
+    python3 - "$WORK/certify.rsp" "$3" <<'PY'
+import struct, sys
+rsp = open(sys.argv[1], "rb").read()
+tag, size, rc = struct.unpack(">HII", rsp[:10])
+assert rc == 0, f"TPM2_Certify rc 0x{rc:x}"
+(param_size,) = struct.unpack(">I", rsp[10:14])
+params = rsp[14:14 + param_size]
+(alen,) = struct.unpack(">H", params[:2])
+open(sys.argv[2] + ".attest", "wb").write(params[2:2 + alen])
+open(sys.argv[2] + ".sig", "wb").write(params[2 + alen:])
+PY
+}
+certify_with_nonce 0x81000100 0x81000101 "$OUT/certify"
 # A restricted key certified: the AK itself.
-tpm2_certify -c "$WORK/ak_rsa.ctx" -C "$WORK/ak_rsa.ctx" -g sha256 -o "$OUT/certify_ak.attest" -s "$OUT/certify_ak.sig" >/dev/null
-flush
+certify_with_nonce 0x81000101 0x81000101 "$OUT/certify_ak"
 tpm2_readpublic -c "$WORK/ak_rsa.ctx" -f der -o "$OUT/ak_rsa_spki.der" >/dev/null
 flush
 
@@ -314,8 +345,10 @@ fi
 flush
 echo "verifier make_credential for another Name (RSA-2048 EK) -> tpm2_activatecredential: refused" >>"$OUT/activation.txt"
 
-# TPM reset (swtpm restarted on its state: resetCount + 1, PCRs cleared), the AK reloaded under
-# the EK, then a secure-boot-off boot and a second quote.
+# TPM reset after an orderly shutdown (swtpm restarted on its state: resetCount + 1, PCRs
+# cleared, clock safe), the AK reloaded under the EK, then a secure-boot-off boot and a second
+# quote.
+tpm2_shutdown -c
 stop_tpm a
 start_tpm a "$PORT"
 tpm2_startauthsession --policy-session -S "$WORK/session.ctx"
@@ -329,6 +362,20 @@ read_pcrs "$OUT/pcrs_sb0.txt"
 head -c 32 /dev/urandom >"$OUT/nonce_sb0.bin"
 tpm2_quote -c "$WORK/ak_rsa.ctx" -l "$SELECTION" -q "$(xxd -p -c 64 "$OUT/nonce_sb0.bin")" -g sha256 \
     -m "$OUT/quote_sb0.attest" -s "$OUT/quote_sb0.sig" >/dev/null
+flush
+
+# No TPM2_Shutdown before the restart: the TPM cannot vouch that its clock did not go back
+# (clockInfo.safe = NO). A quote of the same selection with nonce.bin.
+stop_tpm a
+start_tpm a "$PORT"
+tpm2_startauthsession --policy-session -S "$WORK/session.ctx"
+tpm2_policysecret -S "$WORK/session.ctx" -c e >/dev/null
+tpm2_load -C 0x81010001 -u "$WORK/ak_rsa.pub2b" -r "$WORK/ak_rsa.priv" -c "$WORK/ak_rsa.ctx" -P "session:$WORK/session.ctx" >/dev/null
+tpm2_flushcontext "$WORK/session.ctx"
+flush
+read_pcrs "$OUT/pcrs_unsafe.txt"
+tpm2_quote -c "$WORK/ak_rsa.ctx" -l "$SELECTION" -q "$NONCE" -g sha256 \
+    -m "$OUT/quote_unsafe.attest" -s "$OUT/quote_unsafe.sig" >/dev/null
 flush
 stop_tpm a
 
@@ -354,9 +401,11 @@ TPMS_ATTEST, TPMT_SIGNATURE); certificates DER; PCR values as \`BANK INDEX HEX\`
 | quote_{rsa,ecc,pss}.attest/.sig | TPM2_Quote of sha1:0,1,2,3,4,7+sha256:0,1,2,3,4,7 by each AK |
 | key.tpmt, key_spki.der | an unrestricted P-256 ECDSA signing key (fixedTPM, fixedParent, sensitiveDataOrigin) under an owner SRK, and its SPKI |
 | other_key.tpmt, other_key_spki.der | a second such key (not certified) |
-| certify.attest/.sig | TPM2_Certify of key by ak_rsa (extraData 00ff55aa: tpm2-tools 5.4 has no qualification option) |
-| certify_ak.attest/.sig | TPM2_Certify of ak_rsa (a restricted key) by ak_rsa |
-| eventlog_sb0.bin, pcrs_sb0.txt, nonce_sb0.bin, quote_sb0.attest/.sig | after a TPM reset: SecureBoot = 0 log, PCRs, nonce, quote by ak_rsa |
+| certify.attest/.sig | TPM2_Certify of key by ak_rsa, qualifyingData nonce.bin (a raw command through tpm2_send: tpm2-tools 5.4 has no qualification option) |
+| certify_stale.attest/.sig | tpm2_certify's TPM2_Certify of key by ak_rsa (extraData its fixed 00ff55aa, not the nonce) |
+| certify_ak.attest/.sig | TPM2_Certify of ak_rsa (a restricted key) by ak_rsa, qualifyingData nonce.bin |
+| eventlog_sb0.bin, pcrs_sb0.txt, nonce_sb0.bin, quote_sb0.attest/.sig | after an orderly TPM reset: SecureBoot = 0 log, PCRs, nonce, quote by ak_rsa |
+| pcrs_unsafe.txt, quote_unsafe.attest/.sig | after a restart without TPM2_Shutdown (clockInfo.safe = NO): PCRs (cleared) and a quote by ak_rsa over nonce.bin |
 | secret.bin, entropy.bin | MakeCredential inputs |
 | mc_rsa.cred, mc_ecc.cred | the verifier's MakeCredential for ak_rsa's Name under the RSA and ECC EKs (tpm2-tools credential file: BADCC0DE, version 1, TPM2B_ID_OBJECT, TPM2B_ENCRYPTED_SECRET) |
 | activation.txt | what tpm2_activatecredential on TPM A made of each challenge |

@@ -318,7 +318,38 @@ fn the_tpm_clock_may_not_go_back() {
     assert_eq!(verdict.clock.map(clock_tuple), Some(clock_tuple(second_clock)));
 }
 
+#[test]
+fn a_quote_with_an_unsafe_clock_fails_clock_not_safe() {
+    // Taken after swtpm restarted without TPM2_Shutdown: clockInfo.safe = NO, signed by the AK.
+    let unsafe_quote = vector("quote_unsafe.attest");
+    assert_eq!(unsafe_quote[2 + 4 + 2 + 34 + 2 + 32 + 16], 0, "the vector's clockInfo.safe is NO");
+    let mut request = happy();
+    set_policy(&mut request, |p| {
+        *p = policy_for(&pcrs("pcrs_unsafe.txt"));
+        p["requireSecureBoot"] = json!(false);
+    });
+    let e = tpm2(&mut request);
+    e.quote = unsafe_quote;
+    e.quote_signature = vector("quote_unsafe.sig");
+    e.pcrs = pcrs("pcrs_unsafe.txt");
+    e.event_log = None;
+    let failures = fails_only(request, "clock_not_safe");
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(failures[0].starts_with("clock_not_safe: clockInfo.safe is NO"), "{failures:?}");
+}
+
 // --- the CSR key ------------------------------------------------------------------------------
+
+#[test]
+fn a_certification_without_the_nonce_fails_certify_nonce_mismatch() {
+    // A real TPM2_Certify of the CSR's key by the enrolled AK, but over tpm2_certify's fixed
+    // extraData: it could have been made at any time, so it proves nothing now.
+    let mut request = happy();
+    let c = tpm2(&mut request).certification.as_mut().unwrap();
+    c.attest = vector("certify_stale.attest");
+    c.signature = vector("certify_stale.sig");
+    assert_eq!(fails_only(request, "certify_nonce_mismatch"), ["certify_nonce_mismatch: extraData is not the nonce"]);
+}
 
 #[test]
 fn a_certify_of_another_key_than_the_csrs_fails() {
@@ -408,11 +439,16 @@ fn a_missing_certification_or_csr_fails_bound_key_missing_when_required() {
 // --- secure boot ------------------------------------------------------------------------------
 
 /// The quote taken after the TPM reset, with the secure-boot-off log, and a policy expecting
-/// exactly those PCRs: only secure boot can fail.
+/// exactly those PCRs: only secure boot can fail. (No bound key: the certification carries
+/// nonce.bin, not this quote's nonce.)
 fn sb0_happy() -> VerifyRequest {
     let mut request = happy();
     request.nonce = vector("nonce_sb0.bin");
-    request.policy = policy_for(&pcrs("pcrs_sb0.txt")).to_string();
+    let mut policy = policy_for(&pcrs("pcrs_sb0.txt"));
+    policy["requireBoundCsrKey"] = json!(false);
+    request.policy = policy.to_string();
+    request.csr = None;
+    tpm2(&mut request).certification = None;
     let e = tpm2(&mut request);
     e.quote = vector("quote_sb0.attest");
     e.quote_signature = vector("quote_sb0.sig");
@@ -428,7 +464,7 @@ fn secure_boot_off_fails_secure_boot_disabled() {
     set_policy(&mut request, |p| p["requireSecureBoot"] = json!(false));
     let verdict = verify(request);
     assert!(verdict.passed);
-    assert_eq!(verdict.trust_score, 80);
+    assert_eq!(verdict.trust_score, 60, "the quote alone");
 }
 
 #[test]

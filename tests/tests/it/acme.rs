@@ -39,7 +39,18 @@ async fn setup_with(options: PebbleOptions, extra_env: &[(&str, &str)]) -> Setup
     env.extend_from_slice(extra_env);
     let server = Server::start_with(&env);
     let admin = server.admin().await;
+    // Every name these tests order is under example.com: the workspace must hold it before
+    // the host presents any challenge answer for it.
+    claim_domain(&admin, "example.com").await;
     Setup { pebble, server, admin }
+}
+
+/// Assigns `domain` to the admin's current workspace (an instance administrator's claim).
+pub(crate) async fn claim_domain(admin: &Client, domain: &str) {
+    let user = admin.get("/api/auth/user").await;
+    let workspace = user.body["data"]["currentWorkspaceId"].as_str().expect("workspace").to_owned();
+    let assigned = admin.post("/api/admin/domain-claims", json!({ "workspaceId": workspace, "domain": domain })).await;
+    assert_eq!(assigned.status, 201, "{}", assigned.body);
 }
 
 async fn create_ca(s: &Setup, name: &str, config: Value) -> Response {

@@ -63,6 +63,35 @@ impl Http01Answer {
     }
 }
 
+/// A stored answer as the listener sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Served {
+    /// The identifier it was presented for.
+    pub domain: String,
+    pub key_authorization: String,
+}
+
+/// The name a request's `Host` header asks for: port stripped, lower-case, no trailing dot
+/// (`[v6]` keeps its brackets off).
+pub fn host_name(host: &str) -> String {
+    let host = host.trim();
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        host.rsplit_once(':').map_or(
+            host,
+            |(name, port)| {
+                if port.bytes().all(|b| b.is_ascii_digit()) {
+                    name
+                } else {
+                    host
+                }
+            },
+        )
+    };
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
 /// Whether `present` stored the answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PresentOutcome {
@@ -84,8 +113,8 @@ pub trait ChallengeAnswers: Send + Sync + 'static {
     ) -> StateFuture<'a, PresentOutcome>;
     /// Removes the scope's answer for `token`, if any.
     fn cleanup<'a>(&'a self, scope: &'a StateScope, token: &'a str) -> StateFuture<'a, ()>;
-    /// The key authorization to serve for `token`, if presented after `not_before_ms`.
-    fn lookup<'a>(&'a self, token: &'a str, not_before_ms: i64) -> StateFuture<'a, Option<String>>;
+    /// The answer presented for `token` after `not_before_ms`, if any.
+    fn lookup<'a>(&'a self, token: &'a str, not_before_ms: i64) -> StateFuture<'a, Option<Served>>;
     /// Removes answers presented before `before_ms`; returns how many.
     fn purge<'a>(&'a self, before_ms: i64) -> StateFuture<'a, u64>;
 }
@@ -105,26 +134,32 @@ pub async fn present(
     }
 }
 
-/// What the listener serves for `token` now: a live answer, or nothing.
+/// What the listener serves for `token` asked for on `host` (the request's `Host` header) now:
+/// a live answer presented for that very name, or nothing. An answer is never served on
+/// another name: a CA validating some other domain that points at the shared listener must
+/// not find a token presented for this one.
 pub async fn answer_for(
     answers: &dyn ChallengeAnswers,
     token: &str,
+    host: Option<&str>,
     now_ms: i64,
 ) -> Result<Option<String>, StateError> {
     if !base64url(token) || token.len() > 256 {
         return Ok(None);
     }
-    answers.lookup(token, now_ms - CHALLENGE_LIFETIME_MS).await
+    let Some(host) = host.map(host_name) else { return Ok(None) };
+    let served = answers.lookup(token, now_ms - CHALLENGE_LIFETIME_MS).await?;
+    Ok(served.filter(|s| s.domain.trim_end_matches('.').eq_ignore_ascii_case(&host)).map(|s| s.key_authorization))
 }
 
 /// Answers in process memory, for tests.
 #[derive(Debug, Default)]
 pub struct InMemoryChallengeAnswers {
-    answers: Mutex<BTreeMap<String, (StateScope, String, i64)>>,
+    answers: Mutex<BTreeMap<String, (StateScope, Served, i64)>>,
 }
 
 impl InMemoryChallengeAnswers {
-    fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<String, (StateScope, String, i64)>) -> T) -> T {
+    fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<String, (StateScope, Served, i64)>) -> T) -> T {
         f(&mut self.answers.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
 }
@@ -145,7 +180,8 @@ impl ChallengeAnswers for InMemoryChallengeAnswers {
             } else if answers.values().filter(|(owner, _, _)| owner == scope).count() >= max as usize {
                 return PresentOutcome::QuotaExceeded;
             }
-            answers.insert(answer.token.clone(), (scope.clone(), answer.key_authorization.clone(), now_ms));
+            let served = Served { domain: answer.domain.clone(), key_authorization: answer.key_authorization.clone() };
+            answers.insert(answer.token.clone(), (scope.clone(), served, now_ms));
             PresentOutcome::Presented
         });
         Box::pin(async move { Ok(outcome) })
@@ -160,12 +196,9 @@ impl ChallengeAnswers for InMemoryChallengeAnswers {
         Box::pin(async move { Ok(()) })
     }
 
-    fn lookup<'a>(&'a self, token: &'a str, not_before_ms: i64) -> StateFuture<'a, Option<String>> {
+    fn lookup<'a>(&'a self, token: &'a str, not_before_ms: i64) -> StateFuture<'a, Option<Served>> {
         let found = self.with(|answers| {
-            answers
-                .get(token)
-                .filter(|(_, _, at)| *at >= not_before_ms)
-                .map(|(_, key_authorization, _)| key_authorization.clone())
+            answers.get(token).filter(|(_, _, at)| *at >= not_before_ms).map(|(_, served, _)| served.clone())
         });
         Box::pin(async move { Ok(found) })
     }
@@ -197,16 +230,16 @@ mod tests {
         let answers = InMemoryChallengeAnswers::default();
         present(&answers, &scope("ca_1"), &answer("tok-1"), 1_000).await.unwrap();
         present(&answers, &scope("ca_1"), &answer("tok-1"), 2_000).await.unwrap();
-        assert_eq!(answer_for(&answers, "tok-1", 3_000).await.unwrap().as_deref(), Some("tok-1.thumb"));
+        assert_eq!(answer_for(&answers, "tok-1", HOST, 3_000).await.unwrap().as_deref(), Some("tok-1.thumb"));
         assert_eq!(present(&answers, &scope("ca_2"), &answer("tok-1"), 3_000).await, Err(ChallengeError::TokenTaken));
         // Another record cannot clean it up either.
         answers.cleanup(&scope("ca_2"), "tok-1").await.unwrap();
-        assert!(answer_for(&answers, "tok-1", 3_000).await.unwrap().is_some());
+        assert!(answer_for(&answers, "tok-1", HOST, 3_000).await.unwrap().is_some());
         answers.cleanup(&scope("ca_1"), "tok-1").await.unwrap();
-        assert_eq!(answer_for(&answers, "tok-1", 3_000).await.unwrap(), None);
+        assert_eq!(answer_for(&answers, "tok-1", HOST, 3_000).await.unwrap(), None);
 
         present(&answers, &scope("ca_1"), &answer("tok-2"), 0).await.unwrap();
-        assert_eq!(answer_for(&answers, "tok-2", CHALLENGE_LIFETIME_MS + 1).await.unwrap(), None, "stale");
+        assert_eq!(answer_for(&answers, "tok-2", HOST, CHALLENGE_LIFETIME_MS + 1).await.unwrap(), None, "stale");
         assert_eq!(answers.purge(1).await.unwrap(), 1);
     }
 
@@ -223,6 +256,25 @@ mod tests {
                 "{bad:?}"
             );
         }
-        assert_eq!(answer_for(&answers, "../etc", 0).await.unwrap(), None);
+        assert_eq!(answer_for(&answers, "../etc", HOST, 0).await.unwrap(), None);
+    }
+
+    const HOST: Option<&str> = Some("example.com");
+
+    #[tokio::test]
+    async fn an_answer_is_served_only_on_the_host_it_was_presented_for() {
+        let answers = InMemoryChallengeAnswers::default();
+        present(&answers, &scope("ca_1"), &answer("tok"), 0).await.unwrap();
+        for host in ["example.com", "EXAMPLE.com:5002", "example.com.", "example.com:80"] {
+            assert_eq!(
+                answer_for(&answers, "tok", Some(host), 1).await.unwrap().as_deref(),
+                Some("tok.thumb"),
+                "{host}"
+            );
+        }
+        for host in [None, Some("b.example"), Some("www.example.com"), Some("127.0.0.1:80"), Some("example.com.evil")] {
+            assert_eq!(answer_for(&answers, "tok", host, 1).await.unwrap(), None, "{host:?}");
+        }
+        assert_eq!(host_name("[::1]:80"), "::1");
     }
 }

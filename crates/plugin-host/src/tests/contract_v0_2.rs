@@ -163,17 +163,51 @@ async fn the_frozen_0_1_slack_build_still_loads_and_runs() {
 async fn http01_answers_go_to_the_challenge_listener_scoped_to_their_record() {
     use std::sync::Arc;
     use trellis_core::clock::FixedClock;
+    use trellis_core::domain_claims::{DomainClaim, DomainClaims, InMemoryDomainClaims};
     use trellis_core::plugins::challenges::{answer_for, ChallengeAnswers, InMemoryChallengeAnswers};
 
     let answers = Arc::new(InMemoryChallengeAnswers::default());
+    let claims = Arc::new(InMemoryDomainClaims::default());
     let now = chrono::DateTime::parse_from_rfc3339("2026-11-25T10:00:00Z").expect("time").to_utc();
-    let runtime = runtime(test_config()).with_http01_answers(answers.clone(), Arc::new(FixedClock(now)));
+    let runtime = runtime(test_config())
+        .with_http01_answers(answers.clone(), Arc::new(FixedClock(now)))
+        .with_domain_claims(claims.clone());
     install(&runtime, "fixture-connector-v02").await;
+    let host = Some("example.com");
 
+    // The fixture presents for example.com, which ws_test has not claimed: refused, and the
+    // message says how to claim it.
+    let unclaimed: Value = runtime.ca_test_connection(&record("ca_a")).await.expect("test").details;
+    let solver = unclaimed["solver"].as_str().unwrap_or_default();
+    assert!(solver.contains("Invalid") && solver.contains("/api/domain-claims"), "{unclaimed}");
+    assert_eq!(
+        answer_for(answers.as_ref() as &dyn ChallengeAnswers, "tok", host, now.timestamp_millis())
+            .await
+            .expect("lookup"),
+        None
+    );
+
+    let claim = |workspace: &str, verified: bool| DomainClaim {
+        id: format!("dc_{workspace}"),
+        workspace_id: workspace.into(),
+        domain: "example.com".into(),
+        token: "t".into(),
+        verified_at: verified.then_some(1),
+        method: None,
+        created_at: 0,
+    };
+    // Another workspace's claim, or an unverified one of its own, entitles to nothing.
+    claims.insert_claim(&claim("ws_other", true)).await.expect("claim");
+    claims.insert_claim(&claim("ws_test", false)).await.expect("claim");
+    let still: Value = runtime.ca_test_connection(&record("ca_a")).await.expect("test").details;
+    assert!(still["solver"].as_str().unwrap_or_default().contains("/api/domain-claims"), "{still}");
+
+    claims.delete_claim("ws_other", "dc_ws_other").await.expect("delete");
+    claims.mark_verified("dc_ws_test", 2, "admin").await.expect("verify");
     let a: Value = runtime.ca_test_connection(&record("ca_a")).await.expect("test a").details;
     assert_eq!(a["supported"], 2, "HTTP-01 is offered once a listener is configured, besides DNS-01: {a}");
     assert!(a["solver"].as_str().unwrap_or_default().starts_with("Ok(Presented"), "{a}");
-    let served = answer_for(answers.as_ref() as &dyn ChallengeAnswers, "tok", now.timestamp_millis()).await;
+    let served = answer_for(answers.as_ref() as &dyn ChallengeAnswers, "tok", host, now.timestamp_millis()).await;
     assert_eq!(served.expect("lookup"), Some("tok.thumb".to_owned()));
 
     // Another record cannot take over a token that is being served.
@@ -182,5 +216,5 @@ async fn http01_answers_go_to_the_challenge_listener_scoped_to_their_record() {
 
     // Answers expire: an hour later nothing is served even without a cleanup.
     let later = now.timestamp_millis() + trellis_core::plugins::challenges::CHALLENGE_LIFETIME_MS + 1;
-    assert_eq!(answer_for(answers.as_ref(), "tok", later).await.expect("lookup"), None);
+    assert_eq!(answer_for(answers.as_ref(), "tok", host, later).await.expect("lookup"), None);
 }
