@@ -145,6 +145,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0470_subscribed_at.sql"),
         postgres: include_str!("../../../migrations/postgres/0470_subscribed_at.sql"),
     },
+    Migration {
+        version: 510,
+        name: "pki_crl_cache",
+        sqlite: include_str!("../../../migrations/sqlite/0510_pki_crl_cache.sql"),
+        postgres: include_str!("../../../migrations/postgres/0510_pki_crl_cache.sql"),
+    },
 ];
 
 #[derive(Clone)]
