@@ -18,6 +18,7 @@ mod lifecycle;
 mod ops;
 mod pagination;
 mod pending_issuance;
+mod pki;
 mod plugins;
 mod plugins_out_of_tree;
 mod plugins_slack;
