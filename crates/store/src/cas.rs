@@ -5,8 +5,7 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use trellis_core::cas::{
-    CaFields, CaStats, CaStatus, CertificateAuthority, CrlState, HealthStatus, IssuedRecord, StoredAuthority,
-    StoredCrl,
+    CaFields, CaStats, CaStatus, CertificateAuthority, CrlState, HealthStatus, IssuedRecord, StoredAuthority, StoredCrl,
 };
 use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{CaReads, CaWrites};

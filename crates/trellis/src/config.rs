@@ -336,9 +336,8 @@ impl Config {
                 message: "must be at least 1".into(),
             });
         }
-        let pki_max_concurrent_requests: usize = parse_env(&env, "TRELLIS_PKI_MAX_CONCURRENT_REQUESTS")?
-            .or(file.pki_max_concurrent_requests)
-            .unwrap_or(256);
+        let pki_max_concurrent_requests: usize =
+            parse_env(&env, "TRELLIS_PKI_MAX_CONCURRENT_REQUESTS")?.or(file.pki_max_concurrent_requests).unwrap_or(256);
         if pki_max_concurrent_requests == 0 {
             return Err(ConfigError::Invalid {
                 name: "TRELLIS_PKI_MAX_CONCURRENT_REQUESTS",
@@ -611,7 +610,8 @@ mod tests {
         let config = load(&[]).unwrap();
         assert_eq!((config.pki_max_concurrent_requests, config.metrics_listen), (256, None));
         let config =
-            load(&[("TRELLIS_PKI_MAX_CONCURRENT_REQUESTS", "8"), ("TRELLIS_METRICS_LISTEN", "127.0.0.1:9090")]).unwrap();
+            load(&[("TRELLIS_PKI_MAX_CONCURRENT_REQUESTS", "8"), ("TRELLIS_METRICS_LISTEN", "127.0.0.1:9090")])
+                .unwrap();
         assert_eq!(config.pki_max_concurrent_requests, 8);
         assert_eq!(config.metrics_listen.map(|a| a.port()), Some(9090));
         let err = load(&[("TRELLIS_PKI_MAX_CONCURRENT_REQUESTS", "0")]).unwrap_err();

@@ -70,27 +70,59 @@ async fn main() -> Result<()> {
 
 /// One server: [API p99 idle, API p99 flooded, OCSP/s signed, OCSP/s cached, CRL GET/s, load].
 async fn one_run(window: Duration) -> Result<[f64; 6]> {
-    let server = Server::start_with(&[("RUST_LOG", "warn")]);
+    let server = Server::start();
     let admin = server.admin().await;
+    // An imported RSA-4096 root made by openssl: generating one in the service costs seconds
+    // (minutes in a debug build) and is not what is measured.
+    let dir = tempfile::tempdir()?;
+    let openssl = |args: &[&str]| -> Result<()> {
+        let out = std::process::Command::new("openssl").args(args).current_dir(dir.path()).output()?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(anyhow!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr)))
+        }
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-nodes",
+        "-days",
+        "365",
+        "-subj",
+        "/CN=Bench RSA-4096 Root",
+        "-newkey",
+        "rsa:4096",
+        "-keyout",
+        "root.key",
+        "-out",
+        "root.pem",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ])?;
+    let (certificate_pem, private_key_pem) =
+        (std::fs::read_to_string(dir.path().join("root.pem"))?, std::fs::read_to_string(dir.path().join("root.key"))?);
     let ca = admin
         .post(
             "/api/certificate-authorities",
             json!({ "name": "Bench RSA-4096", "type": "internal",
-                    "config": { "subject": { "commonName": "Bench RSA-4096 Root" }, "keyAlgorithm": "rsa-4096" } }),
+                    "config": { "certificatePem": certificate_pem, "privateKeyPem": private_key_pem } }),
         )
         .await;
     let ca_id = ca.body["data"]["id"].as_i64().ok_or_else(|| anyhow!("creating the CA: {}", ca.body))?;
     let mut leaf = String::new();
     for i in 0..50 {
-        let issued =
-            admin.post("/api/certificates/issue", json!({ "caId": ca_id, "commonName": format!("b{i}.example") })).await;
+        let issued = admin
+            .post("/api/certificates/issue", json!({ "caId": ca_id, "commonName": format!("b{i}.example") }))
+            .await;
         leaf = issued.body["data"]["certificate"].as_str().ok_or_else(|| anyhow!("issuing: {}", issued.body))?.into();
     }
     let reader = server.key_client(&["certificates:read"]).await;
     let key = reader.api_key().unwrap_or_default().to_owned();
 
     // The OCSP requests, made by openssl as relying parties make them.
-    let dir = tempfile::tempdir()?;
     let ca_pem = admin.get(&format!("/pki/{ca_id}/ca")).await.bytes;
     std::fs::write(dir.path().join("ca.pem"), ca_pem)?;
     std::fs::write(dir.path().join("leaf.pem"), leaf)?;
@@ -168,9 +200,7 @@ async fn flood(url: &str, body: Option<Vec<u8>>, window: Duration) -> u64 {
             let started = Instant::now();
             while started.elapsed() < window {
                 let request = match &body {
-                    Some(body) => {
-                        http.post(&url).header("content-type", "application/ocsp-request").body(body.clone())
-                    }
+                    Some(body) => http.post(&url).header("content-type", "application/ocsp-request").body(body.clone()),
                     None => http.get(&url),
                 };
                 if let Ok(response) = request.send().await {

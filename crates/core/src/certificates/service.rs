@@ -369,7 +369,8 @@ pub(crate) async fn revoke_now(
 async fn ledger_rows(ctx: &Context, certificate: &Certificate) -> Result<Vec<crate::cas::IssuedRecord>> {
     let first_der = |pem: &str| crate::certificates::x509::pem_certificates(pem).and_then(|b| b.into_iter().next());
     let Some(der) = first_der(&certificate.certificate_pem) else { return Ok(Vec::new()) };
-    let serial: String = certificate.serial_number.chars().filter(|c| *c != ':').collect::<String>().to_ascii_lowercase();
+    let serial: String =
+        certificate.serial_number.chars().filter(|c| *c != ':').collect::<String>().to_ascii_lowercase();
     let rows = ctx.store.find_issued_by_serial(&certificate.workspace_id, &serial).await?;
     Ok(rows.into_iter().filter(|row| first_der(&row.certificate_pem).as_deref() == Some(der.as_slice())).collect())
 }

@@ -310,11 +310,14 @@ impl InternalPki {
     async fn current_crl(&self, ca_id: i64) -> Result<Option<Arc<[u8]>>, PkiCoreError> {
         let now = self.now_secs();
         let state = self.store.crl_state(ca_id, false).await.map_err(store_error)?;
-        let current = |kept: &StoredCrl| kept.revision == state.revocations && now < kept.next_update - CRL_REFRESH_SECS;
+        let current =
+            |kept: &StoredCrl| kept.revision == state.revocations && now < kept.next_update - CRL_REFRESH_SECS;
         let Some(kept) = state.cached.as_ref().filter(|kept| current(kept)) else { return Ok(None) };
-        let local = self.crls.lock().ok().and_then(|crls| {
-            crls.get(&ca_id).filter(|crl| crl.number == kept.number).map(|crl| crl.der.clone())
-        });
+        let local = self
+            .crls
+            .lock()
+            .ok()
+            .and_then(|crls| crls.get(&ca_id).filter(|crl| crl.number == kept.number).map(|crl| crl.der.clone()));
         if local.is_some() {
             return Ok(local);
         }
