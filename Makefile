@@ -6,7 +6,7 @@ CARGO ?= cargo
 WORKSPACE := --workspace --exclude 'trellis-fixture-*'
 TEST_RUNNER ?= $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo "$(CARGO) nextest run" || echo "$(CARGO) test")
 
-.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login bench-issuance bench-delivery bench-discovery bench-acme bench-verifier bench-attestation lint fmt fuzz-api
+.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login bench-issuance bench-delivery bench-discovery bench-acme bench-verifier bench-attestation bench-pki lint fmt fuzz-api
 
 ## Serve on 127.0.0.1:8080 with SQLite at ./data/trellis.db and the first-party plugins.
 run: plugins
@@ -107,3 +107,8 @@ fuzz-api:
 bench-login:
 	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin login-burst
 	./target/release/login-burst 5
+
+## /pki figures (issue 21): API p99 idle vs while /pki is flooded with OCSP (RSA-4096), CRL GETs/s from cache.
+bench-pki:
+	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin pki-bench
+	./target/release/pki-bench 3

@@ -232,6 +232,11 @@ pub trait CaReads: Send + Sync {
     async fn list_revoked(&self, ca_id: i64, now_secs: i64) -> StoreResult<Vec<IssuedRecord>>;
     /// Revoked certificates of every internal CA of a workspace, newest first.
     async fn list_workspace_revoked(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<IssuedRecord>>;
+    /// Ledger rows of the workspace's internal CAs with this serial (lowercase hex), whatever
+    /// became of their CA records.
+    async fn find_issued_by_serial(&self, workspace_id: &str, serial_number: &str) -> StoreResult<Vec<IssuedRecord>>;
+    /// The CA's revocation marker and cached CRL (its DER only when `with_der`).
+    async fn crl_state(&self, ca_id: i64, with_der: bool) -> StoreResult<crate::cas::CrlState>;
 }
 
 #[async_trait]
@@ -273,9 +278,13 @@ pub trait CaWrites: Send {
     async fn insert_authority(&mut self, authority: &StoredAuthority) -> StoreResult<()>;
     async fn insert_issued(&mut self, record: &IssuedRecord) -> StoreResult<()>;
     /// Marks a serial revoked; false when the CA never issued it. Revoking twice keeps the
-    /// first time and reason.
+    /// first time and reason. A revocation that changed the row bumps the CA's revocation
+    /// marker in the same transaction ([`crate::cas::CrlState::revocations`]).
     async fn revoke_issued(&mut self, ca_id: i64, serial_number: &str, at_secs: i64, reason: &str)
         -> StoreResult<bool>;
+    /// Keeps `crl` as the CA's cached CRL unless one with an equal or higher number is kept
+    /// already (another replica's): CRL numbers never go back. True when stored.
+    async fn store_crl(&mut self, ca_id: i64, crl: &crate::cas::StoredCrl) -> StoreResult<bool>;
 }
 
 #[async_trait]

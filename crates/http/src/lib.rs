@@ -54,6 +54,11 @@ pub struct HttpSettings {
     pub request_timeout: std::time::Duration,
     /// Requests handled at once; more are answered 503 with `Retry-After` at once.
     pub max_concurrent_requests: usize,
+    /// The same for the public `/pki` endpoints, a pool of their own: a flood of anonymous
+    /// OCSP requests fills only this one, never the API's.
+    pub pki_max_concurrent_requests: usize,
+    /// `/metrics` on this router; false when a separate metrics listener serves it.
+    pub metrics_on_api: bool,
 }
 
 impl HttpSettings {
@@ -102,8 +107,9 @@ fn in_network(address: std::net::IpAddr, network: std::net::IpAddr, prefix: u8) 
 
 pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
     let body_limit = settings.body_limit_bytes;
+    let ops = if settings.metrics_on_api { ops::routes().merge(ops::metrics_routes()) } else { ops::routes() };
     Router::new()
-        .merge(ops::routes())
+        .merge(ops)
         .merge(auth::routes())
         .merge(cas::routes())
         .merge(issuance::routes())
@@ -142,6 +148,8 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 /// Bounds on the requests being served: how many at once, and for how long each.
 struct Admission {
     slots: tokio::sync::Semaphore,
+    /// The public `/pki` endpoints' own slots.
+    pki_slots: tokio::sync::Semaphore,
     timeout: std::time::Duration,
 }
 
@@ -149,16 +157,23 @@ impl Admission {
     fn new(settings: &HttpSettings) -> Self {
         Admission {
             slots: tokio::sync::Semaphore::new(settings.max_concurrent_requests.max(1)),
+            pki_slots: tokio::sync::Semaphore::new(settings.pki_max_concurrent_requests.max(1)),
             timeout: settings.request_timeout,
         }
     }
 }
 
+/// Whether a request goes to the public PKI endpoints (`/pki/…`), which anyone may call.
+fn is_pki(path: &str) -> bool {
+    path.starts_with("/pki/")
+}
+
 /// A slow client (a body trickling in) or a stuck handler holds a slot only until the
 /// timeout; when every slot is taken, new requests are refused at once rather than queued
-/// without bound.
+/// without bound. `/pki` takes its slots from its own pool.
 async fn admit(State(admission): State<Arc<Admission>>, request: Request<Body>, next: Next) -> Response {
-    let Ok(_slot) = admission.slots.try_acquire() else {
+    let slots = if is_pki(request.uri().path()) { &admission.pki_slots } else { &admission.slots };
+    let Ok(_slot) = slots.try_acquire() else {
         return ApiError::Busy.into_response();
     };
     match tokio::time::timeout(admission.timeout, next.run(request)).await {

@@ -28,7 +28,17 @@ pub fn install_metrics() {
 }
 
 pub fn routes() -> Router<SharedContext> {
-    Router::new().route("/health", get(health)).route("/ready", get(ready)).route("/metrics", get(prometheus))
+    Router::new().route("/health", get(health)).route("/ready", get(ready))
+}
+
+/// `/metrics`, on the API's router unless `TRELLIS_METRICS_LISTEN` gives it a listener of its own.
+pub fn metrics_routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    Router::new().route("/metrics", get(prometheus))
+}
+
+/// The separate metrics listener's router: `/metrics` and nothing else (404 for any other path).
+pub fn metrics_router() -> Router {
+    metrics_routes().fallback(|| async { ApiError::RouteNotFound })
 }
 
 /// Liveness: the process serves requests.

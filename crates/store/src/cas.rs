@@ -5,7 +5,7 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use trellis_core::cas::{
-    CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus, IssuedRecord, StoredAuthority,
+    CaFields, CaStats, CaStatus, CertificateAuthority, CrlState, HealthStatus, IssuedRecord, StoredAuthority, StoredCrl,
 };
 use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{CaReads, CaWrites};
@@ -161,6 +161,48 @@ impl CaReads for Store {
     async fn list_workspace_revoked(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<IssuedRecord>> {
         let revoked = Some("revoked_at IS NOT NULL");
         self.workspace_page(ISSUED_COLUMNS, "internal_issued", workspace_id, None, revoked, page, issued_from_row).await
+    }
+
+    async fn find_issued_by_serial(&self, workspace_id: &str, serial_number: &str) -> StoreResult<Vec<IssuedRecord>> {
+        let sql = format!(
+            "SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE workspace_id = $1 AND serial_number = $2 ORDER BY id"
+        );
+        let rows = sqlx::query(&sql).bind(workspace_id).bind(serial_number).fetch_all(&self.pool).await.db()?;
+        rows.iter().map(issued_from_row).collect()
+    }
+
+    async fn crl_state(&self, ca_id: i64, with_der: bool) -> StoreResult<CrlState> {
+        // The bytes are read only when the caller has no copy of this CRL: the usual read is
+        // a few integers.
+        let der_column = if with_der { "crl_der" } else { "NULL" };
+        let sql = format!(
+            "SELECT revocations, crl_revision, crl_number, this_update, next_update, {der_column} AS crl_der \
+             FROM internal_crls WHERE ca_id = $1"
+        );
+        let Some(row) = sqlx::query(&sql).bind(ca_id).fetch_optional(&self.pool).await.db()? else {
+            return Ok(CrlState::default());
+        };
+        let revocations: i64 = row.try_get("revocations").db()?;
+        let number: Option<i64> = row.try_get("crl_number").db()?;
+        let cached = match number {
+            None => None,
+            Some(number) => {
+                let text: Option<String> = row.try_get("crl_der").db()?;
+                let der = match text {
+                    Some(text) => base64::Engine::decode(&base64::engine::general_purpose::STANDARD, text)
+                        .map_err(|_| StoreError::Corrupt(format!("cached CRL of CA {ca_id}")))?,
+                    None => Vec::new(),
+                };
+                Some(StoredCrl {
+                    revision: row.try_get::<Option<i64>, _>("crl_revision").db()?.unwrap_or(-1),
+                    number,
+                    this_update: row.try_get::<Option<i64>, _>("this_update").db()?.unwrap_or(0),
+                    next_update: row.try_get::<Option<i64>, _>("next_update").db()?.unwrap_or(0),
+                    der,
+                })
+            }
+        };
+        Ok(CrlState { revocations, cached })
     }
 }
 
@@ -325,7 +367,7 @@ impl CaWrites for Tx {
         at_secs: i64,
         reason: &str,
     ) -> StoreResult<bool> {
-        sqlx::query(
+        let changed = sqlx::query(
             "UPDATE internal_issued SET revoked_at = $3, revocation_reason = $4 \
              WHERE ca_id = $1 AND serial_number = $2 AND revoked_at IS NULL",
         )
@@ -336,6 +378,16 @@ impl CaWrites for Tx {
         .execute(&mut *self.inner)
         .await
         .db()?;
+        if changed.rows_affected() > 0 {
+            sqlx::query(
+                "INSERT INTO internal_crls (ca_id, revocations) VALUES ($1, 1) \
+                 ON CONFLICT (ca_id) DO UPDATE SET revocations = internal_crls.revocations + 1",
+            )
+            .bind(ca_id)
+            .execute(&mut *self.inner)
+            .await
+            .db()?;
+        }
         let exists: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM internal_issued WHERE ca_id = $1 AND serial_number = $2")
                 .bind(ca_id)
@@ -344,5 +396,26 @@ impl CaWrites for Tx {
                 .await
                 .db()?;
         Ok(exists > 0)
+    }
+    async fn store_crl(&mut self, ca_id: i64, crl: &StoredCrl) -> StoreResult<bool> {
+        let der = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &crl.der);
+        let stored = sqlx::query(
+            "INSERT INTO internal_crls (ca_id, revocations, crl_revision, crl_number, crl_der, this_update, next_update) \
+             VALUES ($1, 0, $2, $3, $4, $5, $6) \
+             ON CONFLICT (ca_id) DO UPDATE SET crl_revision = excluded.crl_revision, \
+                crl_number = excluded.crl_number, crl_der = excluded.crl_der, \
+                this_update = excluded.this_update, next_update = excluded.next_update \
+             WHERE internal_crls.crl_number IS NULL OR internal_crls.crl_number < excluded.crl_number",
+        )
+        .bind(ca_id)
+        .bind(crl.revision)
+        .bind(crl.number)
+        .bind(der)
+        .bind(crl.this_update)
+        .bind(crl.next_update)
+        .execute(&mut *self.inner)
+        .await
+        .db()?;
+        Ok(stored.rows_affected() > 0)
     }
 }

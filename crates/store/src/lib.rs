@@ -159,6 +159,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0504_domain_claims.sql"),
         postgres: include_str!("../../../migrations/postgres/0504_domain_claims.sql"),
     },
+    Migration {
+        version: 510,
+        name: "pki_crl_cache",
+        sqlite: include_str!("../../../migrations/sqlite/0510_pki_crl_cache.sql"),
+        postgres: include_str!("../../../migrations/postgres/0510_pki_crl_cache.sql"),
+    },
 ];
 
 #[derive(Clone)]

@@ -52,6 +52,8 @@ pub struct FileConfig {
     pub outbox_retention_days: Option<u64>,
     pub max_connections: Option<usize>,
     pub max_concurrent_requests: Option<usize>,
+    pub pki_max_concurrent_requests: Option<usize>,
+    pub metrics_listen: Option<String>,
     pub webhook_allow_private_networks: Option<bool>,
     pub webhook_ca_bundle: Option<PathBuf>,
     pub webhook_disable_after_hours: Option<u64>,
@@ -124,6 +126,11 @@ pub struct Config {
     pub trusted_proxies: Vec<(std::net::IpAddr, u8)>,
     pub request_timeout: Duration,
     pub max_concurrent_requests: usize,
+    /// Requests to the public `/pki` endpoints handled at once, a pool apart from the API's
+    /// (`TRELLIS_PKI_MAX_CONCURRENT_REQUESTS`, default 256).
+    pub pki_max_concurrent_requests: usize,
+    /// Where `/metrics` is served instead of the API listener (`TRELLIS_METRICS_LISTEN`).
+    pub metrics_listen: Option<SocketAddr>,
     /// Open TCP connections at most; beyond, new ones wait in the kernel's backlog.
     pub max_connections: usize,
     /// Delivered outbox events older than this are deleted (undelivered ones never).
@@ -163,6 +170,7 @@ impl std::fmt::Debug for Config {
         f.debug_struct("Config")
             .field("listen", &self.listen)
             .field("acme_http01_listen", &self.acme_http01_listen)
+            .field("metrics_listen", &self.metrics_listen)
             .field("database_url", &redact_url(&self.database_url))
             .field("data_dir", &self.data_dir)
             .field("master_key", &self.master_key.as_ref().map(|_| "<redacted>"))
@@ -331,6 +339,23 @@ impl Config {
                 message: "must be at least 1".into(),
             });
         }
+        let pki_max_concurrent_requests: usize =
+            parse_env(&env, "TRELLIS_PKI_MAX_CONCURRENT_REQUESTS")?.or(file.pki_max_concurrent_requests).unwrap_or(256);
+        if pki_max_concurrent_requests == 0 {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_PKI_MAX_CONCURRENT_REQUESTS",
+                message: "must be at least 1".into(),
+            });
+        }
+        let metrics_listen = match env("TRELLIS_METRICS_LISTEN").or(file.metrics_listen) {
+            Some(text) if !text.trim().is_empty() => {
+                Some(text.trim().parse::<SocketAddr>().map_err(|_| ConfigError::Invalid {
+                    name: "TRELLIS_METRICS_LISTEN",
+                    message: format!("`{text}` is not an address like 127.0.0.1:9090"),
+                })?)
+            }
+            _ => None,
+        };
         let outbox_retention_days: u64 =
             parse_env(&env, "TRELLIS_OUTBOX_RETENTION_DAYS")?.or(file.outbox_retention_days).unwrap_or(30);
         if outbox_retention_days == 0 {
@@ -453,6 +478,8 @@ impl Config {
             outbox_retention: Duration::from_secs(outbox_retention_days.saturating_mul(86_400)),
             request_timeout: Duration::from_secs(request_timeout_secs),
             max_concurrent_requests,
+            pki_max_concurrent_requests,
+            metrics_listen,
             trusted_proxies,
             plugin_ca_bundle,
             plugin_cache_dir: env("TRELLIS_PLUGIN_CACHE_DIR").map(PathBuf::from).or(file.plugin_cache_dir),
@@ -591,6 +618,21 @@ mod tests {
         assert!(err.to_string().starts_with("TRELLIS_TRUSTED_PROXIES"), "{err}");
         let err = load(&[("TRELLIS_TRUSTED_PROXIES", "proxy.example")]).unwrap_err();
         assert!(err.to_string().starts_with("TRELLIS_TRUSTED_PROXIES"), "{err}");
+    }
+
+    #[test]
+    fn pki_pool_and_metrics_listener_are_validated() {
+        let config = load(&[]).unwrap();
+        assert_eq!((config.pki_max_concurrent_requests, config.metrics_listen), (256, None));
+        let config =
+            load(&[("TRELLIS_PKI_MAX_CONCURRENT_REQUESTS", "8"), ("TRELLIS_METRICS_LISTEN", "127.0.0.1:9090")])
+                .unwrap();
+        assert_eq!(config.pki_max_concurrent_requests, 8);
+        assert_eq!(config.metrics_listen.map(|a| a.port()), Some(9090));
+        let err = load(&[("TRELLIS_PKI_MAX_CONCURRENT_REQUESTS", "0")]).unwrap_err();
+        assert!(err.to_string().starts_with("TRELLIS_PKI_MAX_CONCURRENT_REQUESTS"), "{err}");
+        let err = load(&[("TRELLIS_METRICS_LISTEN", "metrics")]).unwrap_err();
+        assert!(err.to_string().starts_with("TRELLIS_METRICS_LISTEN"), "{err}");
     }
 
     #[test]

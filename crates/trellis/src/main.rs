@@ -379,6 +379,21 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         }
         _ => None,
     };
+    let metrics_listener = match config.metrics_listen {
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen for metrics on {address}"))?;
+            tracing::info!(address = %listener.local_addr()?, "serving /metrics");
+            let listener = trellis_http::listener::LimitedListener::new(listener, config.max_connections);
+            Some(tokio::spawn(async move {
+                if let Err(err) = axum::serve(listener, trellis_http::ops::metrics_router()).await {
+                    tracing::error!(error = %err, "the metrics listener stopped");
+                }
+            }))
+        }
+        None => None,
+    };
     let app = trellis_http::router(ctx.clone(), wiring::http_settings(&config));
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
@@ -394,6 +409,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         ca_health.abort();
     }
     outbox_retention.abort();
+    if let Some(metrics) = metrics_listener {
+        metrics.abort();
+    }
     if let Some(deliveries) = deliveries {
         deliveries.abort();
     }

@@ -50,6 +50,8 @@ pub fn http_settings(config: &Config) -> HttpSettings {
         trusted_proxies: config.trusted_proxies.clone(),
         request_timeout: config.request_timeout,
         max_concurrent_requests: config.max_concurrent_requests,
+        pki_max_concurrent_requests: config.pki_max_concurrent_requests,
+        metrics_on_api: config.metrics_listen.is_none(),
     }
 }
 

@@ -19,6 +19,7 @@ mod lifecycle;
 mod ops;
 mod pagination;
 mod pending_issuance;
+mod pki;
 mod pki_lint;
 mod plugins;
 mod plugins_out_of_tree;

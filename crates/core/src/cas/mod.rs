@@ -138,3 +138,24 @@ pub struct IssuedRecord {
     pub revoked_at: Option<i64>,
     pub revocation_reason: Option<String>,
 }
+
+/// An internal CA's revocation marker and its cached CRL (`internal_crls`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CrlState {
+    /// Bumped by every revocation recorded in the CA's ledger, on any replica: a CRL or OCSP
+    /// answer signed at another value may be stale.
+    pub revocations: i64,
+    pub cached: Option<StoredCrl>,
+}
+
+/// A signed CRL as kept for every replica (times in seconds).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredCrl {
+    /// The `revocations` value the CRL reflects.
+    pub revision: i64,
+    pub number: i64,
+    pub this_update: i64,
+    pub next_update: i64,
+    /// Empty when the reader did not ask for the bytes.
+    pub der: Vec<u8>,
+}

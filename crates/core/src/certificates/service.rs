@@ -333,11 +333,21 @@ pub(crate) async fn revoke_now(
     // The CA revokes first (a plugin call, outside the transaction); a CA that cannot be
     // reached fails the request and the record stays as it was, so a retry revokes both.
     let at_ca = crate::cas::service::revoke_at_ca(ctx, existing, reason).await?;
+    let ledger = ledger_rows(ctx, existing).await?;
     let now = ctx.now_millis();
     let mut change = ctx.change(actor.clone(), Some(workspace_id)).await?;
     let current = change.tx().find_certificate(workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))?;
     if current.revoked {
         return Err(already_revoked(&current));
+    }
+    // What an internal CA's CRL and OCSP answer from is its ledger, not the CA record: the
+    // revocation reaches the ledger in this transaction whether or not the CA record (and the
+    // certificate's link to it) still exists, or its connector was reachable.
+    let ledger_reason = crate::plugins::RevocationReason::parse(reason)
+        .unwrap_or(crate::plugins::RevocationReason::Unspecified)
+        .as_str();
+    for row in &ledger {
+        change.tx().revoke_issued(row.ca_id, &row.serial_number, now.div_euclid(1000), ledger_reason).await?;
     }
     let update = CertificateUpdate { revoke: Some((now, reason)), ..Default::default() };
     let certificate = change
@@ -351,6 +361,18 @@ pub(crate) async fn revoke_now(
     change.emit(events::CERTIFICATE_REVOKED, data);
     change.commit().await?;
     Ok(certificate)
+}
+
+/// The ledger rows of the internal CAs of the certificate's workspace that signed exactly this
+/// certificate: found by serial, confirmed by the certificate's bytes (another CA may have used
+/// the serial).
+async fn ledger_rows(ctx: &Context, certificate: &Certificate) -> Result<Vec<crate::cas::IssuedRecord>> {
+    let first_der = |pem: &str| crate::certificates::x509::pem_certificates(pem).and_then(|b| b.into_iter().next());
+    let Some(der) = first_der(&certificate.certificate_pem) else { return Ok(Vec::new()) };
+    let serial: String =
+        certificate.serial_number.chars().filter(|c| *c != ':').collect::<String>().to_ascii_lowercase();
+    let rows = ctx.store.find_issued_by_serial(&certificate.workspace_id, &serial).await?;
+    Ok(rows.into_iter().filter(|row| first_der(&row.certificate_pem).as_deref() == Some(der.as_slice())).collect())
 }
 
 /// Removes the record. The certificate itself stays valid: deleting is not revoking.

@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::{
-    error_response, sign_csr, sign_response, Authority, CertStatus, CsrCheck, IssuerUrls, NewAuthority, OcspError,
-    OcspErrorStatus, OcspIssuer, OcspRequest, PkiError, Signer, SingleStatus, Unrecorded,
+    error_response, sign_csr, sign_response, Authority, CertStatus, CsrCheck, HashAlgorithm, IssuerUrls, NewAuthority,
+    OcspError, OcspErrorStatus, OcspIssuer, OcspRequest, PkiError, Signer, SingleStatus, Unrecorded,
 };
-use crate::cas::{IssuedRecord, StoredAuthority};
+use crate::cas::{IssuedRecord, StoredAuthority, StoredCrl};
 use crate::certificates::x509::{pem_certificates, to_pem};
 use crate::clock::{SharedClock, SharedEntropy};
 use crate::crypto::MasterKey;
@@ -38,7 +38,36 @@ pub struct InternalPki {
     /// The service's public base URL (CRL and OCSP URLs in issued certificates).
     public_url: String,
     prepared: Mutex<HashMap<i64, Arc<Prepared>>>,
+    /// The CRL this process last served per CA: reused while the store says it is current.
+    crls: Mutex<HashMap<i64, CachedCrl>>,
+    /// One CRL signature at a time: a burst of GETs after a revocation signs once.
+    crl_signing: tokio::sync::Mutex<()>,
+    /// Signed answers to nonce-less single-CertID OCSP requests.
+    ocsp_answers: Mutex<HashMap<OcspKey, CachedOcsp>>,
+    /// Signatures for the public endpoints run off the async workers, this many at a time, so
+    /// a flood of OCSP requests takes at most this many cores from everything else.
+    signing_slots: Arc<tokio::sync::Semaphore>,
 }
+
+/// A CRL as this process serves it.
+struct CachedCrl {
+    number: i64,
+    der: Arc<[u8]>,
+}
+
+/// (CA, CertID hash algorithm, serial octets).
+type OcspKey = (i64, HashAlgorithm, Vec<u8>);
+
+struct CachedOcsp {
+    /// The CA's revocation marker when the answer was signed.
+    revision: i64,
+    /// Reused until then, well before the answer's nextUpdate.
+    fresh_until: i64,
+    der: Arc<[u8]>,
+}
+
+/// Answers kept at most; a flood of distinct serials cannot grow memory without bound.
+const OCSP_CACHE_ENTRIES: usize = 16_384;
 
 fn key_context(workspace_id: &str, ca_id: i64) -> Vec<u8> {
     format!("trellis:internal-ca-key:{workspace_id}:{ca_id}").into_bytes()
@@ -84,6 +113,37 @@ impl InternalPki {
             entropy,
             public_url: public_url.trim_end_matches('/').to_owned(),
             prepared: Mutex::new(HashMap::new()),
+            crls: Mutex::new(HashMap::new()),
+            crl_signing: tokio::sync::Mutex::new(()),
+            ocsp_answers: Mutex::new(HashMap::new()),
+            signing_slots: Arc::new(tokio::sync::Semaphore::new(default_signing_slots())),
+        }
+    }
+
+    /// How many CRL and OCSP signatures run at once (at least one).
+    pub fn with_signing_slots(mut self, slots: usize) -> Self {
+        self.signing_slots = Arc::new(tokio::sync::Semaphore::new(slots.max(1)));
+        self
+    }
+
+    /// Runs a signature on the blocking pool under a signing slot: an RSA-4096 signature takes
+    /// milliseconds of CPU, which would otherwise stall every request sharing the worker.
+    async fn sign_off_runtime<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> Result<T, PkiError> + Send + 'static,
+    ) -> Result<T, PkiCoreError> {
+        let _slot = self
+            .signing_slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| PkiCoreError::Unavailable("the signer is shutting down".into()))?;
+        match tokio::task::spawn_blocking(work).await {
+            Ok(result) => result.map_err(pki_error),
+            Err(err) => {
+                tracing::error!(error = %err, "a CRL or OCSP signature panicked");
+                Err(PkiCoreError::Unavailable("signing failed".into()))
+            }
         }
     }
 
@@ -185,13 +245,27 @@ impl InternalPki {
 
 /// How long a CRL is valid: relying parties fetch a new one within a day.
 const CRL_LIFETIME_SECS: i64 = 86_400;
+/// A cached CRL is re-signed once less than this is left of it, so a relying party that fetches
+/// it always gets at least half a day before its nextUpdate.
+const CRL_REFRESH_SECS: i64 = CRL_LIFETIME_SECS / 2;
 
 impl InternalPki {
-    /// The DER CRL of internal CA `ca_id` (any workspace: CRLs are public), signed now, listing
-    /// every revoked certificate that has not expired. The CRL number is the signing time in
-    /// milliseconds: monotonic per CA without a counter row to update on every fetch.
+    /// The DER CRL of internal CA `ca_id` (any workspace: CRLs are public), listing every
+    /// revoked certificate that has not expired. Served from a cache kept in the store for
+    /// every replica and re-signed when the CA's revocation marker moved (a revocation on any
+    /// replica) or its nextUpdate comes near. The CRL number is the signing time in
+    /// milliseconds, or one more than the kept CRL's when that is higher: it never goes back.
     pub async fn crl(&self, ca_id: i64) -> Result<Vec<u8>, PkiCoreError> {
         let prepared = self.prepared(ca_id).await?;
+        if let Some(der) = self.current_crl(ca_id).await? {
+            return Ok(der.to_vec());
+        }
+        let _signing = self.crl_signing.lock().await;
+        // Another request may have signed it while this one waited.
+        if let Some(der) = self.current_crl(ca_id).await? {
+            return Ok(der.to_vec());
+        }
+        let state = self.store.crl_state(ca_id, false).await.map_err(store_error)?;
         let now = self.now_secs();
         let revoked = self.store.list_revoked(ca_id, now).await.map_err(store_error)?;
         let entries: Vec<super::RevokedEntry> = revoked
@@ -204,8 +278,65 @@ impl InternalPki {
                 })
             })
             .collect();
-        let number = u64::try_from(self.clock.now().timestamp_millis()).unwrap_or_default();
-        super::sign_crl(&prepared.signer, &entries, number, now, now + CRL_LIFETIME_SECS).map_err(pki_error)
+        let after = state.cached.as_ref().map_or(0, |kept| kept.number.saturating_add(1));
+        let number = self.clock.now().timestamp_millis().max(after);
+        let signer = prepared.clone();
+        let der = self
+            .sign_off_runtime(move || {
+                let number = u64::try_from(number).unwrap_or_default();
+                super::sign_crl(&signer.signer, &entries, number, now, now + CRL_LIFETIME_SECS)
+            })
+            .await?;
+        let crl = StoredCrl {
+            revision: state.revocations,
+            number,
+            this_update: now,
+            next_update: now + CRL_LIFETIME_SECS,
+            der: der.clone(),
+        };
+        let kept = self
+            .store
+            .write(move |tx| Box::pin(async move { tx.store_crl(ca_id, &crl).await.map_err(Into::into) }))
+            .await;
+        match kept {
+            Ok(true) => self.keep_crl(ca_id, number, &der),
+            // Another replica kept a newer one meanwhile: this one is still correct as of now.
+            Ok(false) => {}
+            Err(err) => tracing::warn!(error = %err, ca_id, "keeping the signed CRL failed; served uncached"),
+        }
+        Ok(der)
+    }
+
+    /// The kept CRL when it reflects the CA's revocations and is not near its nextUpdate: this
+    /// process's copy, or the bytes another replica signed.
+    async fn current_crl(&self, ca_id: i64) -> Result<Option<Arc<[u8]>>, PkiCoreError> {
+        let now = self.now_secs();
+        let state = self.store.crl_state(ca_id, false).await.map_err(store_error)?;
+        let current =
+            |kept: &StoredCrl| kept.revision == state.revocations && now < kept.next_update - CRL_REFRESH_SECS;
+        let Some(kept) = state.cached.as_ref().filter(|kept| current(kept)) else { return Ok(None) };
+        let local = self
+            .crls
+            .lock()
+            .ok()
+            .and_then(|crls| crls.get(&ca_id).filter(|crl| crl.number == kept.number).map(|crl| crl.der.clone()));
+        if local.is_some() {
+            return Ok(local);
+        }
+        let with_der = self.store.crl_state(ca_id, true).await.map_err(store_error)?;
+        match with_der.cached {
+            Some(kept) if current(&kept) && !kept.der.is_empty() => {
+                self.keep_crl(ca_id, kept.number, &kept.der);
+                Ok(Some(kept.der.into()))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn keep_crl(&self, ca_id: i64, number: i64, der: &[u8]) {
+        if let Ok(mut crls) = self.crls.lock() {
+            crls.insert(ca_id, CachedCrl { number, der: der.into() });
+        }
     }
 
     /// The status of a serial of CA `ca_id`, for OCSP.
@@ -225,6 +356,10 @@ impl InternalPki {
     /// The OCSP response (RFC 6960, DER) to a parsed request for CA `ca_id`. Every outcome is a
     /// response: malformed requests, unknown CAs and CertIDs of other CAs get the matching error
     /// status, never an HTTP error, as OCSP clients expect.
+    ///
+    /// Answers to requests without a nonce for one certificate are kept and reused until half
+    /// their validity has passed or the CA's revocation marker moves; a request with a nonce
+    /// is always signed afresh, as its nonce must be echoed.
     pub async fn ocsp(&self, ca_id: i64, request: Result<OcspRequest, OcspError>) -> Vec<u8> {
         let request = match request {
             Ok(request) => request,
@@ -239,12 +374,32 @@ impl InternalPki {
         let Some(issuer) = prepared.chain_der.first().and_then(|der| OcspIssuer::from_certificate(der).ok()) else {
             return error_response(OcspErrorStatus::InternalError);
         };
+        if !request.cert_ids.iter().all(|id| issuer.matches(id)) {
+            return error_response(OcspErrorStatus::Unauthorized);
+        }
+        let key = match (&request.nonce, request.cert_ids.as_slice()) {
+            (None, [only]) => Some((ca_id, only.hash_algorithm, only.serial_number.clone())),
+            _ => None,
+        };
         let now = self.now_secs();
+        // Read before the statuses: a revocation after this read makes the answer stale.
+        let revision = match &key {
+            None => None,
+            Some(key) => match self.store.crl_state(ca_id, false).await {
+                Ok(state) => {
+                    if let Some(der) = self.kept_answer(key, state.revocations, now) {
+                        return der.to_vec();
+                    }
+                    Some(state.revocations)
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, "reading the CA's revocation marker failed");
+                    return error_response(OcspErrorStatus::TryLater);
+                }
+            },
+        };
         let mut statuses = Vec::with_capacity(request.cert_ids.len());
         for id in request.cert_ids {
-            if !issuer.matches(&id) {
-                return error_response(OcspErrorStatus::Unauthorized);
-            }
             let status = match self.serial_status(ca_id, &id.serial_hex()).await {
                 Ok(SerialStatus::Good) => CertStatus::Good,
                 Ok(SerialStatus::Revoked(info)) => {
@@ -260,9 +415,45 @@ impl InternalPki {
                 next_update: Some(now + OCSP_LIFETIME_SECS),
             });
         }
-        sign_response(&prepared.signer, &statuses, now, request.nonce.as_deref())
-            .unwrap_or_else(|_| error_response(OcspErrorStatus::InternalError))
+        // Serials the CA never issued are not kept: a flood of made-up serials cannot evict
+        // the answers relying parties ask for.
+        let known = statuses.iter().all(|single| !matches!(single.status, CertStatus::Unknown));
+        let nonce = request.nonce;
+        let signer = prepared.clone();
+        let signed =
+            self.sign_off_runtime(move || sign_response(&signer.signer, &statuses, now, nonce.as_deref())).await;
+        let der: Arc<[u8]> = match signed {
+            Ok(der) => der.into(),
+            Err(_) => return error_response(OcspErrorStatus::InternalError),
+        };
+        if let (Some(key), Some(revision), true) = (key, revision, known) {
+            self.keep_answer(key, CachedOcsp { revision, fresh_until: now + OCSP_LIFETIME_SECS / 2, der: der.clone() });
+        }
+        der.to_vec()
     }
+
+    fn kept_answer(&self, key: &OcspKey, revision: i64, now: i64) -> Option<Arc<[u8]>> {
+        let answers = self.ocsp_answers.lock().ok()?;
+        let kept = answers.get(key)?;
+        (kept.revision == revision && now < kept.fresh_until).then(|| kept.der.clone())
+    }
+
+    fn keep_answer(&self, key: OcspKey, answer: CachedOcsp) {
+        let Ok(mut answers) = self.ocsp_answers.lock() else { return };
+        if answers.len() >= OCSP_CACHE_ENTRIES {
+            let now = answer.fresh_until - OCSP_LIFETIME_SECS / 2;
+            answers.retain(|_, kept| now < kept.fresh_until);
+            if answers.len() >= OCSP_CACHE_ENTRIES {
+                answers.clear();
+            }
+        }
+        answers.insert(key, answer);
+    }
+}
+
+/// Signatures for the public endpoints may take every core but one, so the API keeps one.
+fn default_signing_slots() -> usize {
+    std::thread::available_parallelism().map_or(1, |cores| cores.get().saturating_sub(1).max(1))
 }
 
 fn revocation(record: &IssuedRecord) -> Option<RevocationInfo> {

@@ -451,6 +451,13 @@ impl CaReads for MemoryStore {
     async fn list_workspace_revoked(&self, _: &str, _: PageRequest) -> StoreResult<Page<IssuedRecord>> {
         not_faked("list_workspace_revoked")
     }
+    async fn find_issued_by_serial(&self, workspace_id: &str, serial_number: &str) -> StoreResult<Vec<IssuedRecord>> {
+        let issued = self.snapshot().issued.into_iter();
+        Ok(issued.filter(|r| r.workspace_id == workspace_id && r.serial_number == serial_number).collect())
+    }
+    async fn crl_state(&self, _: i64, _: bool) -> StoreResult<crate::cas::CrlState> {
+        not_faked("crl_state")
+    }
 }
 
 #[async_trait]
@@ -531,6 +538,9 @@ impl CaWrites for MemoryTx {
     }
     async fn revoke_issued(&mut self, _: i64, _: &str, _: i64, _: &str) -> StoreResult<bool> {
         not_faked("revoke_issued")
+    }
+    async fn store_crl(&mut self, _: i64, _: &crate::cas::StoredCrl) -> StoreResult<bool> {
+        not_faked("store_crl")
     }
 }
 
