@@ -127,6 +127,15 @@ async fn trellis_run(o: &Options, run: usize) -> Result<Figures> {
         ("TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS", "true"),
     ]);
     let admin = server.admin().await;
+    // Challenge answers are presented only for domains the workspace holds (issue 21, finding 4).
+    let user = admin.get("/api/auth/user").await;
+    let workspace = user.body["data"]["currentWorkspaceId"].as_str().context("workspace")?.to_owned();
+    let claim = admin
+        .post("/api/admin/domain-claims", json!({ "workspaceId": workspace, "domain": "bench.example.com" }))
+        .await;
+    if claim.status != 201 {
+        bail!("cannot claim bench.example.com: {}", claim.body);
+    }
     let ca = admin
         .post(
             "/api/certificate-authorities",
