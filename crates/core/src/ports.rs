@@ -309,7 +309,12 @@ pub trait IssuanceWrites: Send {
     async fn insert_issuance_policy(&mut self, policy: &IssuancePolicy) -> StoreResult<IssuancePolicy>;
     async fn delete_issuance_policy(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
     /// Replaces a policy's configuration (its secrets are sealed once its id is known).
-    async fn set_issuance_policy_config(&mut self, workspace_id: &str, id: i64, config: &serde_json::Value) -> StoreResult<bool>;
+    async fn set_issuance_policy_config(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        config: &serde_json::Value,
+    ) -> StoreResult<bool>;
     async fn insert_request(&mut self, request: &CertificateRequest) -> StoreResult<CertificateRequest>;
     async fn find_request(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateRequest>>;
     /// Moves a request from `from` to its new state; `None` when it was not in `from` (a

@@ -69,7 +69,11 @@ fn dto(claim: DomainClaim) -> DomainClaimDto {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClaimBody {
     /// A DNS name of at least two labels; the last starts with a letter (never an IP address).
-    #[schema(min_length = 3, max_length = 253, pattern = "^([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\\.)+[a-zA-Z]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$")]
+    #[schema(
+        min_length = 3,
+        max_length = 253,
+        pattern = "^([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\\.)+[a-zA-Z]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$"
+    )]
     domain: String,
 }
 
@@ -78,7 +82,11 @@ pub struct ClaimBody {
 pub struct AssignBody {
     workspace_id: String,
     /// A DNS name of at least two labels; the last starts with a letter (never an IP address).
-    #[schema(min_length = 3, max_length = 253, pattern = "^([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\\.)+[a-zA-Z]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$")]
+    #[schema(
+        min_length = 3,
+        max_length = 253,
+        pattern = "^([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\\.)+[a-zA-Z]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$"
+    )]
     domain: String,
 }
 
