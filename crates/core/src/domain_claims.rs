@@ -239,12 +239,20 @@ pub async fn verify(ctx: &Context, caller: &Caller, id: &str) -> Result<DomainCl
         .txt_resolver
         .txt(&name)
         .await
-        .map_err(|err| Error::validation(format!("Cannot look up the TXT record at {name}: {err}")))?;
+        // The request is fine; the world is not ready for it yet (or this instance cannot look):
+        // a conflict with the current state, never a 400 for a well-formed request.
+        .map_err(|err| {
+            Error::Conflict(format!(
+                "Cannot look up the TXT record at {name}: {err}; an instance administrator can assign the claim \
+                 instead (POST /api/admin/domain-claims)"
+            ))
+        })?;
     if !found.iter().any(|value| value.trim() == claim.token) {
-        return Err(Error::validation_with(
-            format!("The TXT record at {name} does not hold this claim's token yet"),
-            json!({ "recordName": name, "recordType": "TXT", "value": claim.token, "found": found }),
-        ));
+        return Err(Error::Conflict(format!(
+            "The TXT record at {name} does not hold this claim's token ({}) yet (found: {}); publish it and verify again",
+            claim.token,
+            if found.is_empty() { "none".to_owned() } else { found.join(", ") }
+        )));
     }
     let at = ctx.now_millis();
     if !ctx.domain_claims.mark_verified(&claim.id, at, "dns").await.map_err(verified_conflict(&claim.domain))? {

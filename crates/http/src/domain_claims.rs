@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 
 use crate::error::ApiResult;
 use crate::extract::{Authenticated, Json};
-use crate::{created, data};
+use crate::{created, data, Data};
 use trellis_core::clock::rfc3339;
 use trellis_core::context::SharedContext;
 use trellis_core::domain_claims::{self, DomainClaim};
@@ -92,7 +92,7 @@ pub struct AssignBody {
 
 /// The workspace's domain claims.
 #[utoipa::path(get, path = "/api/domain-claims", tag = "domain-claims",
-    responses((status = 200, description = "`data: [DomainClaim]`")))]
+    responses((status = 200, body = Data<Vec<DomainClaimDto>>)))]
 async fn list_claims(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated) -> ApiResult<Response> {
     let claims = domain_claims::list(&ctx, &caller).await?;
     Ok(data(claims.into_iter().map(dto).collect::<Vec<_>>()).into_response())
@@ -100,7 +100,7 @@ async fn list_claims(State(ctx): State<SharedContext>, Authenticated(caller): Au
 
 /// Claims a domain (and the names under it) for the workspace: pending until verified.
 #[utoipa::path(post, path = "/api/domain-claims", tag = "domain-claims", request_body = ClaimBody,
-    responses((status = 201, body = DomainClaimDto), (status = 400, description = "Not a DNS name"),
+    responses((status = 201, body = Data<DomainClaimDto>), (status = 400, description = "Not a DNS name"),
         (status = 409, description = "Verified by another workspace")))]
 async fn create_claim(
     State(ctx): State<SharedContext>,
@@ -112,7 +112,7 @@ async fn create_claim(
 
 /// One claim.
 #[utoipa::path(get, path = "/api/domain-claims/{id}", tag = "domain-claims",
-    responses((status = 200, body = DomainClaimDto), (status = 404, description = "No such claim")))]
+    responses((status = 200, body = Data<DomainClaimDto>), (status = 404, description = "No such claim")))]
 async fn get_claim(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -123,7 +123,7 @@ async fn get_claim(
 
 /// Looks for the claim's TXT record and marks the claim verified.
 #[utoipa::path(post, path = "/api/domain-claims/{id}/verify", tag = "domain-claims",
-    responses((status = 200, body = DomainClaimDto), (status = 400, description = "The TXT record is missing"),
+    responses((status = 200, body = Data<DomainClaimDto>), (status = 409, description = "The TXT record does not hold the token yet, or no DNS resolver is configured"),
         (status = 409, description = "Verified by another workspace")))]
 async fn verify_claim(
     State(ctx): State<SharedContext>,
@@ -148,7 +148,7 @@ async fn delete_claim(
 /// Instance administrators: assigns a domain to a workspace, verified at once (overlapping
 /// verified claims of other workspaces are removed).
 #[utoipa::path(post, path = "/api/admin/domain-claims", tag = "domain-claims", request_body = AssignBody,
-    responses((status = 201, body = DomainClaimDto), (status = 403, description = "Not an instance administrator"),
+    responses((status = 201, body = Data<DomainClaimDto>), (status = 403, description = "Not an instance administrator"),
         (status = 404, description = "No such workspace")))]
 async fn assign_claim(
     State(ctx): State<SharedContext>,

@@ -123,7 +123,12 @@ async fn a_workspace_gets_no_answer_presented_for_a_domain_it_has_not_claimed() 
     assert_eq!(pending.body["data"]["verification"]["recordName"], "_trellis-challenge.a-corp.example");
     let id = pending.body["data"]["id"].as_str().expect("id").to_owned();
     let unverified = admin.post(&format!("/api/domain-claims/{id}/verify"), json!({})).await;
-    assert_eq!(unverified.status, 400, "{}", unverified.body);
+    assert_eq!(
+        unverified.status, 409,
+        "no resolver here: a conflict with the instance's state, not bad input: {}",
+        unverified.body
+    );
+    assert_eq!(unverified.error_code(), "CONFLICT", "{}", unverified.body);
 
     // The administrator reassigns example.com to A: now A's answer is presented and served.
     let me =
