@@ -123,8 +123,7 @@ async fn get_claim(
 
 /// Looks for the claim's TXT record and marks the claim verified.
 #[utoipa::path(post, path = "/api/domain-claims/{id}/verify", tag = "domain-claims",
-    responses((status = 200, body = Data<DomainClaimDto>), (status = 409, description = "The TXT record does not hold the token yet, or no DNS resolver is configured"),
-        (status = 409, description = "Verified by another workspace")))]
+    responses((status = 200, body = Data<DomainClaimDto>), (status = 409, description = "The TXT record does not hold the token yet, no DNS resolver is configured, or another workspace verified the name")))]
 async fn verify_claim(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
