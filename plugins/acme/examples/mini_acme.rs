@@ -1,4 +1,4 @@
-//! The worked connector example of docs/plugins.md ("Worked example: an ACME-like connector"),
+//! The worked connector example of docs/plugin-authors.md ("Worked example: an ACME-like connector"),
 //! kept here so that it compiles (`cargo test -p trellis-plugin-acme` builds examples).
 
 #![forbid(unsafe_code)]
