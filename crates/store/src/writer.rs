@@ -93,7 +93,7 @@ pub(super) fn spawn(store: Store) -> JobSender {
 /// reader connection: a passive checkpoint neither waits for nor blocks the writer. Left to
 /// SQLite, the checkpoint would run inside whichever commit crossed the threshold, holding
 /// every queued write behind its file copy and fsync (inventory-bench register: 1,672/s that
-/// way, 1,877/s with this task; docs/benchmarks.md).
+/// way, 1,877/s with this task; docs/benchmarks-history.md).
 /// `wal_autocheckpoint` stays as the safety net should this task fall behind.
 pub(super) fn spawn_checkpointer(pool: sqlx::AnyPool) {
     tokio::spawn(async move {
