@@ -6,12 +6,15 @@
 
 pub mod pending;
 pub mod policies;
+pub mod port;
 pub mod renewal;
 pub mod request;
 pub mod requests;
 pub mod run;
 pub mod templates;
 
+#[cfg(test)]
+mod fake;
 #[cfg(test)]
 mod ledger_tests;
 #[cfg(test)]

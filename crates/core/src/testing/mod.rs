@@ -2,7 +2,7 @@
 //! They implement what the tests here exercise; anything else panics with a clear message,
 //! which is how a test finds out it needs more of the fake.
 
-mod memory_store;
+pub(crate) mod memory_store;
 mod no_plugins;
 
 use std::sync::Arc;

@@ -1,0 +1,1 @@
+//! Revocation against in-memory fakes.
