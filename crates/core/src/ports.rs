@@ -27,10 +27,10 @@ use crate::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
 };
 use crate::discovery::Scan;
-/// The issuance area's port lives beside it; re-exported so `Store` and `Tx` name it here.
-pub use crate::issuance::port::{IssuanceReads, IssuanceWrites};
 use crate::error::Error;
 use crate::events::{NewEvent, OutboxEvent};
+/// The issuance area's port lives beside it; re-exported so `Store` and `Tx` name it here.
+pub use crate::issuance::port::{IssuanceReads, IssuanceWrites};
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::TpmClock;
 use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};

@@ -23,4 +23,3 @@ pub struct RevocationRequest {
     pub created_at: i64,
     pub updated_at: i64,
 }
-

@@ -33,9 +33,9 @@ fn template_named<'a>(
     id_or_name: &str,
 ) -> Option<&'a StoredTemplate> {
     let id = id_or_name.parse::<i64>().ok();
-    templates.iter().find(|t| {
-        t.workspace_id == workspace_id && (if let Some(id) = id { t.id == id } else { t.name == id_or_name })
-    })
+    templates
+        .iter()
+        .find(|t| t.workspace_id == workspace_id && (if let Some(id) = id { t.id == id } else { t.name == id_or_name }))
 }
 
 #[async_trait]

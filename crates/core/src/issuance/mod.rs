@@ -20,7 +20,11 @@ mod ledger_tests;
 #[cfg(test)]
 mod pending_tests;
 #[cfg(test)]
+mod renewal_run_tests;
+#[cfg(test)]
 mod renewal_tests;
+#[cfg(test)]
+mod run_tests;
 
 use serde_json::json;
 

@@ -112,7 +112,11 @@ impl Run {
     /// An approval request `approver` just approved: its body as submitted, under the template
     /// as it was when the request was made (what the approver saw), judged as its requester
     /// made it.
-    pub async fn for_approved(ctx: &Context, approver: &Caller, approved: &super::requests::CertificateRequest) -> Result<Run> {
+    pub async fn for_approved(
+        ctx: &Context,
+        approver: &Caller,
+        approved: &super::requests::CertificateRequest,
+    ) -> Result<Run> {
         let id = approved.id;
         let input: IssueInput = serde_json::from_value(approved.request.clone())
             .map_err(|err| Error::Internal(format!("stored request {id} is unreadable: {err}")))?;
@@ -146,7 +150,8 @@ impl Run {
     ) -> Result<(Run, IssueInput)> {
         let template = templates::resolve(ctx, &ca.workspace_id, input.template_id.as_deref()).await?;
         // The same lifetime as the certificate it replaces, within what the template allows now.
-        let input = IssueInput { validity_days: Some(lifetime_days.clamp(1, template.max_validity_days)), ..input.clone() };
+        let input =
+            IssueInput { validity_days: Some(lifetime_days.clamp(1, template.max_validity_days)), ..input.clone() };
         let request = request::prepare(&input, &template)?;
         let run = Run {
             ca,

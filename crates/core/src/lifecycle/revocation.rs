@@ -107,4 +107,3 @@ async fn ledger_rows(ctx: &Context, certificate: &Certificate) -> Result<Vec<Iss
     let rows = ctx.store.find_issued_by_serial(&certificate.workspace_id, &serial).await?;
     Ok(rows.into_iter().filter(|row| first_der(&row.certificate_pem).as_deref() == Some(der.as_slice())).collect())
 }
-

@@ -52,6 +52,8 @@ pub struct Tables {
     pub request_leases: std::collections::HashMap<i64, String>,
     /// Per certificate: (renew_at, renewal_info_next_check).
     pub renewal_info: std::collections::HashMap<i64, (Option<i64>, Option<i64>)>,
+    /// Revocations waiting for approval.
+    pub revocation_requests: Vec<RevocationRequest>,
     /// Certificates' renewal claim stamps.
     pub renewal_claims: std::collections::HashMap<i64, i64>,
     /// Issuance policies and workspace templates (faked with the rest of issuance's port in
@@ -147,11 +149,18 @@ impl CertificateReads for MemoryStore {
     }
     async fn list_revocation_requests(
         &self,
-        _: &str,
-        _: Option<&str>,
-        _: PageRequest,
+        workspace_id: &str,
+        status: Option<&str>,
+        page: PageRequest,
     ) -> StoreResult<Page<RevocationRequest>> {
-        not_faked("list_revocation_requests")
+        let mut items: Vec<_> = self
+            .snapshot()
+            .revocation_requests
+            .into_iter()
+            .filter(|r| r.workspace_id == workspace_id && status.is_none_or(|s| r.status == s))
+            .collect();
+        items.reverse();
+        Ok(Page { total: items.len() as i64, items, total_exact: true, request: page })
     }
 }
 
@@ -257,18 +266,35 @@ impl CertificateWrites for MemoryTx {
     async fn claim_expiring(&mut self, _: i64, _: i64) -> StoreResult<Vec<Certificate>> {
         not_faked("claim_expiring")
     }
-    async fn insert_revocation_request(&mut self, _: &RevocationRequest) -> StoreResult<RevocationRequest> {
-        not_faked("insert_revocation_request")
+    async fn insert_revocation_request(&mut self, request: &RevocationRequest) -> StoreResult<RevocationRequest> {
+        // As the database's partial unique index: one pending request per certificate.
+        let pending = |r: &&RevocationRequest| r.certificate_id == request.certificate_id && r.status == "pending";
+        if self.working.revocation_requests.iter().any(|r| pending(&r)) {
+            return Err(StoreError::Unique("revocation_requests.certificate_id".into()));
+        }
+        let id = self.working.next_id();
+        let row = RevocationRequest { id, ..request.clone() };
+        self.working.revocation_requests.push(row.clone());
+        Ok(row)
     }
-    async fn find_revocation_request(&mut self, _: &str, _: i64) -> StoreResult<Option<RevocationRequest>> {
-        not_faked("find_revocation_request")
+    async fn find_revocation_request(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<RevocationRequest>> {
+        Ok(self.working.revocation_requests.iter().find(|r| r.workspace_id == workspace_id && r.id == id).cloned())
     }
     async fn update_revocation_request(
         &mut self,
-        _: &RevocationRequest,
-        _: &str,
+        request: &RevocationRequest,
+        from: &str,
     ) -> StoreResult<Option<RevocationRequest>> {
-        not_faked("update_revocation_request")
+        let Some(row) = self
+            .working
+            .revocation_requests
+            .iter_mut()
+            .find(|r| r.workspace_id == request.workspace_id && r.id == request.id && r.status == from)
+        else {
+            return Ok(None);
+        };
+        *row = RevocationRequest { created_at: row.created_at, ..request.clone() };
+        Ok(Some(row.clone()))
     }
 }
 
@@ -509,8 +535,22 @@ impl CaWrites for MemoryTx {
         issued.push(IssuedRecord { id, ..record.clone() });
         Ok(())
     }
-    async fn revoke_issued(&mut self, _: i64, _: &str, _: i64, _: &str) -> StoreResult<bool> {
-        not_faked("revoke_issued")
+    async fn revoke_issued(
+        &mut self,
+        ca_id: i64,
+        serial_number: &str,
+        at_secs: i64,
+        reason: &str,
+    ) -> StoreResult<bool> {
+        let row = self.working.issued.iter_mut().find(|r| r.ca_id == ca_id && r.serial_number == serial_number);
+        Ok(row
+            .map(|row| {
+                if row.revoked_at.is_none() {
+                    row.revoked_at = Some(at_secs);
+                    row.revocation_reason = Some(reason.to_owned());
+                }
+            })
+            .is_some())
     }
     async fn store_crl(&mut self, _: i64, _: &crate::cas::StoredCrl) -> StoreResult<bool> {
         not_faked("store_crl")

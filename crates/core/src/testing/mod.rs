@@ -8,7 +8,7 @@ mod no_plugins;
 use std::sync::Arc;
 
 pub use self::memory_store::MemoryStore;
-pub use self::no_plugins::{IssueScript, NoPlugins, PollScript};
+pub use self::no_plugins::{IssueScript, NoPlugins, PolicyScript, PollScript, RevokeScript};
 use crate::auth::{Actor, Caller, Role};
 use crate::clock::{FixedClock, OsEntropy};
 use crate::context::{Context, Settings};
