@@ -1,8 +1,10 @@
-//! Issuance: every certificate the service obtains, from any caller (API, renewal, attestation),
-//! goes through [`issue`]: the template resolves the profile, the workspace's issuance policies
-//! (plugins) decide, the CA's connector plugin issues, and the certificate enters the inventory
-//! with its audit row and `certificate.created` event. A CA that answers "pending" leaves a
-//! certificate request `issuing`, which [`pending`] completes in the background.
+//! Issuance: every certificate the service obtains, from any caller (API, approval, renewal,
+//! attestation, the pending poller), goes through one [`Run`]: the template resolves the
+//! profile, the workspace's issuance policies (plugins) decide, the CA's connector plugin issues,
+//! and the certificate enters the inventory with its audit row and `certificate.created` event.
+//! The run's [`Decision`] says what happened (issued, pending at the CA, held for approval,
+//! refused); each path records it its own way. A CA that answers "pending" leaves a certificate
+//! request `issuing`, which [`pending`] completes in the background with the same run.
 
 pub mod pending;
 pub mod policies;

@@ -345,7 +345,7 @@ async fn a_rejected_revocation_leaves_the_certificate_and_lists_by_state() {
     assert_eq!(rejected.status, REJECTED);
     assert!(!fixture.stored().revoked);
     let page = crate::pagination::PageRequest::new(None, None, None, 20).unwrap_or_else(|err| panic!("{err}"));
-    let listed = revocation_requests::list(&ctx, &member("usr_bob"), Some(REJECTED), page.clone())
+    let listed = revocation_requests::list(&ctx, &member("usr_bob"), Some(REJECTED), page)
         .await
         .unwrap_or_else(|err| panic!("list: {err}"));
     assert_eq!(listed.items.len(), 1);

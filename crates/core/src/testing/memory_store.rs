@@ -25,6 +25,7 @@ use crate::discovery::Scan;
 use crate::error::Error;
 use crate::events::{NewEvent, OutboxEvent};
 use crate::issuance::policies::IssuancePolicy;
+use crate::issuance::requests::CertificateRequest;
 use crate::issuance::templates::StoredTemplate;
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::TpmClock;
@@ -48,7 +49,7 @@ pub struct Tables {
     /// CAs (read by id; tests put them here).
     pub cas: Vec<CertificateAuthority>,
     /// Certificate requests, and who holds each one's poll lease.
-    pub requests: Vec<crate::issuance::requests::CertificateRequest>,
+    pub requests: Vec<CertificateRequest>,
     pub request_leases: std::collections::HashMap<i64, String>,
     /// Per certificate: (renew_at, renewal_info_next_check).
     pub renewal_info: std::collections::HashMap<i64, (Option<i64>, Option<i64>)>,
