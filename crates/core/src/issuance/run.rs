@@ -63,20 +63,21 @@ impl Decision {
     }
 }
 
-/// One issuance: everything it depends on, resolved once.
+/// One issuance: everything it depends on, resolved once. Built only by the domain (its fields
+/// are the crate's), so nothing outside can mark a run approved.
 #[derive(Debug, Clone)]
 pub struct Run {
-    pub ca: CertificateAuthority,
+    pub(crate) ca: CertificateAuthority,
     /// The connector plugin serving the CA's type for its workspace.
-    pub connector: PluginInfo,
+    pub(crate) connector: PluginInfo,
     /// Who asks, as policies see it (the requester of an approved request, whoever approved it).
-    pub requester: Requester,
+    pub(crate) requester: Requester,
     /// Whom the change's audit rows name.
-    pub actor: Audit,
-    pub source: IssuanceSource,
+    pub(crate) actor: Audit,
+    pub(crate) source: IssuanceSource,
     /// The request with its template applied (CSR, profile, renewal window, metadata).
-    pub request: PreparedRequest,
-    pub approval: Approval,
+    pub(crate) request: PreparedRequest,
+    pub(crate) approval: Approval,
 }
 
 impl Run {
@@ -112,7 +113,7 @@ impl Run {
     /// An approval request `approver` just approved: its body as submitted, under the template
     /// as it was when the request was made (what the approver saw), judged as its requester
     /// made it.
-    pub async fn for_approved(
+    pub(crate) async fn for_approved(
         ctx: &Context,
         approver: &Caller,
         approved: &super::requests::CertificateRequest,
