@@ -21,6 +21,7 @@ pub mod error;
 pub mod events;
 pub mod ids;
 pub mod issuance;
+pub mod lifecycle;
 pub mod pagination;
 pub mod pki;
 pub mod plugins;

@@ -12,10 +12,11 @@ use utoipa::{IntoParams, ToSchema};
 use crate::error::ApiResult;
 use crate::extract::{numeric_id, Authenticated, Json, OptionalJson, Query};
 use crate::{created, data, list, Data, ListEnvelope, PageParams};
-use trellis_core::certificates::revocation_requests::{self, RevocationRequest};
+use trellis_core::certificates::revocation_requests::RevocationRequest;
 use trellis_core::certificates::{self as inventory, Certificate, MachineIdentity, Statistics, UsageRecord};
 use trellis_core::clock::rfc3339;
 use trellis_core::context::SharedContext;
+use trellis_core::lifecycle::{self, revocation_requests};
 
 pub fn routes() -> Router<SharedContext> {
     Router::new()
@@ -302,7 +303,7 @@ async fn set_auto_renew(
 ) -> ApiResult<axum::Json<Value>> {
     let id = numeric_id(&id)?;
     let enabled = body.and_then(|b| b.enabled.or(b.auto_renewal));
-    let certificate = inventory::set_auto_renewal(&ctx, &caller, id, enabled).await?;
+    let certificate = lifecycle::set_auto_renewal(&ctx, &caller, id, enabled).await?;
     Ok(data(certificate_dto(certificate, ctx.clock.now(), false)))
 }
 
@@ -323,11 +324,11 @@ async fn revoke_certificate(
     OptionalJson(body): OptionalJson<RevokeBody>,
 ) -> ApiResult<Response> {
     let id = numeric_id(&id)?;
-    match inventory::revoke(&ctx, &caller, id, body.and_then(|b| b.reason)).await? {
-        inventory::Revocation::Revoked(certificate) => {
+    match lifecycle::revoke(&ctx, &caller, id, body.and_then(|b| b.reason)).await? {
+        lifecycle::Revocation::Revoked(certificate) => {
             Ok(data(certificate_dto(*certificate, ctx.clock.now(), false)).into_response())
         }
-        inventory::Revocation::AwaitingApproval(request) => {
+        lifecycle::Revocation::AwaitingApproval(request) => {
             Ok((StatusCode::ACCEPTED, data(revocation_request_dto(*request))).into_response())
         }
     }

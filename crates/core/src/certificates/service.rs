@@ -255,14 +255,10 @@ fn changed_fields(update: &CertificateUpdate<'_>) -> Vec<&'static str> {
     fields
 }
 
-/// Sets auto-renewal; with no value given, flips it.
-pub async fn set_auto_renewal(ctx: &Context, caller: &Caller, id: i64, enabled: Option<bool>) -> Result<Certificate> {
+/// Sets auto-renewal to `enabled`. Whether the certificate's CA can renew it is checked above
+/// the inventory (`lifecycle::set_auto_renewal`), which also resolves a toggle.
+pub(crate) async fn set_auto_renewal(ctx: &Context, caller: &Caller, id: i64, enabled: bool) -> Result<Certificate> {
     caller.require(Scope::CertificatesWrite)?;
-    let current = get(ctx, caller, id).await?;
-    let enabled = enabled.unwrap_or(!current.auto_renewal);
-    if enabled {
-        crate::cas::service::check_can_renew(ctx, &current).await?;
-    }
     let update = CertificateUpdate { auto_renewal: Some(enabled), ..Default::default() };
     mutate(
         ctx,
@@ -276,78 +272,34 @@ pub async fn set_auto_renewal(ctx: &Context, caller: &Caller, id: i64, enabled: 
     .await
 }
 
-/// What a revoke request did.
-#[derive(Debug, Clone)]
-pub enum Revocation {
-    Revoked(Box<Certificate>),
-    /// The certificate's template requires approval: the revocation waits at
-    /// `/api/certificates/revocation-requests`.
-    AwaitingApproval(Box<super::revocation_requests::RevocationRequest>),
-}
-
-impl Revocation {
-    /// The revoked certificate, if the revocation happened now.
-    pub fn revoked(self) -> Option<Certificate> {
-        match self {
-            Revocation::Revoked(certificate) => Some(*certificate),
-            Revocation::AwaitingApproval(_) => None,
-        }
+/// The reason a revocation records: the caller's, checked, else `unspecified`.
+pub(crate) fn revocation_reason(reason: Option<String>) -> Result<String> {
+    match reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty()) {
+        Some(reason) => check_text("reason", &reason),
+        None => Ok("unspecified".to_string()),
     }
 }
 
-pub async fn revoke(ctx: &Context, caller: &Caller, id: i64, reason: Option<String>) -> Result<Revocation> {
-    caller.require(Scope::CertificatesWrite)?;
-    let reason = match reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty()) {
-        Some(reason) => check_text("reason", &reason)?,
-        None => "unspecified".to_string(),
-    };
-    let existing =
-        ctx.store.find_certificate(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))?;
-    if existing.revoked {
-        return Err(already_revoked(&existing));
-    }
-    if super::revocation_requests::requires_approval(ctx, &existing).await {
-        let request = super::revocation_requests::open(ctx, caller, &existing, &reason).await?;
-        return Ok(Revocation::AwaitingApproval(Box::new(request)));
-    }
-    let certificate = revoke_now(ctx, &Audit::of(caller), &existing, &reason).await?;
-    Ok(Revocation::Revoked(Box::new(certificate)))
-}
-
-fn already_revoked(certificate: &Certificate) -> Error {
+pub(crate) fn already_revoked(certificate: &Certificate) -> Error {
     Error::validation_with(
         "Certificate is already revoked",
         json!({ "revokedAt": certificate.revoked_at.map(crate::clock::rfc3339), "reason": certificate.revocation_reason }),
     )
 }
 
-/// Revokes at the CA (when issued through one), then in the inventory, with the audit row and
-/// `certificate.revoked`.
-pub(crate) async fn revoke_now(
-    ctx: &Context,
-    actor: &Audit,
-    existing: &Certificate,
+/// Marks certificate `id` revoked in the inventory within `change`, with its audit row (`at_ca`:
+/// what its CA did) and `certificate.revoked`. Refused when it already is.
+pub(crate) async fn record_revocation(
+    change: &mut UnitOfWork<'_>,
+    workspace_id: &str,
+    id: i64,
     reason: &str,
+    at_ca: &str,
 ) -> Result<Certificate> {
-    let (workspace_id, id) = (existing.workspace_id.as_str(), existing.id);
-    // The CA revokes first (a plugin call, outside the transaction); a CA that cannot be
-    // reached fails the request and the record stays as it was, so a retry revokes both.
-    let at_ca = crate::cas::service::revoke_at_ca(ctx, existing, reason).await?;
-    let ledger = ledger_rows(ctx, existing).await?;
-    let now = ctx.now_millis();
-    let mut change = ctx.change(actor.clone(), Some(workspace_id)).await?;
+    let now = change.at();
     let current = change.tx().find_certificate(workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))?;
     if current.revoked {
         return Err(already_revoked(&current));
-    }
-    // What an internal CA's CRL and OCSP answer from is its ledger, not the CA record: the
-    // revocation reaches the ledger in this transaction whether or not the CA record (and the
-    // certificate's link to it) still exists, or its connector was reachable.
-    let ledger_reason = crate::plugins::RevocationReason::parse(reason)
-        .unwrap_or(crate::plugins::RevocationReason::Unspecified)
-        .as_str();
-    for row in &ledger {
-        change.tx().revoke_issued(row.ca_id, &row.serial_number, now.div_euclid(1000), ledger_reason).await?;
     }
     let update = CertificateUpdate { revoke: Some((now, reason)), ..Default::default() };
     let certificate = change
@@ -359,20 +311,7 @@ pub(crate) async fn revoke_now(
     let mut data = event_data(&certificate, now);
     data["reason"] = json!(reason);
     change.emit(events::CERTIFICATE_REVOKED, data);
-    change.commit().await?;
     Ok(certificate)
-}
-
-/// The ledger rows of the internal CAs of the certificate's workspace that signed exactly this
-/// certificate: found by serial, confirmed by the certificate's bytes (another CA may have used
-/// the serial).
-async fn ledger_rows(ctx: &Context, certificate: &Certificate) -> Result<Vec<crate::cas::IssuedRecord>> {
-    let first_der = |pem: &str| crate::certificates::x509::pem_certificates(pem).and_then(|b| b.into_iter().next());
-    let Some(der) = first_der(&certificate.certificate_pem) else { return Ok(Vec::new()) };
-    let serial: String =
-        certificate.serial_number.chars().filter(|c| *c != ':').collect::<String>().to_ascii_lowercase();
-    let rows = ctx.store.find_issued_by_serial(&certificate.workspace_id, &serial).await?;
-    Ok(rows.into_iter().filter(|row| first_der(&row.certificate_pem).as_deref() == Some(der.as_slice())).collect())
 }
 
 /// Removes the record. The certificate itself stays valid: deleting is not revoking.

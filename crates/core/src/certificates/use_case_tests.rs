@@ -24,7 +24,7 @@ async fn revoke_records_the_change_its_audit_row_and_its_event_together() {
     .await
     .unwrap_or_else(|err| panic!("register: {err}"));
 
-    let revoked = certificates::revoke(&ctx, &caller, registered.id, Some("keyCompromise".into()))
+    let revoked = crate::lifecycle::revoke(&ctx, &caller, registered.id, Some("keyCompromise".into()))
         .await
         .unwrap_or_else(|err| panic!("revoke: {err}"))
         .revoked()
@@ -50,10 +50,10 @@ async fn a_refused_change_writes_nothing() {
     let first = certificates::register(&ctx, &caller, Registration { certificate: pem.clone(), ..Default::default() })
         .await
         .unwrap_or_else(|err| panic!("register: {err}"));
-    certificates::revoke(&ctx, &caller, first.id, None).await.unwrap_or_else(|err| panic!("revoke: {err}"));
+    crate::lifecycle::revoke(&ctx, &caller, first.id, None).await.unwrap_or_else(|err| panic!("revoke: {err}"));
     let before = store.snapshot();
 
-    let again = certificates::revoke(&ctx, &caller, first.id, None).await;
+    let again = crate::lifecycle::revoke(&ctx, &caller, first.id, None).await;
     assert!(matches!(again, Err(Error::Validation { .. })), "{again:?}");
     let duplicate =
         certificates::register(&ctx, &caller, Registration { certificate: pem, ..Default::default() }).await;
@@ -78,7 +78,7 @@ async fn another_workspace_sees_nothing() {
     .unwrap_or_else(|err| panic!("register: {err}"));
     let theirs = owner("ws_b");
     assert!(matches!(certificates::get(&ctx, &theirs, mine.id).await, Err(Error::NotFound(_))));
-    assert!(matches!(certificates::revoke(&ctx, &theirs, mine.id, None).await, Err(Error::NotFound(_))));
+    assert!(matches!(crate::lifecycle::revoke(&ctx, &theirs, mine.id, None).await, Err(Error::NotFound(_))));
     assert!(matches!(certificates::delete(&ctx, &theirs, mine.id).await, Err(Error::NotFound(_))));
     assert_eq!(store.snapshot().audit.len(), 1, "only the registration is audited");
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use futures_util::FutureExt;
 use serde_json::json;
 
-use super::{issue_prepared, request, templates, IssueInput, Issued};
+use super::{request, templates, Approval, Decision, IssueInput, Issued, Run};
 use crate::audit::Audit;
 use crate::cas::{CertificateAuthority, IssuedRecord};
 use crate::error::Error;
@@ -130,20 +130,18 @@ async fn issue_input(fixture: &Fixture, input: IssueInput) -> Result<Issued, Err
     let template = templates::built_in_named("web_server").unwrap_or_else(|| panic!("built-in web_server"));
     let prepared = request::prepare(&input, &template).unwrap_or_else(|err| panic!("prepare: {err}"));
     let caller = owner(WORKSPACE);
-    issue_prepared(
-        &fixture.ctx,
-        &Audit::of(&caller),
-        &super::requester(&caller),
-        &fixture.ca,
-        &connector(),
-        prepared,
-        IssuanceSource::Api,
-        false,
-    )
-    .await
-    .map(|progress| match progress {
-        super::Progress::Issued(issued) => *issued,
-        super::Progress::Pending(order) => panic!("the internal CA answered pending: {order:?}"),
+    let run = Run {
+        ca: fixture.ca.clone(),
+        connector: connector(),
+        requester: super::requester(&caller),
+        actor: Audit::of(&caller),
+        source: IssuanceSource::Api,
+        request: prepared,
+        approval: Approval::Open { template: Box::new(template) },
+    };
+    run.decide(&fixture.ctx).await.map(|decision| match decision {
+        Decision::Issued(issued) => *issued,
+        other => panic!("the internal CA did not issue: {other:?}"),
     })
 }
 

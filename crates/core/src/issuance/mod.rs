@@ -1,43 +1,51 @@
-//! Issuance: every certificate the service obtains, from any caller (API, renewal, attestation),
-//! goes through [`issue`]: the template resolves the profile, the workspace's issuance policies
-//! (plugins) decide, the CA's connector plugin issues, and the certificate enters the inventory
-//! with its audit row and `certificate.created` event. A CA that answers "pending" leaves a
-//! certificate request `issuing`, which [`pending`] completes in the background.
+//! Issuance: every certificate the service obtains, from any caller (API, approval, renewal,
+//! attestation, the pending poller), goes through one [`Run`]: the template resolves the
+//! profile, the workspace's issuance policies (plugins) decide, the CA's connector plugin issues,
+//! and the certificate enters the inventory with its audit row and `certificate.created` event.
+//! The run's [`Decision`] says what happened (issued, pending at the CA, held for approval,
+//! refused); each path records it its own way. A CA that answers "pending" leaves a certificate
+//! request `issuing`, which [`pending`] completes in the background with the same run.
 
 pub mod pending;
 pub mod policies;
+pub mod port;
 pub mod renewal;
 pub mod request;
 pub mod requests;
+pub mod run;
 pub mod templates;
 
+#[cfg(test)]
+mod fake;
 #[cfg(test)]
 mod ledger_tests;
 #[cfg(test)]
 mod pending_tests;
 #[cfg(test)]
+mod renewal_run_tests;
+#[cfg(test)]
 mod renewal_tests;
+#[cfg(test)]
+mod run_tests;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::audit::Audit;
 use crate::auth::{Actor, Caller, Scope};
-use crate::cas::service::{call_target, connector_for, INTERNAL};
-use crate::cas::{self, CertificateAuthority, IssuedRecord};
+use crate::cas::service::{call_target, INTERNAL};
+use crate::cas::{CertificateAuthority, IssuedRecord};
 use crate::certificates::x509::{parse_der, pem_encode, to_pem};
 use crate::certificates::{Certificate, IssuanceSource as InventorySource, NewCertificate};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events;
-use crate::pki::LedgerSlot;
 use crate::plugins::{
-    combine, CertificateProfile, Combined, Decision, IssuanceSource, IssueOutcome, IssueRequest, IssuedCertificate,
-    PluginInfo, PolicyReason, Requester, RequesterKind, SignPermit, SubjectAltName,
+    CertificateProfile, IssuanceSource, IssuedCertificate, PluginInfo, Requester, RequesterKind, SubjectAltName,
 };
 use crate::ports::{NewRow, StoreError};
 use crate::unit_of_work::{Target, UnitOfWork};
 
 pub use self::request::{IssueInput, PreparedRequest, SubjectInput};
+pub use self::run::{Approval, Decision, Run};
 
 /// A certificate just issued; its chain is `certificate.chain()` (PEM, issuing CA first).
 #[derive(Debug, Clone)]
@@ -45,7 +53,7 @@ pub struct Issued {
     pub certificate: Certificate,
 }
 
-/// What an issue call ended with.
+/// What an issue call ended with, once its decision is recorded.
 #[derive(Debug, Clone)]
 pub enum Outcome {
     Issued(Box<Issued>),
@@ -54,14 +62,6 @@ pub enum Outcome {
     /// The CA accepted the order but has not issued yet: the request, `issuing`, completes in
     /// the background.
     Issuing(Box<requests::CertificateRequest>),
-}
-
-/// What the connector's `issue` ended with, once recorded.
-#[derive(Debug)]
-pub enum Progress {
-    Issued(Box<Issued>),
-    /// Not yet: the order to park (see [`pending`]).
-    Pending(Box<pending::Order>),
 }
 
 /// Who asks, as policies see it.
@@ -97,31 +97,23 @@ fn inventory_source(ca: &CertificateAuthority) -> InventorySource {
     }
 }
 
-/// Issues a certificate through the CA `input.ca_id` (POST /api/certificates/issue).
+/// Issues a certificate through the CA `input.ca_id` (POST /api/certificates/issue). A policy
+/// that requires approval leaves a `pending` request; a CA that answers "pending" an `issuing`
+/// one; a policy that denies refuses (403 `POLICY_DENIED`).
 pub async fn issue(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<Outcome> {
     caller.require(Scope::CertificatesWrite)?;
-    match resolve_and_issue(ctx, caller, &input, IssuanceSource::Api).await {
-        Ok(Progress::Issued(issued)) => Ok(Outcome::Issued(issued)),
-        Ok(Progress::Pending(order)) => {
-            let body = serde_json::to_value(&input).map_err(|err| Error::Internal(err.to_string()))?;
-            let request = pending::open(
-                ctx,
-                &Audit::of(caller),
-                &caller.workspace_id,
-                input.ca_id.unwrap_or_default(),
-                body,
-                input.common_name.clone(),
-                *order,
-                None,
-            )
-            .await?;
+    let run = Run::for_caller(ctx, caller, &input, IssuanceSource::Api).await?;
+    match run.decide(ctx).await? {
+        Decision::Issued(issued) => Ok(Outcome::Issued(issued)),
+        Decision::Pending(order) => {
+            let request = pending::open(ctx, &run, &input, *order, None).await?;
             Ok(Outcome::Issuing(Box::new(request)))
         }
-        Err(Error::ApprovalRequired(reasons)) => {
-            let template = templates::resolve(ctx, &caller.workspace_id, input.template_id.as_deref()).await?;
-            Ok(Outcome::AwaitingApproval(Box::new(requests::open(ctx, caller, &input, &template, reasons).await?)))
+        Decision::NeedsApproval { reasons, template } => {
+            let request = requests::open(ctx, &run, &input, &template, reasons).await?;
+            Ok(Outcome::AwaitingApproval(Box::new(request)))
         }
-        Err(err) => Err(err),
+        Decision::Refused(reasons) => Err(Error::PolicyDenied(reasons)),
     }
 }
 
@@ -131,161 +123,35 @@ pub async fn issue(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<
 /// answers "pending" (nor for a CA: the order is left unpolled).
 pub async fn issue_attested(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<Issued> {
     caller.require(Scope::AttestationWrite)?;
-    match resolve_and_issue(ctx, caller, &input, IssuanceSource::Attestation).await? {
-        Progress::Issued(issued) => Ok(*issued),
-        Progress::Pending(order) => Err(Error::Pending(format!(
+    let run = Run::for_caller(ctx, caller, &input, IssuanceSource::Attestation).await?;
+    match run.decide(ctx).await? {
+        Decision::Issued(issued) => Ok(*issued),
+        Decision::Pending(order) => Err(Error::Pending(format!(
             "the CA accepted the order ({}) but has not issued yet ({}); attest-and-provision needs a CA \
              that issues at once, since a device cannot wait",
             order.reference, order.status_message
         ))),
+        Decision::NeedsApproval { reasons, .. } => Err(Error::ApprovalRequired(reasons)),
+        Decision::Refused(reasons) => Err(Error::PolicyDenied(reasons)),
     }
-}
-
-async fn resolve_and_issue(
-    ctx: &Context,
-    caller: &Caller,
-    input: &IssueInput,
-    source: IssuanceSource,
-) -> Result<Progress> {
-    let workspace_id = caller.workspace_id.to_string();
-    let ca_id = input.ca_id.ok_or_else(|| Error::invalid_field("caId", "is required"))?;
-    let ca = cas::service::find(ctx, &workspace_id, ca_id).await?;
-    if let Some(ca_type) = input.ca_type.as_deref().filter(|t| *t != ca.ca_type) {
-        return Err(Error::invalid_field("caType", format!("CA {ca_id} is of type `{}`, not `{ca_type}`", ca.ca_type)));
-    }
-    let info = connector_for(ctx, &workspace_id, &ca.ca_type)?;
-    if !info.capabilities.issue {
-        return Err(cas::service::cannot_issue(&ca, &info));
-    }
-    let template = templates::resolve(ctx, &workspace_id, input.template_id.as_deref()).await?;
-    let prepared = request::prepare(input, &template)?;
-    issue_prepared(ctx, &Audit::of(caller), &requester(caller), &ca, &info, prepared, source, false).await
-}
-
-/// Runs the policies and the connector for a prepared request, then records the certificate.
-/// An `approved` request is past approval: require-approval decisions no longer hold it.
-#[allow(clippy::too_many_arguments)]
-pub async fn issue_prepared(
-    ctx: &Context,
-    actor: &Audit,
-    requester: &Requester,
-    ca: &CertificateAuthority,
-    info: &PluginInfo,
-    prepared: PreparedRequest,
-    source: IssuanceSource,
-    approved: bool,
-) -> Result<Progress> {
-    let result = issue_through(ctx, actor, requester, ca, info, prepared, source, approved).await;
-    let outcome = match &result {
-        Ok(Progress::Issued(_)) => "issued",
-        Ok(Progress::Pending(_)) => "pending",
-        Err(err) => err.code(),
-    };
-    count_issuance(ca, source_label(source), outcome);
-    result
-}
-
-fn source_label(source: IssuanceSource) -> &'static str {
-    match source {
-        IssuanceSource::Api => "api",
-        IssuanceSource::RequestWorkflow => "request",
-        IssuanceSource::Attestation => "attestation",
-        IssuanceSource::Renewal => "renewal",
-    }
-}
-
-fn count_issuance(ca: &CertificateAuthority, source: &'static str, outcome: &'static str) {
-    metrics::counter!("trellis_issuances_total", "ca_type" => ca.ca_type.clone(), "source" => source, "outcome" => outcome)
-        .increment(1);
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn issue_through(
-    ctx: &Context,
-    actor: &Audit,
-    requester: &Requester,
-    ca: &CertificateAuthority,
-    info: &PluginInfo,
-    mut prepared: PreparedRequest,
-    source: IssuanceSource,
-    approved: bool,
-) -> Result<Progress> {
-    let evaluation = prepared.evaluation(ca, requester, source);
-    let mut decisions = policies::evaluate(ctx, &ca.workspace_id, &evaluation).await?;
-    if approved {
-        for decision in &mut decisions {
-            if matches!(decision, Decision::RequireApproval(_)) {
-                *decision = Decision::Allow { max_validity_days: None };
-            }
-        }
-    }
-    match combine(prepared.profile.validity_days, decisions) {
-        Combined::Denied(reasons) => return Err(Error::PolicyDenied(reasons_json(&reasons))),
-        Combined::NeedsApproval(reasons) => return Err(Error::ApprovalRequired(reasons_json(&reasons))),
-        Combined::Proceed { validity_days } => prepared.profile.validity_days = validity_days,
-    }
-    let request = IssueRequest {
-        idempotency_key: ctx.new_id("iss_"),
-        csr_der: prepared.csr_der.clone(),
-        template: Some(prepared.template.clone()),
-        profile: prepared.profile.clone(),
-        replaces: None,
-        metadata: json!({}),
-    };
-    let mut target = call_target(ctx, ca, info)?;
-    // An internal CA's ledger row comes back in this slot and is written with the certificate,
-    // in one group-commit job instead of two (see `pki::ledger` for why nothing signed goes
-    // unrecorded).
-    let ledger = target.pki.is_some().then(LedgerSlot::default);
-    if let Some(grant) = target.pki.as_mut() {
-        grant.sign = Some(SignPermit {
-            csr_der: request.csr_der.clone(),
-            profile: request.profile.clone(),
-            ledger: ledger.clone(),
-        });
-    }
-    let outcome = ctx.plugins.host().ca_issue(&target, &request).await;
-    let unrecorded = ledger.as_ref().and_then(LedgerSlot::take);
-    let ledger_row = unrecorded.as_ref().map(|row| row.record().clone());
-    let stored = match outcome {
-        Ok(IssueOutcome::Pending(answer)) => {
-            Ok(Progress::Pending(Box::new(pending::Order::new(answer, request, prepared, source_label(source)))))
-        }
-        Ok(IssueOutcome::Issued(issued)) => store_issued(ctx, actor, ca, info, prepared, issued, ledger_row, None)
-            .await
-            .map(|i| Progress::Issued(Box::new(i))),
-        Err(err) => Err(err.into()),
-    };
-    match (unrecorded, &stored) {
-        // The certificate's job committed, the ledger row with it.
-        (Some(row), Ok(Progress::Issued(_))) => row.committed(),
-        // Nothing leaves with the error (or the pending answer), but the CA signed: its ledger
-        // keeps the certificate.
-        (Some(row), _) => {
-            if let Err(err) = row.record_now().await {
-                tracing::error!(error = %err, "recording an issued certificate in the CA's ledger failed");
-            }
-        }
-        (None, _) => {}
-    }
-    stored
 }
 
 /// The connector's answer into the inventory, with its audit row, its `certificate.created`
 /// event and, for an internal CA, the ledger row of the certificate, in one group-commit job
-/// (with `completes`, the poller's request moves to `issued` in that same job). Refused, with
+/// (for a run the poller resumed, its request moves to `issued` in that same job). Refused, with
 /// nothing stored, when the certificate's public key is not the CSR's.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn store_issued(
     ctx: &Context,
-    actor: &Audit,
-    ca: &CertificateAuthority,
-    info: &PluginInfo,
-    mut prepared: PreparedRequest,
+    run: &Run,
     issued: IssuedCertificate,
     ledger_row: Option<IssuedRecord>,
-    completes: Option<pending::Completion>,
 ) -> Result<Issued> {
+    let (ca, info, actor) = (&run.ca, &run.connector, &run.actor);
+    let mut prepared = run.request.clone();
+    let completes = match &run.approval {
+        Approval::Resumed(completion) => Some(completion.as_ref().clone()),
+        Approval::Open { .. } | Approval::Granted => None,
+    };
     let parsed = parse_der(&issued.certificate_der)
         .map_err(|_| Error::Internal(format!("the {} connector returned an unreadable certificate", info.id)))?;
     check_public_key(&issued.certificate_der, &prepared.csr_der, &info.id)?;
@@ -455,10 +321,6 @@ async fn revoke_mis_issued(
             tracing::error!(ca_id = ca.id, serial = %parsed.serial_number, code = "CA_NAME_MISMATCH", %error, "a certificate for names not requested was refused; revoking it at the CA failed: revoke it there")
         }
     }
-}
-
-fn reasons_json(reasons: &[PolicyReason]) -> Value {
-    Value::Array(reasons.iter().map(|r| json!({ "code": r.code, "message": r.message })).collect())
 }
 
 /// PEM of a DER private key (PKCS#8).

@@ -22,7 +22,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::requests::{CertificateRequest, FAILED, ISSUED, ISSUING};
-use super::{count_issuance, store_issued, PreparedRequest};
+use super::run::Run;
+use super::{store_issued, IssueInput, PreparedRequest};
 use crate::approvals::principal;
 use crate::audit::Audit;
 use crate::cas::service::{call_target, connector_for, find};
@@ -30,7 +31,9 @@ use crate::certificates::Certificate;
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events;
-use crate::plugins::{CertificateProfile, IssueOutcome, IssueRequest, PendingIssue, PluginError, SubjectKey};
+use crate::plugins::{
+    CertificateProfile, IssuanceSource, IssueOutcome, IssueRequest, PendingIssue, PluginError, SubjectKey,
+};
 use crate::ports::Tx;
 use crate::unit_of_work::{Target, UnitOfWork};
 
@@ -104,7 +107,7 @@ impl Order {
         })
     }
 
-    fn prepared(&self) -> Result<PreparedRequest> {
+    pub(crate) fn prepared(&self) -> Result<PreparedRequest> {
         Ok(PreparedRequest {
             template: self.template.clone(),
             csr_der: self.csr_der()?,
@@ -118,12 +121,13 @@ impl Order {
         })
     }
 
-    fn source_label(&self) -> &'static str {
+    /// Where the issuance came from (as `trellis_issuances_total` labelled it).
+    pub(crate) fn source(&self) -> IssuanceSource {
         match self.source.as_str() {
-            "api" => "api",
-            "request" => "request",
-            "renewal" => "renewal",
-            _ => "attestation",
+            "api" => IssuanceSource::Api,
+            "request" => IssuanceSource::RequestWorkflow,
+            "renewal" => IssuanceSource::Renewal,
+            _ => IssuanceSource::Attestation,
         }
     }
 }
@@ -180,20 +184,19 @@ fn issuing(request: CertificateRequest, order: &Order, sealed: String, at: i64) 
     }
 }
 
-/// Opens an `issuing` request for an issuance the CA left pending (`POST
-/// /api/certificates/issue`, renewal): `body` is the issue body as received, `renews` the
+/// Opens an `issuing` request for `run`, whose CA left it pending (`POST
+/// /api/certificates/issue`, renewal): `input` is the issue body as received, `renews` the
 /// certificate a renewal replaces.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn open(
     ctx: &Context,
-    actor: &Audit,
-    workspace_id: &str,
-    ca_id: i64,
-    body: Value,
-    common_name: Option<String>,
+    run: &Run,
+    input: &IssueInput,
     order: Order,
     renews: Option<i64>,
 ) -> Result<CertificateRequest> {
+    let (actor, workspace_id, ca_id) = (&run.actor, run.ca.workspace_id.as_str(), run.ca.id);
+    let body = serde_json::to_value(input).map_err(|err| Error::Internal(err.to_string()))?;
+    let common_name = input.common_name.clone();
     let mut change = ctx.change(actor.clone(), Some(workspace_id)).await?;
     let at = change.at();
     let row = CertificateRequest {
@@ -350,7 +353,7 @@ async fn advance(ctx: &Context, lease_owner: &str, claimed: CertificateRequest) 
         Err(err) => return Err(err),
     };
     let polled = async {
-        let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type).map_err(|err| match err {
+        let connector = connector_for(ctx, &ca.workspace_id, &ca.ca_type).map_err(|err| match err {
             // Not installed or bound right now: an operator may be replacing it.
             Error::Validation { .. } => Error::Plugin(PluginError::NotBound {
                 kind: crate::plugins::PluginKind::CaConnector,
@@ -358,32 +361,29 @@ async fn advance(ctx: &Context, lease_owner: &str, claimed: CertificateRequest) 
             }),
             other => other,
         })?;
-        let target = call_target(ctx, &ca, &info)?;
+        let target = call_target(ctx, &ca, &connector)?;
         let request = order.issue_request()?;
+        let completion = Completion { request: claimed.clone(), lease_owner: lease_owner.to_owned() };
+        let run = Run::resumed(ca.clone(), connector, &order, completion)?;
         let outcome = ctx.plugins.host().ca_poll_issue(&target, &order.reference, &request).await?;
-        Ok::<_, Error>((info, outcome))
+        Ok::<_, Error>((run, outcome))
     }
     .await;
     let now = ctx.now_millis();
     let age = now - claimed.issuing_since.unwrap_or(claimed.created_at);
     match polled {
-        Ok((info, IssueOutcome::Issued(issued))) => {
-            let prepared = order.prepared()?;
-            let completion = Completion { request: claimed.clone(), lease_owner: lease_owner.to_owned() };
-            let actor = actor_of(&claimed);
-            match store_issued(ctx, &actor, &ca, &info, prepared, issued, None, Some(completion)).await {
-                Ok(_) => {
-                    count_issuance(&ca, order.source_label(), "issued");
-                    Ok(Step::Issued)
-                }
-                Err(Error::Conflict(message)) if message == LEASE_LOST => Ok(Step::LeaseLost),
-                Err(err) if retryable(&err) => reschedule(ctx, lease_owner, claimed, order, None, Some(&err)).await,
-                Err(err) => {
-                    count_issuance(&ca, order.source_label(), err.code());
-                    fail(ctx, lease_owner, claimed, Some(&order), &err).await
-                }
+        Ok((run, IssueOutcome::Issued(issued))) => match store_issued(ctx, &run, issued, None).await {
+            Ok(_) => {
+                run.count("issued");
+                Ok(Step::Issued)
             }
-        }
+            Err(Error::Conflict(message)) if message == LEASE_LOST => Ok(Step::LeaseLost),
+            Err(err) if retryable(&err) => reschedule(ctx, lease_owner, claimed, order, None, Some(&err)).await,
+            Err(err) => {
+                run.count(err.code());
+                fail(ctx, lease_owner, claimed, Some(&order), &err).await
+            }
+        },
         Ok((_, IssueOutcome::Pending(answer))) => {
             if age >= PENDING_GIVE_UP_MS {
                 let err = Error::Pending(format!(
@@ -412,7 +412,7 @@ async fn advance(ctx: &Context, lease_owner: &str, claimed: CertificateRequest) 
 
 /// Who a completed or failed request's audit rows name: its requester, on whose behalf the
 /// poller acts (the system for renewals).
-fn actor_of(request: &CertificateRequest) -> Audit {
+pub(crate) fn actor_of(request: &CertificateRequest) -> Audit {
     match request.requested_by.split_once(':') {
         Some(("user", id)) => Audit { actor_type: "user", actor_id: id.to_owned(), request_id: None },
         Some(("api_key", id)) => Audit { actor_type: "api_key", actor_id: id.to_owned(), request_id: None },
@@ -496,7 +496,8 @@ async fn fail(
 const LEASE_LOST: &str = "the poll lease was taken over; another poller finishes this request";
 
 /// The poller's request, moved to `issued` in the certificate's own job.
-pub(crate) struct Completion {
+#[derive(Debug, Clone)]
+pub struct Completion {
     request: CertificateRequest,
     lease_owner: String,
 }
@@ -510,6 +511,11 @@ pub(crate) struct Completed {
 }
 
 impl Completion {
+    /// The claimed request.
+    pub(crate) fn request(&self) -> &CertificateRequest {
+        &self.request
+    }
+
     /// Moves the request to `issued` with `certificate` (and links a renewed certificate to
     /// it); a lost lease fails the job, so the certificate is not stored twice.
     pub(crate) async fn apply(self, tx: &mut dyn Tx, certificate: &Certificate, at: i64) -> Result<Completed> {

@@ -20,14 +20,14 @@ use serde_json::json;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 use super::request::{IssueInput, SubjectInput};
-use super::{issue_prepared, request, templates, Progress};
+use super::run::{Decision, Run};
 use crate::audit::Audit;
 use crate::cas::service::{call_target, connector_for, find};
 use crate::certificates::Certificate;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events;
-use crate::plugins::{IssuanceSource, RenewalWindow, Requester, RequesterKind};
+use crate::plugins::RenewalWindow;
 use crate::unit_of_work::Target;
 
 /// Renewal window before expiry of certificates that did not record their own.
@@ -230,34 +230,21 @@ async fn renew(ctx: &Context, old: &Certificate) -> Result<Renewed> {
         metadata: Some(old.metadata.clone()).filter(|m| m.is_object()),
         ..IssueInput::default()
     };
-    let template = templates::resolve(ctx, &old.workspace_id, input.template_id.as_deref()).await?;
-    // The same lifetime as the certificate it replaces, within what the template allows now.
     let lifetime_days = u32::try_from((old.expires_at - old.not_before).div_euclid(86_400_000)).unwrap_or(1);
-    let input = IssueInput { validity_days: Some(lifetime_days.clamp(1, template.max_validity_days)), ..input };
-    let prepared = request::prepare(&input, &template)?;
-    let actor = Audit::system("renewal");
-    let requester = Requester { kind: RequesterKind::System, id: "renewal".into(), display_name: None };
-    let issued =
-        match issue_prepared(ctx, &actor, &requester, &ca, &info, prepared, IssuanceSource::Renewal, false).await? {
-            Progress::Issued(issued) => issued,
-            // Parked like any pending issuance; the claim query skips a certificate whose renewal
-            // is in flight, and the poller links the successor when the CA issues.
-            Progress::Pending(order) => {
-                let body = serde_json::to_value(&input).map_err(|err| Error::Internal(err.to_string()))?;
-                let request = super::pending::open(
-                    ctx,
-                    &actor,
-                    &old.workspace_id,
-                    ca_id,
-                    body,
-                    input.common_name.clone(),
-                    *order,
-                    Some(old.id),
-                )
-                .await?;
-                return Ok(Renewed::Pending(request.id));
-            }
-        };
+    let (run, input) = Run::for_renewal(ctx, ca, info, &input, lifetime_days).await?;
+    let issued = match run.decide(ctx).await? {
+        Decision::Issued(issued) => issued,
+        // Parked like any pending issuance; the claim query skips a certificate whose renewal
+        // is in flight, and the poller links the successor when the CA issues.
+        Decision::Pending(order) => {
+            let request = super::pending::open(ctx, &run, &input, *order, Some(old.id)).await?;
+            return Ok(Renewed::Pending(request.id));
+        }
+        // Nobody can approve a renewal: a policy that holds it fails it, as one that denies it.
+        Decision::NeedsApproval { reasons, .. } => return Err(Error::ApprovalRequired(reasons)),
+        Decision::Refused(reasons) => return Err(Error::PolicyDenied(reasons)),
+    };
+    let actor = run.actor.clone();
     let new_id = issued.certificate.id;
     let mut change = ctx.change(actor, Some(&old.workspace_id)).await?;
     change.tx().record_renewal(&old.workspace_id, old.id, new_id).await?;

@@ -4,15 +4,14 @@
 
 use serde_json::{json, Value};
 
-use super::{issue_prepared, templates, IssueInput, Issued, Progress};
+use super::run::{Decision as IssuanceDecision, Run};
+use super::{templates, IssueInput, Issued};
 use crate::approvals::{check_decidable, principal, Decision};
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
-use crate::cas::service::{connector_for, find};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::pagination::{Page, PageRequest};
-use crate::plugins::IssuanceSource;
 use crate::unit_of_work::Target;
 
 pub use crate::approvals::PENDING;
@@ -61,24 +60,25 @@ pub struct CertificateRequest {
     pub template_snapshot: Option<Value>,
 }
 
-/// Stores a pending request for `input` (validated as an issuance would be).
+/// Stores a pending request for `input`, which `run` was built from (so validated as an
+/// issuance is), waiting under `template` for `reasons`.
 pub(crate) async fn open(
     ctx: &Context,
-    caller: &Caller,
+    run: &Run,
     input: &IssueInput,
     template: &templates::Template,
     reasons: Value,
 ) -> Result<CertificateRequest> {
-    let workspace_id = caller.workspace_id.to_string();
+    let workspace_id = run.ca.workspace_id.clone();
     let body = serde_json::to_value(input).map_err(|err| Error::Internal(err.to_string()))?;
     let template_snapshot = serde_json::to_value(template).map_err(|err| Error::Internal(err.to_string()))?;
-    let actor = Audit::of(caller);
+    let actor = run.actor.clone();
     let mut change = ctx.change(actor.clone(), Some(&workspace_id)).await?;
     let at = change.at();
     let row = CertificateRequest {
         id: 0,
         workspace_id: workspace_id.clone(),
-        ca_id: input.ca_id.unwrap_or_default(),
+        ca_id: run.ca.id,
         status: PENDING.into(),
         request: body,
         common_name: input.common_name.clone(),
@@ -107,16 +107,17 @@ pub(crate) async fn open(
 /// Submits a request for approval (`POST /api/certificate-requests`).
 pub async fn submit(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<CertificateRequest> {
     caller.require(Scope::CertificatesWrite)?;
-    let ca_id = input.ca_id.ok_or_else(|| Error::invalid_field("caId", "is required"))?;
-    let ca = find(ctx, &caller.workspace_id, ca_id).await?;
-    let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
-    if !info.capabilities.issue {
-        return Err(crate::cas::service::cannot_issue(&ca, &info));
-    }
-    // Checked now so an approver never approves what cannot be issued.
-    let template = templates::resolve(ctx, &caller.workspace_id, input.template_id.as_deref()).await?;
-    super::request::prepare(&input, &template)?;
-    open(ctx, caller, &input, &template, json!([{ "code": "requested", "message": "submitted for approval" }])).await
+    // Built now (CA, connector, template, request) so an approver never approves what cannot
+    // be issued.
+    // (A submission's `caType` was never checked against the CA's; it still is not.)
+    let unchecked = IssueInput { ca_type: None, ..input.clone() };
+    let run = Run::for_caller(ctx, caller, &unchecked, crate::plugins::IssuanceSource::RequestWorkflow).await?;
+    let template = match &run.approval {
+        super::Approval::Open { template } => template.clone(),
+        _ => return Err(Error::Internal("a new run is past approval".into())),
+    };
+    let reasons = json!([{ "code": "requested", "message": "submitted for approval" }]);
+    open(ctx, &run, &input, &template, reasons).await
 }
 
 pub async fn list(
@@ -191,30 +192,16 @@ pub async fn reject(ctx: &Context, caller: &Caller, id: i64, reason: Option<Stri
 /// yet: the poller completes it).
 pub async fn approve(ctx: &Context, caller: &Caller, id: i64) -> Result<(CertificateRequest, Option<Issued>)> {
     let approved = decide(ctx, caller, id, APPROVED, None).await?;
-    let outcome = async {
-        let input: IssueInput = serde_json::from_value(approved.request.clone())
-            .map_err(|err| Error::Internal(format!("stored request {id} is unreadable: {err}")))?;
-        let ca = find(ctx, &approved.workspace_id, approved.ca_id).await?;
-        let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
-        // What the approver saw: the template as it was when the request was made.
-        let template = match &approved.template_snapshot {
-            Some(snapshot) => serde_json::from_value(snapshot.clone())
-                .map_err(|err| Error::Internal(format!("request {id}'s template snapshot is unreadable: {err}")))?,
-            None => templates::resolve(ctx, &ca.workspace_id, input.template_id.as_deref()).await?,
-        };
-        let prepared = super::request::prepare(&input, &template)?;
-        // Policies judge the request as its requester made it, whoever approves it.
-        let requester = super::requester_from_principal(&approved.requested_by);
-        issue_prepared(ctx, &Audit::of(caller), &requester, &ca, &info, prepared, IssuanceSource::RequestWorkflow, true)
-            .await
-    }
-    .await;
-    let outcome = match outcome {
-        Ok(Progress::Pending(order)) => {
+    let decided = async { Run::for_approved(ctx, caller, &approved).await?.decide(ctx).await }.await;
+    let outcome = match decided {
+        Ok(IssuanceDecision::Pending(order)) => {
             let parked = super::pending::park_approved(ctx, &Audit::of(caller), approved, *order).await?;
             return Ok((parked, None));
         }
-        Ok(Progress::Issued(issued)) => Ok(*issued),
+        Ok(IssuanceDecision::Issued(issued)) => Ok(*issued),
+        Ok(IssuanceDecision::Refused(reasons)) => Err(Error::PolicyDenied(reasons)),
+        // Past approval nothing requires it; kept as the refusal it would be.
+        Ok(IssuanceDecision::NeedsApproval { reasons, .. }) => Err(Error::ApprovalRequired(reasons)),
         Err(err) => Err(err),
     };
     let mut change = ctx.change(Audit::of(caller), Some(&approved.workspace_id)).await?;

@@ -53,13 +53,19 @@ pub struct Tables {
     pub request_leases: std::collections::HashMap<i64, String>,
     /// Per certificate: (renew_at, renewal_info_next_check).
     pub renewal_info: std::collections::HashMap<i64, (Option<i64>, Option<i64>)>,
+    /// Revocations waiting for approval.
+    pub revocation_requests: Vec<RevocationRequest>,
     /// Certificates' renewal claim stamps.
     pub renewal_claims: std::collections::HashMap<i64, i64>,
+    /// Issuance policies and workspace templates (faked with the rest of issuance's port in
+    /// `crate::issuance::fake`).
+    pub policies: Vec<IssuancePolicy>,
+    pub templates: Vec<StoredTemplate>,
     next_id: i64,
 }
 
 impl Tables {
-    fn next_id(&mut self) -> i64 {
+    pub(crate) fn next_id(&mut self) -> i64 {
         self.next_id += 1;
         self.next_id
     }
@@ -85,6 +91,13 @@ impl MemoryStore {
         }
     }
 
+    /// Changes the committed tables in place (test setup).
+    pub fn edit(&self, change: impl FnOnce(&mut Tables)) {
+        if let Ok(mut tables) = self.tables.lock() {
+            change(&mut tables);
+        }
+    }
+
     /// A copy of the committed tables, for assertions.
     pub fn snapshot(&self) -> Tables {
         self.tables.lock().map(|t| t.clone()).unwrap_or_default()
@@ -93,11 +106,11 @@ impl MemoryStore {
 
 pub struct MemoryTx {
     tables: Arc<Mutex<Tables>>,
-    working: Tables,
+    pub(crate) working: Tables,
 }
 
 /// What `claim_renewals` and `claim_renewal_info_checks` consider at all.
-fn renewable(c: &Certificate) -> bool {
+pub(crate) fn renewable(c: &Certificate) -> bool {
     c.auto_renewal && !c.revoked && c.ca_id.is_some() && c.renewed_by_id.is_none()
 }
 
@@ -137,11 +150,18 @@ impl CertificateReads for MemoryStore {
     }
     async fn list_revocation_requests(
         &self,
-        _: &str,
-        _: Option<&str>,
-        _: PageRequest,
+        workspace_id: &str,
+        status: Option<&str>,
+        page: PageRequest,
     ) -> StoreResult<Page<RevocationRequest>> {
-        not_faked("list_revocation_requests")
+        let mut items: Vec<_> = self
+            .snapshot()
+            .revocation_requests
+            .into_iter()
+            .filter(|r| r.workspace_id == workspace_id && status.is_none_or(|s| r.status == s))
+            .collect();
+        items.reverse();
+        Ok(Page { total: items.len() as i64, items, total_exact: true, request: page })
     }
 }
 
@@ -247,18 +267,35 @@ impl CertificateWrites for MemoryTx {
     async fn claim_expiring(&mut self, _: i64, _: i64) -> StoreResult<Vec<Certificate>> {
         not_faked("claim_expiring")
     }
-    async fn insert_revocation_request(&mut self, _: &RevocationRequest) -> StoreResult<RevocationRequest> {
-        not_faked("insert_revocation_request")
+    async fn insert_revocation_request(&mut self, request: &RevocationRequest) -> StoreResult<RevocationRequest> {
+        // As the database's partial unique index: one pending request per certificate.
+        let pending = |r: &&RevocationRequest| r.certificate_id == request.certificate_id && r.status == "pending";
+        if self.working.revocation_requests.iter().any(|r| pending(&r)) {
+            return Err(StoreError::Unique("revocation_requests.certificate_id".into()));
+        }
+        let id = self.working.next_id();
+        let row = RevocationRequest { id, ..request.clone() };
+        self.working.revocation_requests.push(row.clone());
+        Ok(row)
     }
-    async fn find_revocation_request(&mut self, _: &str, _: i64) -> StoreResult<Option<RevocationRequest>> {
-        not_faked("find_revocation_request")
+    async fn find_revocation_request(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<RevocationRequest>> {
+        Ok(self.working.revocation_requests.iter().find(|r| r.workspace_id == workspace_id && r.id == id).cloned())
     }
     async fn update_revocation_request(
         &mut self,
-        _: &RevocationRequest,
-        _: &str,
+        request: &RevocationRequest,
+        from: &str,
     ) -> StoreResult<Option<RevocationRequest>> {
-        not_faked("update_revocation_request")
+        let Some(row) = self
+            .working
+            .revocation_requests
+            .iter_mut()
+            .find(|r| r.workspace_id == request.workspace_id && r.id == request.id && r.status == from)
+        else {
+            return Ok(None);
+        };
+        *row = RevocationRequest { created_at: row.created_at, ..request.clone() };
+        Ok(Some(row.clone()))
     }
 }
 
@@ -461,43 +498,6 @@ impl CaReads for MemoryStore {
 }
 
 #[async_trait]
-impl IssuanceReads for MemoryStore {
-    async fn list_issuance_policies(&self, _: &str) -> StoreResult<Vec<IssuancePolicy>> {
-        // No policies: every issuance proceeds.
-        Ok(Vec::new())
-    }
-    async fn find_request(&self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateRequest>> {
-        Ok(self.snapshot().requests.into_iter().find(|r| r.workspace_id == workspace_id && r.id == id))
-    }
-    async fn list_requests(
-        &self,
-        workspace_id: &str,
-        status: Option<&str>,
-        page: PageRequest,
-    ) -> StoreResult<Page<CertificateRequest>> {
-        let mut items: Vec<_> = self
-            .snapshot()
-            .requests
-            .into_iter()
-            .filter(|r| r.workspace_id == workspace_id && status.is_none_or(|s| r.status == s))
-            .collect();
-        items.reverse();
-        Ok(Page { total: items.len() as i64, items, total_exact: true, request: page })
-    }
-    async fn list_templates(&self, _: &str) -> StoreResult<Vec<StoredTemplate>> {
-        not_faked("list_templates")
-    }
-    async fn find_template(&self, _: &str, _: &str) -> StoreResult<Option<StoredTemplate>> {
-        not_faked("find_template")
-    }
-    async fn issuing_backlog(&self) -> StoreResult<(i64, Option<i64>)> {
-        let tables = self.snapshot();
-        let issuing: Vec<_> = tables.requests.iter().filter(|r| r.status == "issuing").collect();
-        Ok((issuing.len() as i64, issuing.iter().filter_map(|r| r.issuing_since).min()))
-    }
-}
-
-#[async_trait]
 impl CaWrites for MemoryTx {
     async fn claim_ca_health_checks(&mut self, _: i64, _: i64, _: i64) -> StoreResult<Vec<CertificateAuthority>> {
         not_faked("claim_ca_health_checks")
@@ -536,165 +536,25 @@ impl CaWrites for MemoryTx {
         issued.push(IssuedRecord { id, ..record.clone() });
         Ok(())
     }
-    async fn revoke_issued(&mut self, _: i64, _: &str, _: i64, _: &str) -> StoreResult<bool> {
-        not_faked("revoke_issued")
+    async fn revoke_issued(
+        &mut self,
+        ca_id: i64,
+        serial_number: &str,
+        at_secs: i64,
+        reason: &str,
+    ) -> StoreResult<bool> {
+        let row = self.working.issued.iter_mut().find(|r| r.ca_id == ca_id && r.serial_number == serial_number);
+        Ok(row
+            .map(|row| {
+                if row.revoked_at.is_none() {
+                    row.revoked_at = Some(at_secs);
+                    row.revocation_reason = Some(reason.to_owned());
+                }
+            })
+            .is_some())
     }
     async fn store_crl(&mut self, _: i64, _: &crate::cas::StoredCrl) -> StoreResult<bool> {
         not_faked("store_crl")
-    }
-}
-
-#[async_trait]
-impl IssuanceWrites for MemoryTx {
-    async fn insert_issuance_policy(&mut self, _: &IssuancePolicy) -> StoreResult<IssuancePolicy> {
-        not_faked("insert_issuance_policy")
-    }
-    async fn delete_issuance_policy(&mut self, _: &str, _: i64) -> StoreResult<bool> {
-        not_faked("delete_issuance_policy")
-    }
-    async fn set_issuance_policy_config(&mut self, _: &str, _: i64, _: &serde_json::Value) -> StoreResult<bool> {
-        not_faked("set_issuance_policy_config")
-    }
-    async fn insert_request(&mut self, request: &CertificateRequest) -> StoreResult<CertificateRequest> {
-        let id = self.working.next_id();
-        let row = CertificateRequest { id, updated_at: request.created_at, ..request.clone() };
-        self.working.requests.push(row.clone());
-        Ok(row)
-    }
-    async fn find_request(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateRequest>> {
-        Ok(self.working.requests.iter().find(|r| r.workspace_id == workspace_id && r.id == id).cloned())
-    }
-    async fn update_request(
-        &mut self,
-        request: &CertificateRequest,
-        from: &str,
-    ) -> StoreResult<Option<CertificateRequest>> {
-        let working = &mut self.working;
-        let Some(row) = working
-            .requests
-            .iter_mut()
-            .find(|r| r.workspace_id == request.workspace_id && r.id == request.id && r.status == from)
-        else {
-            return Ok(None);
-        };
-        *row = CertificateRequest { created_at: row.created_at, ..request.clone() };
-        working.request_leases.remove(&request.id);
-        Ok(Some(row.clone()))
-    }
-    async fn claim_issuing(
-        &mut self,
-        now: i64,
-        lease_owner: &str,
-        lease_until: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<CertificateRequest>> {
-        let working = &mut self.working;
-        let mut claimed = Vec::new();
-        for row in working.requests.iter_mut() {
-            if claimed.len() as i64 >= limit {
-                break;
-            }
-            if row.status == "issuing" && row.poll_at.is_some_and(|at| at <= now) {
-                row.poll_at = Some(lease_until);
-                row.poll_attempts += 1;
-                working.request_leases.insert(row.id, lease_owner.to_owned());
-                claimed.push(row.clone());
-            }
-        }
-        Ok(claimed)
-    }
-    async fn finish_poll(
-        &mut self,
-        request: &CertificateRequest,
-        lease_owner: &str,
-    ) -> StoreResult<Option<CertificateRequest>> {
-        if self.working.request_leases.get(&request.id).map(String::as_str) != Some(lease_owner) {
-            return Ok(None);
-        }
-        self.update_request(request, "issuing").await
-    }
-    async fn insert_template(&mut self, _: &StoredTemplate) -> StoreResult<StoredTemplate> {
-        not_faked("insert_template")
-    }
-    async fn update_template(&mut self, _: &StoredTemplate) -> StoreResult<Option<StoredTemplate>> {
-        not_faked("update_template")
-    }
-    async fn delete_template(&mut self, _: &str, _: i64) -> StoreResult<bool> {
-        not_faked("delete_template")
-    }
-    async fn claim_renewals(
-        &mut self,
-        now: i64,
-        default_window_ms: i64,
-        claimed_before: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<Certificate>> {
-        let tables = &mut self.working;
-        let mut due: Vec<Certificate> = tables
-            .certificates
-            .iter()
-            .filter(|c| renewable(c) && c.expires_at > now)
-            .filter(|c| match tables.renewal_info.get(&c.id).and_then(|info| info.0) {
-                Some(renew_at) => renew_at <= now,
-                // Template windows are not kept here: the default applies.
-                None => c.expires_at - default_window_ms < now,
-            })
-            .filter(|c| tables.renewal_claims.get(&c.id).is_none_or(|at| *at < claimed_before))
-            .filter(|c| !tables.requests.iter().any(|r| r.renews_certificate_id == Some(c.id) && r.status == "issuing"))
-            .cloned()
-            .collect();
-        due.sort_by_key(|c| c.expires_at);
-        due.truncate(usize::try_from(limit).unwrap_or(0));
-        for c in &due {
-            tables.renewal_claims.insert(c.id, now);
-        }
-        Ok(due)
-    }
-    async fn claim_renewal_info_checks(
-        &mut self,
-        now: i64,
-        next_check: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<Certificate>> {
-        let tables = &mut self.working;
-        let next = |c: &Certificate| tables.renewal_info.get(&c.id).and_then(|info| info.1);
-        let mut due: Vec<Certificate> = tables
-            .certificates
-            .iter()
-            .filter(|c| renewable(c) && c.expires_at > now && next(c).is_none_or(|at| at <= now))
-            .cloned()
-            .collect();
-        due.sort_by_key(|c| (next(c).unwrap_or(0), c.id));
-        due.truncate(usize::try_from(limit).unwrap_or(0));
-        for c in &due {
-            tables.renewal_info.entry(c.id).or_default().1 = Some(next_check);
-        }
-        Ok(due)
-    }
-    async fn record_renewal_info(
-        &mut self,
-        _: &str,
-        id: i64,
-        renew_at: Option<i64>,
-        window: Option<(i64, i64)>,
-        next_check: i64,
-    ) -> StoreResult<()> {
-        let info = self.working.renewal_info.entry(id).or_default();
-        let kept = info.0.filter(|at| window.is_some_and(|(start, end)| (start..=end).contains(at)));
-        *info = (kept.or(renew_at), Some(next_check));
-        Ok(())
-    }
-    async fn record_renewal(&mut self, workspace_id: &str, old_id: i64, new_id: i64) -> StoreResult<()> {
-        if let Some(c) = self.working.certificates.iter_mut().find(|c| c.workspace_id == workspace_id && c.id == old_id)
-        {
-            c.renewed_by_id = Some(new_id);
-            c.auto_renewal = false;
-            c.renewal_error = None;
-        }
-        Ok(())
-    }
-    async fn record_renewal_failure(&mut self, _: &str, _: i64, _: &str) -> StoreResult<()> {
-        not_faked("record_renewal_failure")
     }
 }
 

@@ -2,13 +2,13 @@
 //! They implement what the tests here exercise; anything else panics with a clear message,
 //! which is how a test finds out it needs more of the fake.
 
-mod memory_store;
+pub(crate) mod memory_store;
 mod no_plugins;
 
 use std::sync::Arc;
 
 pub use self::memory_store::MemoryStore;
-pub use self::no_plugins::{IssueScript, NoPlugins, PollScript};
+pub use self::no_plugins::{IssueScript, NoPlugins, PolicyScript, PollScript, RevokeScript};
 use crate::auth::{Actor, Caller, Role};
 use crate::clock::{FixedClock, OsEntropy};
 use crate::context::{Context, Settings};

@@ -1,5 +1,5 @@
 //! `NoPlugins`: a plugin host with nothing installed. Every call fails as an unbound type would,
-//! but `ca_issue`, `ca_poll_issue` and `ca_renewal_info`, which a test may script, and `serving`, which answers
+//! but `ca_issue`, `ca_poll_issue`, `ca_renewal_info`, `ca_revoke` and `policy_evaluate`, which a test may script, and `serving`, which answers
 //! with a test's connector.
 
 use std::sync::Arc;
@@ -18,6 +18,13 @@ pub type IssueScript =
 pub type PollScript =
     Arc<dyn Fn(String, IssueRequest) -> BoxFuture<'static, Result<IssueOutcome, PluginError>> + Send + Sync>;
 
+/// An issuance policy's `evaluate` as a test scripts it: the call's target (its record names the
+/// policy: `policy-<id>`) and the request in.
+pub type PolicyScript = Arc<dyn Fn(&CallTarget, &EvaluationRequest) -> Result<Decision, PluginError> + Send + Sync>;
+
+/// A connector's `revoke` as a test scripts it.
+pub type RevokeScript = Arc<dyn Fn(&RevokeRequest) -> Result<(), PluginError> + Send + Sync>;
+
 /// A connector's `renewal-info` as a test scripts it: the certificate reference in.
 pub type RenewalInfoScript = Arc<dyn Fn(&CertificateRef) -> Result<Option<RenewalWindow>, PluginError> + Send + Sync>;
 
@@ -31,6 +38,11 @@ pub struct NoPlugins {
     pub poll: Option<PollScript>,
     /// The connector `serving` answers with for the types it serves.
     pub connector: Option<PluginInfo>,
+    /// The issuance policy plugin `serving` answers with for the types it serves, and what its
+    /// `evaluate` does.
+    pub policy: Option<(PluginInfo, PolicyScript)>,
+    /// What `ca_revoke` does; unset, it fails like every other call.
+    pub revoke: Option<RevokeScript>,
 }
 
 fn none() -> PluginError {
@@ -74,9 +86,14 @@ impl PluginHost for NoPlugins {
     }
     fn replace_bindings(&self, _: Vec<(String, PluginKind, String, String)>) {}
     fn serving(&self, _: &str, kind: PluginKind, service_type: &str) -> Result<PluginInfo, PluginError> {
-        match &self.connector {
-            Some(info) if info.kind == kind && info.serves.iter().any(|t| t == service_type) => Ok(info.clone()),
-            _ => Err(PluginError::NotBound { kind, service_type: service_type.to_owned() }),
+        let policy = self.policy.as_ref().map(|(info, _)| info);
+        match [self.connector.as_ref(), policy]
+            .into_iter()
+            .flatten()
+            .find(|info| info.kind == kind && info.serves.iter().any(|t| t == service_type))
+        {
+            Some(info) => Ok(info.clone()),
+            None => Err(PluginError::NotBound { kind, service_type: service_type.to_owned() }),
         }
     }
     fn served_types(&self, _: PluginKind) -> Vec<String> {
@@ -130,8 +147,11 @@ impl PluginHost for NoPlugins {
             None => Err(none()),
         }
     }
-    async fn ca_revoke(&self, _: &CallTarget, _: &RevokeRequest) -> Result<(), PluginError> {
-        Err(none())
+    async fn ca_revoke(&self, _: &CallTarget, request: &RevokeRequest) -> Result<(), PluginError> {
+        match &self.revoke {
+            Some(script) => script(request),
+            None => Err(none()),
+        }
     }
     async fn ca_list_certificates(
         &self,
@@ -147,7 +167,10 @@ impl PluginHost for NoPlugins {
     async fn verify(&self, _: &CallTarget, _: &VerifyRequest) -> Result<Verdict, PluginError> {
         Err(none())
     }
-    async fn policy_evaluate(&self, _: &CallTarget, _: &EvaluationRequest) -> Result<Decision, PluginError> {
-        Err(none())
+    async fn policy_evaluate(&self, target: &CallTarget, request: &EvaluationRequest) -> Result<Decision, PluginError> {
+        match &self.policy {
+            Some((_, script)) => script(target, request),
+            None => Err(none()),
+        }
     }
 }
