@@ -178,7 +178,7 @@ impl CertificateWrites for MemoryTx {
             auto_renewal: new.auto_renewal,
             location: new.location.map(str::to_owned),
             metadata: new.metadata.clone(),
-            ca_id: None,
+            ca_id: new.ca_id,
             machine_identity_id: None,
             revoked: false,
             revoked_at: None,
