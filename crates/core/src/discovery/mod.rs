@@ -12,7 +12,13 @@
 //! `running` after its process is gone. Imports are idempotent (fingerprint), so a rerun never
 //! duplicates.
 
+pub mod port;
 pub mod tls;
+
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod import_tests;
 
 use std::sync::Arc;
 use std::time::Duration;
