@@ -9,7 +9,7 @@ mod no_plugins;
 use std::sync::Arc;
 
 pub use self::memory_store::{MemoryStore, MemoryTx};
-pub use self::no_plugins::{IssueScript, NoPlugins, PollScript};
+pub use self::no_plugins::{IssueScript, ListScript, NoPlugins, PollScript, VerifyScript};
 use crate::auth::{Actor, Caller, Role};
 use crate::clock::{FixedClock, OsEntropy};
 use crate::context::{Context, Settings};
