@@ -31,7 +31,11 @@ impl MemoryStore {
     }
 }
 
-fn in_workspace<'a, T>(rows: &'a [T], workspace_id: &'a str, of: impl Fn(&T) -> &str + 'a) -> impl Iterator<Item = &'a T> {
+fn in_workspace<'a, T>(
+    rows: &'a [T],
+    workspace_id: &'a str,
+    of: impl Fn(&T) -> &str + 'a,
+) -> impl Iterator<Item = &'a T> {
     rows.iter().filter(move |row| of(row) == workspace_id)
 }
 
@@ -76,10 +80,11 @@ impl AttestationReads for MemoryStore {
         limit: i64,
     ) -> StoreResult<Vec<AttestationRecord>> {
         let tables = self.snapshot();
-        let mut mine: Vec<AttestationRecord> = in_workspace(&tables.attestation_records, workspace_id, |r| &r.workspace_id)
-            .filter(|r| r.device_id == device_id)
-            .cloned()
-            .collect();
+        let mut mine: Vec<AttestationRecord> =
+            in_workspace(&tables.attestation_records, workspace_id, |r| &r.workspace_id)
+                .filter(|r| r.device_id == device_id)
+                .cloned()
+                .collect();
         mine.sort_by(|a, b| b.id.cmp(&a.id));
         mine.truncate(usize::try_from(limit).unwrap_or(0));
         Ok(mine)

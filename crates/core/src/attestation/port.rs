@@ -60,4 +60,3 @@ pub trait AttestationWrites: Send {
     async fn delete_trust_root(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
     async fn insert_attestation_record(&mut self, record: &AttestationRecord) -> StoreResult<AttestationRecord>;
 }
-

@@ -44,7 +44,11 @@ impl DiscoveryReads for MemoryStore {
         let items = mine.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
         Ok(Page { items, total, total_exact: true, request: page })
     }
-    async fn known_certificates(&self, workspace_id: &str, fingerprints: &[String]) -> StoreResult<Vec<KnownCertificate>> {
+    async fn known_certificates(
+        &self,
+        workspace_id: &str,
+        fingerprints: &[String],
+    ) -> StoreResult<Vec<KnownCertificate>> {
         Ok(self
             .snapshot()
             .certificates
@@ -153,10 +157,8 @@ impl DiscoveryWrites for MemoryTx {
         host: &str,
         port: Option<i64>,
     ) -> StoreResult<bool> {
-        Ok(self
-            .working
-            .usage
-            .iter()
-            .any(|u| u.workspace_id == workspace_id && u.certificate_id == certificate_id && u.host == host && u.port == port))
+        Ok(self.working.usage.iter().any(|u| {
+            u.workspace_id == workspace_id && u.certificate_id == certificate_id && u.host == host && u.port == port
+        }))
     }
 }

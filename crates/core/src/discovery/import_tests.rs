@@ -42,7 +42,12 @@ fn der(name: &str) -> Vec<u8> {
 }
 
 fn listed(der: Vec<u8>, reference: &str) -> DiscoveredCertificate {
-    DiscoveredCertificate { certificate_der: der, chain_der: Vec::new(), ca_reference: Some(reference.into()), revocation: None }
+    DiscoveredCertificate {
+        certificate_der: der,
+        chain_der: Vec::new(),
+        ca_reference: Some(reference.into()),
+        revocation: None,
+    }
 }
 
 fn revoked(mut item: DiscoveredCertificate, at_secs: i64, reason: RevocationReason) -> DiscoveredCertificate {
@@ -145,8 +150,7 @@ async fn a_ca_scan_brings_new_certificates_in_with_their_audit_rows_and_events()
         assert!(!certificate.auto_renewal);
     }
     let audit = store.snapshot().audit;
-    let created: Vec<&Value> =
-        audit.iter().filter(|a| a.action == "certificate.created").map(|a| &a.details).collect();
+    let created: Vec<&Value> = audit.iter().filter(|a| a.action == "certificate.created").map(|a| &a.details).collect();
     assert_eq!(created.len(), 2);
     assert!(created.iter().all(|d| d["source"] == "discovery" && d["scanId"] == SCAN_ID && d["caId"] == CA_ID));
     assert_eq!(
@@ -197,8 +201,11 @@ async fn a_scan_follows_the_connector_s_cursor_through_every_page() {
 async fn a_certificate_the_ca_lists_as_revoked_arrives_revoked_with_one_created_event() {
     let store = store_with_scan("fixture");
     let revoked_at = 1_790_000_000;
-    let (list, _) =
-        paged(vec![vec![revoked(listed(der("gone.example.com"), "gone"), revoked_at, RevocationReason::KeyCompromise)]]);
+    let (list, _) = paged(vec![vec![revoked(
+        listed(der("gone.example.com"), "gone"),
+        revoked_at,
+        RevocationReason::KeyCompromise,
+    )]]);
 
     let done = scan(&store, list).await;
 

@@ -60,4 +60,3 @@ pub trait DiscoveryWrites: Send {
         port: Option<i64>,
     ) -> StoreResult<bool>;
 }
-

@@ -840,4 +840,3 @@ impl WebhookWrites for MemoryTx {
         not_faked("disable_target")
     }
 }
-
