@@ -266,3 +266,148 @@ pub fn check_size(parsed: &ParsedCertificate) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::audit::Audit;
+    use crate::certificates::x509::parse_pem;
+    use crate::certificates::Status;
+    use crate::testing::{context, MemoryStore};
+
+    const WORKSPACE: &str = "ws_inv";
+    const NOW: &str = "2026-11-24T12:00:00Z";
+
+    fn parsed(names: Vec<String>) -> ParsedCertificate {
+        let pem = rcgen::generate_simple_self_signed(names)
+            .map(|certified| certified.cert.pem())
+            .unwrap_or_else(|err| panic!("rcgen: {err}"));
+        parse_pem(&pem).unwrap_or_else(|err| panic!("parse: {err}"))
+    }
+
+    /// Adds `certificate` as `provenance` in one committed unit of work.
+    async fn add_one(
+        store: &MemoryStore,
+        certificate: &ParsedCertificate,
+        provenance: Provenance<'_>,
+    ) -> Result<Certificate> {
+        let ctx = context(store.clone(), NOW);
+        let mut change = ctx.change(Audit::system("test"), Some(WORKSPACE)).await?;
+        let metadata = json!({});
+        let added = add(&mut change, Entry::new(WORKSPACE, certificate, &metadata), provenance).await?;
+        change.commit().await?;
+        Ok(added)
+    }
+
+    #[test]
+    fn the_source_is_derived_one_way_from_the_ca() {
+        let ca = |ca_type| CaRef { id: 1, ca_type };
+        assert_eq!(INTERNAL_CA_TYPE, crate::cas::service::INTERNAL);
+        assert_eq!(
+            Provenance::Issued { ca: ca("internal"), template: "t" }.issuance_source(),
+            IssuanceSource::Internal
+        );
+        assert_eq!(Provenance::Issued { ca: ca("vault_pki"), template: "t" }.issuance_source(), IssuanceSource::Vault);
+        assert_eq!(Provenance::Issued { ca: ca("acme"), template: "t" }.issuance_source(), IssuanceSource::External);
+        let found = |owner| Provenance::Discovered { scan_id: 1, owner, endpoint: None, revoked: None };
+        assert_eq!(found(Some(ca("internal"))).issuance_source(), IssuanceSource::Internal);
+        assert_eq!(found(Some(ca("vault"))).issuance_source(), IssuanceSource::Vault);
+        assert_eq!(found(None).issuance_source(), IssuanceSource::External);
+        assert_eq!(found(None).ca_id(), None);
+        let registered = Provenance::Registered { source: IssuanceSource::Agent };
+        assert_eq!((registered.issuance_source(), registered.ca_id()), (IssuanceSource::Agent, None));
+    }
+
+    #[tokio::test]
+    async fn every_path_keeps_the_size_bounds_and_writes_nothing_when_refused() {
+        let too_many: Vec<String> = (0..=MAX_SANS).map(|i| format!("h{i}.example.com")).collect();
+        let huge = parsed(too_many);
+        let ca = CaRef { id: 3, ca_type: "acme" };
+        for provenance in [
+            Provenance::Registered { source: IssuanceSource::External },
+            Provenance::Issued { ca, template: "web_server" },
+            Provenance::Discovered { scan_id: 9, owner: Some(ca), endpoint: None, revoked: None },
+        ] {
+            let store = MemoryStore::default();
+            let refused = add_one(&store, &huge, provenance).await;
+            assert!(matches!(refused, Err(Error::Validation { .. })), "{provenance:?}: {refused:?}");
+            let tables = store.snapshot();
+            assert!(tables.certificates.is_empty() && tables.audit.is_empty() && tables.events.is_empty());
+        }
+    }
+
+    #[tokio::test]
+    async fn an_issued_certificate_is_linked_audited_as_issued_and_announced_as_created() {
+        let store = MemoryStore::default();
+        let certificate = parsed(vec!["issued.example.com".into()]);
+        let ca = CaRef { id: 3, ca_type: "internal" };
+
+        let added = add_one(&store, &certificate, Provenance::Issued { ca, template: "web_server" })
+            .await
+            .unwrap_or_else(|err| panic!("add: {err}"));
+
+        assert_eq!((added.ca_id, added.issuance_source), (Some(3), IssuanceSource::Internal));
+        assert_eq!(added.issuance_template.as_deref(), Some("web_server"));
+        let tables = store.snapshot();
+        assert_eq!(tables.audit[0].action, "certificate.issued");
+        assert_eq!(tables.audit[0].details["caType"], "internal");
+        assert_eq!(tables.events[0].event_type, "certificate.created");
+        assert_eq!(tables.events[0].payload["data"]["certificateId"], added.id);
+    }
+
+    #[tokio::test]
+    async fn a_certificate_already_held_is_a_conflict_on_every_path() {
+        let store = MemoryStore::default();
+        let certificate = parsed(vec!["twice.example.com".into()]);
+        let registered = Provenance::Registered { source: IssuanceSource::External };
+        add_one(&store, &certificate, registered).await.unwrap_or_else(|err| panic!("add: {err}"));
+        let ca = CaRef { id: 3, ca_type: "acme" };
+        for provenance in [
+            registered,
+            Provenance::Issued { ca, template: "web_server" },
+            Provenance::Discovered { scan_id: 9, owner: None, endpoint: None, revoked: None },
+        ] {
+            let again = add_one(&store, &certificate, provenance).await;
+            assert!(matches!(again, Err(Error::Conflict(_))), "{provenance:?}: {again:?}");
+        }
+        assert_eq!(store.snapshot().events.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_revocation_carries_its_reason_whoever_made_it() {
+        let store = MemoryStore::default();
+        let first = parsed(vec!["one.example.com".into()]);
+        let second = parsed(vec!["two.example.com".into()]);
+        let registered = Provenance::Registered { source: IssuanceSource::External };
+        let one = add_one(&store, &first, registered).await.unwrap_or_else(|err| panic!("add: {err}"));
+        let two = add_one(&store, &second, registered).await.unwrap_or_else(|err| panic!("add: {err}"));
+        let ctx = context(store.clone(), NOW);
+        let now = ctx.now_millis();
+        for (id, by) in
+            [(one.id, RevokedBy::Caller { at_ca: "not_issued_here" }), (two.id, RevokedBy::Scan { scan_id: 4 })]
+        {
+            let mut change =
+                ctx.change(Audit::system("test"), Some(WORKSPACE)).await.unwrap_or_else(|err| panic!("{err}"));
+            let revoked = mark_revoked(&mut change, WORKSPACE, id, now, "keyCompromise", by)
+                .await
+                .unwrap_or_else(|err| panic!("revoke: {err}"));
+            change.commit().await.unwrap_or_else(|err| panic!("{err}"));
+            assert_eq!(revoked.status(ctx.clock.now()), Status::Revoked);
+        }
+        let tables = store.snapshot();
+        let revoked: Vec<&Value> = tables
+            .events
+            .iter()
+            .filter(|e| e.event_type == "certificate.revoked")
+            .map(|e| &e.payload["data"])
+            .collect();
+        assert_eq!(revoked.len(), 2);
+        assert!(revoked.iter().all(|data| data["reason"] == "keyCompromise" && data["status"] == "revoked"));
+        let mut change = ctx.change(Audit::system("test"), Some(WORKSPACE)).await.unwrap_or_else(|err| panic!("{err}"));
+        let absent =
+            mark_revoked(&mut change, WORKSPACE, 9999, now, "superseded", RevokedBy::Scan { scan_id: 4 }).await;
+        assert!(matches!(absent, Err(Error::NotFound(_))), "{absent:?}");
+    }
+}

@@ -124,3 +124,132 @@ pub fn seal_config(
 ) -> Result<Value> {
     secrets::seal(clear, previous, &secrets::secret_pointers(info), owner, &ctx.master_key, ctx.entropy.as_ref())
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::cas::CertificateAuthority;
+    use crate::issuance::policies::IssuancePolicy;
+    use crate::plugins::{Capabilities, SecretField};
+    use crate::testing::{active_ca, context, MemoryStore};
+    use crate::webhooks::ExternalIntegration;
+
+    const NOW: &str = "2026-11-24T12:00:00Z";
+
+    fn plugin(kind: PluginKind, secret: &str, withheld: bool) -> PluginInfo {
+        PluginInfo {
+            id: "fixture.plugin".into(),
+            version: semver::Version::new(0, 1, 0),
+            kind,
+            name: "plugin".into(),
+            description: String::new(),
+            serves: vec!["fixture".into()],
+            config_schema: json!({ "properties": { "kind": { "x-trellis-record-type": true } } }),
+            secret_fields: vec![SecretField { pointer: format!("/{secret}"), withheld }],
+            capabilities: Capabilities::default(),
+            default_issuer_patterns: Vec::new(),
+            outbound_hosts: Vec::new(),
+        }
+    }
+
+    /// `config` stored as a record owned by `owner` would store it: its secrets sealed.
+    fn sealed(ctx: &Context, info: &PluginInfo, config: Value, owner: &Owner) -> Value {
+        seal_config(ctx, info, config, None, owner).unwrap_or_else(|err| panic!("seal: {err}"))
+    }
+
+    fn policy(id: i64) -> IssuancePolicy {
+        IssuancePolicy {
+            id,
+            workspace_id: "ws_bind".into(),
+            name: "names".into(),
+            policy_type: "fixture".into(),
+            config: json!({}),
+            position: 0,
+            enabled: true,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_policy_call_carries_its_record_s_hosts_id_and_clear_config() {
+        let ctx = context(MemoryStore::default(), NOW);
+        let info = plugin(PluginKind::IssuancePolicy, "apiKey", false);
+        let mut record = policy(7);
+        let config = json!({ "endpoint": "https://names.example.net/check", "apiKey": "s3cret" });
+        record.config = sealed(&ctx, &info, config, &record.owner());
+        assert_ne!(record.config["apiKey"], "s3cret", "sealed at rest");
+
+        let target = call_target(&ctx, &record, &info).unwrap_or_else(|err| panic!("target: {err}"));
+
+        assert_eq!(target.record_hosts, ["https://names.example.net/check"], "the record's hosts are reachable");
+        assert_eq!(target.context.record_id, "policy-7");
+        assert_eq!(target.config["apiKey"], "s3cret");
+        assert_eq!(target.config["kind"], "fixture", "the record's type, where the plugin asks for it");
+        assert!(target.pki.is_none());
+    }
+
+    #[test]
+    fn a_ca_call_reaches_the_ca_s_url_and_an_internal_ca_gets_its_pki_grant() {
+        let ctx = context(MemoryStore::default(), NOW);
+        let info = plugin(PluginKind::CaConnector, "signingKey", true);
+        let mut ca: CertificateAuthority = active_ca("ws_bind", 12, "internal");
+        ca.url = Some("https://ca.example.net".into());
+        let config = json!({ "signingKey": "host-only", "note": "https://elsewhere.example.net" });
+        ca.config = sealed(&ctx, &info, config, &ca.owner());
+
+        let target = call_target(&ctx, &ca, &info).unwrap_or_else(|err| panic!("target: {err}"));
+
+        assert_eq!(target.record_hosts, ["https://ca.example.net"], "a CA's host is its URL only");
+        assert_eq!(target.context.endpoint.as_deref(), Some("https://ca.example.net"));
+        assert_eq!(target.context.record_id, "12");
+        assert!(target.config.get("signingKey").is_none(), "withheld from the plugin");
+        let grant = target.pki.unwrap_or_else(|| panic!("an internal CA's grant"));
+        assert_eq!(grant.withheld_config["signingKey"], "host-only", "pki-core reads it");
+        assert_eq!(grant.ca_id, 12);
+    }
+
+    #[test]
+    fn an_integration_call_reaches_the_urls_in_its_configuration() {
+        let ctx = context(MemoryStore::default(), NOW);
+        let info = plugin(PluginKind::Integration, "webhookUrl", false);
+        let mut integration = ExternalIntegration {
+            id: "int_1".into(),
+            workspace_id: "ws_bind".into(),
+            name: "alerts".into(),
+            integration_type: "fixture".into(),
+            events: vec!["*".into()],
+            config: json!({}),
+            enabled: true,
+            disabled_reason: None,
+            failing_since: None,
+            created_at: 0,
+            updated_at: 0,
+            subscribed_at: 0,
+        };
+        let config = json!({ "webhookUrl": "https://hooks.example.net/T1" });
+        integration.config = sealed(&ctx, &info, config, &integration.owner());
+
+        let target = call_target(&ctx, &integration, &info).unwrap_or_else(|err| panic!("target: {err}"));
+
+        assert_eq!(target.record_hosts, ["https://hooks.example.net/T1"]);
+        assert_eq!(target.context.record_id, "int_1");
+        assert_eq!(target.config["webhookUrl"], "https://hooks.example.net/T1");
+    }
+
+    #[test]
+    fn an_unserved_type_is_a_400_naming_the_kind_of_plugin_to_install() {
+        let ctx = context(MemoryStore::default(), NOW);
+        let refusal = |err: Error| err.to_string();
+        let ca = resolve_plugin::<CertificateAuthority>(&ctx, "ws_bind", "acme").map(|_| ()).map_err(refusal);
+        assert_eq!(
+            ca,
+            Err("No installed CA connector serves type `acme`; available types: none (install a connector plugin)"
+                .into())
+        );
+        let policy = resolve_plugin::<IssuancePolicy>(&ctx, "ws_bind", "names").map(|_| ()).map_err(refusal);
+        assert!(policy.is_err_and(|m| m.starts_with("No installed issuance policy serves type `names`")));
+    }
+}
