@@ -85,7 +85,7 @@ impl AttestationReads for MemoryStore {
                 .filter(|r| r.device_id == device_id)
                 .cloned()
                 .collect();
-        mine.sort_by(|a, b| b.id.cmp(&a.id));
+        mine.sort_by_key(|row| std::cmp::Reverse(row.id));
         mine.truncate(usize::try_from(limit).unwrap_or(0));
         Ok(mine)
     }

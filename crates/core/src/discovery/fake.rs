@@ -39,7 +39,7 @@ impl DiscoveryReads for MemoryStore {
             .filter(|s| scan_type.is_none_or(|t| s.scan_type == t))
             .filter(|s| status.is_none_or(|t| s.status == t))
             .collect();
-        mine.sort_by(|a, b| b.id.cmp(&a.id));
+        mine.sort_by_key(|row| std::cmp::Reverse(row.id));
         let total = mine.len() as i64;
         let items = mine.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
         Ok(Page { items, total, total_exact: true, request: page })
