@@ -13,12 +13,6 @@ use std::any::Any;
 use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 
-use crate::attestation::devices::Device;
-use crate::attestation::enrollment::PendingEnrollment;
-use crate::attestation::nonces::Nonce;
-use crate::attestation::policies::Policy as AttestationPolicy;
-use crate::attestation::provision::AttestationRecord;
-use crate::attestation::trust::TrustRoot;
 use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::auth::{ApiKey, Role, User, Workspace};
 use crate::cas::{CaFields, CaStats, CertificateAuthority, IssuedRecord, StoredAuthority};
@@ -26,17 +20,18 @@ use crate::certificates::revocation_requests::RevocationRequest;
 use crate::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
 };
-use crate::discovery::Scan;
 use crate::error::Error;
 use crate::events::{NewEvent, OutboxEvent};
 /// The issuance area's port lives beside it; re-exported so `Store` and `Tx` name it here.
 pub use crate::issuance::port::{IssuanceReads, IssuanceWrites};
 use crate::pagination::{Page, PageRequest};
-use crate::plugins::TpmClock;
 use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 use crate::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, NewDelivery};
 use crate::webhooks::worker::Subscriber;
 use crate::webhooks::{DeliveryStats, ExternalIntegration, TargetKind, WebhookEndpoint};
+
+pub use crate::attestation::port::{AttestationReads, AttestationWrites};
+pub use crate::discovery::port::{DiscoveryReads, DiscoveryWrites};
 
 /// Why a storage operation failed. Carries no driver types: the store maps its driver's
 /// errors onto these.
@@ -287,58 +282,6 @@ pub trait CaWrites: Send {
 }
 
 #[async_trait]
-pub trait DiscoveryReads: Send + Sync {
-    async fn find_scan(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Scan>>;
-    async fn list_scans(
-        &self,
-        workspace_id: &str,
-        scan_type: Option<&str>,
-        status: Option<&str>,
-        page: PageRequest,
-    ) -> StoreResult<Page<Scan>>;
-    /// The workspace's certificates among `fingerprints` (lowercase hex SHA-256): what a scan
-    /// already knows, read for a whole page at once.
-    async fn known_certificates(
-        &self,
-        workspace_id: &str,
-        fingerprints: &[String],
-    ) -> StoreResult<Vec<crate::discovery::KnownCertificate>>;
-}
-
-#[async_trait]
-pub trait DiscoveryWrites: Send {
-    async fn insert_scan(&mut self, scan: &Scan) -> StoreResult<Scan>;
-    /// The workspace's `tls_endpoints` scans that count against its caps: pending or running
-    /// ones, and those created after `since`. Locks the workspace's scans against another
-    /// such read until this transaction ends (PostgreSQL: the workspace row; SQLite's writer is
-    /// one at a time already), so two starts are judged one after the other.
-    async fn tls_scans_counted(&mut self, workspace_id: &str, since: i64) -> StoreResult<Vec<Scan>>;
-    /// Moves one scan to `running` (of any workspace): `only` if it is pending, else the oldest
-    /// pending scan or one whose heartbeat is older than `stale_before`.
-    async fn claim_scan(&mut self, only: Option<i64>, now: i64, stale_before: i64) -> StoreResult<Option<Scan>>;
-    /// Writes counts and heartbeat; false when the scan is no longer running (cancelled).
-    async fn update_scan_progress(&mut self, scan: &Scan) -> StoreResult<bool>;
-    /// Writes the terminal state; false when the scan had already ended (cancelled).
-    async fn finish_scan(&mut self, scan: &Scan) -> StoreResult<bool>;
-    async fn cancel_scan(&mut self, workspace_id: &str, id: i64, at: i64) -> StoreResult<Option<Scan>>;
-    async fn find_certificate_by_fingerprint(
-        &mut self,
-        workspace_id: &str,
-        fingerprint_sha256: &str,
-    ) -> StoreResult<Option<Certificate>>;
-    /// Links a certificate without a CA to `ca_id`; false when it already had one.
-    async fn link_certificate_ca(&mut self, workspace_id: &str, id: i64, ca_id: i64, at: i64) -> StoreResult<bool>;
-    /// Whether the certificate has a usage record for `host` and `port`.
-    async fn has_usage(
-        &mut self,
-        workspace_id: &str,
-        certificate_id: i64,
-        host: &str,
-        port: Option<i64>,
-    ) -> StoreResult<bool>;
-}
-
-#[async_trait]
 pub trait WebhookReads: Send + Sync {
     async fn find_webhook(&self, workspace_id: &str, id: &str) -> StoreResult<Option<WebhookEndpoint>>;
     async fn list_webhooks(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<WebhookEndpoint>>;
@@ -413,54 +356,6 @@ pub trait WebhookWrites: Send {
     ) -> StoreResult<()>;
     /// Switches a target off with a reason; false when it was already off or is gone.
     async fn disable_target(&mut self, kind: TargetKind, id: &str, reason: &str, at: i64) -> StoreResult<bool>;
-}
-
-#[async_trait]
-pub trait AttestationReads: Send + Sync {
-    async fn find_device(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Device>>;
-    async fn list_devices(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<Device>>;
-    async fn find_attestation_policy(&self, workspace_id: &str, id: i64) -> StoreResult<Option<AttestationPolicy>>;
-    /// Oldest first (policy choice takes the first match).
-    async fn list_attestation_policies(&self, workspace_id: &str) -> StoreResult<Vec<AttestationPolicy>>;
-    async fn list_trust_roots(&self, workspace_id: &str) -> StoreResult<Vec<TrustRoot>>;
-    /// Newest first.
-    async fn list_attestation_records(
-        &self,
-        workspace_id: &str,
-        device_id: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<AttestationRecord>>;
-}
-
-#[async_trait]
-pub trait AttestationWrites: Send {
-    async fn insert_device(&mut self, device: &Device) -> StoreResult<Device>;
-    /// Writes every field but id, workspace and creation time; false when absent.
-    async fn update_device(&mut self, device: &Device) -> StoreResult<bool>;
-    async fn delete_device(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
-    /// Status and last attestation time (and, for a passing quote, its clock).
-    async fn set_device_attestation(
-        &mut self,
-        workspace_id: &str,
-        id: i64,
-        status: &str,
-        at: i64,
-        clock: Option<TpmClock>,
-    ) -> StoreResult<()>;
-    async fn insert_attestation_policy(&mut self, policy: &AttestationPolicy) -> StoreResult<AttestationPolicy>;
-    async fn update_attestation_policy(&mut self, policy: &AttestationPolicy) -> StoreResult<bool>;
-    async fn delete_attestation_policy(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
-    async fn insert_nonce(&mut self, nonce: &Nonce) -> StoreResult<()>;
-    async fn find_nonce(&mut self, workspace_id: &str, nonce: &str) -> StoreResult<Option<Nonce>>;
-    /// Marks the nonce consumed at `at` if nobody has; false when another consumption won.
-    async fn consume_nonce(&mut self, workspace_id: &str, nonce: &str, at: i64) -> StoreResult<bool>;
-    /// Stores the device's pending enrollment, replacing an earlier one.
-    async fn put_enrollment(&mut self, enrollment: &PendingEnrollment) -> StoreResult<()>;
-    /// Removes and returns the device's pending enrollment.
-    async fn take_enrollment(&mut self, workspace_id: &str, device_id: i64) -> StoreResult<Option<PendingEnrollment>>;
-    async fn insert_trust_root(&mut self, root: &TrustRoot) -> StoreResult<TrustRoot>;
-    async fn delete_trust_root(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
-    async fn insert_attestation_record(&mut self, record: &AttestationRecord) -> StoreResult<AttestationRecord>;
 }
 
 /// A row written for its own sake, with no answer needed: see [`Tx::insert_rows`].

@@ -20,8 +20,14 @@ pub mod devices;
 pub mod enrollment;
 pub mod nonces;
 pub mod policies;
+pub mod port;
 pub mod provision;
 pub mod trust;
+
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod provision_tests;
 
 use base64::Engine as _;
 use serde_json::Value;

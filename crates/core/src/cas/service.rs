@@ -10,8 +10,9 @@ use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events;
 use crate::pagination::{Page, PageRequest};
+use crate::plugins::binding::{self, RecordBinding};
 use crate::plugins::record_config as secrets;
-use crate::plugins::{CallTarget, CheckStatus, PkiGrant, PluginError, PluginInfo, PluginKind, PluginRef, TestReport};
+use crate::plugins::{CallTarget, CheckStatus, PkiGrant, PluginError, PluginInfo, PluginKind, TestReport};
 use crate::unit_of_work::Target;
 use crate::validation::bounded_text;
 
@@ -52,43 +53,57 @@ fn view(ca: CertificateAuthority) -> CaView {
     CaView { ca, config, certificate: None, chain: Vec::new() }
 }
 
+impl RecordBinding for CertificateAuthority {
+    const KIND: PluginKind = PluginKind::CaConnector;
+    const PLUGIN_NOUN: &'static str = "CA connector";
+    const INSTALL_HINT: &'static str = "a connector plugin";
+    const CONFIG_MEMBER: &'static str = "config";
+
+    fn workspace_id(&self) -> &str {
+        &self.workspace_id
+    }
+    fn service_type(&self) -> &str {
+        &self.ca_type
+    }
+    fn stored_config(&self) -> &Value {
+        &self.config
+    }
+    fn owner(&self) -> secrets::Owner {
+        owner(self)
+    }
+    fn call_record_id(&self) -> String {
+        self.id.to_string()
+    }
+    /// A CA's host is its URL; URLs inside its configuration are not (a connector reaches what
+    /// the operator granted it and the CA's own endpoint).
+    fn record_hosts(&self, _clear: &Value) -> Vec<String> {
+        self.url.iter().cloned().collect()
+    }
+    /// The connector learns the CA's endpoint; an internal CA's connector gets the grant to
+    /// `pki-core`, with the withheld members it may read.
+    fn finish_target(&self, mut target: CallTarget, clear: Value) -> CallTarget {
+        target.context.endpoint = self.url.clone();
+        if self.ca_type == INTERNAL {
+            target.pki = Some(PkiGrant {
+                workspace_id: self.workspace_id.clone(),
+                ca_id: self.id,
+                withheld_config: clear,
+                sign: None,
+            });
+        }
+        target
+    }
+}
+
 /// The plugin that serves `ca_type` here, or a 400 listing the types that are served.
 pub fn connector_for(ctx: &Context, workspace_id: &str, ca_type: &str) -> Result<PluginInfo> {
-    let host = ctx.plugins.host();
-    host.serving(workspace_id, PluginKind::CaConnector, ca_type).map_err(|err| match err {
-        PluginError::NotBound { .. } | PluginError::NotFound { .. } => {
-            let available = host.served_types(PluginKind::CaConnector);
-            Error::validation_with(
-                format!(
-                    "No installed CA connector serves type `{ca_type}`; available types: {}",
-                    if available.is_empty() {
-                        "none (install a connector plugin)".to_owned()
-                    } else {
-                        available.join(", ")
-                    }
-                ),
-                json!({ "field": "type", "availableTypes": available }),
-            )
-        }
-        other => other.into(),
-    })
+    binding::resolve_plugin::<CertificateAuthority>(ctx, workspace_id, ca_type)
 }
 
 /// Everything a call into a CA's connector needs: the target with the clear configuration
 /// (withheld members removed) and, for internal CAs, the grant to `pki-core`.
 pub fn call_target(ctx: &Context, ca: &CertificateAuthority, info: &PluginInfo) -> Result<CallTarget> {
-    let pointers = secrets::secret_pointers(info);
-    let clear = secrets::unseal(&ca.config, &pointers, &owner(ca), &ctx.master_key)?;
-    let config = secrets::with_record_type(secrets::for_plugin(&clear, &pointers), info, &ca.ca_type);
-    let mut target = CallTarget::new(&ca.workspace_id, PluginRef::Id(info.id.clone()), config)
-        .for_record(&ca.id.to_string())
-        .with_record_hosts(ca.url.clone());
-    target.context.endpoint = ca.url.clone();
-    if ca.ca_type == INTERNAL {
-        target.pki =
-            Some(PkiGrant { workspace_id: ca.workspace_id.clone(), ca_id: ca.id, withheld_config: clear, sign: None });
-    }
-    Ok(target)
+    binding::call_target(ctx, ca, info)
 }
 
 /// What a CA's sealed configuration members are bound to.
@@ -251,9 +266,7 @@ async fn resolve_fields(
         )?;
     }
     // The plugin validates what it will receive: secrets in the clear, withheld ones removed.
-    let for_plugin = secrets::with_record_type(secrets::for_plugin(&clear, &pointers), &info, &ca_type);
-    let target = CallTarget::new(workspace_id, PluginRef::Id(info.id.clone()), for_plugin);
-    ctx.plugins.host().validate_config(&target, PluginKind::CaConnector).await.map_err(config_error)?;
+    binding::validate_config::<CertificateAuthority>(ctx, workspace_id, &info, &ca_type, &clear).await?;
     let health_status = previous.map_or(HealthStatus::Unknown, |p| p.health_status);
     let config = secrets::without_secrets(&clear, &pointers);
     Ok((CaFields { name, ca_type, description, url, status, health_status, issuer_patterns, config }, clear, info))
@@ -278,8 +291,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: CaInput) -> Result<Ca
     let inserted = change.tx().insert_ca(&workspace_id, &fields, at).await?;
     // Seals are bound to the record, whose id the insert just allocated; the secrets go in
     // within the same transaction, so the record is never stored without them.
-    let pointers = secrets::secret_pointers(&info);
-    fields.config = secrets::seal(clear, None, &pointers, &owner(&inserted), &ctx.master_key, ctx.entropy.as_ref())?;
+    fields.config = binding::seal_config(ctx, &info, clear, None, &owner(&inserted))?;
     let ca = change
         .tx()
         .update_ca(&workspace_id, inserted.id, &fields, at)
@@ -331,15 +343,7 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: CaInput, rep
         }
     };
     let (mut fields, clear, info) = resolve_fields(ctx, &workspace_id, merged, Some(&existing)).await?;
-    let pointers = secrets::secret_pointers(&info);
-    fields.config = secrets::seal(
-        clear,
-        Some(&existing.config),
-        &pointers,
-        &owner(&existing),
-        &ctx.master_key,
-        ctx.entropy.as_ref(),
-    )?;
+    fields.config = binding::seal_config(ctx, &info, clear, Some(&existing.config), &owner(&existing))?;
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
     let at = change.at();
     let ca = change

@@ -2,6 +2,7 @@
 //! usage records and machine identities. Issuance arrives with the PKI and CA areas.
 
 pub mod csr;
+pub mod inventory;
 pub mod revocation_requests;
 mod service;
 pub mod x509;

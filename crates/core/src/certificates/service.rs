@@ -6,25 +6,18 @@ use serde_json::{json, Value};
 
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
+use crate::certificates::inventory::{self, Provenance, RevokedBy};
 use crate::certificates::{
-    parse_pem, Certificate, IssuanceSource, MachineIdentity, ParsedCertificate, Statistics, Status, UsageCategory,
-    UsageRecord,
+    parse_pem, Certificate, IssuanceSource, MachineIdentity, Statistics, Status, UsageCategory, UsageRecord,
 };
-use crate::certificates::{CertificateFilter, CertificateUpdate, NewCertificate};
+use crate::certificates::{CertificateFilter, CertificateUpdate};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events;
 use crate::pagination::{Page, PageRequest};
-use crate::ports::StoreError;
 use crate::unit_of_work::{Target, UnitOfWork};
 
 const MAX_TEXT: usize = 1024;
-/// Bounds of what a certificate may carry into the inventory. Real certificates stay far below
-/// them (a DN of a few hundred characters, tens of SANs); a certificate made to be huge would
-/// otherwise make every list page that shows it huge too.
-const MAX_NAME_CHARS: usize = 1024;
-const MAX_DN_CHARS: usize = 4096;
-const MAX_SANS: usize = 1000;
 const MAX_METADATA_BYTES: usize = 64 * 1024;
 
 /// A certificate to register: the PEM plus the annotations a caller may set.
@@ -60,7 +53,9 @@ pub struct ListQuery {
 pub async fn register(ctx: &Context, caller: &Caller, registration: Registration) -> Result<Certificate> {
     caller.require(Scope::CertificatesWrite)?;
     let parsed = parse_pem(&registration.certificate)?;
-    check_certificate_size(&parsed)?;
+    // `inventory::add` checks it too; checking it here as well keeps the certificate named
+    // before the annotations when both are wrong.
+    inventory::check_size(&parsed)?;
     // `internal` means "issued by our PKI, key held here"; an import cannot claim it.
     let source = match registration.issuance_source.as_deref() {
         None => IssuanceSource::External,
@@ -85,37 +80,13 @@ pub async fn register(ctx: &Context, caller: &Caller, registration: Registration
     ctx.store
         .write(move |tx| {
             Box::pin(async move {
-                let new = NewCertificate {
-                    workspace_id: &workspace_id,
-                    parsed: &parsed,
-                    issuance_source: source,
+                let mut change = UnitOfWork::within(tx, actor, Some(&workspace_id), now);
+                let entry = inventory::Entry {
                     auto_renewal,
                     location: location.as_deref(),
-                    metadata: &metadata,
-                    created_at: now,
-                    // An import that is already expired never made the transition in this
-                    // inventory: `certificate.created` carries its status, and no
-                    // `certificate.expired` follows.
-                    expiry_announced: parsed.expires_at <= now,
-                    ca_id: None,
-                    chain_pem: None,
-                    private_key_sealed: None,
-                    issuance_template: None,
-                    csr_pem: None,
-                    renew_before_ms: None,
+                    ..inventory::Entry::new(&workspace_id, &parsed, &metadata)
                 };
-                let certificate = tx.insert_certificate(&new).await.map_err(|err| match err {
-                    StoreError::Unique(_) => Error::Conflict(format!(
-                        "A certificate with SHA-256 fingerprint {} is already registered in this workspace",
-                        parsed.fingerprint_sha256
-                    )),
-                    other => other.into(),
-                })?;
-                let details = json!({ "commonName": certificate.common_name, "fingerprintSha256": certificate.fingerprint_sha256, "issuanceSource": source.as_str() });
-                let mut change = UnitOfWork::within(tx, actor, Some(&workspace_id), now);
-                change
-                    .audit("certificate.created", Target::new("certificate", certificate.id), details)
-                    .emit(events::CERTIFICATE_CREATED, event_data(&certificate, now));
+                let certificate = inventory::add(&mut change, entry, Provenance::Registered { source }).await?;
                 change.commit().await?;
                 Ok(certificate)
             })
@@ -301,17 +272,7 @@ pub(crate) async fn record_revocation(
     if current.revoked {
         return Err(already_revoked(&current));
     }
-    let update = CertificateUpdate { revoke: Some((now, reason)), ..Default::default() };
-    let certificate = change
-        .tx()
-        .update_certificate(workspace_id, id, &update, now)
-        .await?
-        .ok_or(Error::NotFound(Entity::Certificate))?;
-    change.audit("certificate.revoked", Target::new("certificate", id), json!({ "reason": reason, "atCa": at_ca }));
-    let mut data = event_data(&certificate, now);
-    data["reason"] = json!(reason);
-    change.emit(events::CERTIFICATE_REVOKED, data);
-    Ok(certificate)
+    inventory::mark_revoked(change, workspace_id, id, now, reason, RevokedBy::Caller { at_ca }).await
 }
 
 /// Removes the record. The certificate itself stays valid: deleting is not revoking.
@@ -631,34 +592,6 @@ pub(crate) fn event_data(certificate: &Certificate, now: i64) -> Value {
         "expiresAt": crate::clock::rfc3339(certificate.expires_at),
         "status": Status::at(certificate.revoked, certificate.expires_at, now).as_str(),
     })
-}
-
-fn check_certificate_size(parsed: &ParsedCertificate) -> Result<()> {
-    let too_long = |what: &str, limit: usize| {
-        Error::validation_with(
-            format!("The certificate's {what} is longer than the {limit} characters the inventory stores"),
-            json!({ "field": "certificate", "problem": format!("{what} over {limit} characters") }),
-        )
-    };
-    if parsed.common_name.chars().count() > MAX_NAME_CHARS {
-        return Err(too_long("common name", MAX_NAME_CHARS));
-    }
-    if parsed.subject.chars().count() > MAX_DN_CHARS {
-        return Err(too_long("subject", MAX_DN_CHARS));
-    }
-    if parsed.issuer.chars().count() > MAX_DN_CHARS {
-        return Err(too_long("issuer", MAX_DN_CHARS));
-    }
-    if parsed.subject_alt_names.len() > MAX_SANS {
-        return Err(Error::validation_with(
-            format!("The certificate has more than {MAX_SANS} subject alternative names"),
-            json!({ "field": "certificate", "problem": format!("over {MAX_SANS} SANs") }),
-        ));
-    }
-    if parsed.subject_alt_names.iter().any(|san| san.chars().count() > MAX_NAME_CHARS) {
-        return Err(too_long("subject alternative name", MAX_NAME_CHARS));
-    }
-    Ok(())
 }
 
 fn check_text(field: &str, text: &str) -> Result<String> {

@@ -12,7 +12,13 @@
 //! `running` after its process is gone. Imports are idempotent (fingerprint), so a rerun never
 //! duplicates.
 
+pub mod port;
 pub mod tls;
+
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod import_tests;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,10 +28,11 @@ use serde_json::json;
 
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
-use crate::cas::service::{call_target, connector_for, find, INTERNAL};
+use crate::cas::service::{call_target, connector_for, find};
 use crate::cas::CertificateAuthority;
+use crate::certificates::inventory::{self, CaRef, Provenance, RevokedBy};
 use crate::certificates::x509::parse_der;
-use crate::certificates::{CertificateUpdate, IssuanceSource, NewCertificate, UsageRecord};
+use crate::certificates::UsageRecord;
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events;
@@ -647,13 +654,13 @@ async fn import(ctx: &Context, scan: &Scan, cas: &[CertificateAuthority], found:
             Ok(imported)
         }
         // Imported concurrently (a rerun of the same scan): already there.
-        Err(Error::Store(StoreError::Unique(_))) => Ok(Imported::Unchanged),
+        Err(Error::Conflict(_) | Error::Store(StoreError::Unique(_))) => Ok(Imported::Unchanged),
         Err(err) => Err(err),
     }
 }
 
 /// Imports one certificate inside `change`, which the caller commits. A certificate inserted
-/// concurrently is a `StoreError::Unique` error: on PostgreSQL it ends the transaction.
+/// concurrently is a conflict (`inventory::add`'s 409): on PostgreSQL it ends the transaction.
 async fn import_into(
     change: &mut UnitOfWork<'_>,
     scan: &Scan,
@@ -681,19 +688,8 @@ async fn import_into(
     {
         let mut outcome = Imported::Unchanged;
         if let Some((at, reason)) = found.revoked.filter(|_| !existing.revoked) {
-            let update = CertificateUpdate { revoke: Some((at.max(0), reason)), ..Default::default() };
-            let certificate = change
-                .tx()
-                .update_certificate(&workspace_id, existing.id, &update, now)
-                .await?
-                .ok_or(Error::NotFound(Entity::Certificate))?;
-            change
-                .audit(
-                    "certificate.revoked",
-                    Target::new("certificate", existing.id),
-                    json!({ "reason": reason, "source": "discovery", "scanId": scan.id }),
-                )
-                .emit(events::CERTIFICATE_REVOKED, crate::certificates::event_data(&certificate, now));
+            let by = RevokedBy::Scan { scan_id: scan.id };
+            inventory::mark_revoked(change, &workspace_id, existing.id, at, reason, by).await?;
             outcome = Imported::Updated;
         }
         if let Some(ca) = owner.filter(|_| existing.ca_id.is_none()) {
@@ -719,46 +715,22 @@ async fn import_into(
         Some(endpoint) => json!({ "discoveredBy": scan.id, "discoveredAt": endpoint }),
         None => json!({ "discoveredBy": scan.id }),
     };
-    let source = match owner {
-        Some(ca) if ca.ca_type == INTERNAL => IssuanceSource::Internal,
-        _ => IssuanceSource::External,
-    };
-    let new = NewCertificate {
-        workspace_id: &workspace_id,
-        parsed: &parsed,
-        issuance_source: source,
-        auto_renewal: false,
+    let entry = inventory::Entry {
         location: location.as_deref(),
-        metadata: &metadata,
-        created_at: now,
-        expiry_announced: parsed.expires_at <= now,
-        ca_id: owner.map(|ca| ca.id),
         chain_pem: (!chain.is_empty()).then_some(chain.as_str()),
-        private_key_sealed: None,
-        issuance_template: None,
-        csr_pem: None,
-        renew_before_ms: None,
+        ..inventory::Entry::new(&workspace_id, &parsed, &metadata)
     };
-    let certificate = change.tx().insert_certificate(&new).await?;
-    let certificate = match found.revoked {
-        Some((at, reason)) => {
-            let update = CertificateUpdate { revoke: Some((at.max(0), reason)), ..Default::default() };
-            change.tx().update_certificate(&workspace_id, certificate.id, &update, now).await?.unwrap_or(certificate)
-        }
-        None => certificate,
+    let provenance = Provenance::Discovered {
+        scan_id: scan.id,
+        owner: owner.map(|ca| CaRef { id: ca.id, ca_type: &ca.ca_type }),
+        endpoint: location.as_deref(),
+        revoked: found.revoked,
     };
+    let certificate = inventory::add(change, entry, provenance).await?;
     if let Some(mut usage) = usage {
         usage.certificate_id = certificate.id;
         change.tx().insert_usage(&usage).await?;
     }
-    change
-        .audit(
-            "certificate.created",
-            Target::new("certificate", certificate.id),
-            json!({ "commonName": certificate.common_name, "source": "discovery", "scanId": scan.id,
-                "caId": certificate.ca_id, "endpoint": location }),
-        )
-        .emit(events::CERTIFICATE_CREATED, crate::certificates::event_data(&certificate, now));
     Ok(Imported::New)
 }
 

@@ -31,18 +31,18 @@ mod run_tests;
 use serde_json::json;
 
 use crate::auth::{Actor, Caller, Scope};
-use crate::cas::service::{call_target, INTERNAL};
+use crate::cas::service::call_target;
 use crate::cas::{CertificateAuthority, IssuedRecord};
+use crate::certificates::inventory::{self, CaRef, Provenance};
 use crate::certificates::x509::{parse_der, pem_encode, to_pem};
-use crate::certificates::{Certificate, IssuanceSource as InventorySource, NewCertificate};
+use crate::certificates::Certificate;
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::events;
 use crate::plugins::{
     CertificateProfile, IssuanceSource, IssuedCertificate, PluginInfo, Requester, RequesterKind, SubjectAltName,
 };
-use crate::ports::{NewRow, StoreError};
-use crate::unit_of_work::{Target, UnitOfWork};
+use crate::ports::NewRow;
+use crate::unit_of_work::UnitOfWork;
 
 pub use self::request::{IssueInput, PreparedRequest, SubjectInput};
 pub use self::run::{Approval, Decision, Run};
@@ -85,16 +85,6 @@ pub fn requester_from_principal(principal: &str) -> Requester {
         _ => RequesterKind::System,
     };
     Requester { kind, id: id.to_owned(), display_name: None }
-}
-
-fn inventory_source(ca: &CertificateAuthority) -> InventorySource {
-    if ca.ca_type == INTERNAL {
-        InventorySource::Internal
-    } else if ca.ca_type.contains("vault") {
-        InventorySource::Vault
-    } else {
-        InventorySource::External
-    }
 }
 
 /// Issues a certificate through the CA `input.ca_id` (POST /api/certificates/issue). A policy
@@ -164,7 +154,6 @@ pub(crate) async fn store_issued(
     let now = ctx.now_millis();
     let workspace_id = ca.workspace_id.clone();
     let (ca_id, ca_type) = (ca.id, ca.ca_type.clone());
-    let source_label = inventory_source(ca);
     let chain_text: String = issued.chain_der.iter().map(|der| to_pem(der)).collect();
     let metadata = prepared.metadata.take().unwrap_or_else(|| json!({}));
     let auto_renewal = prepared.auto_renewal;
@@ -177,41 +166,21 @@ pub(crate) async fn store_issued(
         .store
         .write(move |tx| {
             Box::pin(async move {
-                let new = NewCertificate {
-                    workspace_id: &workspace_id,
-                    parsed: &parsed,
-                    issuance_source: source_label,
+                let mut change = UnitOfWork::within(tx, actor, Some(&workspace_id), now);
+                let entry = inventory::Entry {
                     auto_renewal,
-                    location: None,
-                    metadata: &metadata,
-                    created_at: now,
-                    expiry_announced: false,
-                    ca_id: Some(ca_id),
                     chain_pem: (!chain_text.is_empty()).then_some(chain_text.as_str()),
                     private_key_sealed: private_key_sealed.as_deref(),
-                    issuance_template: Some(template.as_str()),
                     csr_pem: csr_pem.as_deref(),
                     renew_before_ms: Some(renew_before_ms),
+                    ..inventory::Entry::new(&workspace_id, &parsed, &metadata)
                 };
-                let certificate = tx.insert_certificate(&new).await.map_err(|err| match err {
-                    StoreError::Unique(_) => Error::Conflict("the CA returned a certificate already in the inventory".into()),
-                    other => other.into(),
-                })?;
-                let completed = match completes {
-                    Some(completion) => Some(completion.apply(tx, &certificate, now).await?),
-                    None => None,
-                };
-                let mut change = UnitOfWork::within(tx, actor, Some(&workspace_id), now);
-                if let Some(completed) = &completed {
+                let provenance = Provenance::Issued { ca: CaRef { id: ca_id, ca_type: &ca_type }, template: &template };
+                let certificate = inventory::add(&mut change, entry, provenance).await?;
+                if let Some(completion) = completes {
+                    let completed = completion.apply(change.tx(), &certificate, now).await?;
                     completed.record(&mut change, &certificate);
                 }
-                change
-                    .audit(
-                        "certificate.issued",
-                        Target::new("certificate", certificate.id),
-                        json!({ "caId": ca_id, "caType": ca_type, "template": template, "serialNumber": certificate.serial_number, "commonName": certificate.common_name }),
-                    )
-                    .emit(events::CERTIFICATE_CREATED, crate::certificates::event_data(&certificate, now));
                 // The ledger row goes with the audit row and the event (one round trip).
                 change.commit_with(ledger_row.iter().map(NewRow::Issued).collect()).await?;
                 Ok(certificate)

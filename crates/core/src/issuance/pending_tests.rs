@@ -262,7 +262,7 @@ async fn the_poller_issues_once_with_the_same_request_and_completes_the_request_
     assert!(certificate.has_private_key, "the key generated at submission went with the certificate");
     assert_eq!(
         actions(&fixture.store),
-        ["certificate_request.issuing", "certificate_request.issued", "certificate.issued"]
+        ["certificate_request.issuing", "certificate.issued", "certificate_request.issued"]
     );
     assert_eq!(tables.events.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>(), ["certificate.created"]);
 

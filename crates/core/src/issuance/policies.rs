@@ -7,8 +7,9 @@ use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::plugins::binding::{self, RecordBinding};
 use crate::plugins::record_config as secrets;
-use crate::plugins::{CallTarget, Decision, EvaluationRequest, PluginKind, PluginRef};
+use crate::plugins::{Decision, EvaluationRequest, PluginKind};
 use crate::unit_of_work::Target;
 
 /// A stored policy.
@@ -44,10 +45,7 @@ pub async fn evaluate(ctx: &Context, workspace_id: &str, request: &EvaluationReq
     for policy in policies.into_iter().filter(|p| p.enabled) {
         let decision = async {
             let info = ctx.plugins.host().serving(workspace_id, PluginKind::IssuancePolicy, &policy.policy_type)?;
-            let pointers = secrets::secret_pointers(&info);
-            let clear = secrets::unseal(&policy.config, &pointers, &owner(&policy), &ctx.master_key)?;
-            let target = CallTarget::new(workspace_id, PluginRef::Id(info.id), clear)
-                .for_record(&format!("policy-{}", policy.id));
+            let target = binding::call_target(ctx, &policy, &info)?;
             Ok::<_, Error>(ctx.plugins.host().policy_evaluate(&target, request).await?)
         }
         .await;
@@ -59,6 +57,30 @@ pub async fn evaluate(ctx: &Context, workspace_id: &str, request: &EvaluationReq
 /// What a policy's sealed configuration members are bound to.
 fn owner(policy: &IssuancePolicy) -> secrets::Owner {
     secrets::Owner::new(&policy.workspace_id, "issuance_policy", policy.id)
+}
+
+impl RecordBinding for IssuancePolicy {
+    const KIND: PluginKind = PluginKind::IssuancePolicy;
+    const PLUGIN_NOUN: &'static str = "issuance policy";
+    const INSTALL_HINT: &'static str = "an issuance policy plugin";
+    const CONFIG_MEMBER: &'static str = "config";
+
+    fn workspace_id(&self) -> &str {
+        &self.workspace_id
+    }
+    fn service_type(&self) -> &str {
+        &self.policy_type
+    }
+    fn stored_config(&self) -> &Value {
+        &self.config
+    }
+    fn owner(&self) -> secrets::Owner {
+        owner(self)
+    }
+    /// `policy-<id>`: a policy's plugin state is kept apart from a CA's of the same id.
+    fn call_record_id(&self) -> String {
+        format!("policy-{}", self.id)
+    }
 }
 
 pub async fn list(ctx: &Context, caller: &Caller) -> Result<Vec<IssuancePolicy>> {
@@ -84,27 +106,14 @@ pub async fn create(ctx: &Context, caller: &Caller, new: NewPolicy) -> Result<Is
         .filter(|t| !t.is_empty())
         .ok_or_else(|| Error::invalid_field("type", "is required"))?
         .to_owned();
-    let host = ctx.plugins.host();
-    let info = host.serving(&workspace_id, PluginKind::IssuancePolicy, &policy_type).map_err(|_| {
-        let available = host.served_types(PluginKind::IssuancePolicy);
-        Error::validation_with(
-            format!(
-                "No installed issuance policy serves type `{policy_type}`; available types: {}",
-                available.join(", ")
-            ),
-            json!({ "field": "type", "availableTypes": available }),
-        )
-    })?;
+    let info = binding::resolve_plugin::<IssuancePolicy>(ctx, &workspace_id, &policy_type)?;
     let config = match new.config.unwrap_or_else(|| json!({})) {
         Value::Object(map) => Value::Object(map),
         _ => return Err(Error::invalid_field("config", "must be an object")),
     };
     let pointers = secrets::secret_pointers(&info);
     let clear = secrets::resolve_masks("config", config, None, &pointers)?;
-    let target = CallTarget::new(&workspace_id, PluginRef::Id(info.id.clone()), clear.clone());
-    host.validate_config(&target, PluginKind::IssuancePolicy)
-        .await
-        .map_err(|err| secrets::invalid_config(err, "config"))?;
+    binding::validate_config::<IssuancePolicy>(ctx, &workspace_id, &info, &policy_type, &clear).await?;
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
     let at = change.at();
     let policy = IssuancePolicy {
@@ -122,7 +131,7 @@ pub async fn create(ctx: &Context, caller: &Caller, new: NewPolicy) -> Result<Is
     // Seals are bound to the record, whose id the insert just allocated; the secrets go in
     // within the same transaction, so the record is never stored without them.
     if pointers.iter().any(|(pointer, _)| clear.pointer(pointer).is_some_and(|v| !v.is_null())) {
-        policy.config = secrets::seal(clear, None, &pointers, &owner(&policy), &ctx.master_key, ctx.entropy.as_ref())?;
+        policy.config = binding::seal_config(ctx, &info, clear, None, &owner(&policy))?;
         change.tx().set_issuance_policy_config(&workspace_id, policy.id, &policy.config).await?;
     }
     change.audit(

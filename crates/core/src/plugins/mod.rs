@@ -5,6 +5,7 @@
 //!
 //! The sandbox itself (wasmtime, WIT bindings, egress) lives in `trellis-plugin-host`.
 
+pub mod binding;
 pub mod challenges;
 mod error;
 mod host;

@@ -28,7 +28,6 @@ use crate::issuance::policies::IssuancePolicy;
 use crate::issuance::requests::CertificateRequest;
 use crate::issuance::templates::StoredTemplate;
 use crate::pagination::{Page, PageRequest};
-use crate::plugins::TpmClock;
 use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 use crate::ports::*;
 use crate::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, NewDelivery};
@@ -61,6 +60,17 @@ pub struct Tables {
     /// `crate::issuance::fake`).
     pub policies: Vec<IssuancePolicy>,
     pub templates: Vec<StoredTemplate>,
+    /// Usage records of certificates.
+    pub usage: Vec<UsageRecord>,
+    /// Discovery scans (their port is faked in `discovery::fake`).
+    pub scans: Vec<Scan>,
+    /// Attestation's tables (its port is faked in `attestation::fake`).
+    pub devices: Vec<Device>,
+    pub attestation_policies: Vec<AttestationPolicy>,
+    pub trust_roots: Vec<TrustRoot>,
+    pub nonces: Vec<Nonce>,
+    pub enrollments: Vec<PendingEnrollment>,
+    pub attestation_records: Vec<AttestationRecord>,
     next_id: i64,
 }
 
@@ -106,6 +116,7 @@ impl MemoryStore {
 
 pub struct MemoryTx {
     tables: Arc<Mutex<Tables>>,
+    /// The transaction's copy of the tables (the area fakes write here).
     pub(crate) working: Tables,
 }
 
@@ -198,7 +209,7 @@ impl CertificateWrites for MemoryTx {
             auto_renewal: new.auto_renewal,
             location: new.location.map(str::to_owned),
             metadata: new.metadata.clone(),
-            ca_id: None,
+            ca_id: new.ca_id,
             machine_identity_id: None,
             revoked: false,
             revoked_at: None,
@@ -252,8 +263,10 @@ impl CertificateWrites for MemoryTx {
         self.working.certificates.retain(|c| !(c.workspace_id == workspace_id && c.id == id));
         Ok(self.working.certificates.len() < before)
     }
-    async fn insert_usage(&mut self, _: &UsageRecord) -> StoreResult<UsageRecord> {
-        not_faked("insert_usage")
+    async fn insert_usage(&mut self, record: &UsageRecord) -> StoreResult<UsageRecord> {
+        let record = UsageRecord { id: self.working.next_id(), ..record.clone() };
+        self.working.usage.push(record.clone());
+        Ok(record)
     }
     async fn insert_identity(&mut self, _: &MachineIdentity) -> StoreResult<MachineIdentity> {
         not_faked("insert_identity")
@@ -467,8 +480,12 @@ impl CaReads for MemoryStore {
     async fn find_ca(&self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateAuthority>> {
         Ok(self.snapshot().cas.into_iter().find(|ca| ca.workspace_id == workspace_id && ca.id == id))
     }
-    async fn list_cas(&self, _: &str, _: PageRequest) -> StoreResult<Page<CertificateAuthority>> {
-        not_faked("list_cas")
+    async fn list_cas(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<CertificateAuthority>> {
+        let mine: Vec<CertificateAuthority> =
+            self.snapshot().cas.into_iter().filter(|ca| ca.workspace_id == workspace_id).collect();
+        let total = mine.len() as i64;
+        let items = mine.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
+        Ok(Page { items, total, total_exact: true, request: page })
     }
     async fn ca_stats(&self, _: &str) -> StoreResult<CaStats> {
         not_faked("ca_stats")
@@ -555,50 +572,6 @@ impl CaWrites for MemoryTx {
     }
     async fn store_crl(&mut self, _: i64, _: &crate::cas::StoredCrl) -> StoreResult<bool> {
         not_faked("store_crl")
-    }
-}
-
-#[async_trait]
-impl DiscoveryReads for MemoryStore {
-    async fn find_scan(&self, _: &str, _: i64) -> StoreResult<Option<Scan>> {
-        not_faked("find_scan")
-    }
-    async fn list_scans(&self, _: &str, _: Option<&str>, _: Option<&str>, _: PageRequest) -> StoreResult<Page<Scan>> {
-        not_faked("list_scans")
-    }
-    async fn known_certificates(&self, _: &str, _: &[String]) -> StoreResult<Vec<crate::discovery::KnownCertificate>> {
-        not_faked("known_certificates")
-    }
-}
-
-#[async_trait]
-impl DiscoveryWrites for MemoryTx {
-    async fn insert_scan(&mut self, _: &Scan) -> StoreResult<Scan> {
-        not_faked("insert_scan")
-    }
-    async fn tls_scans_counted(&mut self, _: &str, _: i64) -> StoreResult<Vec<Scan>> {
-        not_faked("tls_scans_counted")
-    }
-    async fn claim_scan(&mut self, _: Option<i64>, _: i64, _: i64) -> StoreResult<Option<Scan>> {
-        not_faked("claim_scan")
-    }
-    async fn update_scan_progress(&mut self, _: &Scan) -> StoreResult<bool> {
-        not_faked("update_scan_progress")
-    }
-    async fn finish_scan(&mut self, _: &Scan) -> StoreResult<bool> {
-        not_faked("finish_scan")
-    }
-    async fn cancel_scan(&mut self, _: &str, _: i64, _: i64) -> StoreResult<Option<Scan>> {
-        not_faked("cancel_scan")
-    }
-    async fn find_certificate_by_fingerprint(&mut self, _: &str, _: &str) -> StoreResult<Option<Certificate>> {
-        not_faked("find_certificate_by_fingerprint")
-    }
-    async fn link_certificate_ca(&mut self, _: &str, _: i64, _: i64, _: i64) -> StoreResult<bool> {
-        not_faked("link_certificate_ca")
-    }
-    async fn has_usage(&mut self, _: &str, _: i64, _: &str, _: Option<i64>) -> StoreResult<bool> {
-        not_faked("has_usage")
     }
 }
 
@@ -718,83 +691,5 @@ impl WebhookWrites for MemoryTx {
     }
     async fn disable_target(&mut self, _: TargetKind, _: &str, _: &str, _: i64) -> StoreResult<bool> {
         not_faked("disable_target")
-    }
-}
-
-#[async_trait]
-impl AttestationReads for MemoryStore {
-    async fn find_device(&self, _: &str, _: i64) -> StoreResult<Option<Device>> {
-        not_faked("find_device")
-    }
-    async fn list_devices(&self, _: &str, _: PageRequest) -> StoreResult<Page<Device>> {
-        not_faked("list_devices")
-    }
-    async fn find_attestation_policy(&self, _: &str, _: i64) -> StoreResult<Option<AttestationPolicy>> {
-        not_faked("find_attestation_policy")
-    }
-    async fn list_attestation_policies(&self, _: &str) -> StoreResult<Vec<AttestationPolicy>> {
-        not_faked("list_attestation_policies")
-    }
-    async fn list_trust_roots(&self, _: &str) -> StoreResult<Vec<TrustRoot>> {
-        not_faked("list_trust_roots")
-    }
-    async fn list_attestation_records(&self, _: &str, _: i64, _: i64) -> StoreResult<Vec<AttestationRecord>> {
-        not_faked("list_attestation_records")
-    }
-}
-
-#[async_trait]
-impl AttestationWrites for MemoryTx {
-    async fn insert_device(&mut self, _: &Device) -> StoreResult<Device> {
-        not_faked("insert_device")
-    }
-    async fn update_device(&mut self, _: &Device) -> StoreResult<bool> {
-        not_faked("update_device")
-    }
-    async fn delete_device(&mut self, _: &str, _: i64) -> StoreResult<bool> {
-        not_faked("delete_device")
-    }
-    async fn set_device_attestation(
-        &mut self,
-        _: &str,
-        _: i64,
-        _: &str,
-        _: i64,
-        _: Option<TpmClock>,
-    ) -> StoreResult<()> {
-        not_faked("set_device_attestation")
-    }
-    async fn insert_attestation_policy(&mut self, _: &AttestationPolicy) -> StoreResult<AttestationPolicy> {
-        not_faked("insert_attestation_policy")
-    }
-    async fn update_attestation_policy(&mut self, _: &AttestationPolicy) -> StoreResult<bool> {
-        not_faked("update_attestation_policy")
-    }
-    async fn delete_attestation_policy(&mut self, _: &str, _: i64) -> StoreResult<bool> {
-        not_faked("delete_attestation_policy")
-    }
-    async fn insert_nonce(&mut self, _: &Nonce) -> StoreResult<()> {
-        not_faked("insert_nonce")
-    }
-    async fn find_nonce(&mut self, _: &str, _: &str) -> StoreResult<Option<Nonce>> {
-        not_faked("find_nonce")
-    }
-    async fn consume_nonce(&mut self, _: &str, _: &str, _: i64) -> StoreResult<bool> {
-        not_faked("consume_nonce")
-    }
-    async fn put_enrollment(&mut self, _: &PendingEnrollment) -> StoreResult<()> {
-        not_faked("put_enrollment")
-    }
-    async fn take_enrollment(&mut self, _: &str, _: i64) -> StoreResult<Option<PendingEnrollment>> {
-        not_faked("take_enrollment")
-    }
-    async fn insert_trust_root(&mut self, _: &TrustRoot) -> StoreResult<TrustRoot> {
-        not_faked("insert_trust_root")
-    }
-    async fn delete_trust_root(&mut self, _: &str, _: i64) -> StoreResult<bool> {
-        not_faked("delete_trust_root")
-    }
-    async fn insert_attestation_record(&mut self, _: &AttestationRecord) -> StoreResult<AttestationRecord> {
-        not_faked("insert_attestation_record")
     }
 }

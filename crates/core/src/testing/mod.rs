@@ -1,14 +1,15 @@
 //! In-memory fakes of the ports, so use cases are unit-tested without a database or a sandbox.
 //! They implement what the tests here exercise; anything else panics with a clear message,
-//! which is how a test finds out it needs more of the fake.
+//! which is how a test finds out it needs more of the fake. Areas with their own port fake it
+//! whole next to it, over these tables (`discovery::fake`, `attestation::fake`).
 
 pub(crate) mod memory_store;
 mod no_plugins;
 
 use std::sync::Arc;
 
-pub use self::memory_store::MemoryStore;
-pub use self::no_plugins::{IssueScript, NoPlugins, PolicyScript, PollScript, RevokeScript};
+pub use self::memory_store::{MemoryStore, MemoryTx};
+pub use self::no_plugins::{IssueScript, ListScript, NoPlugins, PolicyScript, PollScript, RevokeScript, VerifyScript};
 use crate::auth::{Actor, Caller, Role};
 use crate::clock::{FixedClock, OsEntropy};
 use crate::context::{Context, Settings};

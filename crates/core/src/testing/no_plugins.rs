@@ -1,6 +1,7 @@
 //! `NoPlugins`: a plugin host with nothing installed. Every call fails as an unbound type would,
-//! but `ca_issue`, `ca_poll_issue`, `ca_renewal_info`, `ca_revoke` and `policy_evaluate`, which a test may script, and `serving`, which answers
-//! with a test's connector.
+//! but `ca_issue`, `ca_poll_issue`, `ca_renewal_info`, `ca_revoke`, `ca_list_certificates`,
+//! `policy_evaluate` and `verify`, which a test may script, and `serving`, which answers with a
+//! test's connector.
 
 use std::sync::Arc;
 
@@ -28,8 +29,18 @@ pub type RevokeScript = Arc<dyn Fn(&RevokeRequest) -> Result<(), PluginError> + 
 /// A connector's `renewal-info` as a test scripts it: the certificate reference in.
 pub type RenewalInfoScript = Arc<dyn Fn(&CertificateRef) -> Result<Option<RenewalWindow>, PluginError> + Send + Sync>;
 
+/// A connector's `list-certificates` as a test scripts it: the cursor in, the page out.
+pub type ListScript = Arc<dyn Fn(Option<String>) -> Result<CertificatePage, PluginError> + Send + Sync>;
+
+/// A verifier's `verify` as a test scripts it: the call's target and request in.
+pub type VerifyScript = Arc<dyn Fn(&CallTarget, &VerifyRequest) -> Result<Verdict, PluginError> + Send + Sync>;
+
 #[derive(Default)]
 pub struct NoPlugins {
+    /// What `ca_list_certificates` does; unset, it fails like every other call.
+    pub list_certificates: Option<ListScript>,
+    /// What `verify` does; unset, it fails like every other call.
+    pub verify: Option<VerifyScript>,
     /// What `ca_renewal_info` does; unset, it fails like every other call.
     pub renewal_info: Option<RenewalInfoScript>,
     /// What `ca_issue` does; unset, it fails like every other call.
@@ -156,16 +167,22 @@ impl PluginHost for NoPlugins {
     async fn ca_list_certificates(
         &self,
         _: &CallTarget,
-        _: Option<String>,
+        cursor: Option<String>,
         _: u32,
     ) -> Result<CertificatePage, PluginError> {
-        Err(none())
+        match &self.list_certificates {
+            Some(script) => script(cursor),
+            None => Err(none()),
+        }
     }
     async fn verifier_enroll(&self, _: &CallTarget, _: &EnrollmentRequest) -> Result<EnrollmentVerdict, PluginError> {
         Err(none())
     }
-    async fn verify(&self, _: &CallTarget, _: &VerifyRequest) -> Result<Verdict, PluginError> {
-        Err(none())
+    async fn verify(&self, target: &CallTarget, request: &VerifyRequest) -> Result<Verdict, PluginError> {
+        match &self.verify {
+            Some(script) => script(target, request),
+            None => Err(none()),
+        }
     }
     async fn policy_evaluate(&self, target: &CallTarget, request: &EvaluationRequest) -> Result<Decision, PluginError> {
         match &self.policy {

@@ -12,8 +12,9 @@ use crate::auth::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::pagination::{Page, PageRequest};
+use crate::plugins::binding::{self, RecordBinding};
 use crate::plugins::record_config as secrets;
-use crate::plugins::{CallTarget, PluginError, PluginInfo, PluginKind, PluginRef, TestReport};
+use crate::plugins::{CallTarget, PluginInfo, PluginKind, PluginRef, TestReport};
 use crate::unit_of_work::Target;
 use crate::validation::bounded_text;
 
@@ -40,45 +41,37 @@ pub struct IntegrationView {
     pub stats: DeliveryStats,
 }
 
+impl RecordBinding for ExternalIntegration {
+    const KIND: PluginKind = PluginKind::Integration;
+    const PLUGIN_NOUN: &'static str = "integration plugin";
+    const INSTALL_HINT: &'static str = "an integration plugin";
+    const CONFIG_MEMBER: &'static str = "configuration";
+
+    fn workspace_id(&self) -> &str {
+        &self.workspace_id
+    }
+    fn service_type(&self) -> &str {
+        &self.integration_type
+    }
+    fn stored_config(&self) -> &Value {
+        &self.config
+    }
+    fn owner(&self) -> secrets::Owner {
+        owner(&self.workspace_id, &self.id)
+    }
+    fn call_record_id(&self) -> String {
+        self.id.clone()
+    }
+}
+
 /// The plugin serving `integration_type` here, or a 400 listing the served types.
 pub fn plugin_for(ctx: &Context, workspace_id: &str, integration_type: &str) -> Result<PluginInfo> {
-    let host = ctx.plugins.host();
-    host.serving(workspace_id, PluginKind::Integration, integration_type).map_err(|err| match err {
-        PluginError::NotBound { .. } | PluginError::NotFound { .. } => {
-            let available = host.served_types(PluginKind::Integration);
-            Error::validation_with(
-                format!(
-                    "No installed integration plugin serves type `{integration_type}`; available types: {}",
-                    if available.is_empty() {
-                        "none (install an integration plugin)".to_owned()
-                    } else {
-                        available.join(", ")
-                    }
-                ),
-                json!({ "field": "type", "availableTypes": available }),
-            )
-        }
-        other => other.into(),
-    })
+    binding::resolve_plugin::<ExternalIntegration>(ctx, workspace_id, integration_type)
 }
 
 /// A call into the integration's plugin: clear configuration, the record's URLs reachable.
 pub fn call_target(ctx: &Context, integration: &ExternalIntegration, info: &PluginInfo) -> Result<CallTarget> {
-    let pointers = secrets::secret_pointers(info);
-    let clear = secrets::unseal(
-        &integration.config,
-        &pointers,
-        &owner(&integration.workspace_id, &integration.id),
-        &ctx.master_key,
-    )?;
-    let hosts = crate::plugins::service::urls_in(&clear);
-    Ok(CallTarget::new(
-        &integration.workspace_id,
-        PluginRef::Id(info.id.clone()),
-        secrets::for_plugin(&clear, &pointers),
-    )
-    .for_record(&integration.id)
-    .with_record_hosts(hosts))
+    binding::call_target(ctx, integration, info)
 }
 
 /// What an integration's sealed configuration members are bound to.

@@ -1,0 +1,62 @@
+//! The storage port of device attestation: devices, attestation policies, nonces, pending
+//! enrollments, trust roots and attestation records.
+
+use async_trait::async_trait;
+
+use super::devices::Device;
+use super::enrollment::PendingEnrollment;
+use super::nonces::Nonce;
+use super::policies::Policy as AttestationPolicy;
+use super::provision::AttestationRecord;
+use super::trust::TrustRoot;
+use crate::pagination::{Page, PageRequest};
+use crate::plugins::TpmClock;
+use crate::ports::StoreResult;
+
+#[async_trait]
+pub trait AttestationReads: Send + Sync {
+    async fn find_device(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Device>>;
+    async fn list_devices(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<Device>>;
+    async fn find_attestation_policy(&self, workspace_id: &str, id: i64) -> StoreResult<Option<AttestationPolicy>>;
+    /// Oldest first (policy choice takes the first match).
+    async fn list_attestation_policies(&self, workspace_id: &str) -> StoreResult<Vec<AttestationPolicy>>;
+    async fn list_trust_roots(&self, workspace_id: &str) -> StoreResult<Vec<TrustRoot>>;
+    /// Newest first.
+    async fn list_attestation_records(
+        &self,
+        workspace_id: &str,
+        device_id: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<AttestationRecord>>;
+}
+
+#[async_trait]
+pub trait AttestationWrites: Send {
+    async fn insert_device(&mut self, device: &Device) -> StoreResult<Device>;
+    /// Writes every field but id, workspace and creation time; false when absent.
+    async fn update_device(&mut self, device: &Device) -> StoreResult<bool>;
+    async fn delete_device(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
+    /// Status and last attestation time (and, for a passing quote, its clock).
+    async fn set_device_attestation(
+        &mut self,
+        workspace_id: &str,
+        id: i64,
+        status: &str,
+        at: i64,
+        clock: Option<TpmClock>,
+    ) -> StoreResult<()>;
+    async fn insert_attestation_policy(&mut self, policy: &AttestationPolicy) -> StoreResult<AttestationPolicy>;
+    async fn update_attestation_policy(&mut self, policy: &AttestationPolicy) -> StoreResult<bool>;
+    async fn delete_attestation_policy(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
+    async fn insert_nonce(&mut self, nonce: &Nonce) -> StoreResult<()>;
+    async fn find_nonce(&mut self, workspace_id: &str, nonce: &str) -> StoreResult<Option<Nonce>>;
+    /// Marks the nonce consumed at `at` if nobody has; false when another consumption won.
+    async fn consume_nonce(&mut self, workspace_id: &str, nonce: &str, at: i64) -> StoreResult<bool>;
+    /// Stores the device's pending enrollment, replacing an earlier one.
+    async fn put_enrollment(&mut self, enrollment: &PendingEnrollment) -> StoreResult<()>;
+    /// Removes and returns the device's pending enrollment.
+    async fn take_enrollment(&mut self, workspace_id: &str, device_id: i64) -> StoreResult<Option<PendingEnrollment>>;
+    async fn insert_trust_root(&mut self, root: &TrustRoot) -> StoreResult<TrustRoot>;
+    async fn delete_trust_root(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
+    async fn insert_attestation_record(&mut self, record: &AttestationRecord) -> StoreResult<AttestationRecord>;
+}
