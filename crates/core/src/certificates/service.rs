@@ -366,8 +366,8 @@ pub(crate) async fn revoke_now(
 /// The ledger rows of the internal CAs of the certificate's workspace that signed exactly this
 /// certificate: found by serial, confirmed by the certificate's bytes (another CA may have used
 /// the serial).
-async fn ledger_rows(ctx: &Context, certificate: &Certificate) -> Result<Vec<crate::cas::IssuedRecord>> {
-    let first_der = |pem: &str| crate::certificates::x509::pem_certificates(pem).and_then(|b| b.into_iter().next());
+async fn ledger_rows(ctx: &Context, certificate: &Certificate) -> Result<Vec<crate::pki::IssuedRecord>> {
+    let first_der = |pem: &str| trellis_pki::x509::pem_certificates(pem).and_then(|b| b.into_iter().next());
     let Some(der) = first_der(&certificate.certificate_pem) else { return Ok(Vec::new()) };
     let serial: String =
         certificate.serial_number.chars().filter(|c| *c != ':').collect::<String>().to_ascii_lowercase();

@@ -23,12 +23,12 @@ use serde_json::{json, Value};
 use crate::audit::Audit;
 use crate::auth::{Actor, Caller, Scope};
 use crate::cas::service::{call_target, connector_for, INTERNAL};
-use crate::cas::{self, CertificateAuthority, IssuedRecord};
-use crate::certificates::x509::{parse_der, pem_encode, to_pem};
+use crate::cas::{self, CertificateAuthority};
 use crate::certificates::{Certificate, IssuanceSource as InventorySource, NewCertificate};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events;
+use crate::pki::IssuedRecord;
 use crate::pki::LedgerSlot;
 use crate::plugins::{
     combine, CertificateProfile, Combined, Decision, IssuanceSource, IssueOutcome, IssueRequest, IssuedCertificate,
@@ -36,6 +36,7 @@ use crate::plugins::{
 };
 use crate::ports::{NewRow, StoreError};
 use crate::unit_of_work::{Target, UnitOfWork};
+use trellis_pki::x509::{parse_der, pem_encode, to_pem};
 
 pub use self::request::{IssueInput, PreparedRequest, SubjectInput};
 
@@ -387,7 +388,7 @@ fn check_names_signed(certificate_der: &[u8], profile: &CertificateProfile, conn
     match certificate.subject_alternative_name() {
         Ok(Some(san)) => {
             for name in &san.value.general_names {
-                match crate::certificates::csr::alt_name(name) {
+                match trellis_pki::csr::alt_name(name) {
                     Ok(name) if judged(&name) => {}
                     Ok(name) => unjudged.push(name.to_string()),
                     Err(_) => unjudged.push(format!("{name:?}")),
