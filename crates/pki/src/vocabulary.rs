@@ -139,7 +139,7 @@ pub struct SubjectKey {
     pub server_generated: bool,
 }
 
-/// Algorithms the keystore generates keys with.
+/// Key algorithms of the CA keys the PKI creates and of the keys the plugin keystore generates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KeyAlgorithm {
     EcdsaP256,
