@@ -26,14 +26,24 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
+/// Cargo's target directory: `CARGO_TARGET_DIR`, else `target/` of the workspace.
+pub fn target_dir() -> PathBuf {
+    std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| workspace_root().join("target"))
+}
+
+/// A plugin component `scripts/build-plugins.sh` built: `<target>/plugins/<name>.wasm`.
+pub fn plugin_file(name: &str) -> PathBuf {
+    let path = target_dir().join("plugins").join(format!("{name}.wasm"));
+    assert!(path.exists(), "{} is missing: run `make plugins` to build the plugin components", path.display());
+    path
+}
+
 /// The `trellis` binary under test: `TRELLIS_BIN`, else target/debug/trellis.
 pub fn trellis_binary() -> PathBuf {
     if let Ok(path) = std::env::var("TRELLIS_BIN") {
         return PathBuf::from(path);
     }
-    let target =
-        std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| workspace_root().join("target"));
-    let path = target.join("debug").join("trellis");
+    let path = target_dir().join("debug").join("trellis");
     assert!(
         path.exists(),
         "{} is missing: build it with `cargo build -p trellis --bin trellis` (`make test` does this)",

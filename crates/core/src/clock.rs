@@ -30,10 +30,9 @@ impl Clock for FixedClock {
     }
 }
 
-/// A source of cryptographically secure random bytes.
-pub trait Entropy: Send + Sync + 'static {
-    fn fill(&self, buf: &mut [u8]);
-}
+/// A source of cryptographically secure random bytes: the PKI crate's trait, so that what the
+/// services hold is what the signer takes (serials).
+pub use trellis_pki::Entropy;
 
 /// The operating system's CSPRNG.
 #[derive(Debug, Default)]

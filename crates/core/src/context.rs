@@ -8,7 +8,7 @@ use crate::clock::{SharedClock, SharedEntropy};
 use crate::crypto::MasterKey;
 use crate::discovery::tls::{NoProber, TlsProber};
 use crate::error::Result;
-use crate::pki::InternalPki;
+use crate::pki::PkiPort;
 use crate::plugins::service::PluginService;
 use crate::ports::Store;
 use crate::unit_of_work::UnitOfWork;
@@ -36,8 +36,9 @@ pub struct Context {
     pub login_limiter: LoginLimiter,
     /// The plugin runtime (one engine per process) and its lifecycle lock.
     pub plugins: PluginService,
-    /// The internal PKI (CRL and OCSP answers); the plugin runtime reaches it as `pki-core`.
-    pub pki: Option<Arc<InternalPki>>,
+    /// The internal PKI (CRL, CA chain and OCSP answers, its ledger backlog), as a port; the
+    /// plugin runtime reaches the same service as `pki-core`.
+    pub pki: Option<Arc<dyn PkiPort>>,
     /// Outbound HTTP for webhook deliveries (SSRF-vetted); refuses everything by default.
     pub outbound: Arc<dyn WebhookTransport>,
     /// TLS connections of `tls_endpoints` discovery scans (egress-vetted); reaches nothing by default.
@@ -77,7 +78,7 @@ impl Context {
     }
 
     /// Serves CRLs and OCSP from `pki`.
-    pub fn with_pki(mut self, pki: Arc<InternalPki>) -> Self {
+    pub fn with_pki(mut self, pki: Arc<dyn PkiPort>) -> Self {
         self.pki = Some(pki);
         self
     }

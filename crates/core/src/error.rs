@@ -110,6 +110,13 @@ pub enum Error {
     Internal(String),
 }
 
+/// A certificate that does not parse is an invalid `certificate` field.
+impl From<trellis_pki::x509::CertificateError> for Error {
+    fn from(err: trellis_pki::x509::CertificateError) -> Self {
+        Error::invalid_field("certificate", err.problem)
+    }
+}
+
 impl Error {
     pub fn validation(message: impl Into<String>) -> Self {
         Error::Validation { message: message.into(), details: None }

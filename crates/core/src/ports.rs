@@ -15,7 +15,7 @@ use futures_util::future::BoxFuture;
 
 use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::auth::{ApiKey, Role, User, Workspace};
-use crate::cas::{CaFields, CaStats, CertificateAuthority, IssuedRecord, StoredAuthority};
+use crate::cas::{CaFields, CaStats, CertificateAuthority};
 use crate::certificates::revocation_requests::RevocationRequest;
 use crate::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
@@ -25,6 +25,7 @@ use crate::events::{NewEvent, OutboxEvent};
 /// The issuance area's port lives beside it; re-exported so `Store` and `Tx` name it here.
 pub use crate::issuance::port::{IssuanceReads, IssuanceWrites};
 use crate::pagination::{Page, PageRequest};
+use crate::pki::{IssuedRecord, StoredAuthority};
 use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 use crate::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, NewDelivery};
 use crate::webhooks::worker::Subscriber;
@@ -230,7 +231,7 @@ pub trait CaReads: Send + Sync {
     /// became of their CA records.
     async fn find_issued_by_serial(&self, workspace_id: &str, serial_number: &str) -> StoreResult<Vec<IssuedRecord>>;
     /// The CA's revocation marker and cached CRL (its DER only when `with_der`).
-    async fn crl_state(&self, ca_id: i64, with_der: bool) -> StoreResult<crate::cas::CrlState>;
+    async fn crl_state(&self, ca_id: i64, with_der: bool) -> StoreResult<crate::pki::CrlState>;
 }
 
 #[async_trait]
@@ -273,12 +274,12 @@ pub trait CaWrites: Send {
     async fn insert_issued(&mut self, record: &IssuedRecord) -> StoreResult<()>;
     /// Marks a serial revoked; false when the CA never issued it. Revoking twice keeps the
     /// first time and reason. A revocation that changed the row bumps the CA's revocation
-    /// marker in the same transaction ([`crate::cas::CrlState::revocations`]).
+    /// marker in the same transaction ([`crate::pki::CrlState::revocations`]).
     async fn revoke_issued(&mut self, ca_id: i64, serial_number: &str, at_secs: i64, reason: &str)
         -> StoreResult<bool>;
     /// Keeps `crl` as the CA's cached CRL unless one with an equal or higher number is kept
     /// already (another replica's): CRL numbers never go back. True when stored.
-    async fn store_crl(&mut self, ca_id: i64, crl: &crate::cas::StoredCrl) -> StoreResult<bool>;
+    async fn store_crl(&mut self, ca_id: i64, crl: &crate::pki::StoredCrl) -> StoreResult<bool>;
 }
 
 #[async_trait]

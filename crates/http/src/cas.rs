@@ -17,7 +17,8 @@ use trellis_core::cas::service::{self as registry, CaInput, CaView};
 use trellis_core::clock::rfc3339;
 use trellis_core::context::SharedContext;
 use trellis_core::error::{Entity, Error};
-use trellis_core::plugins::{PkiCoreError, TestReport};
+use trellis_core::pki::PkiCoreError;
+use trellis_core::plugins::TestReport;
 
 pub fn routes() -> Router<SharedContext> {
     Router::new()
@@ -322,10 +323,9 @@ async fn crl(State(ctx): State<SharedContext>, Path(ca_id): Path<String>) -> Api
 async fn ca_certificate(State(ctx): State<SharedContext>, Path(ca_id): Path<String>) -> ApiResult<Response> {
     let ca_id = numeric_id(&ca_id)?;
     let pki = ctx.pki.as_ref().ok_or(Error::NotFound(Entity::CertificateAuthority))?;
-    match pki.prepared(ca_id).await {
-        Ok(prepared) => {
-            let pem: String =
-                prepared.chain_der.iter().map(|der| trellis_core::certificates::x509::to_pem(der)).collect();
+    match pki.ca_chain(ca_id).await {
+        Ok(ca) => {
+            let pem: String = ca.chain_der.iter().map(|der| trellis_pki::x509::to_pem(der)).collect();
             Ok(([(header::CONTENT_TYPE, "application/x-pem-file")], pem).into_response())
         }
         Err(PkiCoreError::NoAuthority) => Err(Error::NotFound(Entity::CertificateAuthority).into()),

@@ -4,10 +4,9 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use trellis_core::cas::{
-    CaFields, CaStats, CaStatus, CertificateAuthority, CrlState, HealthStatus, IssuedRecord, StoredAuthority, StoredCrl,
-};
+use trellis_core::cas::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus};
 use trellis_core::pagination::{Page, PageRequest};
+use trellis_core::pki::{CrlState, IssuedRecord, StoredAuthority, StoredCrl};
 use trellis_core::ports::{CaReads, CaWrites};
 
 use crate::{json_column, DbResult, Store, StoreError, StoreResult, Tx};

@@ -345,6 +345,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     }
     let expiry_scanner = trellis::jobs::spawn_expiry_scanner(ctx.clone(), config.expiry_scan_interval);
     let renewal = trellis::jobs::spawn_renewal(ctx.clone(), config.renewal_interval);
+    let ledger_backlog = trellis::jobs::spawn_pki_ledger_backlog(ctx.clone(), std::time::Duration::from_secs(5));
     let issuance_poller =
         trellis::jobs::spawn_issuance_poller(ctx.clone(), config.issuance_poll_interval, ctx.new_id("poller_"));
     let discovery = trellis::jobs::spawn_discovery(ctx.clone(), std::time::Duration::from_secs(60));
@@ -409,6 +410,15 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         ca_health.abort();
     }
     outbox_retention.abort();
+    if let Some(ledger_backlog) = ledger_backlog {
+        ledger_backlog.abort();
+    }
+    // Requests that went away after a signature left ledger rows: keep them before stopping.
+    if let Some(pki) = &ctx.pki {
+        if let Err(err) = pki.record_ledger_backlog().await {
+            tracing::error!(error = %err, "recording the internal PKI's ledger backlog at shutdown failed");
+        }
+    }
     if let Some(metrics) = metrics_listener {
         metrics.abort();
     }

@@ -3,7 +3,7 @@
 //! unauthenticated, as text/plain; nothing else is served there.
 
 use serde_json::json;
-use trellis_tests::{workspace_root, Server};
+use trellis_tests::Server;
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
@@ -25,7 +25,7 @@ async fn test_fixture(client: &trellis_tests::Client) -> serde_json::Value {
 
 async fn install_fixture(server: &Server) {
     let admin = server.admin().await;
-    let bytes = std::fs::read(workspace_root().join("target/plugins/fixture-connector-v02.wasm"))
+    let bytes = std::fs::read(trellis_tests::plugin_file("fixture-connector-v02"))
         .expect("fixture-connector-v02 is built (make plugins)");
     let installed = admin.post_raw("/api/plugins", "application/wasm", bytes).await;
     assert_eq!(installed.status, 201, "{}", installed.body);

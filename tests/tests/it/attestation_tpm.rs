@@ -25,10 +25,7 @@ fn agent_binary() -> PathBuf {
     if let Ok(path) = std::env::var("TRELLIS_AGENT_BIN") {
         return PathBuf::from(path);
     }
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| trellis_tests::workspace_root().join("target"));
-    let path = target.join("debug").join("trellis-agent");
+    let path = trellis_tests::target_dir().join("debug").join("trellis-agent");
     assert!(path.exists(), "{} is missing: `cargo build -p trellis-agent` (`make test` does this)", path.display());
     path
 }

@@ -8,14 +8,13 @@ use std::process::Output;
 
 use serde_json::{json, Value};
 use trellis_tests::certs::Spec;
-use trellis_tests::{workspace_root, Client, Server};
+use trellis_tests::{Client, Server};
 
 pub(crate) const MASK: &str = "********";
 
 pub(crate) fn plugin_bytes(name: &str) -> Vec<u8> {
-    let path = workspace_root().join("target/plugins").join(format!("{name}.wasm"));
-    std::fs::read(&path)
-        .unwrap_or_else(|_| panic!("{} is missing: run `make plugins` to build the plugin components", path.display()))
+    let path = trellis_tests::plugin_file(name);
+    std::fs::read(&path).unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()))
 }
 
 /// Installs `target/plugins/<name>.wasm` over the API (instance administrators only).

@@ -250,7 +250,7 @@ async fn cancel_stops_a_scan_and_a_killed_server_leaves_nothing_running() {
 async fn ca_certs_pages_import_together_and_a_bad_certificate_fails_alone() {
     let server = Server::start_with(&[("TRELLIS_CA_HEALTH_INTERVAL_SECS", "0")]);
     let admin = server.admin().await;
-    let fixture = trellis_tests::workspace_root().join("target/plugins/fixture-ca-bulk.wasm");
+    let fixture = trellis_tests::plugin_file("fixture-ca-bulk");
     let bytes = std::fs::read(&fixture).unwrap_or_else(|e| panic!("{}: {e}", fixture.display()));
     let installed = admin.post_raw("/api/plugins", "application/wasm", bytes).await;
     assert_eq!(installed.status, 201, "{}", installed.body);

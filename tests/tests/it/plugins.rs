@@ -6,12 +6,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use trellis_tests::{workspace_root, Client, Server};
+use trellis_tests::{Client, Server};
 
 fn plugin_path(name: &str) -> PathBuf {
-    let path = workspace_root().join("target/plugins").join(format!("{name}.wasm"));
-    assert!(path.exists(), "{} is missing: run `make plugins` to build the plugin components", path.display());
-    path
+    trellis_tests::plugin_file(name)
 }
 
 fn plugin_bytes(name: &str) -> Vec<u8> {

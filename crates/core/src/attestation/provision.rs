@@ -14,7 +14,6 @@ use serde_json::{json, Value};
 
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
-use crate::certificates::x509::pem_encode;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events;
@@ -24,6 +23,7 @@ use crate::plugins::{
     VerifyRequest,
 };
 use crate::unit_of_work::Target;
+use trellis_pki::x509::pem_encode;
 
 use super::devices::{self, Device, ATTESTED, DISABLED, FAILED};
 use super::policies::{self, Policy, BANKS};
@@ -168,8 +168,7 @@ fn decode_evidence(evidence: &Value) -> std::result::Result<Tpm2Evidence, Attest
 /// The CSR (PEM), signature verified, as the verifier gets it.
 /// The CSR the verifier checks against TPM2_Certify, read by the one CSR reader issuance uses.
 fn bound_csr(pem: &str) -> std::result::Result<BoundCsr, AttestationError> {
-    let csr =
-        crate::certificates::csr::parse_pem(pem).map_err(|err| AttestationError::invalid("csr", err.to_string()))?;
+    let csr = trellis_pki::csr::parse_pem(pem).map_err(|err| AttestationError::invalid("csr", err.to_string()))?;
     Ok(BoundCsr { der: csr.der, public_key: csr.public_key_info })
 }
 

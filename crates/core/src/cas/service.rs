@@ -211,8 +211,8 @@ pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<CaView> {
     let mut view = view(find(ctx, &caller.workspace_id, id).await?);
     if let (INTERNAL, Some(pki)) = (view.ca.ca_type.as_str(), ctx.pki.as_ref()) {
         // An internal CA whose key is not made yet (or unreadable) simply has no certificate here.
-        if let Some(prepared) = pki.prepared(id).await.ok().filter(|p| p.workspace_id == view.ca.workspace_id) {
-            view.chain = prepared.chain_der.iter().map(|der| crate::certificates::x509::to_pem(der)).collect();
+        if let Some(ca) = pki.ca_chain(id).await.ok().filter(|ca| ca.workspace_id == view.ca.workspace_id) {
+            view.chain = ca.chain_der.iter().map(|der| trellis_pki::x509::to_pem(der)).collect();
             view.certificate = view.chain.first().cloned();
         }
     }
@@ -512,7 +512,11 @@ pub async fn record_check(
 }
 
 /// The revoked serials of the workspace's internal CAs, newest first (`GET /api/certificates/crl`).
-pub async fn revoked_serials(ctx: &Context, caller: &Caller, page: PageRequest) -> Result<Page<super::IssuedRecord>> {
+pub async fn revoked_serials(
+    ctx: &Context,
+    caller: &Caller,
+    page: PageRequest,
+) -> Result<Page<crate::pki::IssuedRecord>> {
     caller.require(Scope::CertificatesRead)?;
     Ok(ctx.store.list_workspace_revoked(&caller.workspace_id, page).await?)
 }

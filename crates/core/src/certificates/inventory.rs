@@ -273,9 +273,9 @@ mod tests {
 
     use super::*;
     use crate::audit::Audit;
-    use crate::certificates::x509::parse_pem;
     use crate::certificates::Status;
     use crate::testing::{context, MemoryStore};
+    use trellis_pki::x509::parse_pem;
 
     const WORKSPACE: &str = "ws_inv";
     const NOW: &str = "2026-11-24T12:00:00Z";

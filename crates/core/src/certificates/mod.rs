@@ -1,20 +1,25 @@
 //! The certificate inventory: register, list, read, annotate, revoke, delete, download;
 //! usage records and machine identities. Issuance arrives with the PKI and CA areas.
 
-pub mod csr;
 pub mod inventory;
 pub mod revocation_requests;
 mod service;
-pub mod x509;
 
 pub use self::service::*;
 
 #[cfg(test)]
 mod use_case_tests;
-pub use self::x509::{parse_pem, ParsedCertificate, UsageCategory};
+use trellis_pki::x509;
+pub use trellis_pki::x509::{ParsedCertificate, UsageCategory};
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+
+/// Parses the first certificate of a PEM text ([`x509::parse_pem`]); an unreadable one is an
+/// invalid `certificate` field.
+pub fn parse_pem(text: &str) -> crate::error::Result<ParsedCertificate> {
+    Ok(x509::parse_pem(text)?)
+}
 
 /// Certificates inside this window before `expiresAt` read as `expiring`.
 pub const EXPIRING_WINDOW_MS: i64 = 30 * 24 * 3600 * 1000;

@@ -250,7 +250,7 @@ async fn a_known_certificate_the_ca_now_lists_as_revoked_is_revoked_with_its_rea
 async fn a_known_certificate_without_a_ca_is_linked_to_the_scanned_one() {
     let store = store_with_scan("fixture");
     let certificate = der("registered.example.com");
-    let parsed = crate::certificates::x509::parse_der(&certificate).unwrap_or_else(|err| panic!("{err}"));
+    let parsed = trellis_pki::x509::parse_der(&certificate).unwrap_or_else(|err| panic!("{err}"));
     let ctx = crate::testing::context(store.clone(), NOW);
     let caller = crate::testing::owner(WORKSPACE);
     let registration = crate::certificates::Registration { certificate: parsed.pem.clone(), ..Default::default() };

@@ -31,7 +31,6 @@ use crate::auth::{Caller, Scope};
 use crate::cas::service::{call_target, connector_for, find};
 use crate::cas::CertificateAuthority;
 use crate::certificates::inventory::{self, CaRef, Provenance, RevokedBy};
-use crate::certificates::x509::parse_der;
 use crate::certificates::UsageRecord;
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
@@ -39,6 +38,7 @@ use crate::events;
 use crate::pagination::{Page, PageRequest};
 use crate::ports::StoreError;
 use crate::unit_of_work::{Target, UnitOfWork};
+use trellis_pki::x509::parse_der;
 
 pub const CA_CERTS: &str = "ca_certs";
 pub const TLS_ENDPOINTS: &str = "tls_endpoints";
@@ -710,7 +710,7 @@ async fn import_into(
         }
         return Ok(outcome);
     }
-    let chain: String = found.chain.iter().map(|der| crate::certificates::x509::to_pem(der)).collect();
+    let chain: String = found.chain.iter().map(|der| trellis_pki::x509::to_pem(der)).collect();
     let metadata = match &location {
         Some(endpoint) => json!({ "discoveredBy": scan.id, "discoveredAt": endpoint }),
         None => json!({ "discoveredBy": scan.id }),

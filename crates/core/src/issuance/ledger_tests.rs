@@ -9,9 +9,9 @@ use serde_json::json;
 
 use super::{request, templates, Approval, Decision, IssueInput, Issued, Run};
 use crate::audit::Audit;
-use crate::cas::{CertificateAuthority, IssuedRecord};
+use crate::cas::CertificateAuthority;
 use crate::error::Error;
-use crate::pki::{InternalPki, LedgerSlot, Unrecorded};
+use crate::pki::{InternalPki, IssuedRecord};
 use crate::plugins::*;
 use crate::ports::Store;
 use crate::testing::{context_with, owner, MemoryStore, NoPlugins};
@@ -187,7 +187,7 @@ async fn a_certificate_signed_for_a_job_that_fails_is_recorded() {
     let csr = caller_csr();
     let input = IssueInput { common_name: Some("api.example.com".into()), csr: Some(csr), ..IssueInput::default() };
     let first = issue_input(&fixture, input.clone()).await.unwrap_or_else(|err| panic!("issue: {err}"));
-    let first_der = crate::certificates::x509::pem_certificates(&first.certificate.certificate_pem)
+    let first_der = trellis_pki::x509::pem_certificates(&first.certificate.certificate_pem)
         .and_then(|blocks| blocks.into_iter().next())
         .unwrap_or_else(|| panic!("the stored PEM decodes"));
     // The connector signs a second certificate but returns the first: the inventory refuses it.
@@ -226,44 +226,4 @@ async fn without_a_slot_pki_core_records_before_it_returns() {
         .unwrap_or_else(|err| panic!("sign: {err}"));
 
     assert_eq!(serials(&fixture.store.snapshot().issued), [signed.serial_number.as_str()]);
-}
-
-fn record(serial: &str) -> IssuedRecord {
-    IssuedRecord {
-        id: 0,
-        ca_id: CA_ID,
-        workspace_id: WORKSPACE.into(),
-        serial_number: serial.into(),
-        certificate_pem: String::new(),
-        not_after: 0,
-        issued_at: 0,
-        revoked_at: None,
-        revocation_reason: None,
-    }
-}
-
-/// A request that goes away (its future dropped) after the signature: the row left in the slot
-/// records itself; a second write of the same row is a no-op.
-#[tokio::test]
-async fn an_undisposed_row_records_itself_and_repeats_are_no_ops() {
-    let store = MemoryStore::default();
-    let shared: Arc<dyn Store> = Arc::new(store.clone());
-    let slot = LedgerSlot::default();
-    assert!(slot.put(Unrecorded::new(record("0a"), shared.clone())).is_ok());
-    assert!(slot.put(Unrecorded::new(record("0b"), shared.clone())).is_err(), "a slot holds one row");
-    drop(slot);
-    // "0b", refused by the slot, was dropped too: it records itself as well.
-    let mut recorded = Vec::new();
-    for _ in 0..200 {
-        recorded = store.snapshot().issued.iter().map(|r| r.serial_number.clone()).collect::<Vec<_>>();
-        if recorded.len() == 2 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    recorded.sort();
-    assert_eq!(recorded, ["0a", "0b"]);
-
-    Unrecorded::new(record("0a"), shared).record_now().await.unwrap_or_else(|err| panic!("repeat: {err}"));
-    assert_eq!(store.snapshot().issued.len(), 2);
 }

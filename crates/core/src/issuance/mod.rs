@@ -32,17 +32,18 @@ use serde_json::json;
 
 use crate::auth::{Actor, Caller, Scope};
 use crate::cas::service::call_target;
-use crate::cas::{CertificateAuthority, IssuedRecord};
+use crate::cas::CertificateAuthority;
 use crate::certificates::inventory::{self, CaRef, Provenance};
-use crate::certificates::x509::{parse_der, pem_encode, to_pem};
 use crate::certificates::Certificate;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::pki::IssuedRecord;
 use crate::plugins::{
     CertificateProfile, IssuanceSource, IssuedCertificate, PluginInfo, Requester, RequesterKind, SubjectAltName,
 };
 use crate::ports::NewRow;
 use crate::unit_of_work::UnitOfWork;
+use trellis_pki::x509::{parse_der, pem_encode, to_pem};
 
 pub use self::request::{IssueInput, PreparedRequest, SubjectInput};
 pub use self::run::{Approval, Decision, Run};
@@ -222,7 +223,7 @@ fn check_names_signed(certificate_der: &[u8], profile: &CertificateProfile, conn
     match certificate.subject_alternative_name() {
         Ok(Some(san)) => {
             for name in &san.value.general_names {
-                match crate::certificates::csr::alt_name(name) {
+                match trellis_pki::csr::alt_name(name) {
                     Ok(name) if judged(&name) => {}
                     Ok(name) => unjudged.push(name.to_string()),
                     Err(_) => unjudged.push(format!("{name:?}")),

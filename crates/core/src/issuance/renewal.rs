@@ -163,7 +163,7 @@ fn next_check_in(retry_after_secs: Option<u32>) -> i64 {
 /// The subject's DN parts of a certificate (what a renewal keeps).
 fn subject_parts(certificate: &Certificate) -> SubjectInput {
     let Some(der) =
-        crate::certificates::x509::pem_certificates(&certificate.certificate_pem).and_then(|b| b.into_iter().next())
+        trellis_pki::x509::pem_certificates(&certificate.certificate_pem).and_then(|b| b.into_iter().next())
     else {
         return SubjectInput::default();
     };

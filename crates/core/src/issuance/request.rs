@@ -5,7 +5,6 @@ use std::net::IpAddr;
 
 use super::templates::Template;
 use crate::cas::CertificateAuthority;
-use crate::certificates::csr;
 use crate::error::{Error, Result};
 use crate::plugins::{
     generate_pkcs8, CertificateProfile, EvaluationRequest, IssuanceSource, KeyAlgorithm, Requester, Subject,
@@ -13,6 +12,7 @@ use crate::plugins::{
 };
 use crate::validation::optional_text;
 use serde_json::Value;
+use trellis_pki::csr;
 
 const MAX_SANS: usize = 100;
 

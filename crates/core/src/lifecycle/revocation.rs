@@ -6,13 +6,14 @@ use super::revocation_requests;
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::cas::service::{call_target, connector_for};
-use crate::cas::IssuedRecord;
 use crate::certificates::revocation_requests::RevocationRequest;
 use crate::certificates::{already_revoked, record_revocation, revocation_reason};
-use crate::certificates::{connector_ref, x509, Certificate};
+use crate::certificates::{connector_ref, Certificate};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
+use crate::pki::IssuedRecord;
 use crate::plugins::{RevocationReason, RevokeRequest};
+use trellis_pki::x509;
 
 /// What a revoke request did.
 #[derive(Debug, Clone)]

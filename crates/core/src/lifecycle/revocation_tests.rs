@@ -9,11 +9,11 @@ use serde_json::json;
 
 use super::{revocation_requests, revoke, set_auto_renewal, Revocation};
 use crate::auth::{Actor, Caller, Role};
-use crate::cas::IssuedRecord;
 use crate::certificates::revocation_requests::{FAILED, PENDING, REJECTED};
 use crate::certificates::{Certificate, IssuanceSource};
 use crate::error::Error;
 use crate::issuance::templates::StoredTemplate;
+use crate::pki::IssuedRecord;
 use crate::plugins::*;
 use crate::testing::{context_with, MemoryStore, NoPlugins};
 use crate::Context;

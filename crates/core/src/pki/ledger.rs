@@ -1,5 +1,5 @@
 //! The ledger row of a certificate signed inside an issuance, recorded in the issuance's own
-//! transaction.
+//! transaction, and the backlog that keeps a row nobody recorded until the PKI writes it.
 //!
 //! Every certificate an internal CA signs must be in its ledger (`internal_issued`) before it
 //! leaves the service, or its CRL and OCSP could never answer for it. `pki-core.sign-csr` used
@@ -15,22 +15,31 @@
 //! - if the job fails (or anything between the signature and the job does), the use case
 //!   writes the row on its own ([`Unrecorded::record_now`]) before it answers with the error;
 //! - if the request goes away meanwhile (client disconnected, its future dropped), an
-//!   [`Unrecorded`] nobody disposed of writes itself in a background task when dropped;
+//!   [`Unrecorded`] nobody disposed of moves its row, when dropped, to the PKI's
+//!   [`LedgerBacklog`] (memory only: dropping starts no I/O). [`InternalPki`] writes the backlog
+//!   before its next ledger read or write (a signature, a revocation, a CRL, an OCSP answer, a
+//!   status or listing), so no CRL or OCSP answer is given while a signed certificate is
+//!   missing from the ledger; the jobs tick writes it too ([`super::PkiPort::record_ledger_backlog`]),
+//!   so it does not wait for the next PKI call. A backlog write that fails keeps its rows for
+//!   the next attempt;
 //! - the row is keyed by (CA, serial): a second write of the same row is a no-op, so these
 //!   fallbacks never record a certificate twice.
 //!
 //! What this gives up: the row used to be durable before the connector saw the certificate; now
-//! a crash of the process between the signature and the commit loses it. Only the connector's
-//! sandbox saw the certificate then, and the first-party `internal` connector makes no outbound
-//! call; a connector that sent it out over its granted egress before crashing the process is the
-//! case left.
+//! a crash of the process between the signature and the commit (or before the backlog is
+//! written) loses it. Only the connector's sandbox saw the certificate then (the request that
+//! would have carried it went away), and the first-party `internal` connector makes no
+//! outbound call; a connector that sent it out over its granted egress before crashing the
+//! process is the case left.
 //!
 //! A signature under a permit without a slot (any caller but the issuance use case) is recorded
 //! by `sign-csr` itself, as before, before it returns.
+//!
+//! [`InternalPki`]: super::InternalPki
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::cas::IssuedRecord;
+use super::records::IssuedRecord;
 use crate::error::Error;
 use crate::ports::{Store, StoreError};
 
@@ -73,65 +82,123 @@ impl std::fmt::Debug for LedgerSlot {
     }
 }
 
+/// Ledger rows of signed certificates that no transaction wrote: an [`Unrecorded`] dropped
+/// undisposed leaves its row here, and [`LedgerBacklog::record`] writes them. One per
+/// [`super::InternalPki`], shared with every row it hands out.
+#[derive(Debug, Default)]
+pub struct LedgerBacklog {
+    rows: Mutex<Vec<IssuedRecord>>,
+}
+
+impl LedgerBacklog {
+    pub fn shared() -> Arc<LedgerBacklog> {
+        Arc::new(LedgerBacklog::default())
+    }
+
+    fn push(&self, record: IssuedRecord) {
+        self.rows.lock().unwrap_or_else(PoisonError::into_inner).push(record);
+    }
+
+    /// How many rows wait to be written.
+    pub fn len(&self) -> usize {
+        self.rows.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes every waiting row in one write (a row already there counts as written) and
+    /// returns how many were waiting. On failure the rows wait for the next call.
+    pub async fn record(&self, store: &dyn Store) -> Result<usize, Error> {
+        let rows = std::mem::take(&mut *self.rows.lock().unwrap_or_else(PoisonError::into_inner));
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let count = rows.len();
+        let batch = rows.clone();
+        let written = store
+            .write(move |tx| {
+                Box::pin(async move {
+                    for record in &batch {
+                        match tx.insert_issued(record).await {
+                            Ok(()) | Err(StoreError::Unique(_)) => {}
+                            Err(err) => return Err(err.into()),
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .await;
+        match written {
+            Ok(()) => Ok(count),
+            Err(err) => {
+                self.rows.lock().unwrap_or_else(PoisonError::into_inner).extend(rows);
+                Err(err)
+            }
+        }
+    }
+}
+
 /// The ledger row of a signed certificate not yet known to be in the database. Whoever holds it
 /// records it: inside a transaction that then commits ([`Unrecorded::committed`]), or on its
-/// own ([`Unrecorded::record_now`]); dropped undisposed, it records itself in the background.
+/// own ([`Unrecorded::record_now`]); dropped undisposed, it leaves the row in the
+/// [`LedgerBacklog`].
 pub struct Unrecorded {
-    /// Boxed: the slot hands it back and forth.
-    row: Option<Box<(IssuedRecord, Arc<dyn Store>)>>,
+    /// `None` once disposed of.
+    record: Option<Box<IssuedRecord>>,
+    store: Arc<dyn Store>,
+    backlog: Arc<LedgerBacklog>,
 }
 
 impl Unrecorded {
-    pub fn new(record: IssuedRecord, store: Arc<dyn Store>) -> Unrecorded {
-        Unrecorded { row: Some(Box::new((record, store))) }
+    pub fn new(record: IssuedRecord, store: Arc<dyn Store>, backlog: Arc<LedgerBacklog>) -> Unrecorded {
+        Unrecorded { record: Some(Box::new(record)), store, backlog }
     }
 
     /// The row to write.
     pub fn record(&self) -> &IssuedRecord {
-        match &self.row {
-            Some(row) => &row.0,
+        match &self.record {
+            Some(record) => record,
             None => unreachable!("an Unrecorded holds its row until disposed of"),
         }
     }
 
     /// The transaction that wrote [`Unrecorded::record`] committed.
     pub fn committed(mut self) {
-        self.row = None;
+        self.record = None;
     }
 
     /// Writes the row in a write of its own. A row already there (the same CA and serial) counts
-    /// as written.
+    /// as written. If the write fails, the row goes to the backlog (and the error is returned).
     pub async fn record_now(mut self) -> Result<(), Error> {
-        match self.row.take() {
-            Some(row) => write(row.1, row.0).await,
-            None => Ok(()),
+        let Some(record) = self.record.take() else { return Ok(()) };
+        let row = (*record).clone();
+        let written =
+            self.store.write(move |tx| Box::pin(async move { tx.insert_issued(&row).await.map_err(Into::into) })).await;
+        match written {
+            Ok(()) | Err(Error::Store(StoreError::Unique(_))) => Ok(()),
+            Err(err) => {
+                self.backlog.push(*record);
+                Err(err)
+            }
         }
-    }
-}
-
-async fn write(store: Arc<dyn Store>, record: IssuedRecord) -> Result<(), Error> {
-    let written =
-        store.write(move |tx| Box::pin(async move { tx.insert_issued(&record).await.map_err(Into::into) })).await;
-    match written {
-        Ok(()) | Err(Error::Store(StoreError::Unique(_))) => Ok(()),
-        Err(err) => Err(err),
     }
 }
 
 impl Drop for Unrecorded {
+    /// Undisposed (the request went away): the row waits in the backlog. No I/O here.
     fn drop(&mut self) {
-        let Some(row) = self.row.take() else { return };
-        let (record, store) = *row;
-        let serial = record.serial_number.clone();
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if let Err(err) = write(store, record).await {
-                        tracing::error!(error = %err, serial, "recording an issued certificate in the CA's ledger failed");
-                    }
-                });
-            }
-            Err(_) => tracing::error!(serial, "an issued certificate was not recorded in the CA's ledger (no runtime)"),
-        }
+        let Some(record) = self.record.take() else { return };
+        tracing::warn!(
+            serial = %record.serial_number,
+            ca_id = record.ca_id,
+            "an issued certificate's ledger row was left unwritten; it waits in the PKI's backlog"
+        );
+        self.backlog.push(*record);
     }
 }
+
+#[cfg(test)]
+#[path = "ledger_tests.rs"]
+mod tests;

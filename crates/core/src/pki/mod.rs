@@ -1,113 +1,60 @@
-//! The internal PKI: CA keys and certificates the host creates, imports and signs with. CA
-//! private keys never leave this module except sealed under the master key, and never enter a
-//! plugin sandbox: the `internal` connector reaches them only through the host's `pki-core`
-//! interface (contract 0.2).
+//! The internal PKI over the store: CA keys and certificates the host creates, imports and signs
+//! with. CA private keys never leave this module except sealed under the master key, and never
+//! enter a plugin sandbox: the `internal` connector reaches them only through the host's
+//! `pki-core` interface (contract 0.2), which [`host`] defines and [`InternalPki`] implements.
 //!
-//! - [`authority`]: a new root, an intermediate under another internal CA, or an imported CA
-//!   (certificate and matching key).
-//! - [`Signer`]: an authority prepared once (certificate parsed, key loaded) and reused for
-//!   every certificate and CRL it signs.
-//! - [`issue`]: signs a verified CSR under a host-resolved profile: 16 random serial bytes,
-//!   SKI/AKI, a CRL distribution point and an OCSP URL of this service.
+//! What is signed and how (authority, issue, CRL, OCSP, X.509/CSR reading) is the pure crate
+//! `trellis-pki`, re-exported here; this module keeps what needs the store:
+//!
+//! - [`service`]: [`InternalPki`], the CA keys sealed in the store, a prepared signer per CA,
+//!   the ledger of issued certificates, the CRL and OCSP answers relying parties fetch.
+//! - [`host`]: the `pki-core` port a plugin serving an internal CA record calls ([`PkiCore`]),
+//!   and the grant that limits what a call may do ([`PkiGrant`], [`SignPermit`]).
 //! - [`ledger`]: the ledger row of a certificate signed for an issuance, written in the
-//!   issuance's own transaction.
-//! - [`crl`]: the CA's signed CRL (number, thisUpdate, nextUpdate, reasons).
-//! - [`ocsp`]: OCSP requests parsed and responses signed by the CA key (RFC 6960).
+//!   issuance's own transaction, and the backlog that keeps a row nobody wrote.
+//! - [`records`]: the PKI's rows as the store keeps them.
+//! - [`PkiPort`]: what the HTTP layer, the CA registry and the jobs use of the PKI (`Context`
+//!   holds this port, not the service).
 
-pub mod authority;
-pub mod crl;
-mod extensions;
-pub mod issue;
+pub mod host;
 pub mod ledger;
-pub mod ocsp;
+mod records;
 pub mod service;
 
-pub use self::authority::{Authority, NewAuthority, Signer};
-pub use self::crl::{sign_crl, RevokedEntry};
-pub use self::issue::{sign_csr, CsrCheck, IssuerUrls, Signed};
-pub use self::ledger::{LedgerSlot, Unrecorded};
-pub use self::ocsp::{
-    error_response, parse_get_request, parse_request, sign_response, CertId, CertStatus, HashAlgorithm, OcspError,
-    OcspErrorStatus, OcspIssuer, OcspRequest, SingleStatus,
+pub use trellis_pki::{
+    crl, error_response, issue, ocsp, oid_arcs, parse_get_request, parse_request, sign_crl, sign_csr, sign_response,
+    Authority, CertId, CertStatus, CsrCheck, HashAlgorithm, IssuerUrls, NewAuthority, OcspError, OcspErrorStatus,
+    OcspIssuer, OcspRequest, PkiError, RevokedEntry, Signed, Signer, SingleStatus,
 };
+
+pub use self::host::{
+    AuthorityInfo, AuthoritySpec, IssuedEntryInfo, IssuedPageInfo, NewAuthoritySpec, PkiCore, PkiCoreError, PkiGrant,
+    SerialStatus, SignPermit, SignedCertificate,
+};
+pub use self::ledger::{LedgerBacklog, LedgerSlot, Unrecorded};
+pub use self::records::{CrlState, IssuedRecord, StoredAuthority, StoredCrl};
 pub use self::service::InternalPki;
 
-/// Why a PKI operation was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PkiError {
-    #[error("the CSR is not a valid PKCS#10 request with a correct signature")]
-    InvalidCsr,
-    #[error("the certificate is not a parsable X.509 certificate")]
-    InvalidCertificate,
-    #[error("the certificate is not a CA certificate (basicConstraints CA:TRUE is missing)")]
-    NotACa,
-    #[error("the private key is not a PKCS#8 key of a supported algorithm")]
-    InvalidKey,
-    #[error("the private key does not match the certificate")]
-    KeyMismatch,
-    #[error("{0}")]
-    InvalidProfile(String),
-    #[error("the CA expired at {0}; renew or replace it")]
-    AuthorityExpired(i64),
-    #[error("signing failed: {0}")]
-    Signing(String),
+/// What the rest of Trellis uses of the internal PKI outside plugin calls: the port `Context`
+/// holds (the public CRL, CA and OCSP endpoints, the CA registry showing an internal CA's
+/// certificate, the ledger backlog job). [`InternalPki`] implements it.
+#[async_trait::async_trait]
+pub trait PkiPort: Send + Sync + 'static {
+    /// The CA's current CRL, DER (signed now if the cached one is stale).
+    async fn crl(&self, ca_id: i64) -> Result<Vec<u8>, PkiCoreError>;
+    /// The CA's workspace and its certificate chain, own certificate first, up to the root.
+    async fn ca_chain(&self, ca_id: i64) -> Result<CaChain, PkiCoreError>;
+    /// The DER OCSP response to `request` (an error response for a bad request), never an error.
+    async fn ocsp(&self, ca_id: i64, request: Result<OcspRequest, OcspError>) -> Vec<u8>;
+    /// Writes the ledger rows of signed certificates that no issuance wrote (see [`ledger`]);
+    /// how many were written. The jobs tick calls this.
+    async fn record_ledger_backlog(&self) -> Result<usize, crate::Error>;
 }
 
-/// The arcs of a dotted object identifier, refused unless DER can encode it (X.660: the first
-/// arc is 0, 1 or 2, and under 0 and 1 the second is below 40; at least two arcs). rcgen's
-/// encoder asserts these instead of returning an error, so nothing reaches it unchecked.
-pub fn oid_arcs(text: &str) -> Result<Vec<u64>, PkiError> {
-    let invalid = |why: &str| PkiError::InvalidProfile(format!("`{text}` is not an object identifier: {why}"));
-    if text.len() > 200 {
-        return Err(invalid("longer than 200 characters"));
-    }
-    let arcs = text
-        .split('.')
-        .map(|arc| match arc.parse::<u64>() {
-            Ok(value) if !arc.starts_with('+') && (arc == "0" || !arc.starts_with('0')) => Ok(value),
-            _ => Err(invalid("arcs are decimal numbers separated by dots, e.g. 1.3.6.1.5.5.7.3.1")),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    match arcs.as_slice() {
-        [first, second, ..] if *first <= 1 && *second >= 40 => {
-            Err(invalid("under arcs 0 and 1 the second arc is below 40"))
-        }
-        [first, _, ..] if *first > 2 => Err(invalid("the first arc is 0, 1 or 2")),
-        [_, _, ..] => Ok(arcs),
-        _ => Err(invalid("it needs at least two arcs")),
-    }
+/// An internal CA's certificate chain and the workspace it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaChain {
+    pub workspace_id: String,
+    /// Own certificate first, up to the root, DER.
+    pub chain_der: Vec<Vec<u8>>,
 }
-
-/// Runs an rcgen encoding or signature. rcgen asserts on some inputs (yasna panics on an
-/// object identifier DER cannot encode) instead of returning an error; the inputs are validated
-/// before they get here, and this keeps any that slip through to a refusal of this one
-/// signature, never a panic through a host call or a worker.
-fn guarded<T>(what: &str, sign: impl FnOnce() -> Result<T, rcgen::Error>) -> Result<T, PkiError> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(sign)) {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(err)) => Err(PkiError::Signing(err.to_string())),
-        Err(_) => {
-            tracing::error!(code = "PKI_SIGNER_PANIC", what, "the signer panicked on its input; refused");
-            Err(PkiError::Signing(format!("the {what} could not be encoded from the given profile")))
-        }
-    }
-}
-
-/// Seconds since the epoch as rcgen's time type.
-fn time(seconds: i64) -> Result<time::OffsetDateTime, PkiError> {
-    time::OffsetDateTime::from_unix_timestamp(seconds)
-        .map_err(|_| PkiError::InvalidProfile(format!("{seconds} is outside the representable time range")))
-}
-
-/// A positive serial of 16 random bytes, minimally encoded (RFC 5280 §4.1.2.2: positive, at
-/// most 20 octets; CA/B Forum: at least 64 bits of entropy).
-fn serial(entropy: &dyn crate::clock::Entropy) -> rcgen::SerialNumber {
-    let mut bytes = [0u8; 16];
-    entropy.fill(&mut bytes);
-    // Top bit clear keeps it positive; a non-zero first byte keeps the encoding at 16 octets.
-    bytes[0] = (bytes[0] & 0x7f).max(1);
-    rcgen::SerialNumber::from_slice(&bytes)
-}
-
-#[cfg(test)]
-mod tests;

@@ -7,18 +7,22 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::{
-    error_response, sign_csr, sign_response, Authority, CertStatus, CsrCheck, HashAlgorithm, IssuerUrls, NewAuthority,
-    OcspError, OcspErrorStatus, OcspIssuer, OcspRequest, PkiError, Signer, SingleStatus, Unrecorded,
+use trellis_pki::x509::{pem_certificates, to_pem};
+use trellis_pki::{
+    error_response, sign_csr, sign_response, Authority, CertStatus, CertificateProfile, CsrCheck, HashAlgorithm,
+    IssuerUrls, KeyAlgorithm, NewAuthority, OcspError, OcspErrorStatus, OcspIssuer, OcspRequest, PkiError,
+    RevocationInfo, RevocationReason, Signer, SingleStatus,
 };
-use crate::cas::{IssuedRecord, StoredAuthority, StoredCrl};
-use crate::certificates::x509::{pem_certificates, to_pem};
+
+use super::host::{
+    AuthorityInfo, AuthoritySpec, IssuedEntryInfo, IssuedPageInfo, NewAuthoritySpec, PkiCore, PkiCoreError, PkiGrant,
+    SerialStatus, SignedCertificate,
+};
+use super::ledger::{LedgerBacklog, Unrecorded};
+use super::records::{IssuedRecord, StoredAuthority, StoredCrl};
+use super::{CaChain, PkiPort};
 use crate::clock::{SharedClock, SharedEntropy};
 use crate::crypto::MasterKey;
-use crate::plugins::{
-    AuthorityInfo, AuthoritySpec, CertificateProfile, IssuedEntryInfo, IssuedPageInfo, KeyAlgorithm, NewAuthoritySpec,
-    PkiCore, PkiCoreError, PkiGrant, RevocationInfo, RevocationReason, SerialStatus, SignedCertificate,
-};
 use crate::ports::{Store, StoreError};
 
 /// A CA ready to sign, with its chain (own certificate first, up to the root).
@@ -47,6 +51,9 @@ pub struct InternalPki {
     /// Signatures for the public endpoints run off the async workers, this many at a time, so
     /// a flood of OCSP requests takes at most this many cores from everything else.
     signing_slots: Arc<tokio::sync::Semaphore>,
+    /// Ledger rows of signed certificates no issuance wrote (see `pki::ledger`): written before
+    /// any ledger read or write here, and by the jobs tick.
+    backlog: Arc<LedgerBacklog>,
 }
 
 /// A CRL as this process serves it.
@@ -117,6 +124,7 @@ impl InternalPki {
             crl_signing: tokio::sync::Mutex::new(()),
             ocsp_answers: Mutex::new(HashMap::new()),
             signing_slots: Arc::new(tokio::sync::Semaphore::new(default_signing_slots())),
+            backlog: LedgerBacklog::shared(),
         }
     }
 
@@ -145,6 +153,31 @@ impl InternalPki {
                 Err(PkiCoreError::Unavailable("signing failed".into()))
             }
         }
+    }
+
+    /// Writes the ledger rows waiting in the backlog, so that what follows (a CRL, an OCSP or
+    /// status answer, a revocation, a listing, a signature) sees every certificate signed.
+    async fn settle_backlog(&self) -> Result<(), PkiCoreError> {
+        if self.backlog.is_empty() {
+            return Ok(());
+        }
+        self.record_backlog().await.map(|_| ()).map_err(|err| {
+            tracing::error!(error = %err, "recording issued certificates in the CA's ledger failed");
+            PkiCoreError::Unavailable("recording issued certificates failed; retry later".into())
+        })
+    }
+
+    async fn record_backlog(&self) -> Result<usize, crate::Error> {
+        let recorded = self.backlog.record(self.store.as_ref()).await?;
+        if recorded > 0 {
+            tracing::info!(recorded, "recorded issued certificates from the ledger backlog");
+        }
+        Ok(recorded)
+    }
+
+    /// The backlog of ledger rows this service writes (tests look at it).
+    pub fn ledger_backlog(&self) -> &Arc<LedgerBacklog> {
+        &self.backlog
     }
 
     fn now_secs(&self) -> i64 {
@@ -257,6 +290,7 @@ impl InternalPki {
     /// milliseconds, or one more than the kept CRL's when that is higher: it never goes back.
     pub async fn crl(&self, ca_id: i64) -> Result<Vec<u8>, PkiCoreError> {
         let prepared = self.prepared(ca_id).await?;
+        self.settle_backlog().await?;
         if let Some(der) = self.current_crl(ca_id).await? {
             return Ok(der.to_vec());
         }
@@ -268,10 +302,10 @@ impl InternalPki {
         let state = self.store.crl_state(ca_id, false).await.map_err(store_error)?;
         let now = self.now_secs();
         let revoked = self.store.list_revoked(ca_id, now).await.map_err(store_error)?;
-        let entries: Vec<super::RevokedEntry> = revoked
+        let entries: Vec<trellis_pki::RevokedEntry> = revoked
             .iter()
             .filter_map(|record| {
-                revocation(record).map(|info| super::RevokedEntry {
+                revocation(record).map(|info| trellis_pki::RevokedEntry {
                     serial_number: record.serial_number.clone(),
                     revoked_at: info.revoked_at.unwrap_or(now),
                     reason: info.reason,
@@ -284,7 +318,7 @@ impl InternalPki {
         let der = self
             .sign_off_runtime(move || {
                 let number = u64::try_from(number).unwrap_or_default();
-                super::sign_crl(&signer.signer, &entries, number, now, now + CRL_LIFETIME_SECS)
+                trellis_pki::sign_crl(&signer.signer, &entries, number, now, now + CRL_LIFETIME_SECS)
             })
             .await?;
         let crl = StoredCrl {
@@ -341,6 +375,7 @@ impl InternalPki {
 
     /// The status of a serial of CA `ca_id`, for OCSP.
     pub async fn serial_status(&self, ca_id: i64, serial_number: &str) -> Result<SerialStatus, PkiCoreError> {
+        self.settle_backlog().await?;
         let record = self.store.find_issued(ca_id, &normalize_serial(serial_number)).await.map_err(store_error)?;
         Ok(match record {
             None => SerialStatus::Unknown,
@@ -381,6 +416,9 @@ impl InternalPki {
             (None, [only]) => Some((ca_id, only.hash_algorithm, only.serial_number.clone())),
             _ => None,
         };
+        if self.settle_backlog().await.is_err() {
+            return error_response(OcspErrorStatus::TryLater);
+        }
         let now = self.now_secs();
         // Read before the statuses: a revocation after this read makes the answer stale.
         let revision = match &key {
@@ -569,6 +607,7 @@ impl PkiCore for InternalPki {
         profile: &CertificateProfile,
     ) -> Result<SignedCertificate, PkiCoreError> {
         let prepared = self.prepared_for(grant).await?;
+        self.settle_backlog().await?;
         let now = self.now_secs();
         // Only the bytes of the request's permit reach here, and the issuance use case verified
         // exactly those.
@@ -598,7 +637,7 @@ impl PkiCore for InternalPki {
         // transaction that stores the certificate, committed before the certificate leaves the
         // service (one group commit per issuance, not two: see `pki::ledger`). Otherwise the
         // row is durable before the certificate leaves the host.
-        let row = Unrecorded::new(record, self.store.clone());
+        let row = Unrecorded::new(record, self.store.clone(), self.backlog.clone());
         let row = match grant.sign.as_ref().and_then(|permit| permit.ledger.as_ref()) {
             Some(slot) => slot.put(row).err(),
             None => Some(row),
@@ -627,6 +666,7 @@ impl PkiCore for InternalPki {
         reason: RevocationReason,
     ) -> Result<(), PkiCoreError> {
         self.prepared_for(grant).await?;
+        self.settle_backlog().await?;
         let (ca_id, serial, at) = (grant.ca_id, normalize_serial(serial_number), self.now_secs());
         let shown = serial.clone();
         let found = self
@@ -648,12 +688,7 @@ impl PkiCore for InternalPki {
 
     async fn status(&self, grant: &PkiGrant, serial_number: &str) -> Result<SerialStatus, PkiCoreError> {
         self.prepared_for(grant).await?;
-        let record =
-            self.store.find_issued(grant.ca_id, &normalize_serial(serial_number)).await.map_err(store_error)?;
-        Ok(match record {
-            None => SerialStatus::Unknown,
-            Some(record) => revocation(&record).map_or(SerialStatus::Good, SerialStatus::Revoked),
-        })
+        self.serial_status(grant.ca_id, serial_number).await
     }
 
     async fn list_issued(
@@ -663,6 +698,7 @@ impl PkiCore for InternalPki {
         limit: u32,
     ) -> Result<IssuedPageInfo, PkiCoreError> {
         self.prepared_for(grant).await?;
+        self.settle_backlog().await?;
         let after: i64 = match cursor {
             None => 0,
             Some(text) => text.parse().map_err(|_| PkiCoreError::InvalidRequest(format!("bad cursor `{text}`")))?,
@@ -671,6 +707,26 @@ impl PkiCore for InternalPki {
         let records = self.store.list_issued(grant.ca_id, after, limit).await.map_err(store_error)?;
         let next_cursor = (records.len() as i64 == limit).then(|| records.last().map(|r| r.id.to_string())).flatten();
         Ok(IssuedPageInfo { items: records.into_iter().map(entry).collect(), next_cursor })
+    }
+}
+
+#[async_trait]
+impl PkiPort for InternalPki {
+    async fn crl(&self, ca_id: i64) -> Result<Vec<u8>, PkiCoreError> {
+        InternalPki::crl(self, ca_id).await
+    }
+
+    async fn ca_chain(&self, ca_id: i64) -> Result<CaChain, PkiCoreError> {
+        let prepared = self.prepared(ca_id).await?;
+        Ok(CaChain { workspace_id: prepared.workspace_id.clone(), chain_der: prepared.chain_der.clone() })
+    }
+
+    async fn ocsp(&self, ca_id: i64, request: Result<OcspRequest, OcspError>) -> Vec<u8> {
+        InternalPki::ocsp(self, ca_id, request).await
+    }
+
+    async fn record_ledger_backlog(&self) -> Result<usize, crate::Error> {
+        self.record_backlog().await
     }
 }
 

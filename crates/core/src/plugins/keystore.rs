@@ -13,57 +13,11 @@ use ring::rand::SystemRandom;
 use ring::signature::{self as sig, KeyPair};
 use sha2::{Digest, Sha256};
 
+use trellis_pki::{rsa_bits, KeyAlgorithm};
+
 use super::state::{StateFuture, StateScope};
 use crate::clock::OsEntropy;
 use crate::crypto::MasterKey;
-
-/// Algorithms the keystore generates keys with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum KeyAlgorithm {
-    EcdsaP256,
-    EcdsaP384,
-    Ed25519,
-    Rsa2048,
-    Rsa3072,
-    Rsa4096,
-}
-
-impl KeyAlgorithm {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KeyAlgorithm::EcdsaP256 => "ecdsa-p256",
-            KeyAlgorithm::EcdsaP384 => "ecdsa-p384",
-            KeyAlgorithm::Ed25519 => "ed25519",
-            KeyAlgorithm::Rsa2048 => "rsa2048",
-            KeyAlgorithm::Rsa3072 => "rsa3072",
-            KeyAlgorithm::Rsa4096 => "rsa4096",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<KeyAlgorithm> {
-        [
-            KeyAlgorithm::EcdsaP256,
-            KeyAlgorithm::EcdsaP384,
-            KeyAlgorithm::Ed25519,
-            KeyAlgorithm::Rsa2048,
-            KeyAlgorithm::Rsa3072,
-            KeyAlgorithm::Rsa4096,
-        ]
-        .into_iter()
-        .find(|alg| alg.as_str() == text)
-    }
-
-    /// The JWS `alg` that [`Keystore::sign`] produces.
-    pub fn jws_algorithm(self) -> &'static str {
-        match self {
-            KeyAlgorithm::EcdsaP256 => "ES256",
-            KeyAlgorithm::EcdsaP384 => "ES384",
-            KeyAlgorithm::Ed25519 => "EdDSA",
-            KeyAlgorithm::Rsa2048 | KeyAlgorithm::Rsa3072 | KeyAlgorithm::Rsa4096 => "RS256",
-        }
-    }
-}
 
 /// A public key in the forms protocols need.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,27 +209,8 @@ fn ecdsa_signing(algorithm: KeyAlgorithm) -> Option<&'static sig::EcdsaSigningAl
     }
 }
 
-fn rsa_bits(algorithm: KeyAlgorithm) -> Option<usize> {
-    match algorithm {
-        KeyAlgorithm::Rsa2048 => Some(2048),
-        KeyAlgorithm::Rsa3072 => Some(3072),
-        KeyAlgorithm::Rsa4096 => Some(4096),
-        _ => None,
-    }
-}
-
 pub(crate) fn generate_pkcs8(algorithm: KeyAlgorithm) -> Result<Vec<u8>, KeystoreError> {
-    let failed = || KeystoreError::Unavailable("key generation failed".into());
-    let rng = SystemRandom::new();
-    if let Some(ecdsa) = ecdsa_signing(algorithm) {
-        return Ok(sig::EcdsaKeyPair::generate_pkcs8(ecdsa, &rng).map_err(|_| failed())?.as_ref().to_vec());
-    }
-    if let Some(bits) = rsa_bits(algorithm) {
-        use rsa::pkcs8::EncodePrivateKey;
-        let key = rsa::RsaPrivateKey::new(&mut rand::rngs::OsRng, bits).map_err(|_| failed())?;
-        return Ok(key.to_pkcs8_der().map_err(|_| failed())?.as_bytes().to_vec());
-    }
-    Ok(sig::Ed25519KeyPair::generate_pkcs8(&rng).map_err(|_| failed())?.as_ref().to_vec())
+    trellis_pki::generate_pkcs8(algorithm).map_err(|_| KeystoreError::Unavailable("key generation failed".into()))
 }
 
 /// SubjectPublicKeyInfo prefixes of the fixed-size key types (everything before the key bits).

@@ -10,7 +10,6 @@ pub mod challenges;
 mod error;
 mod host;
 mod keystore;
-mod pki_core;
 mod policy;
 pub mod record_config;
 pub mod service;
@@ -23,22 +22,28 @@ pub use self::error::{InstallError, PluginError};
 pub use self::host::PluginHost;
 pub(crate) use self::keystore::generate_pkcs8;
 pub use self::keystore::{
-    InMemoryKeyRecords, KeyAlgorithm, KeyInsert, Keystore, KeystoreError, PluginKeyRecords, PublicKeyInfo, SealedKey,
+    InMemoryKeyRecords, KeyInsert, Keystore, KeystoreError, PluginKeyRecords, PublicKeyInfo, SealedKey,
     MAX_KEYS_PER_RECORD, MAX_SIGNED_MESSAGE,
 };
-pub use self::pki_core::{
-    AuthorityInfo, AuthoritySpec, IssuedEntryInfo, IssuedPageInfo, NewAuthoritySpec, PkiCore, PkiCoreError, PkiGrant,
-    SerialStatus, SignPermit, SignedCertificate,
-};
+// The `pki-core` port is the PKI's own (`crate::pki::host`); named here too because plugin
+// call targets carry its grant (the edge runs plugins -> pki, never back).
 pub use self::policy::{
-    combine, Combined, Decision, EvaluationRequest, IssuanceSource, PolicyReason, Requester, RequesterKind, SubjectKey,
+    combine, Combined, Decision, EvaluationRequest, IssuanceSource, PolicyReason, Requester, RequesterKind,
 };
 pub use self::state::{InMemoryStateStore, PluginStateStore, StateError, StateFuture, StateScope};
 pub use self::stored::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 pub use self::types::*;
+pub use crate::pki::host::{
+    AuthorityInfo, AuthoritySpec, IssuedEntryInfo, IssuedPageInfo, NewAuthoritySpec, PkiCore, PkiCoreError, PkiGrant,
+    SerialStatus, SignPermit, SignedCertificate,
+};
+// The certificate vocabulary of plugin calls is the pure PKI crate's.
 pub use self::verifier::{
     ActivationChallenge, BoundCsr, EnrolledDevice, EnrollmentRequest, EnrollmentVerdict, Evidence, Failure, PcrValue,
     Tpm2Certification, Tpm2Evidence, TpmClock, TrustAnchor, Verdict, VerifyRequest,
+};
+pub use trellis_pki::{
+    CertificateProfile, KeyAlgorithm, KeyUsage, RevocationInfo, RevocationReason, Subject, SubjectAltName, SubjectKey,
 };
 
 /// Where `make plugins` puts built components, relative to the workspace root.

@@ -4,8 +4,7 @@
 //! issuance use case's rule; [`combine`] states it once.
 
 use serde::Serialize;
-
-use super::types::{Subject, SubjectAltName};
+use trellis_pki::{Subject, SubjectAltName, SubjectKey};
 
 /// Where an issuance comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -33,17 +32,6 @@ pub struct Requester {
     pub kind: RequesterKind,
     pub id: String,
     pub display_name: Option<String>,
-}
-
-/// The key the certificate will certify.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SubjectKey {
-    /// `rsa`, `ec`, `ed25519`, `ed448`, else the algorithm OID.
-    pub algorithm: String,
-    pub size_bits: u32,
-    /// `p256`, `p384`, `p521` for `ec`.
-    pub curve: Option<String>,
-    pub server_generated: bool,
 }
 
 /// What is about to be issued.

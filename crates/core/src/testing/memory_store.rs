@@ -16,7 +16,7 @@ use crate::attestation::provision::AttestationRecord;
 use crate::attestation::trust::TrustRoot;
 use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::auth::{ApiKey, Role, User, Workspace};
-use crate::cas::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus, IssuedRecord, StoredAuthority};
+use crate::cas::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus};
 use crate::certificates::revocation_requests::RevocationRequest;
 use crate::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
@@ -28,6 +28,7 @@ use crate::issuance::policies::IssuancePolicy;
 use crate::issuance::requests::CertificateRequest;
 use crate::issuance::templates::StoredTemplate;
 use crate::pagination::{Page, PageRequest};
+use crate::pki::{IssuedRecord, StoredAuthority};
 use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 use crate::ports::*;
 use crate::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, NewDelivery};
@@ -509,7 +510,7 @@ impl CaReads for MemoryStore {
         let issued = self.snapshot().issued.into_iter();
         Ok(issued.filter(|r| r.workspace_id == workspace_id && r.serial_number == serial_number).collect())
     }
-    async fn crl_state(&self, _: i64, _: bool) -> StoreResult<crate::cas::CrlState> {
+    async fn crl_state(&self, _: i64, _: bool) -> StoreResult<crate::pki::CrlState> {
         not_faked("crl_state")
     }
 }
@@ -570,7 +571,7 @@ impl CaWrites for MemoryTx {
             })
             .is_some())
     }
-    async fn store_crl(&mut self, _: i64, _: &crate::cas::StoredCrl) -> StoreResult<bool> {
+    async fn store_crl(&mut self, _: i64, _: &crate::pki::StoredCrl) -> StoreResult<bool> {
         not_faked("store_crl")
     }
 }

@@ -1,8 +1,8 @@
 //! Domain ⇄ `trellis:plugin@0.1.0` conversions. 0.1 has no records, pending issuance, typed
 //! SANs or DER: requests are flattened to its shapes and its PEM answers parsed to DER here.
 
-use trellis_core::certificates::x509::{pem_certificates, pem_encode};
 use trellis_core::plugins::*;
+use trellis_pki::x509::{pem_certificates, pem_encode};
 
 use super::{Ctx, Described};
 use crate::bindings::v0_1::{ca, integration as int, verifier, wit_types as w};

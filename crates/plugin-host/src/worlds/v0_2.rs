@@ -4,8 +4,8 @@
 
 use std::net::IpAddr;
 
-use trellis_core::certificates::x509::{pem_certificates, pem_encode};
 use trellis_core::plugins::*;
+use trellis_pki::x509::{pem_certificates, pem_encode};
 
 use super::{Ctx, Described};
 use crate::bindings::v0_2::{ca, integration as int, policy as pol, verifier as ver, wit_types as w};

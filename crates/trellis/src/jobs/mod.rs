@@ -51,6 +51,17 @@ pub fn spawn_expiry_scanner(ctx: SharedContext, interval: Duration) -> tokio::ta
     })
 }
 
+/// Writes the internal PKI's ledger backlog (rows of signed certificates whose issuance went
+/// away before writing them, see `trellis_core::pki::ledger`) every `interval`. An empty
+/// backlog costs no I/O.
+pub fn spawn_pki_ledger_backlog(ctx: SharedContext, interval: Duration) -> Option<tokio::task::JoinHandle<()>> {
+    let pki = ctx.pki.clone()?;
+    Some(spawn_periodic("pki ledger backlog", interval, move || {
+        let pki = pki.clone();
+        async move { pki.record_ledger_backlog().await.map(|_| ()) }
+    }))
+}
+
 /// Renews due auto-renewing certificates now and then every `interval`.
 pub fn spawn_renewal(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHandle<()> {
     spawn_periodic("renewal", interval, move || {

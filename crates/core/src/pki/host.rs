@@ -1,6 +1,10 @@
 //! The host's `pki-core` import as a port: what a plugin serving an internal CA record may ask
 //! of the internal PKI. `trellis-plugin-host` adapts the WIT calls onto [`PkiCore`];
-//! [`crate::pki::InternalPki`] implements it over the store.
+//! [`super::InternalPki`] implements it over the store.
+//!
+//! It lives with the PKI, not with the plugin runtime, so that the edge runs one way: the
+//! plugin vocabulary carries a [`PkiGrant`] on a call target (plugins -> pki), and the PKI
+//! needs nothing of the plugins area.
 //!
 //! Access is granted per call by the domain ([`PkiGrant`] on the call target): only calls that
 //! serve a CA record of type `internal` get one, and only `issue` calls may sign, and only the
@@ -8,9 +12,9 @@
 
 use async_trait::async_trait;
 
-use super::keystore::KeyAlgorithm;
-use super::types::{CertificateProfile, RevocationInfo, RevocationReason, Subject};
-use crate::pki::LedgerSlot;
+use trellis_pki::{CertificateProfile, KeyAlgorithm, RevocationInfo, RevocationReason, Subject};
+
+use super::ledger::LedgerSlot;
 
 /// The internal CA a call may use: the CA record, and what the host may read of its stored
 /// configuration (withheld members such as an imported private key; never sent to the plugin).
@@ -36,7 +40,7 @@ pub struct SignPermit {
     pub profile: CertificateProfile,
     /// Set by the issuance use case: `sign-csr` leaves the certificate's ledger row here, and
     /// the use case writes it in the transaction that stores the certificate, which commits
-    /// before the certificate leaves the service (see [`crate::pki::ledger`]). Without a slot,
+    /// before the certificate leaves the service (see [`super::ledger`]). Without a slot,
     /// `sign-csr` writes the row itself before it returns.
     pub ledger: Option<LedgerSlot>,
 }

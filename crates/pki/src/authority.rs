@@ -3,9 +3,9 @@
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use rustls_pki_types::{CertificateDer, PrivatePkcs8KeyDer};
 
-use super::{extensions, serial, time, PkiError};
-use crate::clock::Entropy;
-use crate::plugins::{KeyAlgorithm, KeyUsage, Subject};
+use crate::vocabulary::{KeyAlgorithm, KeyUsage, Subject};
+use crate::Entropy;
+use crate::{extensions, serial, time, PkiError};
 
 /// What a new root or intermediate is to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +68,7 @@ pub(crate) fn distinguished_name(subject: &Subject) -> Result<rcgen::Distinguish
         }
     }
     for (oid, value) in &subject.other {
-        name.push(DnType::CustomDnType(super::oid_arcs(oid)?), value.as_str());
+        name.push(DnType::CustomDnType(crate::oid_arcs(oid)?), value.as_str());
     }
     Ok(name)
 }
@@ -93,7 +93,7 @@ impl Authority {
         let not_after = params.not_after.unix_timestamp();
         // rcgen names an issuer by a certificate value; re-signing the parsed parameters builds
         // one with the CA's name and key identifier. The stored certificate is unchanged.
-        let issuer = super::guarded("CA certificate", || params.self_signed(&key))?;
+        let issuer = crate::guarded("CA certificate", || params.self_signed(&key))?;
         Ok(Signer { issuer, key, not_after })
     }
 
@@ -103,7 +103,7 @@ impl Authority {
         let authority = Authority { certificate_der: Vec::new(), key_pkcs8, key_algorithm: Some(spec.key_algorithm) };
         let key = authority.key_pair()?;
         let params = ca_params(spec, now, now + days(spec.validity_days), entropy)?;
-        let certificate = super::guarded("CA certificate", || params.self_signed(&key))?;
+        let certificate = crate::guarded("CA certificate", || params.self_signed(&key))?;
         Ok(Authority { certificate_der: certificate.der().to_vec(), ..authority })
     }
 
@@ -124,14 +124,14 @@ impl Authority {
         let key = authority.key_pair()?;
         let mut params = ca_params(spec, now, (now + days(spec.validity_days)).min(parent_not_after), entropy)?;
         params.use_authority_key_identifier_extension = true;
-        let certificate = super::guarded("CA certificate", || params.signed_by(&key, &parent.issuer, &parent.key))?;
+        let certificate = crate::guarded("CA certificate", || params.signed_by(&key, &parent.issuer, &parent.key))?;
         Ok(Authority { certificate_der: certificate.der().to_vec(), ..authority })
     }
 
     /// An existing CA: its certificate (the first PEM block) must say CA:TRUE and its public
     /// key must be the private key's.
     pub fn import(certificate_pem: &str, private_key_pem: &str) -> Result<Authority, PkiError> {
-        let certificate_der = crate::certificates::x509::pem_certificates(certificate_pem)
+        let certificate_der = crate::x509::pem_certificates(certificate_pem)
             .and_then(|blocks| blocks.into_iter().next())
             .ok_or(PkiError::InvalidCertificate)?;
         let (_, parsed) =
@@ -192,7 +192,7 @@ fn days(n: u32) -> i64 {
 }
 
 fn new_key(algorithm: KeyAlgorithm) -> Result<Vec<u8>, PkiError> {
-    crate::plugins::generate_pkcs8(algorithm).map_err(|_| PkiError::InvalidKey)
+    crate::keys::generate_pkcs8(algorithm).map_err(|_| PkiError::InvalidKey)
 }
 
 fn ca_params(

@@ -4,8 +4,8 @@ use x509_parser::extensions::{GeneralName, ParsedExtension};
 use x509_parser::prelude::*;
 
 use super::*;
-use crate::clock::OsEntropy;
-use crate::plugins::{CertificateProfile, KeyAlgorithm, KeyUsage, Subject, SubjectAltName};
+use crate::vocabulary::{CertificateProfile, KeyAlgorithm, KeyUsage, Subject, SubjectAltName};
+use crate::OsEntropy;
 
 const NOW: i64 = 1_767_225_600; // 2026-01-01
 
@@ -196,8 +196,8 @@ fn leaves_carry_the_profile_a_random_serial_and_revocation_pointers() {
 #[test]
 fn imports_need_a_ca_certificate_and_its_own_key() {
     let root = Authority::create_root(&spec("Imported", KeyAlgorithm::EcdsaP256, 365), NOW, &OsEntropy).expect("root");
-    let certificate_pem = crate::certificates::x509::pem_encode("CERTIFICATE", &root.certificate_der);
-    let key_pem = crate::certificates::x509::pem_encode("PRIVATE KEY", &root.key_pkcs8);
+    let certificate_pem = crate::x509::pem_encode("CERTIFICATE", &root.certificate_der);
+    let key_pem = crate::x509::pem_encode("PRIVATE KEY", &root.key_pkcs8);
     let imported = Authority::import(&certificate_pem, &key_pem).expect("import");
     assert_eq!(imported.key_algorithm, Some(KeyAlgorithm::EcdsaP256));
     let leaf = sign_csr(
@@ -213,16 +213,16 @@ fn imports_need_a_ca_certificate_and_its_own_key() {
     parsed(&leaf.certificate_der).verify_signature(Some(parsed(&root.certificate_der).public_key())).expect("chains");
 
     let other = Authority::create_root(&spec("Other", KeyAlgorithm::EcdsaP256, 365), NOW, &OsEntropy).expect("root");
-    let other_key = crate::certificates::x509::pem_encode("PRIVATE KEY", &other.key_pkcs8);
+    let other_key = crate::x509::pem_encode("PRIVATE KEY", &other.key_pkcs8);
     assert_eq!(Authority::import(&certificate_pem, &other_key).expect_err("mismatch"), PkiError::KeyMismatch);
-    let leaf_pem = crate::certificates::x509::pem_encode("CERTIFICATE", &leaf.certificate_der);
+    let leaf_pem = crate::x509::pem_encode("CERTIFICATE", &leaf.certificate_der);
     assert_eq!(Authority::import(&leaf_pem, &key_pem).expect_err("not a CA"), PkiError::NotACa);
     assert_eq!(Authority::import(&certificate_pem, "junk").expect_err("no key"), PkiError::InvalidKey);
 }
 
 #[test]
 fn crls_are_signed_by_the_ca_and_list_every_revocation() {
-    use crate::plugins::RevocationReason;
+    use crate::vocabulary::RevocationReason;
     let root = Authority::create_root(&spec("Root", KeyAlgorithm::EcdsaP256, 3650), NOW, &OsEntropy).expect("root");
     let a = sign_csr(
         &root.signer().expect("signer"),

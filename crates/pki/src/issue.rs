@@ -2,10 +2,10 @@
 
 use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, IsCa, SanType};
 
-use super::authority::{distinguished_name, Signer};
-use super::{extensions, serial, time, PkiError};
-use crate::clock::Entropy;
-use crate::plugins::{CertificateProfile, KeyUsage, SubjectAltName};
+use crate::authority::{distinguished_name, Signer};
+use crate::vocabulary::{CertificateProfile, KeyUsage, SubjectAltName};
+use crate::Entropy;
+use crate::{extensions, serial, time, PkiError};
 
 /// Where relying parties find this CA's certificate and revocation status (this service's
 /// public URLs).
@@ -135,7 +135,7 @@ pub fn sign_csr(
     .flatten()
     .collect();
     let certificate =
-        super::guarded("certificate", || params.signed_by(&public_key, &authority.issuer, &authority.key))?;
+        crate::guarded("certificate", || params.signed_by(&public_key, &authority.issuer, &authority.key))?;
     Ok(Signed { certificate_der: certificate.der().to_vec(), serial_number })
 }
 
@@ -153,5 +153,5 @@ fn san(name: &SubjectAltName) -> Result<SanType, PkiError> {
 }
 
 fn extended_key_usage(oid: &str) -> Result<ExtendedKeyUsagePurpose, PkiError> {
-    super::oid_arcs(oid).map(ExtendedKeyUsagePurpose::Other)
+    crate::oid_arcs(oid).map(ExtendedKeyUsagePurpose::Other)
 }

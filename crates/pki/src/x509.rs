@@ -6,7 +6,15 @@ use x509_parser::oid_registry::Oid;
 use x509_parser::pem::Pem;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
-use crate::error::{Error, Result};
+/// Why a text or DER is not a readable certificate. `problem` completes "the certificate …"
+/// (e.g. "contains no PEM CERTIFICATE block"): Trellis answers it as an invalid `certificate` field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{problem}")]
+pub struct CertificateError {
+    pub problem: String,
+}
+
+type Result<T> = std::result::Result<T, CertificateError>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UsageCategory {
@@ -71,7 +79,7 @@ pub struct ParsedCertificate {
 /// Parses the first certificate of a PEM text. Later certificates (a chain pasted
 /// after the leaf) are ignored; anything unparsable is a validation error.
 pub fn parse_pem(text: &str) -> Result<ParsedCertificate> {
-    let bad = |problem: &str| Error::invalid_field("certificate", problem.to_string());
+    let bad = |problem: &str| CertificateError { problem: problem.to_string() };
     let mut blocks = Pem::iter_from_buffer(text.as_bytes());
     let pem = loop {
         match blocks.next() {
@@ -85,7 +93,7 @@ pub fn parse_pem(text: &str) -> Result<ParsedCertificate> {
 }
 
 pub fn parse_der(der: &[u8]) -> Result<ParsedCertificate> {
-    let bad = |problem: String| Error::invalid_field("certificate", problem);
+    let bad = |problem: String| CertificateError { problem };
     let (rest, cert) =
         X509Certificate::from_der(der).map_err(|err| bad(format!("is not a valid X.509 certificate: {err}")))?;
     if !rest.is_empty() {

@@ -7,9 +7,9 @@ use std::process::Command;
 use der::asn1::BitStringRef;
 
 use super::*;
-use crate::clock::OsEntropy;
-use crate::pki::{sign_csr, Authority, CsrCheck, IssuerUrls, NewAuthority, Signed};
-use crate::plugins::{CertificateProfile, KeyAlgorithm, KeyUsage, Subject, SubjectAltName};
+use crate::vocabulary::{CertificateProfile, KeyAlgorithm, KeyUsage, Subject, SubjectAltName};
+use crate::OsEntropy;
+use crate::{sign_csr, Authority, CsrCheck, IssuerUrls, NewAuthority, Signed};
 
 const NONCE_OID: &str = "1.3.6.1.5.5.7.48.1.2";
 
@@ -280,8 +280,8 @@ fn cert_ids_of_another_ca_are_foreign() {
     assert_eq!(error_response(OcspErrorStatus::Unauthorized), [0x30, 0x03, 0x0a, 0x01, 0x06]);
 
     // An imported CA is named as its certificate names it.
-    let certificate_pem = crate::certificates::x509::pem_encode("CERTIFICATE", &a.certificate_der);
-    let key_pem = crate::certificates::x509::pem_encode("PRIVATE KEY", &a.key_pkcs8);
+    let certificate_pem = crate::x509::pem_encode("CERTIFICATE", &a.certificate_der);
+    let key_pem = crate::x509::pem_encode("PRIVATE KEY", &a.key_pkcs8);
     let imported = Authority::import(&certificate_pem, &key_pem).expect("import");
     assert_eq!(OcspIssuer::from_signer(&imported.signer().expect("signer")).expect("issuer"), issuer_a);
 }
@@ -485,11 +485,8 @@ fn openssl_verifies_good_revoked_and_unknown_for_every_ca_key() {
         let ca = root("Trellis OCSP Test Root", key_algorithm, at - 60);
         let signer = ca.signer().expect("signer");
         let issued = leaf(&signer, "www.example.com", at - 60);
-        scratch.write("ca.pem", crate::certificates::x509::pem_encode("CERTIFICATE", &ca.certificate_der).as_bytes());
-        scratch.write(
-            "leaf.pem",
-            crate::certificates::x509::pem_encode("CERTIFICATE", &issued.certificate_der).as_bytes(),
-        );
+        scratch.write("ca.pem", crate::x509::pem_encode("CERTIFICATE", &ca.certificate_der).as_bytes());
+        scratch.write("leaf.pem", crate::x509::pem_encode("CERTIFICATE", &issued.certificate_der).as_bytes());
         let issuer = OcspIssuer::from_certificate(&ca.certificate_der).expect("issuer");
 
         let Some(_) =

@@ -13,8 +13,8 @@ use rcgen::CustomExtension;
 use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::{AccessDescription, AuthorityInfoAccessSyntax, BasicConstraints, KeyUsage, KeyUsages};
 
-use super::PkiError;
-use crate::plugins::KeyUsage as Usage;
+use crate::vocabulary::KeyUsage as Usage;
+use crate::PkiError;
 
 const KEY_USAGE: &[u64] = &[2, 5, 29, 15];
 const BASIC_CONSTRAINTS: &[u64] = &[2, 5, 29, 19];

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use x509_parser::prelude::{FromDer, GeneralName, ParsedExtension, X509CertificationRequest};
 use x509_parser::public_key::PublicKey;
 
-use crate::plugins::{SubjectAltName, SubjectKey};
+use crate::vocabulary::{SubjectAltName, SubjectKey};
 
 /// Larger CSR texts are refused before they are parsed.
 pub const MAX_CSR_BYTES: usize = 64 * 1024;
@@ -106,7 +106,7 @@ pub fn parse_der(der: &[u8]) -> Result<Csr, CsrError> {
 }
 
 /// A general name as the inventory and policies name it; types nobody judges are refused.
-pub(crate) fn alt_name(name: &GeneralName<'_>) -> Result<SubjectAltName, CsrError> {
+pub fn alt_name(name: &GeneralName<'_>) -> Result<SubjectAltName, CsrError> {
     Ok(match name {
         GeneralName::DNSName(dns) => SubjectAltName::Dns(dns.trim_end_matches('.').to_ascii_lowercase()),
         GeneralName::RFC822Name(mail) => SubjectAltName::Email((*mail).to_owned()),
@@ -155,7 +155,7 @@ fn subject_key(csr: &X509CertificationRequest<'_>) -> Result<SubjectKey, CsrErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::certificates::x509::pem_encode;
+    use crate::x509::pem_encode;
 
     fn der(names: &[&str]) -> Vec<u8> {
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");

@@ -17,9 +17,9 @@ use der::{Decode, Encode, Header, Reader, SliceReader, Tag, TagNumber, Tagged};
 use ring::rand::SystemRandom;
 use ring::{digest, signature as sig};
 
-use super::authority::Signer;
-use super::PkiError;
-use crate::plugins::RevocationReason;
+use crate::authority::Signer;
+use crate::vocabulary::RevocationReason;
+use crate::PkiError;
 
 /// The largest request accepted, DER octets (a GET path: 4/3 of it in base64, thrice that escaped).
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024;
@@ -94,7 +94,7 @@ pub struct CertId {
 }
 
 impl CertId {
-    /// The serial as the ledger keys it ([`super::Signed::serial_number`]): lowercase hex of the
+    /// The serial as the ledger keys it ([`crate::Signed::serial_number`]): lowercase hex of the
     /// content octets, so a serial with its top bit set keeps its leading `00`.
     pub fn serial_hex(&self) -> String {
         hex::encode(&self.serial_number)
@@ -392,10 +392,10 @@ fn single_response(response: &SingleStatus) -> Result<Vec<u8>, PkiError> {
     seq(&[&response.cert_id.to_der()?, &status, &time(response.this_update)?, &next_update])
 }
 
-/// The RFC 5280 CRLReason code, none for unspecified (omitted, as in [`super::sign_crl`]).
+/// The RFC 5280 CRLReason code, none for unspecified (omitted, as in [`crate::sign_crl`]).
 /// The RFC 5280 CRLReason code, as the CRL writes it (unspecified is omitted).
 pub(crate) fn reason_code(reason: RevocationReason) -> Option<u8> {
-    super::crl::reason(reason).map(|r| r as u8)
+    crate::crl::reason(reason).map(|r| r as u8)
 }
 
 /// GeneralizedTime of `seconds` since the epoch.

@@ -2,9 +2,9 @@
 
 use rcgen::{CertificateRevocationListParams, RevokedCertParams, SerialNumber};
 
-use super::authority::Signer;
-use super::{time, PkiError};
-use crate::plugins::RevocationReason;
+use crate::authority::Signer;
+use crate::vocabulary::RevocationReason;
+use crate::{time, PkiError};
 
 /// One revoked certificate of the CA.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub fn sign_crl(
         // another way than SHA-256), so clients match the CRL to its issuer.
         key_identifier_method: authority.issuer.params().key_identifier_method.clone(),
     };
-    let crl = super::guarded("CRL", || params.signed_by(&authority.issuer, &authority.key))?;
+    let crl = crate::guarded("CRL", || params.signed_by(&authority.issuer, &authority.key))?;
     Ok(crl.der().to_vec())
 }
 
