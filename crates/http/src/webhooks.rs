@@ -258,14 +258,14 @@ pub struct DeliveryDto {
 pub(crate) fn delivery_dto(d: Delivery) -> DeliveryDto {
     let payload = deliveries::payload_json(&d);
     DeliveryDto {
-        next_attempt_at: (d.status == deliveries::PENDING).then(|| rfc3339(d.next_attempt_at)),
+        next_attempt_at: (d.status == deliveries::DeliveryStatus::Pending).then(|| rfc3339(d.next_attempt_at)),
         delivery_id: d.id,
         target_type: d.target_kind.as_str(),
         target_id: d.target_id,
         event_id: d.event_id,
         event_type: d.event_type,
         payload,
-        status: d.status,
+        status: d.status.as_str().to_owned(),
         attempts: d.attempts,
         http_status: d.http_status,
         latency_ms: d.latency_ms,

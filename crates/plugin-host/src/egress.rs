@@ -5,7 +5,7 @@
 //! on the `trellis::security` target and counted.
 
 use std::future::Future;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,6 +20,7 @@ use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use trellis_core::plugins::RecordNetwork;
+use trellis_egress::{classify_ip, AddressClass, DenyReason, EgressGrant};
 
 use crate::config::EgressConfig;
 
@@ -286,107 +287,11 @@ fn clamp(requested: Option<std::time::Duration>, ceiling: std::time::Duration) -
 trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
 
-/// Why a request was refused. Codes are stable (metrics label, logs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum DenyReason {
-    HostNotAllowed,
-    PrivateAddress,
-    MetadataAddress,
-    Scheme,
-}
-
-impl DenyReason {
-    pub(crate) fn code(self) -> &'static str {
-        match self {
-            DenyReason::HostNotAllowed => "host_not_allowed",
-            DenyReason::PrivateAddress => "private_address",
-            DenyReason::MetadataAddress => "metadata_address",
-            DenyReason::Scheme => "scheme_not_allowed",
-        }
-    }
-}
-
 /// Something the policy did during one call; the runtime uses it to classify the call's failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum EgressIncident {
     Denied { destination: String, reason: DenyReason },
     ResponseTooLarge { limit: u64 },
-}
-
-/// Which hosts one call may reach: the record's hosts plus the operator's grants.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct EgressGrant {
-    patterns: Vec<HostPattern>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct HostPattern {
-    /// Lowercase host; a leading `*.` matches any subdomain (not the apex).
-    host: String,
-    /// `None` means the default ports 443 and 80.
-    port: Option<u16>,
-}
-
-impl EgressGrant {
-    /// Builds a grant from `host`, `host:port`, `*.domain` or full `https://host:port/…` entries.
-    /// Unparsable entries grant nothing.
-    pub(crate) fn from_entries<'a>(entries: impl IntoIterator<Item = &'a str>) -> EgressGrant {
-        EgressGrant { patterns: entries.into_iter().filter_map(HostPattern::parse).collect() }
-    }
-
-    pub(crate) fn allows(&self, host: &str, port: u16) -> bool {
-        self.patterns.iter().any(|p| p.matches(host, port))
-    }
-}
-
-impl HostPattern {
-    fn parse(entry: &str) -> Option<HostPattern> {
-        let entry = entry.trim();
-        let (default_port, rest) = if let Some(rest) = entry.strip_prefix("https://") {
-            (Some(443), rest)
-        } else if let Some(rest) = entry.strip_prefix("http://") {
-            (Some(80), rest)
-        } else {
-            (None, entry)
-        };
-        let authority = rest.split(['/', '?', '#']).next()?;
-        let authority = authority.rsplit('@').next()?;
-        if authority.is_empty() {
-            return None;
-        }
-        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (host, tail) = v6.split_once(']')?;
-            let port = match tail.strip_prefix(':') {
-                Some(p) => Some(p.parse().ok()?),
-                None => default_port,
-            };
-            (host.to_owned(), port)
-        } else {
-            match authority.rsplit_once(':') {
-                Some((host, port)) => (host.to_owned(), Some(port.parse().ok()?)),
-                None => (authority.to_owned(), default_port),
-            }
-        };
-        Some(HostPattern { host: host.to_ascii_lowercase(), port })
-    }
-
-    fn matches(&self, host: &str, port: u16) -> bool {
-        let port_ok = match self.port {
-            Some(p) => p == port,
-            None => port == 443 || port == 80,
-        };
-        if !port_ok {
-            return false;
-        }
-        match self.host.strip_prefix("*.") {
-            Some(suffix) => {
-                host.len() > suffix.len() + 1
-                    && host.ends_with(suffix)
-                    && host[..host.len() - suffix.len()].ends_with('.')
-            }
-            None => self.host == host,
-        }
-    }
 }
 
 /// Per-call identity, grant and incident record, shared with the request futures.
@@ -492,195 +397,5 @@ impl Body for CappedBody {
 
     fn is_end_stream(&self) -> bool {
         self.inner.is_end_stream()
-    }
-}
-
-/// How an address is treated by the policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AddressClass {
-    Public,
-    /// Loopback, private, link-local, CGNAT, unspecified, multicast, documentation, reserved.
-    Private,
-    /// Cloud instance-metadata endpoints: refused even when private networks are allowed,
-    /// because they hand out the host's own credentials.
-    Metadata,
-}
-
-pub(crate) fn classify_ip(ip: IpAddr) -> AddressClass {
-    match ip {
-        IpAddr::V4(v4) => classify_v4(v4),
-        IpAddr::V6(v6) => {
-            // IPv4-mapped, IPv4-compatible and NAT64 forms carry an IPv4 address that must be
-            // judged as such, or `::ffff:169.254.169.254` would bypass the check.
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return classify_v4(v4);
-            }
-            let s = v6.segments();
-            if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
-                return classify_v4(Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8));
-            }
-            let low_v4 = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
-            if s[..6] == [0, 0, 0, 0, 0, 0] && !v6.is_loopback() && !v6.is_unspecified() {
-                return classify_v4(low_v4);
-            }
-            // IPv4-translated `::ffff:0:a.b.c.d` (RFC 2765): judged by the IPv4 address it carries.
-            if s[..4] == [0, 0, 0, 0] && s[4] == 0xffff && s[5] == 0 {
-                return classify_v4(low_v4);
-            }
-            // Tunnels and translators whose far end the host cannot judge, refused like private
-            // ranges (metadata stays metadata): NAT64 local-use 64:ff9b:1::/48 (RFC 8215), 6to4
-            // 2002::/16 (its IPv4 in bits 16-47) and Teredo 2001::/32.
-            let nat64_local = s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1;
-            let six_to_four = s[0] == 0x2002;
-            let teredo = s[0] == 0x2001 && s[1] == 0;
-            if nat64_local || six_to_four || teredo {
-                let embedded = if six_to_four {
-                    Ipv4Addr::new((s[1] >> 8) as u8, s[1] as u8, (s[2] >> 8) as u8, s[2] as u8)
-                } else {
-                    low_v4
-                };
-                return match classify_v4(embedded) {
-                    AddressClass::Metadata => AddressClass::Metadata,
-                    _ => AddressClass::Private,
-                };
-            }
-            if v6 == Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254) {
-                return AddressClass::Metadata;
-            }
-            let non_global = v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00 // unique local
-                || (s[0] & 0xffc0) == 0xfe80 // link-local
-                || (s[0] & 0xffc0) == 0xfec0 // site-local (deprecated)
-                || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
-                || (s[0] == 0x0100 && s[1..4] == [0, 0, 0]); // discard-only
-            if non_global {
-                AddressClass::Private
-            } else {
-                AddressClass::Public
-            }
-        }
-    }
-}
-
-fn classify_v4(ip: Ipv4Addr) -> AddressClass {
-    let o = ip.octets();
-    if ip == Ipv4Addr::new(169, 254, 169, 254)
-        || ip == Ipv4Addr::new(100, 100, 100, 200)
-        || ip == Ipv4Addr::new(169, 254, 170, 2)
-    {
-        return AddressClass::Metadata;
-    }
-    let non_global = ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_unspecified()
-        || ip.is_broadcast()
-        || ip.is_multicast()
-        || ip.is_documentation()
-        || o[0] == 0 // "this network"
-        || (o[0] == 100 && (o[1] & 0xc0) == 64) // CGNAT 100.64/10
-        || (o[0] == 192 && o[1] == 0 && o[2] == 0) // IETF protocol assignments
-        || (o[0] == 198 && (o[1] & 0xfe) == 18) // benchmarking 198.18/15
-        || o[0] >= 240; // reserved
-    if non_global {
-        AddressClass::Private
-    } else {
-        AddressClass::Public
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::net::IpAddr;
-
-    use super::{classify_ip, AddressClass, EgressGrant};
-
-    #[track_caller]
-    fn class(ip: &str) -> AddressClass {
-        classify_ip(ip.parse::<IpAddr>().expect("ip"))
-    }
-
-    #[test]
-    fn private_loopback_link_local_and_reserved_addresses_are_private() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.1.1",
-            "100.64.0.1",
-            "0.0.0.0",
-            "255.255.255.255",
-            "224.0.0.1",
-            "198.18.0.1",
-            "240.0.0.1",
-            "::1",
-            "::",
-            "fc00::1",
-            "fd12::1",
-            "fe80::1",
-            "ff02::1",
-            "2001:db8::1",
-            "::ffff:10.0.0.1",
-            "::ffff:127.0.0.1",
-            "64:ff9b::a00:1",
-            // Tunnels and translators (issue 12): NAT64 local-use, 6to4, Teredo, IPv4-translated.
-            "64:ff9b:1::a00:1",
-            "64:ff9b:1::808:808",
-            "2002:0a00:0001::1",
-            "2002:0808:0808::1",
-            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
-            "::ffff:0:10.0.0.1",
-            "::ffff:0:127.0.0.1",
-        ] {
-            assert_eq!(class(ip), AddressClass::Private, "{ip}");
-        }
-    }
-
-    #[test]
-    fn metadata_addresses_are_recognized_in_every_spelling() {
-        for ip in [
-            "169.254.169.254",
-            "::ffff:169.254.169.254",
-            "64:ff9b::a9fe:a9fe",
-            "fd00:ec2::254",
-            "100.100.100.200",
-            "::ffff:0:169.254.169.254",
-            "2002:a9fe:a9fe::1",
-            "64:ff9b:1::a9fe:a9fe",
-        ] {
-            assert_eq!(class(ip), AddressClass::Metadata, "{ip}");
-        }
-    }
-
-    #[test]
-    fn global_addresses_are_public() {
-        for ip in ["1.1.1.1", "8.8.8.8", "93.184.216.34", "2606:4700:4700::1111", "::ffff:8.8.8.8"] {
-            assert_eq!(class(ip), AddressClass::Public, "{ip}");
-        }
-    }
-
-    #[test]
-    fn grants_match_host_port_and_wildcards_only() {
-        let grant = EgressGrant::from_entries([
-            "hooks.slack.com",
-            "https://acme.example:8443/directory",
-            "*.pagerduty.com",
-            "[2001:db8::5]:9000",
-        ]);
-        assert!(grant.allows("hooks.slack.com", 443));
-        assert!(grant.allows("hooks.slack.com", 80));
-        assert!(!grant.allows("hooks.slack.com", 8443), "a bare host grants only the default ports");
-        assert!(!grant.allows("evilhooks.slack.com", 443));
-        assert!(grant.allows("acme.example", 8443));
-        assert!(!grant.allows("acme.example", 443));
-        assert!(grant.allows("events.pagerduty.com", 443));
-        assert!(!grant.allows("pagerduty.com", 443), "a wildcard does not match the apex");
-        assert!(!grant.allows("evilpagerduty.com", 443));
-        assert!(grant.allows("2001:db8::5", 9000));
-        assert!(!EgressGrant::from_entries([]).allows("hooks.slack.com", 443), "empty means deny");
-        assert!(!EgressGrant::from_entries(["https://user@"]).allows("user", 443));
     }
 }

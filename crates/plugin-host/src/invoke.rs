@@ -15,7 +15,9 @@ use wasmtime_wasi_http::WasiHttpCtx;
 
 use crate::call::{CallIdentity, CallState, GuestOutput, MemoryLimitHit, MemoryLimiter, PkiAccess};
 use crate::config::CallLimits;
-use crate::egress::{EgressCall, EgressGrant, EgressHooks, EgressIncident, EgressRecord};
+use trellis_egress::EgressGrant;
+
+use crate::egress::{EgressCall, EgressHooks, EgressIncident, EgressRecord};
 use crate::registry::LoadedPlugin;
 use crate::runtime::PluginRuntime;
 use crate::worlds::Call;

@@ -6,7 +6,8 @@
 //! Code map: `engine` (engine, linker, epoch ticker) · `registry` (installed versions,
 //! bindings, grants) · `install` (validation, compilation, describe) · `invoke` (admission,
 //! store, limits, failure classification) · `worlds` (typed calls per world and version) ·
-//! `bindings` (generated, per version) · `host_v0_1`/`host_v0_2` (host imports) · `egress`.
+//! `bindings` (generated, per version) · `host_v0_1`/`host_v0_2` (host imports) · `egress` (the `wasi:http` hooks; the
+//! address and allow-list rules are `trellis-egress`'s).
 //!
 //! One wasmtime engine per process (pooling allocator, epoch ticker). Each installed version
 //! keeps an `InstancePre`; every call gets a fresh `Store` with a memory limit, an epoch (CPU)
@@ -29,7 +30,6 @@ mod host_v0_1;
 mod host_v0_2;
 mod install;
 mod invoke;
-pub mod outbound;
 mod registry;
 mod runtime;
 pub mod tls_probe;

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use trellis_core::discovery::tls::{ProbeError, ServedChain, TlsProber, TlsTarget};
 
-use crate::egress::{classify_ip, AddressClass, DenyReason};
+use trellis_egress::{classify_ip, AddressClass, DenyReason};
 
 /// Settings of the prober.
 #[derive(Debug, Clone, Default)]

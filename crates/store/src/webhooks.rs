@@ -8,7 +8,7 @@ use sqlx::Row;
 use trellis_core::events::OutboxEvent;
 use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{WebhookReads, WebhookWrites};
-use trellis_core::webhooks::deliveries::{self, Completion, Delivery, DeliveryFilter, NewDelivery};
+use trellis_core::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, DeliveryStatus, NewDelivery};
 use trellis_core::webhooks::worker::Subscriber;
 use trellis_core::webhooks::{DeliveryStats, ExternalIntegration, TargetKind, WebhookEndpoint};
 
@@ -69,6 +69,7 @@ fn integration_from_row(row: &AnyRow) -> StoreResult<ExternalIntegration> {
 
 fn delivery_from_row(row: &AnyRow) -> StoreResult<Delivery> {
     let kind: String = row.try_get("target_kind").db()?;
+    let status: String = row.try_get("status").db()?;
     Ok(Delivery {
         id: row.try_get("id").db()?,
         workspace_id: row.try_get("workspace_id").db()?,
@@ -77,7 +78,8 @@ fn delivery_from_row(row: &AnyRow) -> StoreResult<Delivery> {
         event_id: row.try_get("event_id").db()?,
         event_type: row.try_get("event_type").db()?,
         payload: row.try_get("payload").db()?,
-        status: row.try_get("status").db()?,
+        status: DeliveryStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("delivery status `{status}`")))?,
         attempts: row.try_get("attempts").db()?,
         next_attempt_at: row.try_get("next_attempt_at").db()?,
         http_status: row.try_get("http_status").db()?,
@@ -453,7 +455,7 @@ impl WebhookWrites for Tx {
                         b + 4,
                         b + 5,
                         b + 6,
-                        deliveries::PENDING,
+                        DeliveryStatus::Pending.as_str(),
                         b + 7,
                         b + 8,
                         b + 9
@@ -553,7 +555,7 @@ impl WebhookWrites for Tx {
             )
             .bind(&c.id)
             .bind(&c.lease_owner)
-            .bind(c.status)
+            .bind(c.status.as_str())
             .bind(c.attempts)
             .bind(c.next_attempt_at)
             .bind(c.http_status)

@@ -11,8 +11,8 @@ use trellis_core::plugins::challenges::ChallengeAnswers;
 use trellis_core::plugins::PluginError;
 use trellis_core::ports::StoreError;
 use trellis_core::{Context, Settings, SharedContext};
+use trellis_egress::webhook::{HostOutbound, OutboundConfig};
 use trellis_http::HttpSettings;
-use trellis_plugin_host::outbound::{HostOutbound, OutboundConfig};
 use trellis_plugin_host::tls_probe::{HostTlsProber, TlsProbeConfig};
 use trellis_store::{DbChallengeAnswers, Store};
 

@@ -97,13 +97,13 @@ impl RecordBinding for CertificateAuthority {
 
 /// The plugin that serves `ca_type` here, or a 400 listing the types that are served.
 pub fn connector_for(ctx: &Context, workspace_id: &str, ca_type: &str) -> Result<PluginInfo> {
-    binding::resolve_plugin::<CertificateAuthority>(ctx, workspace_id, ca_type)
+    binding::resolve_plugin::<CertificateAuthority>(ctx.plugins.host(), workspace_id, ca_type)
 }
 
 /// Everything a call into a CA's connector needs: the target with the clear configuration
 /// (withheld members removed) and, for internal CAs, the grant to `pki-core`.
 pub fn call_target(ctx: &Context, ca: &CertificateAuthority, info: &PluginInfo) -> Result<CallTarget> {
-    binding::call_target(ctx, ca, info)
+    binding::call_target(&ctx.master_key, ca, info)
 }
 
 /// What a CA's sealed configuration members are bound to.

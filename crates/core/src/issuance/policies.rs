@@ -45,7 +45,7 @@ pub async fn evaluate(ctx: &Context, workspace_id: &str, request: &EvaluationReq
     for policy in policies.into_iter().filter(|p| p.enabled) {
         let decision = async {
             let info = ctx.plugins.host().serving(workspace_id, PluginKind::IssuancePolicy, &policy.policy_type)?;
-            let target = binding::call_target(ctx, &policy, &info)?;
+            let target = binding::call_target(&ctx.master_key, &policy, &info)?;
             Ok::<_, Error>(ctx.plugins.host().policy_evaluate(&target, request).await?)
         }
         .await;
@@ -106,7 +106,7 @@ pub async fn create(ctx: &Context, caller: &Caller, new: NewPolicy) -> Result<Is
         .filter(|t| !t.is_empty())
         .ok_or_else(|| Error::invalid_field("type", "is required"))?
         .to_owned();
-    let info = binding::resolve_plugin::<IssuancePolicy>(ctx, &workspace_id, &policy_type)?;
+    let info = binding::resolve_plugin::<IssuancePolicy>(ctx.plugins.host(), &workspace_id, &policy_type)?;
     let config = match new.config.unwrap_or_else(|| json!({})) {
         Value::Object(map) => Value::Object(map),
         _ => return Err(Error::invalid_field("config", "must be an object")),

@@ -9,8 +9,9 @@
 use serde_json::{json, Value};
 
 use super::record_config::{self as secrets, Owner};
-use super::{CallTarget, PluginError, PluginInfo, PluginKind, PluginRef};
+use super::{CallTarget, PluginError, PluginHost, PluginInfo, PluginKind, PluginRef};
 use crate::context::Context;
+use crate::crypto::MasterKey;
 use crate::error::{Error, Result};
 
 /// A stored record served by a plugin of [`RecordBinding::KIND`].
@@ -47,8 +48,11 @@ pub trait RecordBinding {
 
 /// The plugin serving `service_type` for records of kind `R` in the workspace, or a 400
 /// listing the types that are served.
-pub fn resolve_plugin<R: RecordBinding>(ctx: &Context, workspace_id: &str, service_type: &str) -> Result<PluginInfo> {
-    let host = ctx.plugins.host();
+pub fn resolve_plugin<R: RecordBinding>(
+    host: &dyn PluginHost,
+    workspace_id: &str,
+    service_type: &str,
+) -> Result<PluginInfo> {
     host.serving(workspace_id, R::KIND, service_type).map_err(|err| match err {
         PluginError::NotBound { .. } | PluginError::NotFound { .. } => {
             let available = host.served_types(R::KIND);
@@ -70,8 +74,8 @@ pub fn resolve_plugin<R: RecordBinding>(ctx: &Context, workspace_id: &str, servi
 }
 
 /// The plugin serving `record`.
-pub fn plugin_for<R: RecordBinding>(ctx: &Context, record: &R) -> Result<PluginInfo> {
-    resolve_plugin::<R>(ctx, record.workspace_id(), record.service_type())
+pub fn plugin_for<R: RecordBinding>(host: &dyn PluginHost, record: &R) -> Result<PluginInfo> {
+    resolve_plugin::<R>(host, record.workspace_id(), record.service_type())
 }
 
 /// What the plugin receives of a clear configuration: withheld members removed, the record's
@@ -81,9 +85,9 @@ pub fn plugin_config(clear: &Value, info: &PluginInfo, service_type: &str) -> Va
 }
 
 /// A call into `record`'s plugin `info`: its configuration unsealed, its id and its hosts.
-pub fn call_target<R: RecordBinding>(ctx: &Context, record: &R, info: &PluginInfo) -> Result<CallTarget> {
+pub fn call_target<R: RecordBinding>(master_key: &MasterKey, record: &R, info: &PluginInfo) -> Result<CallTarget> {
     let pointers = secrets::secret_pointers(info);
-    let clear = secrets::unseal(record.stored_config(), &pointers, &record.owner(), &ctx.master_key)?;
+    let clear = secrets::unseal(record.stored_config(), &pointers, &record.owner(), master_key)?;
     let hosts = record.record_hosts(&clear);
     let target = CallTarget::new(
         record.workspace_id(),
@@ -182,7 +186,7 @@ mod tests {
         record.config = sealed(&ctx, &info, config, &record.owner());
         assert_ne!(record.config["apiKey"], "s3cret", "sealed at rest");
 
-        let target = call_target(&ctx, &record, &info).unwrap_or_else(|err| panic!("target: {err}"));
+        let target = call_target(&ctx.master_key, &record, &info).unwrap_or_else(|err| panic!("target: {err}"));
 
         assert_eq!(target.record_hosts, ["https://names.example.net/check"], "the record's hosts are reachable");
         assert_eq!(target.context.record_id, "policy-7");
@@ -200,7 +204,7 @@ mod tests {
         let config = json!({ "signingKey": "host-only", "note": "https://elsewhere.example.net" });
         ca.config = sealed(&ctx, &info, config, &ca.owner());
 
-        let target = call_target(&ctx, &ca, &info).unwrap_or_else(|err| panic!("target: {err}"));
+        let target = call_target(&ctx.master_key, &ca, &info).unwrap_or_else(|err| panic!("target: {err}"));
 
         assert_eq!(target.record_hosts, ["https://ca.example.net"], "a CA's host is its URL only");
         assert_eq!(target.context.endpoint.as_deref(), Some("https://ca.example.net"));
@@ -232,7 +236,7 @@ mod tests {
         let config = json!({ "webhookUrl": "https://hooks.example.net/T1" });
         integration.config = sealed(&ctx, &info, config, &integration.owner());
 
-        let target = call_target(&ctx, &integration, &info).unwrap_or_else(|err| panic!("target: {err}"));
+        let target = call_target(&ctx.master_key, &integration, &info).unwrap_or_else(|err| panic!("target: {err}"));
 
         assert_eq!(target.record_hosts, ["https://hooks.example.net/T1"]);
         assert_eq!(target.context.record_id, "int_1");
@@ -243,13 +247,15 @@ mod tests {
     fn an_unserved_type_is_a_400_naming_the_kind_of_plugin_to_install() {
         let ctx = context(MemoryStore::default(), NOW);
         let refusal = |err: Error| err.to_string();
-        let ca = resolve_plugin::<CertificateAuthority>(&ctx, "ws_bind", "acme").map(|_| ()).map_err(refusal);
+        let ca =
+            resolve_plugin::<CertificateAuthority>(ctx.plugins.host(), "ws_bind", "acme").map(|_| ()).map_err(refusal);
         assert_eq!(
             ca,
             Err("No installed CA connector serves type `acme`; available types: none (install a connector plugin)"
                 .into())
         );
-        let policy = resolve_plugin::<IssuancePolicy>(&ctx, "ws_bind", "names").map(|_| ()).map_err(refusal);
+        let policy =
+            resolve_plugin::<IssuancePolicy>(ctx.plugins.host(), "ws_bind", "names").map(|_| ()).map_err(refusal);
         assert!(policy.is_err_and(|m| m.starts_with("No installed issuance policy serves type `names`")));
     }
 }

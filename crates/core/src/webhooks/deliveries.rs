@@ -20,9 +20,39 @@ use crate::unit_of_work::Target;
 
 use super::TargetKind;
 
-pub const PENDING: &str = "pending";
-pub const SUCCESS: &str = "success";
-pub const FAILED: &str = "failed";
+/// Where a delivery is in its life (§3.3): `pending` until an attempt succeeds (`success`) or
+/// the final attempt fails (`failed`). The serde strings are the stored and served ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryStatus {
+    Pending,
+    Success,
+    Failed,
+}
+
+impl DeliveryStatus {
+    pub const ALL: [DeliveryStatus; 3] = [DeliveryStatus::Pending, DeliveryStatus::Success, DeliveryStatus::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Success => "success",
+            DeliveryStatus::Failed => "failed",
+        }
+    }
+
+    /// The status named `text`, or `None` for anything else (a stored row the store reports
+    /// as corrupt, a filter the use case refuses).
+    pub fn parse(text: &str) -> Option<DeliveryStatus> {
+        DeliveryStatus::ALL.into_iter().find(|status| status.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for DeliveryStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Attempts per delivery, the first included (spec §6, §8).
 pub const MAX_ATTEMPTS: i64 = 5;
@@ -42,7 +72,7 @@ pub struct Delivery {
     pub event_type: String,
     /// The exact JSON body that was or will be POSTed.
     pub payload: String,
-    pub status: String,
+    pub status: DeliveryStatus,
     pub attempts: i64,
     pub next_attempt_at: i64,
     pub http_status: Option<i64>,
@@ -112,7 +142,7 @@ pub enum AttemptResult {
 pub struct Completion {
     pub id: String,
     pub lease_owner: String,
-    pub status: &'static str,
+    pub status: DeliveryStatus,
     pub attempts: i64,
     pub next_attempt_at: i64,
     pub http_status: Option<i64>,
@@ -141,7 +171,7 @@ pub fn complete(
     let base = Completion {
         id: id.to_owned(),
         lease_owner: lease_owner.to_owned(),
-        status: PENDING,
+        status: DeliveryStatus::Pending,
         attempts,
         next_attempt_at: ended_at,
         http_status: None,
@@ -155,7 +185,7 @@ pub fn complete(
     };
     match result {
         AttemptResult::Delivered { http_status, latency_ms, reference } => Completion {
-            status: SUCCESS,
+            status: DeliveryStatus::Success,
             http_status: http_status.map(i64::from),
             latency_ms,
             reference,
@@ -164,7 +194,7 @@ pub fn complete(
             ..base
         },
         AttemptResult::Refused { http_status, latency_ms, error } => Completion {
-            status: FAILED,
+            status: DeliveryStatus::Failed,
             http_status: http_status.map(i64::from),
             latency_ms,
             error: Some(error),
@@ -176,7 +206,7 @@ pub fn complete(
             let http_status = http_status.map(i64::from);
             if attempts >= MAX_ATTEMPTS {
                 return Completion {
-                    status: FAILED,
+                    status: DeliveryStatus::Failed,
                     http_status,
                     latency_ms,
                     error: Some(error),
@@ -201,7 +231,7 @@ pub async fn list(
 ) -> Result<Page<Delivery>> {
     caller.require(Scope::IntegrationsRead)?;
     if let Some(status) = filter.status.as_deref() {
-        if ![PENDING, SUCCESS, FAILED].contains(&status) {
+        if DeliveryStatus::parse(status).is_none() {
             return Err(Error::invalid_field("status", "must be pending, success or failed"));
         }
     }
@@ -283,13 +313,13 @@ mod tests {
             seen.push(due - t0);
             first = Some(done.first_attempt_at);
             attempts = done.attempts;
-            if done.status == FAILED {
+            if done.status == DeliveryStatus::Failed {
                 assert_eq!(done.attempts, 5);
                 assert_eq!(done.duration_ms, Some(due + 10 - t0));
                 assert_eq!(done.completed_at, Some(due + 10));
                 break;
             }
-            assert_eq!(done.status, PENDING);
+            assert_eq!(done.status, DeliveryStatus::Pending);
             due = done.next_attempt_at;
         }
         assert_eq!(seen, [0, 30_000, 120_000, 600_000, 3_600_000]);
@@ -299,7 +329,7 @@ mod tests {
     fn a_refusal_fails_at_the_first_attempt() {
         let refused = AttemptResult::Refused { http_status: Some(401), latency_ms: Some(4), error: "no".into() };
         let done = complete("d", "w", 0, None, 1_000, 1_010, refused);
-        assert_eq!((done.status, done.attempts, done.completed_at), (FAILED, 1, Some(1_010)));
+        assert_eq!((done.status, done.attempts, done.completed_at), (DeliveryStatus::Failed, 1, Some(1_010)));
         assert_eq!((done.http_status, done.error.as_deref(), done.duration_ms), (Some(401), Some("no"), Some(10)));
     }
 
@@ -307,7 +337,7 @@ mod tests {
     fn success_ends_it_and_retry_after_is_honoured() {
         let ok = AttemptResult::Delivered { http_status: Some(204), latency_ms: Some(2), reference: None };
         let done = complete("d", "w", 1, Some(0), 30_000, 30_050, ok);
-        assert_eq!((done.status, done.attempts, done.duration_ms), (SUCCESS, 2, Some(30_050)));
+        assert_eq!((done.status, done.attempts, done.duration_ms), (DeliveryStatus::Success, 2, Some(30_050)));
         let throttled = AttemptResult::Failed {
             http_status: Some(429),
             latency_ms: None,

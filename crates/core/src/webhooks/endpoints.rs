@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::context::Context;
+use crate::crypto::MasterKey;
 use crate::error::{Entity, Error, Result};
 use crate::events;
 use crate::pagination::{Page, PageRequest};
@@ -50,14 +51,14 @@ pub struct WithSecret {
     pub secret: String,
 }
 
-fn secret_context(workspace_id: &str, id: &str) -> Vec<u8> {
+pub(super) fn secret_context(workspace_id: &str, id: &str) -> Vec<u8> {
     format!("trellis:webhook-secret:{workspace_id}:{id}").into_bytes()
 }
 
 /// The endpoint's valid secrets in clear, newest first (the previous one during its grace).
-pub fn secrets(ctx: &Context, endpoint: &WebhookEndpoint, now: i64) -> Result<Vec<String>> {
+pub fn secrets(master_key: &MasterKey, endpoint: &WebhookEndpoint, now: i64) -> Result<Vec<String>> {
     let open = |sealed: &str| {
-        ctx.master_key
+        master_key
             .open_bound(sealed, &secret_context(&endpoint.workspace_id, &endpoint.id))
             .map_err(|_| Error::Internal(format!("the signing secret of webhook {} does not open", endpoint.id)))
             .and_then(|bytes| String::from_utf8(bytes).map_err(|err| Error::Internal(err.to_string())))

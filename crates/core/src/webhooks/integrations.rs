@@ -10,11 +10,12 @@ use serde_json::{json, Value};
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::context::Context;
+use crate::crypto::MasterKey;
 use crate::error::{Entity, Error, Result};
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::binding::{self, RecordBinding};
 use crate::plugins::record_config as secrets;
-use crate::plugins::{CallTarget, PluginInfo, PluginKind, PluginRef, TestReport};
+use crate::plugins::{CallTarget, PluginHost, PluginInfo, PluginKind, PluginRef, TestReport};
 use crate::unit_of_work::Target;
 use crate::validation::bounded_text;
 
@@ -65,13 +66,13 @@ impl RecordBinding for ExternalIntegration {
 }
 
 /// The plugin serving `integration_type` here, or a 400 listing the served types.
-pub fn plugin_for(ctx: &Context, workspace_id: &str, integration_type: &str) -> Result<PluginInfo> {
-    binding::resolve_plugin::<ExternalIntegration>(ctx, workspace_id, integration_type)
+pub fn plugin_for(host: &dyn PluginHost, workspace_id: &str, integration_type: &str) -> Result<PluginInfo> {
+    binding::resolve_plugin::<ExternalIntegration>(host, workspace_id, integration_type)
 }
 
 /// A call into the integration's plugin: clear configuration, the record's URLs reachable.
-pub fn call_target(ctx: &Context, integration: &ExternalIntegration, info: &PluginInfo) -> Result<CallTarget> {
-    binding::call_target(ctx, integration, info)
+pub fn call_target(master_key: &MasterKey, integration: &ExternalIntegration, info: &PluginInfo) -> Result<CallTarget> {
+    binding::call_target(master_key, integration, info)
 }
 
 /// What an integration's sealed configuration members are bound to.
@@ -145,7 +146,7 @@ async fn resolve(
         return Err(Error::invalid_field("name", "is required"));
     }
     let integration_type = check_type(input.integration_type.as_deref().unwrap_or_default())?;
-    let info = plugin_for(ctx, workspace_id, &integration_type)?;
+    let info = plugin_for(ctx.plugins.host(), workspace_id, &integration_type)?;
     let configuration = match input.configuration.unwrap_or(Value::Null) {
         Value::Null => json!({}),
         config @ Value::Object(_) if config.to_string().len() <= MAX_CONFIG_BYTES => config,
@@ -294,8 +295,8 @@ pub async fn delete(ctx: &Context, caller: &Caller, id: &str) -> Result<()> {
 pub async fn test(ctx: &Context, caller: &Caller, id: &str) -> Result<TestReport> {
     caller.require(Scope::IntegrationsWrite)?;
     let integration = find(ctx, &caller.workspace_id, id).await?;
-    let info = plugin_for(ctx, &caller.workspace_id, &integration.integration_type)?;
-    let mut target = call_target(ctx, &integration, &info)?;
+    let info = plugin_for(ctx.plugins.host(), &caller.workspace_id, &integration.integration_type)?;
+    let mut target = call_target(&ctx.master_key, &integration, &info)?;
     target.context.request_id = caller.request_id.clone();
     let report = match ctx.plugins.host().integration_test(&target).await {
         Ok(report) => report,

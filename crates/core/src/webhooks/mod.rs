@@ -6,11 +6,17 @@
 //! - [`deliveries`]: the delivery log and its state machine (§3.3), redelivery.
 //! - [`signing`]: the HMAC signature receivers verify.
 //! - [`worker`]: fan-out of outbox events to subscribers and the attempts themselves.
+//! - [`port`]: the area's storage port (and the narrower one the worker uses).
 //! - [`transport`]: the port to the outbound HTTP client (SSRF-vetted, in `trellis-plugin-host`).
 
 pub mod deliveries;
 pub mod endpoints;
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod integrations;
+pub mod port;
+#[cfg(test)]
+mod rule_tests;
 pub mod signing;
 pub mod transport;
 pub mod worker;

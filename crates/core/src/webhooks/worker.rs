@@ -26,16 +26,19 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Notify, Semaphore};
 
-use crate::audit::Audit;
+use crate::audit::{Audit, NewAuditEntry};
+use crate::clock::{SharedClock, SharedEntropy};
 use crate::context::{Context, SharedContext};
+use crate::crypto::MasterKey;
 use crate::error::Result;
-use crate::events::{self, OutboxEvent};
+use crate::events::{self, NewEvent, OutboxEvent};
+use crate::plugins::service::PluginService;
 use crate::plugins::{CallTarget, Event};
-use crate::unit_of_work::Target;
 
-use super::deliveries::{self, AttemptResult, Completion, Delivery, NewDelivery, RECEIVER_TIMEOUT};
+use super::deliveries::{self, AttemptResult, Completion, Delivery, DeliveryStatus, NewDelivery, RECEIVER_TIMEOUT};
+use super::port::WebhookStore;
 use super::signing;
-use super::transport::OutboundPost;
+use super::transport::{OutboundPost, WebhookTransport};
 use super::{endpoints, integrations, subscribes, ExternalIntegration, TargetKind, WebhookEndpoint};
 
 /// A webhook endpoint or integration that may receive an event.
@@ -80,6 +83,41 @@ impl Default for WorkerSettings {
     }
 }
 
+/// What the delivery worker uses, and nothing else of the [`Context`]: the area's storage port,
+/// the outbound transport, the plugin runtime (integrations' `notify`), the master key (signing
+/// secrets and integration configurations are sealed under it), the clock and entropy.
+#[derive(Clone)]
+pub struct DeliveryDeps {
+    pub store: Arc<dyn WebhookStore>,
+    pub transport: Arc<dyn WebhookTransport>,
+    pub plugins: PluginService,
+    pub master_key: MasterKey,
+    pub clock: SharedClock,
+    pub entropy: SharedEntropy,
+}
+
+impl DeliveryDeps {
+    /// The worker's share of the service's context.
+    pub fn of(ctx: &Context) -> DeliveryDeps {
+        DeliveryDeps {
+            store: Arc::new(ctx.store.clone()),
+            transport: ctx.outbound.clone(),
+            plugins: ctx.plugins.clone(),
+            master_key: ctx.master_key.clone(),
+            clock: ctx.clock.clone(),
+            entropy: ctx.entropy.clone(),
+        }
+    }
+
+    fn now_millis(&self) -> i64 {
+        self.clock.now().timestamp_millis()
+    }
+
+    fn new_id(&self, prefix: &str) -> String {
+        format!("{prefix}{}", crate::clock::random_hex(self.entropy.as_ref(), 12))
+    }
+}
+
 /// The id receivers deduplicate on.
 pub fn event_id(outbox_id: i64) -> String {
     format!("evt_{outbox_id}")
@@ -105,17 +143,17 @@ fn body_of(event: &OutboxEvent) -> String {
 /// Fans out up to `limit` outbox events; returns how many were processed. Targets receive the
 /// events emitted since they subscribed (created, switched back on, or given another event
 /// list), so an event emitted while a target was off is not delivered once it is back on.
-pub async fn fan_out(ctx: &Context, limit: i64) -> Result<usize> {
-    let mut tx = ctx.store.begin().await?;
-    let events = tx.claim_outbox_events(limit).await?;
+pub async fn fan_out(deps: &DeliveryDeps, limit: i64) -> Result<usize> {
+    let mut tx = deps.store.begin().await?;
+    let events = tx.webhooks().claim_outbox_events(limit).await?;
     if events.is_empty() {
         return Ok(0);
     }
-    let now = ctx.now_millis();
+    let now = deps.now_millis();
     let mut workspaces: Vec<String> = events.iter().map(|e| e.workspace_id.clone()).collect();
     workspaces.sort();
     workspaces.dedup();
-    let subscribers = tx.subscribers(&workspaces).await?;
+    let subscribers = tx.webhooks().subscribers(&workspaces).await?;
     let mut planned = Vec::new();
     for event in &events {
         let mut body = None;
@@ -126,7 +164,7 @@ pub async fn fan_out(ctx: &Context, limit: i64) -> Result<usize> {
         }) {
             let payload = body.get_or_insert_with(|| body_of(event)).clone();
             planned.push(NewDelivery {
-                id: ctx.new_id("dlv_"),
+                id: deps.new_id("dlv_"),
                 workspace_id: event.workspace_id.clone(),
                 target_kind: subscriber.kind,
                 target_id: subscriber.id.clone(),
@@ -139,10 +177,10 @@ pub async fn fan_out(ctx: &Context, limit: i64) -> Result<usize> {
         }
     }
     if !planned.is_empty() {
-        tx.insert_deliveries(&planned).await?;
+        tx.webhooks().insert_deliveries(&planned).await?;
     }
     let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
-    tx.mark_events_processed(&ids, now).await?;
+    tx.webhooks().mark_events_processed(&ids, now).await?;
     tx.commit().await?;
     metrics::counter!("trellis_events_fanned_out_total").increment(ids.len() as u64);
     metrics::counter!("trellis_webhook_deliveries_enqueued_total").increment(planned.len() as u64);
@@ -173,32 +211,35 @@ impl Recipient {
     }
 }
 
-async fn load_recipient(ctx: &Context, delivery: &Delivery) -> Recipient {
+async fn load_recipient(deps: &DeliveryDeps, delivery: &Delivery) -> Recipient {
     let loaded: Result<Recipient> = async {
         Ok(match delivery.target_kind {
-            TargetKind::Webhook => match ctx.store.find_webhook(&delivery.workspace_id, &delivery.target_id).await? {
-                None => Recipient::Unavailable("the webhook endpoint was deleted".into()),
-                Some(endpoint) if !endpoint.enabled => Recipient::Unavailable(format!(
-                    "the webhook endpoint is disabled ({})",
-                    endpoint.disabled_reason.as_deref().unwrap_or("disabled")
-                )),
-                Some(endpoint) => {
-                    let secrets = endpoints::secrets(ctx, &endpoint, ctx.now_millis())?;
-                    Recipient::Webhook { endpoint, secrets }
+            TargetKind::Webhook => {
+                match deps.store.reads().find_webhook(&delivery.workspace_id, &delivery.target_id).await? {
+                    None => Recipient::Unavailable("the webhook endpoint was deleted".into()),
+                    Some(endpoint) if !endpoint.enabled => Recipient::Unavailable(format!(
+                        "the webhook endpoint is disabled ({})",
+                        endpoint.disabled_reason.as_deref().unwrap_or("disabled")
+                    )),
+                    Some(endpoint) => {
+                        let secrets = endpoints::secrets(&deps.master_key, &endpoint, deps.now_millis())?;
+                        Recipient::Webhook { endpoint, secrets }
+                    }
                 }
-            },
+            }
             TargetKind::Integration => {
-                match ctx.store.find_integration(&delivery.workspace_id, &delivery.target_id).await? {
+                match deps.store.reads().find_integration(&delivery.workspace_id, &delivery.target_id).await? {
                     None => Recipient::Unavailable("the integration was deleted".into()),
                     Some(integration) if !integration.enabled => Recipient::Unavailable(format!(
                         "the integration is disabled ({})",
                         integration.disabled_reason.as_deref().unwrap_or("disabled")
                     )),
                     Some(integration) => {
-                        match integrations::plugin_for(ctx, &integration.workspace_id, &integration.integration_type) {
+                        let host = deps.plugins.host();
+                        match integrations::plugin_for(host, &integration.workspace_id, &integration.integration_type) {
                             Err(err) => Recipient::Unavailable(err.to_string()),
                             Ok(info) => {
-                                let target = integrations::call_target(ctx, &integration, &info)?;
+                                let target = integrations::call_target(&deps.master_key, &integration, &info)?;
                                 Recipient::Integration { integration, target: Box::new(target) }
                             }
                         }
@@ -258,13 +299,13 @@ fn http_error_text(status: u16) -> String {
 }
 
 /// Makes one attempt: the signed POST, or the plugin's `notify`.
-async fn attempt(ctx: &Context, delivery: &Delivery, recipient: &Recipient) -> AttemptResult {
+async fn attempt(deps: &DeliveryDeps, delivery: &Delivery, recipient: &Recipient) -> AttemptResult {
     match recipient {
         Recipient::Unavailable(reason) => {
             AttemptResult::Refused { http_status: None, latency_ms: None, error: reason.clone() }
         }
         Recipient::Webhook { endpoint, secrets } => {
-            let timestamp = ctx.now_millis().div_euclid(1000);
+            let timestamp = deps.now_millis().div_euclid(1000);
             let keys: Vec<&str> = secrets.iter().map(String::as_str).collect();
             let signature = signing::signature_header(&keys, timestamp, delivery.payload.as_bytes());
             let request = OutboundPost {
@@ -281,7 +322,7 @@ async fn attempt(ctx: &Context, delivery: &Delivery, recipient: &Recipient) -> A
                 body: delivery.payload.as_bytes().to_vec(),
                 timeout: RECEIVER_TIMEOUT,
             };
-            match ctx.outbound.post(request).await {
+            match deps.transport.post(request).await {
                 Ok(response) if (200..300).contains(&response.status) => AttemptResult::Delivered {
                     http_status: Some(response.status),
                     latency_ms: Some(response.latency_ms),
@@ -320,7 +361,7 @@ async fn attempt(ctx: &Context, delivery: &Delivery, recipient: &Recipient) -> A
             let started = std::time::Instant::now();
             let mut target = (**target).clone();
             target.context.request_id = delivery.id.clone();
-            match ctx.plugins.host().notify(&target, &event).await {
+            match deps.plugins.host().notify(&target, &event).await {
                 Ok(outcome) => AttemptResult::Delivered {
                     http_status: outcome.status,
                     latency_ms: Some(i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX)),
@@ -365,49 +406,49 @@ pub struct RunSummary {
 }
 
 /// Writes finished attempts in one transaction, then switches off targets failing too long.
-async fn write_batch(ctx: &Context, settings: &WorkerSettings, batch: &[Finished]) -> Result<()> {
+async fn write_batch(deps: &DeliveryDeps, settings: &WorkerSettings, batch: &[Finished]) -> Result<()> {
     if batch.is_empty() {
         return Ok(());
     }
-    let now = ctx.now_millis();
+    let now = deps.now_millis();
     let completions: Vec<Completion> = batch.iter().map(|f| f.completion.clone()).collect();
     let mut succeeded: Vec<(TargetKind, String)> = Vec::new();
     let mut failed: Vec<(TargetKind, String)> = Vec::new();
     for f in batch {
-        let list = if f.completion.status == deliveries::SUCCESS { &mut succeeded } else { &mut failed };
+        let list = if f.completion.status == DeliveryStatus::Success { &mut succeeded } else { &mut failed };
         if !list.iter().any(|(k, id)| *k == f.kind && *id == f.target_id) {
             list.push((f.kind, f.target_id.clone()));
         }
     }
     // A target that succeeded in this batch is not failing, whatever else failed.
     failed.retain(|t| !succeeded.contains(t));
-    let mut tx = ctx.store.begin().await?;
-    tx.complete_deliveries(&completions).await?;
-    tx.record_target_outcomes(&succeeded, &failed, now).await?;
+    let mut tx = deps.store.begin().await?;
+    tx.webhooks().complete_deliveries(&completions).await?;
+    tx.webhooks().record_target_outcomes(&succeeded, &failed, now).await?;
     tx.commit().await?;
     for f in batch {
         let outcome = match f.completion.status {
-            deliveries::SUCCESS => "success",
-            deliveries::FAILED => "failed",
+            DeliveryStatus::Success => "success",
+            DeliveryStatus::Failed => "failed",
             _ => "retry",
         };
         metrics::counter!("trellis_webhook_deliveries_total", "kind" => f.kind.as_str(), "outcome" => outcome)
             .increment(1);
-        if f.completion.status == deliveries::SUCCESS {
+        if f.completion.status == DeliveryStatus::Success {
             let seconds = (f.completion.last_attempt_at - f.event_created_at).max(0) as f64 / 1000.0;
             metrics::histogram!("trellis_webhook_enqueue_to_attempt_seconds").record(seconds);
         }
     }
     let disable_after = i64::try_from(settings.disable_after.as_millis()).unwrap_or(i64::MAX);
     let mut disabled: Vec<&str> = Vec::new();
-    for f in batch.iter().filter(|f| f.completion.status == deliveries::FAILED) {
+    for f in batch.iter().filter(|f| f.completion.status == DeliveryStatus::Failed) {
         let long_failing = f.failing_since.is_some_and(|since| now - since >= disable_after);
         if long_failing
             && !disabled.contains(&f.target_id.as_str())
             && !succeeded.iter().any(|(_, id)| *id == f.target_id)
         {
             disabled.push(&f.target_id);
-            if let Err(err) = disable(ctx, f, now).await {
+            if let Err(err) = disable(deps, f, now).await {
                 tracing::warn!(target_id = %f.target_id, error = %err, "cannot disable a failing delivery target");
             }
         }
@@ -415,30 +456,48 @@ async fn write_batch(ctx: &Context, settings: &WorkerSettings, batch: &[Finished
     Ok(())
 }
 
-async fn disable(ctx: &Context, f: &Finished, now: i64) -> Result<()> {
+/// Switches a target off with its audit row and `webhook.disabled` / `integration.disabled`
+/// event, in one transaction (the rows a unit of work would write for the change).
+async fn disable(deps: &DeliveryDeps, f: &Finished, now: i64) -> Result<()> {
     let days = (now - f.failing_since.unwrap_or(now)) / (24 * 3600 * 1000);
     let reason = format!("disabled automatically: every delivery failed for {days} days");
-    let mut change = ctx.change(Audit::system("delivery-worker"), Some(&f.workspace_id)).await?;
-    if !change.tx().disable_target(f.kind, &f.target_id, &reason, now).await? {
+    let actor = Audit::system("delivery-worker");
+    let at = deps.now_millis();
+    let mut tx = deps.store.begin().await?;
+    if !tx.webhooks().disable_target(f.kind, &f.target_id, &reason, now).await? {
         return Ok(());
     }
-    let (action, event, target) = match f.kind {
-        TargetKind::Webhook => ("webhook.disabled", events::WEBHOOK_DISABLED, Target::new("webhook", &f.target_id)),
-        TargetKind::Integration => {
-            ("integration.disabled", events::INTEGRATION_DISABLED, Target::new("integration", &f.target_id))
-        }
+    let (action, event, target_type) = match f.kind {
+        TargetKind::Webhook => ("webhook.disabled", events::WEBHOOK_DISABLED, "webhook"),
+        TargetKind::Integration => ("integration.disabled", events::INTEGRATION_DISABLED, "integration"),
     };
     let data = json!({ "id": f.target_id, "reason": reason, "lastError": f.completion.error });
-    change.audit(action, target, data.clone()).emit(event, data);
-    change.commit().await?;
+    tx.audit()
+        .insert_audit(&NewAuditEntry {
+            workspace_id: Some(&f.workspace_id),
+            actor_type: actor.actor_type,
+            actor_id: &actor.actor_id,
+            action,
+            target_type,
+            target_id: Some(&f.target_id),
+            request_id: actor.request_id.as_deref(),
+            details: &data,
+            created_at: at,
+        })
+        .await?;
+    let payload = events::envelope(&f.workspace_id, event, &data, at);
+    tx.events()
+        .insert_event(&NewEvent { workspace_id: &f.workspace_id, event_type: event, payload: &payload, created_at: at })
+        .await?;
+    tx.commit().await?;
     tracing::warn!(target_kind = f.kind.as_str(), target_id = %f.target_id, "delivery target disabled after failing for days");
     Ok(())
 }
 
-async fn finish(ctx: &Context, owner: &str, delivery: &Delivery, recipient: &Recipient) -> Finished {
-    let started = ctx.now_millis();
-    let result = attempt(ctx, delivery, recipient).await;
-    let ended = ctx.now_millis();
+async fn finish(deps: &DeliveryDeps, owner: &str, delivery: &Delivery, recipient: &Recipient) -> Finished {
+    let started = deps.now_millis();
+    let result = attempt(deps, delivery, recipient).await;
+    let ended = deps.now_millis();
     let completion =
         deliveries::complete(&delivery.id, owner, delivery.attempts, delivery.first_attempt_at, started, ended, result);
     Finished {
@@ -451,11 +510,11 @@ async fn finish(ctx: &Context, owner: &str, delivery: &Delivery, recipient: &Rec
     }
 }
 
-async fn load_recipients(ctx: &Context, claimed: &[Delivery]) -> HashMap<String, Arc<Recipient>> {
+async fn load_recipients(deps: &DeliveryDeps, claimed: &[Delivery]) -> HashMap<String, Arc<Recipient>> {
     let mut recipients: HashMap<String, Arc<Recipient>> = HashMap::new();
     for delivery in claimed {
         if !recipients.contains_key(&delivery.target_id) {
-            let recipient = load_recipient(ctx, delivery).await;
+            let recipient = load_recipient(deps, delivery).await;
             recipients.insert(delivery.target_id.clone(), Arc::new(recipient));
         }
     }
@@ -466,9 +525,14 @@ async fn load_recipients(ctx: &Context, claimed: &[Delivery]) -> HashMap<String,
 /// `trellis jobs deliver` command; tests use it with a clock set to a later instant to walk
 /// the retry schedule).
 pub async fn run_once(ctx: &Context, settings: &WorkerSettings, owner: &str) -> Result<RunSummary> {
+    run_due(&DeliveryDeps::of(ctx), settings, owner).await
+}
+
+/// [`run_once`] over the worker's dependencies.
+pub async fn run_due(deps: &DeliveryDeps, settings: &WorkerSettings, owner: &str) -> Result<RunSummary> {
     let mut summary = RunSummary::default();
     loop {
-        let n = fan_out(ctx, settings.fan_out_batch).await?;
+        let n = fan_out(deps, settings.fan_out_batch).await?;
         summary.events += n;
         if n == 0 {
             break;
@@ -476,32 +540,33 @@ pub async fn run_once(ctx: &Context, settings: &WorkerSettings, owner: &str) -> 
     }
     let lease = i64::try_from(settings.lease.as_millis()).unwrap_or(60_000);
     loop {
-        let now = ctx.now_millis();
-        let mut tx = ctx.store.begin().await?;
-        let claimed = tx.claim_deliveries(now, owner, now + lease, 500, &[]).await?;
+        let now = deps.now_millis();
+        let mut tx = deps.store.begin().await?;
+        let claimed = tx.webhooks().claim_deliveries(now, owner, now + lease, 500, &[]).await?;
         tx.commit().await?;
         if claimed.is_empty() {
             return Ok(summary);
         }
-        let recipients = load_recipients(ctx, &claimed).await;
+        let recipients = load_recipients(deps, &claimed).await;
         let attempts = claimed.iter().map(|delivery| {
             let recipient = recipients.get(&delivery.target_id).cloned();
             async move {
                 let recipient = recipient.unwrap_or_else(|| Arc::new(Recipient::Unavailable("no target".into())));
-                finish(ctx, owner, delivery, &recipient).await
+                finish(deps, owner, delivery, &recipient).await
             }
         });
         let finished = futures_util::future::join_all(attempts).await;
         for f in &finished {
             match f.completion.status {
-                deliveries::SUCCESS => summary.delivered += 1,
-                deliveries::FAILED => summary.failed += 1,
+                DeliveryStatus::Success => summary.delivered += 1,
+                DeliveryStatus::Failed => summary.failed += 1,
                 _ => summary.retrying += 1,
             }
         }
-        write_batch(ctx, settings, &finished).await?;
+        write_batch(deps, settings, &finished).await?;
         // Retries are scheduled later than `now`, so the loop ends once nothing is due.
-        if finished.iter().all(|f| f.completion.status == deliveries::PENDING && f.completion.next_attempt_at > now) {
+        if finished.iter().all(|f| f.completion.status == DeliveryStatus::Pending && f.completion.next_attempt_at > now)
+        {
             return Ok(summary);
         }
     }
@@ -509,7 +574,7 @@ pub async fn run_once(ctx: &Context, settings: &WorkerSettings, owner: &str) -> 
 
 /// The background worker of one process.
 pub struct DeliveryWorker {
-    ctx: SharedContext,
+    deps: DeliveryDeps,
     settings: WorkerSettings,
     owner: String,
     in_flight: AtomicUsize,
@@ -519,9 +584,14 @@ pub struct DeliveryWorker {
 
 impl DeliveryWorker {
     pub fn new(ctx: SharedContext, settings: WorkerSettings) -> Arc<DeliveryWorker> {
-        let owner = ctx.new_id("wrk_");
+        DeliveryWorker::with_deps(DeliveryDeps::of(&ctx), settings)
+    }
+
+    /// A worker over `deps` alone.
+    pub fn with_deps(deps: DeliveryDeps, settings: WorkerSettings) -> Arc<DeliveryWorker> {
+        let owner = deps.new_id("wrk_");
         Arc::new(DeliveryWorker {
-            ctx,
+            deps,
             settings,
             owner,
             in_flight: AtomicUsize::new(0),
@@ -573,15 +643,15 @@ impl DeliveryWorker {
     }
 
     async fn claim_loop(self: Arc<Self>, done: mpsc::UnboundedSender<Finished>) {
-        let ctx = &self.ctx;
+        let deps = &self.deps;
         let lease = i64::try_from(self.settings.lease.as_millis()).unwrap_or(60_000);
         loop {
             // Cheap reads first, so that an idle worker never takes SQLite's write lock.
-            let waiting = ctx.store.has_undelivered_events().await.unwrap_or(true);
+            let waiting = deps.store.reads().has_undelivered_events().await.unwrap_or(true);
             let fanned = if !waiting {
                 0
             } else {
-                match fan_out(ctx, self.settings.fan_out_batch).await {
+                match fan_out(deps, self.settings.fan_out_batch).await {
                     Ok(n) => n,
                     Err(err) => {
                         tracing::warn!(error = %err, "webhook fan-out failed; retrying");
@@ -591,16 +661,16 @@ impl DeliveryWorker {
             };
             let free = self.settings.max_in_flight.saturating_sub(self.in_flight.load(Ordering::Acquire));
             let mut claimed = Vec::new();
-            let due = free > 0 && ctx.store.has_due_deliveries(ctx.now_millis()).await.unwrap_or(true);
+            let due = free > 0 && deps.store.reads().has_due_deliveries(deps.now_millis()).await.unwrap_or(true);
             if due {
                 let exclude = self.saturated_targets();
-                let now = ctx.now_millis();
+                let now = deps.now_millis();
                 let claim = async {
-                    let mut tx = ctx.store.begin().await?;
+                    let mut tx = deps.store.begin().await?;
                     // No bigger than one target's share: a claim that all went to one slow target
                     // leaves the other slots to the rest.
                     let limit = i64::try_from(free.min(self.settings.per_target_in_flight).min(500)).unwrap_or(64);
-                    let rows = tx.claim_deliveries(now, &self.owner, now + lease, limit, &exclude).await?;
+                    let rows = tx.webhooks().claim_deliveries(now, &self.owner, now + lease, limit, &exclude).await?;
                     tx.commit().await?;
                     Ok::<_, crate::error::Error>(rows)
                 };
@@ -610,7 +680,7 @@ impl DeliveryWorker {
                 }
             }
             if !claimed.is_empty() {
-                let recipients = load_recipients(ctx, &claimed).await;
+                let recipients = load_recipients(deps, &claimed).await;
                 for delivery in claimed.iter() {
                     self.in_flight.fetch_add(1, Ordering::AcqRel);
                     let gate = self.acquire_target(&delivery.target_id);
@@ -621,7 +691,7 @@ impl DeliveryWorker {
                     let (worker, done, delivery) = (self.clone(), done.clone(), delivery.clone());
                     tokio::spawn(async move {
                         let permit = gate.acquire_owned().await;
-                        let finished = finish(&worker.ctx, &worker.owner, &delivery, &recipient).await;
+                        let finished = finish(&worker.deps, &worker.owner, &delivery, &recipient).await;
                         drop(permit);
                         if done.send(finished).is_err() {
                             worker.finished_one(&delivery.target_id);
@@ -653,7 +723,7 @@ impl DeliveryWorker {
                 }
             }
             // A failed write leaves the leases to expire: the deliveries are attempted again.
-            if let Err(err) = write_batch(&self.ctx, &self.settings, &batch).await {
+            if let Err(err) = write_batch(&self.deps, &self.settings, &batch).await {
                 tracing::warn!(error = %err, deliveries = batch.len(), "cannot record delivery attempts; they will be retried");
             }
             for f in batch.drain(..) {
@@ -671,10 +741,10 @@ impl DeliveryWorker {
             if self.in_flight.load(Ordering::Acquire) == 0 {
                 continue;
             }
-            let now = self.ctx.now_millis();
+            let now = self.deps.now_millis();
             let renewed = async {
-                let mut tx = self.ctx.store.begin().await?;
-                tx.extend_leases(&self.owner, now, now + lease).await?;
+                let mut tx = self.deps.store.begin().await?;
+                tx.webhooks().extend_leases(&self.owner, now, now + lease).await?;
                 tx.commit().await?;
                 Ok::<_, crate::error::Error>(())
             };
@@ -688,9 +758,9 @@ impl DeliveryWorker {
         let mut ticker = tokio::time::interval(Duration::from_secs(5));
         loop {
             ticker.tick().await;
-            if let Ok((pending, oldest)) = self.ctx.store.delivery_backlog().await {
+            if let Ok((pending, oldest)) = self.deps.store.reads().delivery_backlog().await {
                 metrics::gauge!("trellis_webhook_queue_depth").set(pending as f64);
-                let age = oldest.map_or(0.0, |at| (self.ctx.now_millis() - at).max(0) as f64 / 1000.0);
+                let age = oldest.map_or(0.0, |at| (self.deps.now_millis() - at).max(0) as f64 / 1000.0);
                 metrics::gauge!("trellis_webhook_oldest_pending_seconds").set(age);
             }
         }

@@ -1,6 +1,6 @@
 //! The host's own outbound HTTP: webhook deliveries (`trellis_core::webhooks::transport`).
-//! It lives beside the plugins' [`crate::egress`] so that one address policy governs every
-//! request the process makes: the host resolves names itself, refuses private, loopback and
+//! It applies the same rules as the plugins' egress ([`crate::check_address`]), so one address
+//! policy governs every request the process makes: the host resolves names itself, refuses private, loopback and
 //! link-local destinations unless the operator allows private networks, always refuses cloud
 //! metadata addresses, and connects only to an address it has just vetted. Redirects are
 //! never followed (a 3xx is an answer, and not a 2xx).
@@ -18,12 +18,12 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
-use wasmtime_wasi_http::io::TokioIo;
 
 use trellis_core::webhooks::transport::{OutboundPost, OutboundResponse, TransportError, WebhookTransport};
 
-use crate::egress::{classify_ip, AddressClass, DenyReason};
+use crate::{check_address, DenyReason};
 
 /// Settings of the host's outbound client.
 #[derive(Debug, Clone)]
@@ -161,12 +161,8 @@ impl HostOutbound {
         // Every address must pass: a name that resolves to one public and one private address
         // is refused, rather than delivered to whichever answers.
         for addr in &candidates {
-            match classify_ip(addr.ip()) {
-                AddressClass::Public => {}
-                AddressClass::Private if self.config.allow_private_networks => {}
-                AddressClass::Private => return Err(Self::denied(DenyReason::PrivateAddress, &label)),
-                AddressClass::Metadata => return Err(Self::denied(DenyReason::MetadataAddress, &label)),
-            }
+            check_address(addr.ip(), self.config.allow_private_networks)
+                .map_err(|reason| Self::denied(reason, &label))?;
         }
         Ok(candidates)
     }
