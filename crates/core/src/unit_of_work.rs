@@ -5,7 +5,7 @@
 //! let certificate = change.tx().update_certificate(ws, id, &update, now).await?;
 //! change
 //!     .audit("certificate.updated", Target::new("certificate", id), details)
-//!     .emit(events::CERTIFICATE_UPDATED, data);
+//!     .emit(Event::CertificateUpdated(data));
 //! change.commit().await?;
 //! ```
 //!
@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::audit::{Audit, NewAuditEntry};
 use crate::error::Result;
-use crate::events::{self, NewEvent};
+use crate::events::{self, Event, EventType, NewEvent};
 use crate::ports::{NewRow, Tx};
 
 /// What an audit row is about.
@@ -45,7 +45,7 @@ struct PendingAudit {
 
 struct PendingEvent {
     workspace_id: String,
-    event_type: &'static str,
+    event_type: EventType,
     data: Value,
 }
 
@@ -111,15 +111,16 @@ impl<'a> UnitOfWork<'a> {
 
     /// Emits an event in the unit's workspace. A unit without a workspace emits nothing here:
     /// use [`UnitOfWork::emit_in`].
-    pub fn emit(&mut self, event_type: &'static str, data: Value) -> &mut Self {
+    pub fn emit(&mut self, event: Event) -> &mut Self {
         if let Some(workspace_id) = self.workspace_id.clone() {
-            self.emit_in(&workspace_id, event_type, data);
+            self.emit_in(&workspace_id, event);
         }
         self
     }
 
     /// Emits an event in a given workspace (system jobs that span workspaces).
-    pub fn emit_in(&mut self, workspace_id: &str, event_type: &'static str, data: Value) -> &mut Self {
+    pub fn emit_in(&mut self, workspace_id: &str, event: Event) -> &mut Self {
+        let (event_type, data) = (event.event_type(), event.data());
         self.events.push(PendingEvent { workspace_id: workspace_id.to_owned(), event_type, data });
         self
     }
@@ -139,7 +140,7 @@ impl<'a> UnitOfWork<'a> {
         let (actor, workspace_id, at) = (self.actor.clone(), self.workspace_id.clone(), self.at);
         let payloads: Vec<Value> = pending_events
             .iter()
-            .map(|event| events::envelope(&event.workspace_id, event.event_type, &event.data, at))
+            .map(|event| events::envelope(None, &event.workspace_id, event.event_type.as_str(), &event.data, at))
             .collect();
         rows.reserve(audits.len() + pending_events.len());
         for row in &audits {

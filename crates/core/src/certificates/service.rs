@@ -13,7 +13,7 @@ use crate::certificates::{
 use crate::certificates::{CertificateFilter, CertificateUpdate, NewCertificate};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
-use crate::events;
+use crate::events::{CertificateData, CertificateExpiring, CertificateRevoked, CertificateUpdated, Event};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::StoreError;
 use crate::unit_of_work::{Target, UnitOfWork};
@@ -115,7 +115,7 @@ pub async fn register(ctx: &Context, caller: &Caller, registration: Registration
                 let mut change = UnitOfWork::within(tx, actor, Some(&workspace_id), now);
                 change
                     .audit("certificate.created", Target::new("certificate", certificate.id), details)
-                    .emit(events::CERTIFICATE_CREATED, event_data(&certificate, now));
+                    .emit(Event::CertificateCreated(event_data(&certificate, now)));
                 change.commit().await?;
                 Ok(certificate)
             })
@@ -229,7 +229,7 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, changes: Changes) -
         id,
         update,
         "certificate.updated",
-        events::CERTIFICATE_UPDATED,
+        Event::CertificateUpdated,
         |c| json!({ "changes": changed_fields(c) }),
     )
     .await
@@ -270,7 +270,7 @@ pub async fn set_auto_renewal(ctx: &Context, caller: &Caller, id: i64, enabled: 
         id,
         update,
         "certificate.auto_renewal_changed",
-        events::CERTIFICATE_UPDATED,
+        Event::CertificateUpdated,
         |_| json!({ "autoRenewal": enabled }),
     )
     .await
@@ -356,9 +356,11 @@ pub(crate) async fn revoke_now(
         .await?
         .ok_or(Error::NotFound(Entity::Certificate))?;
     change.audit("certificate.revoked", Target::new("certificate", id), json!({ "reason": reason, "atCa": at_ca }));
-    let mut data = event_data(&certificate, now);
-    data["reason"] = json!(reason);
-    change.emit(events::CERTIFICATE_REVOKED, data);
+    let certificate_data = event_data(&certificate, now);
+    change.emit(Event::CertificateRevoked(CertificateRevoked {
+        certificate: certificate_data,
+        reason: Some(reason.to_owned()),
+    }));
     change.commit().await?;
     Ok(certificate)
 }
@@ -388,7 +390,7 @@ pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
         Target::new("certificate", id),
         json!({ "commonName": certificate.common_name, "fingerprintSha256": certificate.fingerprint_sha256 }),
     );
-    change.emit(events::CERTIFICATE_DELETED, event_data(&certificate, now));
+    change.emit(Event::CertificateDeleted(event_data(&certificate, now)));
     change.commit().await?;
     Ok(())
 }
@@ -649,7 +651,7 @@ pub async fn assign_identity(ctx: &Context, caller: &Caller, id: i64, identity_i
         id,
         update,
         "certificate.identity_assigned",
-        events::CERTIFICATE_UPDATED,
+        Event::CertificateUpdated,
         |_| json!({ "machineIdentityId": identity_id }),
     )
     .await
@@ -662,7 +664,7 @@ async fn mutate(
     id: i64,
     update: CertificateUpdate<'_>,
     action: &str,
-    event_type: &'static str,
+    event: fn(CertificateUpdated) -> Event,
     details: impl FnOnce(&CertificateUpdate<'_>) -> Value,
 ) -> Result<Certificate> {
     let now = ctx.now_millis();
@@ -674,24 +676,22 @@ async fn mutate(
         .await?
         .ok_or(Error::NotFound(Entity::Certificate))?;
     change.audit(action, Target::new("certificate", id), details.clone());
-    let mut data = event_data(&certificate, now);
-    data["changes"] = details;
-    change.emit(event_type, data);
+    change.emit(event(CertificateUpdated { certificate: event_data(&certificate, now), changes: details }));
     change.commit().await?;
     Ok(certificate)
 }
 
 /// The certificate summary carried by events.
-pub(crate) fn event_data(certificate: &Certificate, now: i64) -> Value {
-    json!({
-        "certificateId": certificate.id,
-        "commonName": certificate.common_name,
-        "issuer": certificate.issuer,
-        "serialNumber": certificate.serial_number,
-        "fingerprintSha256": certificate.fingerprint_sha256,
-        "expiresAt": crate::clock::rfc3339(certificate.expires_at),
-        "status": Status::at(certificate.revoked, certificate.expires_at, now).as_str(),
-    })
+pub(crate) fn event_data(certificate: &Certificate, now: i64) -> CertificateData {
+    CertificateData {
+        certificate_id: certificate.id,
+        common_name: certificate.common_name.clone(),
+        issuer: certificate.issuer.clone(),
+        serial_number: certificate.serial_number.clone(),
+        fingerprint_sha256: certificate.fingerprint_sha256.clone(),
+        expires_at: crate::clock::rfc3339(certificate.expires_at),
+        status: Status::at(certificate.revoked, certificate.expires_at, now).as_str(),
+    }
 }
 
 fn check_certificate_size(parsed: &ParsedCertificate) -> Result<()> {
@@ -758,13 +758,13 @@ pub async fn scan_expiry(ctx: &Context) -> Result<ExpiryScan> {
         let mut change = ctx.change(Audit::system("expiry-scan"), None).await?;
         let expired = change.tx().claim_expired(now, BATCH).await?;
         for certificate in &expired {
-            change.emit_in(&certificate.workspace_id, events::CERTIFICATE_EXPIRED, event_data(certificate, now));
+            change.emit_in(&certificate.workspace_id, Event::CertificateExpired(event_data(certificate, now)));
         }
         let expiring = change.tx().claim_expiring(now, BATCH).await?;
         for certificate in &expiring {
-            let mut data = event_data(certificate, now);
-            data["daysUntilExpiry"] = json!(certificate.days_until_expiry(ctx.clock.now()));
-            change.emit_in(&certificate.workspace_id, events::CERTIFICATE_EXPIRING, data);
+            let days_until_expiry = certificate.days_until_expiry(ctx.clock.now());
+            let expiring = CertificateExpiring { certificate: event_data(certificate, now), days_until_expiry };
+            change.emit_in(&certificate.workspace_id, Event::CertificateExpiring(expiring));
         }
         change.commit().await?;
         scan.expired += expired.len();

@@ -28,7 +28,7 @@ use crate::certificates::x509::parse_der;
 use crate::certificates::{CertificateUpdate, IssuanceSource, NewCertificate, UsageRecord};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
-use crate::events;
+use crate::events::{CertificateRevoked, Event, NewCertificatesFound, ScanCompleted};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::StoreError;
 use crate::unit_of_work::{Target, UnitOfWork};
@@ -349,20 +349,31 @@ async fn run(ctx: &Context, mut scan: Scan) -> Result<()> {
     scan.finished_at = Some(now);
     let mut change = ctx.change(Audit::system("discovery"), Some(&scan.workspace_id)).await?;
     if change.tx().finish_scan(&scan).await? {
-        let data = json!({ "scanId": scan.id, "type": scan.scan_type, "caId": scan.ca_id, "status": scan.status,
-            "found": scan.found, "new": scan.new_count, "updated": scan.updated_count, "failed": scan.failed_count, "error": scan.error });
+        let completed = ScanCompleted {
+            scan_id: scan.id,
+            scan_type: scan.scan_type.clone(),
+            ca_id: scan.ca_id,
+            status: scan.status.to_string(),
+            found: scan.found,
+            new: scan.new_count,
+            updated: scan.updated_count,
+            failed: scan.failed_count,
+            error: Some(scan.error.clone()),
+        };
         change.audit(
             if status == COMPLETED { "discovery.scan_completed" } else { "discovery.scan_failed" },
             Target::new("discovery_scan", scan.id),
             json!({ "found": scan.found, "new": scan.new_count, "updated": scan.updated_count,
                 "failed": scan.failed_count, "error": scan.error }),
         );
-        change.emit(events::DISCOVERY_SCAN_COMPLETED, data);
+        change.emit(Event::DiscoveryScanCompleted(completed));
         if scan.new_count > 0 {
-            change.emit(
-                events::DISCOVERY_NEW_CERTIFICATES_FOUND,
-                json!({ "scanId": scan.id, "type": scan.scan_type, "caId": scan.ca_id, "count": scan.new_count }),
-            );
+            change.emit(Event::DiscoveryNewCertificatesFound(NewCertificatesFound {
+                scan_id: scan.id,
+                scan_type: scan.scan_type.clone(),
+                ca_id: scan.ca_id,
+                count: scan.new_count,
+            }));
         }
     }
     change.commit().await
@@ -693,7 +704,10 @@ async fn import_into(
                     Target::new("certificate", existing.id),
                     json!({ "reason": reason, "source": "discovery", "scanId": scan.id }),
                 )
-                .emit(events::CERTIFICATE_REVOKED, crate::certificates::event_data(&certificate, now));
+                .emit(Event::CertificateRevoked(CertificateRevoked {
+                    certificate: crate::certificates::event_data(&certificate, now),
+                    reason: None,
+                }));
             outcome = Imported::Updated;
         }
         if let Some(ca) = owner.filter(|_| existing.ca_id.is_none()) {
@@ -758,7 +772,7 @@ async fn import_into(
             json!({ "commonName": certificate.common_name, "source": "discovery", "scanId": scan.id,
                 "caId": certificate.ca_id, "endpoint": location }),
         )
-        .emit(events::CERTIFICATE_CREATED, crate::certificates::event_data(&certificate, now));
+        .emit(Event::CertificateCreated(crate::certificates::event_data(&certificate, now)));
     Ok(Imported::New)
 }
 
@@ -805,11 +819,17 @@ pub async fn cancel(ctx: &Context, caller: &Caller, id: i64) -> Result<Scan> {
         }
     };
     change.audit("discovery.scan_cancelled", Target::new("discovery_scan", id), json!({}));
-    change.emit(
-        events::DISCOVERY_SCAN_COMPLETED,
-        json!({ "scanId": id, "type": scan.scan_type, "caId": scan.ca_id, "status": CANCELLED,
-            "found": scan.found, "new": scan.new_count, "updated": scan.updated_count, "failed": scan.failed_count }),
-    );
+    change.emit(Event::DiscoveryScanCompleted(ScanCompleted {
+        scan_id: id,
+        scan_type: scan.scan_type.clone(),
+        ca_id: scan.ca_id,
+        status: CANCELLED.to_string(),
+        found: scan.found,
+        new: scan.new_count,
+        updated: scan.updated_count,
+        failed: scan.failed_count,
+        error: None,
+    }));
     change.commit().await?;
     Ok(scan)
 }

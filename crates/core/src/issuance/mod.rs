@@ -28,7 +28,7 @@ use crate::certificates::x509::{parse_der, pem_encode, to_pem};
 use crate::certificates::{Certificate, IssuanceSource as InventorySource, NewCertificate};
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::events;
+use crate::events::Event;
 use crate::pki::LedgerSlot;
 use crate::plugins::{
     combine, CertificateProfile, Combined, Decision, IssuanceSource, IssueOutcome, IssueRequest, IssuedCertificate,
@@ -345,7 +345,7 @@ pub(crate) async fn store_issued(
                         Target::new("certificate", certificate.id),
                         json!({ "caId": ca_id, "caType": ca_type, "template": template, "serialNumber": certificate.serial_number, "commonName": certificate.common_name }),
                     )
-                    .emit(events::CERTIFICATE_CREATED, crate::certificates::event_data(&certificate, now));
+                    .emit(Event::CertificateCreated(crate::certificates::event_data(&certificate, now)));
                 // The ledger row goes with the audit row and the event (one round trip).
                 change.commit_with(ledger_row.iter().map(NewRow::Issued).collect()).await?;
                 Ok(certificate)

@@ -29,7 +29,7 @@ use crate::cas::service::{call_target, connector_for, find};
 use crate::certificates::Certificate;
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
-use crate::events;
+use crate::events::{CertificateRenewalFailed, CertificateRenewed, Event};
 use crate::plugins::{CertificateProfile, IssueOutcome, IssueRequest, PendingIssue, PluginError, SubjectKey};
 use crate::ports::Tx;
 use crate::unit_of_work::{Target, UnitOfWork};
@@ -483,10 +483,12 @@ async fn fail(
             change.tx().record_renewal_failure(&workspace_id, old_id, &message).await?;
             change
                 .audit("certificate.renewal_failed", Target::new("certificate", old_id), json!({ "error": message }))
-                .emit(
-                    events::CERTIFICATE_RENEWAL_FAILED,
-                    json!({ "certificateId": old_id, "commonName": old.common_name, "error": message, "code": err.code() }),
-                );
+                .emit(Event::CertificateRenewalFailed(CertificateRenewalFailed {
+                    certificate_id: old_id,
+                    common_name: old.common_name,
+                    error: message.clone(),
+                    code: err.code(),
+                }));
         }
     }
     change.commit().await?;
@@ -549,11 +551,17 @@ impl Completed {
         );
         if let Some((old_id, common_name)) = &self.renewed {
             change
-                .audit("certificate.renewed", Target::new("certificate", *old_id), json!({ "renewedBy": certificate.id }))
-                .emit(
-                    events::CERTIFICATE_RENEWED,
-                    json!({ "oldCertificateId": old_id, "newCertificateId": certificate.id, "commonName": common_name, "caId": certificate.ca_id }),
-                );
+                .audit(
+                    "certificate.renewed",
+                    Target::new("certificate", *old_id),
+                    json!({ "renewedBy": certificate.id }),
+                )
+                .emit(Event::CertificateRenewed(CertificateRenewed {
+                    old_certificate_id: *old_id,
+                    new_certificate_id: certificate.id,
+                    common_name: common_name.clone(),
+                    ca_id: certificate.ca_id,
+                }));
         }
     }
 }

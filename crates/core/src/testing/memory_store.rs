@@ -310,7 +310,7 @@ impl EventWrites for MemoryTx {
         self.working.events.push(OutboxEvent {
             id,
             workspace_id: event.workspace_id.into(),
-            event_type: event.event_type.into(),
+            event_type: event.event_type.as_str().into(),
             payload: event.payload.clone(),
             created_at: event.created_at,
             processed_at: None,

@@ -23,13 +23,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::{mpsc, Notify, Semaphore};
 
 use crate::audit::Audit;
 use crate::context::{Context, SharedContext};
 use crate::error::Result;
-use crate::events::{self, OutboxEvent};
+use crate::events::{self, EventType, OutboxEvent, TargetDisabled};
 use crate::plugins::{CallTarget, Event};
 use crate::unit_of_work::Target;
 
@@ -87,14 +87,7 @@ pub fn event_id(outbox_id: i64) -> String {
 
 /// The exact body of a delivery: `{id, type, workspaceId, occurredAt, data}`.
 pub fn body(event_id: &str, workspace_id: &str, event_type: &str, data: &Value, at: i64) -> String {
-    json!({
-        "id": event_id,
-        "type": event_type,
-        "workspaceId": workspace_id,
-        "occurredAt": crate::clock::rfc3339(at),
-        "data": data,
-    })
-    .to_string()
+    events::envelope(Some(event_id), workspace_id, event_type, data, at).to_string()
 }
 
 fn body_of(event: &OutboxEvent) -> String {
@@ -223,33 +216,34 @@ pub fn summary(event_type: &str, data: &Value) -> String {
         }
     };
     let ca = || text("name");
-    match event_type {
-        events::CERTIFICATE_CREATED => format!("Certificate {} added to the inventory", certificate()),
-        events::CERTIFICATE_UPDATED => format!("Certificate {} updated", certificate()),
-        events::CERTIFICATE_EXPIRING => match data.get("daysUntilExpiry").and_then(Value::as_i64) {
+    let Ok(known) = event_type.parse::<EventType>() else { return format!("Trellis event {event_type}") };
+    match known {
+        EventType::CertificateCreated => format!("Certificate {} added to the inventory", certificate()),
+        EventType::CertificateUpdated => format!("Certificate {} updated", certificate()),
+        EventType::CertificateExpiring => match data.get("daysUntilExpiry").and_then(Value::as_i64) {
             Some(days) => format!("Certificate {} expires in {days} days ({})", certificate(), text("expiresAt")),
             None => format!("Certificate {} expires on {}", certificate(), text("expiresAt")),
         },
-        events::CERTIFICATE_EXPIRED => format!("Certificate {} expired on {}", certificate(), text("expiresAt")),
-        events::CERTIFICATE_REVOKED => format!("Certificate {} was revoked", certificate()),
-        events::CERTIFICATE_RENEWED => format!("Certificate {} was renewed", certificate()),
-        events::CERTIFICATE_RENEWAL_FAILED => format!("Renewal of certificate {} failed", certificate()),
-        events::CERTIFICATE_DELETED => format!("Certificate {} was deleted from the inventory", certificate()),
-        events::CA_CREATED => format!("Certificate authority {} registered", ca()),
-        events::CA_UPDATED => format!("Certificate authority {} updated", ca()),
-        events::CA_HEALTH_CHANGED => format!("Certificate authority {} is {}", ca(), text("healthStatus")),
-        events::DISCOVERY_SCAN_COMPLETED => {
+        EventType::CertificateExpired => format!("Certificate {} expired on {}", certificate(), text("expiresAt")),
+        EventType::CertificateRevoked => format!("Certificate {} was revoked", certificate()),
+        EventType::CertificateRenewed => format!("Certificate {} was renewed", certificate()),
+        EventType::CertificateRenewalFailed => format!("Renewal of certificate {} failed", certificate()),
+        EventType::CertificateDeleted => format!("Certificate {} was deleted from the inventory", certificate()),
+        EventType::CaCreated => format!("Certificate authority {} registered", ca()),
+        EventType::CaUpdated => format!("Certificate authority {} updated", ca()),
+        EventType::CaHealthChanged => format!("Certificate authority {} is {}", ca(), text("healthStatus")),
+        EventType::DiscoveryScanCompleted => {
             format!("Discovery scan {} {}", data.get("scanId").unwrap_or(&Value::Null), text("status"))
         }
-        events::DISCOVERY_NEW_CERTIFICATES_FOUND => format!(
+        EventType::DiscoveryNewCertificatesFound => format!(
             "Discovery found {} new certificates",
             data.get("count").or(data.get("new")).unwrap_or(&Value::Null)
         ),
-        events::ATTESTATION_FAILED => "A device attestation failed".to_owned(),
-        events::WEBHOOK_TEST => "Trellis test event".to_owned(),
-        events::WEBHOOK_DISABLED => format!("Webhook endpoint {} was disabled", text("url")),
-        events::INTEGRATION_DISABLED => format!("Integration {} was disabled", text("name")),
-        other => format!("Trellis event {other}"),
+        EventType::AttestationFailed => "A device attestation failed".to_owned(),
+        EventType::WebhookTest => "Trellis test event".to_owned(),
+        EventType::WebhookDisabled => format!("Webhook endpoint {} was disabled", text("url")),
+        EventType::IntegrationDisabled => format!("Integration {} was disabled", text("name")),
+        EventType::WorkflowExecutionCompleted => format!("Trellis event {event_type}"),
     }
 }
 
@@ -422,14 +416,16 @@ async fn disable(ctx: &Context, f: &Finished, now: i64) -> Result<()> {
     if !change.tx().disable_target(f.kind, &f.target_id, &reason, now).await? {
         return Ok(());
     }
-    let (action, event, target) = match f.kind {
-        TargetKind::Webhook => ("webhook.disabled", events::WEBHOOK_DISABLED, Target::new("webhook", &f.target_id)),
+    let (action, event, target): (_, fn(TargetDisabled) -> events::Event, _) = match f.kind {
+        TargetKind::Webhook => {
+            ("webhook.disabled", events::Event::WebhookDisabled, Target::new("webhook", &f.target_id))
+        }
         TargetKind::Integration => {
-            ("integration.disabled", events::INTEGRATION_DISABLED, Target::new("integration", &f.target_id))
+            ("integration.disabled", events::Event::IntegrationDisabled, Target::new("integration", &f.target_id))
         }
     };
-    let data = json!({ "id": f.target_id, "reason": reason, "lastError": f.completion.error });
-    change.audit(action, target, data.clone()).emit(event, data);
+    let event = event(TargetDisabled { id: f.target_id.clone(), reason, last_error: f.completion.error.clone() });
+    change.audit(action, target, event.data()).emit(event);
     change.commit().await?;
     tracing::warn!(target_kind = f.kind.as_str(), target_id = %f.target_id, "delivery target disabled after failing for days");
     Ok(())
@@ -707,6 +703,8 @@ impl Drop for AbortOnDrop {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
