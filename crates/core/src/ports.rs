@@ -22,7 +22,7 @@ use crate::attestation::trust::TrustRoot;
 use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::auth::{ApiKey, Role, User, Workspace};
 use crate::cas::{CaFields, CaStats, CertificateAuthority, IssuedRecord, StoredAuthority};
-use crate::certificates::revocation_requests::RevocationRequest;
+use crate::certificates::revocation_requests::{RevocationRequest, RevocationStatus};
 use crate::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
 };
@@ -119,7 +119,7 @@ pub trait CertificateWrites: Send {
     async fn update_revocation_request(
         &mut self,
         request: &RevocationRequest,
-        from: &str,
+        from: RevocationStatus,
     ) -> StoreResult<Option<RevocationRequest>>;
 }
 
@@ -322,7 +322,7 @@ pub trait IssuanceWrites: Send {
     async fn update_request(
         &mut self,
         request: &CertificateRequest,
-        from: &str,
+        from: crate::issuance::requests::RequestStatus,
     ) -> StoreResult<Option<CertificateRequest>>;
     async fn insert_template(&mut self, template: &StoredTemplate) -> StoreResult<StoredTemplate>;
     async fn update_template(&mut self, template: &StoredTemplate) -> StoreResult<Option<StoredTemplate>>;
@@ -537,7 +537,7 @@ pub trait AttestationWrites: Send {
         &mut self,
         workspace_id: &str,
         id: i64,
-        status: &str,
+        status: crate::attestation::devices::DeviceStatus,
         at: i64,
         clock: Option<TpmClock>,
     ) -> StoreResult<()>;

@@ -13,11 +13,23 @@ use crate::plugins::TpmClock;
 use crate::unit_of_work::Target;
 use crate::validation::optional_text;
 
-pub const REGISTERED: &str = "registered";
-pub const ENROLLED: &str = "enrolled";
-pub const ATTESTED: &str = "attested";
-pub const FAILED: &str = "failed";
-pub const DISABLED: &str = "disabled";
+crate::state::state_enum! {
+    /// A device's state: `registered` (no AK yet), `enrolled`, `attested` (last attestation
+    /// passed), `failed` (last attestation failed), `disabled` (refuses attestation).
+    pub enum DeviceStatus {
+        Registered => "registered",
+        Enrolled => "enrolled",
+        Attested => "attested",
+        Failed => "failed",
+        Disabled => "disabled",
+    }
+}
+
+pub const REGISTERED: DeviceStatus = DeviceStatus::Registered;
+pub const ENROLLED: DeviceStatus = DeviceStatus::Enrolled;
+pub const ATTESTED: DeviceStatus = DeviceStatus::Attested;
+pub const FAILED: DeviceStatus = DeviceStatus::Failed;
+pub const DISABLED: DeviceStatus = DeviceStatus::Disabled;
 
 const MAX_TEXT: usize = 200;
 
@@ -30,9 +42,7 @@ pub struct Device {
     pub device_type: Option<String>,
     pub serial: Option<String>,
     pub description: Option<String>,
-    /// `registered` (no AK yet), `enrolled`, `attested` (last attestation passed), `failed`
-    /// (last attestation failed), `disabled` (refuses attestation).
-    pub status: String,
+    pub status: DeviceStatus,
     pub ak_public: Option<Vec<u8>>,
     pub ak_name: Option<Vec<u8>>,
     pub ek_public: Option<Vec<u8>>,
@@ -142,7 +152,7 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: DeviceInput)
     }
     match input.status.as_deref() {
         None => {}
-        Some(DISABLED) => device.status = DISABLED.into(),
+        Some("disabled") => device.status = DISABLED,
         Some("enabled") if device.status == DISABLED => {
             device.status = if device.ak_name.is_some() { ENROLLED.into() } else { REGISTERED.into() };
         }

@@ -16,11 +16,21 @@ use crate::pagination::{Page, PageRequest};
 use crate::ports::StoreError;
 use crate::unit_of_work::Target;
 
-pub use crate::approvals::PENDING;
-pub const APPROVED: &str = "approved";
-pub const REJECTED: &str = "rejected";
-pub const FAILED: &str = "failed";
-const STATES: [&str; 4] = [PENDING, APPROVED, REJECTED, FAILED];
+crate::state::state_enum! {
+    /// Where a revocation request is: `pending` until decided; an approved one that could not
+    /// revoke ends `failed`.
+    pub enum RevocationStatus {
+        Pending => "pending",
+        Approved => "approved",
+        Rejected => "rejected",
+        Failed => "failed",
+    }
+}
+
+pub const PENDING: RevocationStatus = RevocationStatus::Pending;
+pub const APPROVED: RevocationStatus = RevocationStatus::Approved;
+pub const REJECTED: RevocationStatus = RevocationStatus::Rejected;
+pub const FAILED: RevocationStatus = RevocationStatus::Failed;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevocationRequest {
@@ -28,7 +38,7 @@ pub struct RevocationRequest {
     pub workspace_id: String,
     pub certificate_id: i64,
     pub reason: String,
-    pub status: String,
+    pub status: RevocationStatus,
     pub requested_by: String,
     pub decided_by: Option<String>,
     pub decided_at: Option<i64>,
@@ -98,8 +108,8 @@ pub async fn list(
 ) -> Result<Page<RevocationRequest>> {
     caller.require(Scope::CertificatesRead)?;
     let status = status.map(str::trim).filter(|s| !s.is_empty());
-    if let Some(status) = status.filter(|s| !STATES.contains(s)) {
-        return Err(Error::invalid_field("status", format!("`{status}` is not one of {}", STATES.join(", "))));
+    if let Some(status) = status.filter(|s| RevocationStatus::parse(s).is_none()) {
+        return Err(Error::invalid_field("status", format!("`{status}` is not one of {}", RevocationStatus::names())));
     }
     Ok(ctx.store.list_revocation_requests(&caller.workspace_id, status, page).await?)
 }
@@ -108,7 +118,7 @@ async fn decide(
     ctx: &Context,
     caller: &Caller,
     id: i64,
-    to: &str,
+    to: RevocationStatus,
     reason: Option<String>,
 ) -> Result<RevocationRequest> {
     caller.require(Scope::CertificatesWrite)?;
@@ -121,7 +131,7 @@ async fn decide(
         seen.ok_or(Error::NotFound(Entity::RevocationRequest))?
     };
     let decision = if to == REJECTED { Decision::Reject } else { Decision::Approve };
-    check_decidable(ctx, caller, decision, "revocation request", id, &seen.status, &seen.requested_by).await?;
+    check_decidable(ctx, caller, decision, "revocation request", id, seen.status.as_str(), &seen.requested_by).await?;
     let mut change = ctx.change(actor.clone(), Some(&caller.workspace_id)).await?;
     let current = change
         .tx()

@@ -35,13 +35,25 @@ use crate::unit_of_work::{Target, UnitOfWork};
 
 pub const CA_CERTS: &str = "ca_certs";
 pub const TLS_ENDPOINTS: &str = "tls_endpoints";
-pub const PENDING: &str = "pending";
-pub const RUNNING: &str = "running";
-pub const COMPLETED: &str = "completed";
-pub const FAILED: &str = "failed";
-pub const CANCELLED: &str = "cancelled";
 pub const TYPES: [&str; 2] = [CA_CERTS, TLS_ENDPOINTS];
-pub const STATES: [&str; 5] = [PENDING, RUNNING, COMPLETED, FAILED, CANCELLED];
+
+crate::state::state_enum! {
+    /// Where a scan is: `pending` until a worker claims it, `running`, then one of the three
+    /// terminal states.
+    pub enum ScanStatus {
+        Pending => "pending",
+        Running => "running",
+        Completed => "completed",
+        Failed => "failed",
+        Cancelled => "cancelled",
+    }
+}
+
+pub const PENDING: ScanStatus = ScanStatus::Pending;
+pub const RUNNING: ScanStatus = ScanStatus::Running;
+pub const COMPLETED: ScanStatus = ScanStatus::Completed;
+pub const FAILED: ScanStatus = ScanStatus::Failed;
+pub const CANCELLED: ScanStatus = ScanStatus::Cancelled;
 /// Page size asked of the connector.
 const PAGE: u32 = 100;
 /// Most certificates one scan imports (a CA with more is scanned in several runs).
@@ -162,7 +174,7 @@ pub struct Scan {
     pub ca_id: Option<i64>,
     /// `tls_endpoints`: the targets as given.
     pub targets: Vec<String>,
-    pub status: String,
+    pub status: ScanStatus,
     pub found: i64,
     pub new_count: i64,
     pub updated_count: i64,
@@ -184,7 +196,7 @@ impl Scan {
     /// Percent done: probed endpoints of a `tls_endpoints` scan; for a `ca_certs` scan only 0
     /// or 100 (a CA does not say how many certificates it holds). `None` while unknown.
     pub fn progress(&self) -> Option<i64> {
-        match self.status.as_str() {
+        match self.status {
             COMPLETED => Some(100),
             PENDING => Some(0),
             _ => self.total.filter(|t| *t > 0).map(|t| (self.done * 100 / t).clamp(0, 100)),
@@ -789,8 +801,8 @@ pub async fn list(
         return Err(Error::invalid_field("type", format!("`{t}` is not one of {}", TYPES.join(", "))));
     }
     let status = status.map(str::trim).filter(|t| !t.is_empty());
-    if let Some(s) = status.filter(|s| !STATES.contains(s)) {
-        return Err(Error::invalid_field("status", format!("`{s}` is not one of {}", STATES.join(", "))));
+    if let Some(s) = status.filter(|s| ScanStatus::parse(s).is_none()) {
+        return Err(Error::invalid_field("status", format!("`{s}` is not one of {}", ScanStatus::names())));
     }
     Ok(ctx.store.list_scans(&caller.workspace_id, scan_type, status, page).await?)
 }
@@ -876,7 +888,7 @@ mod tests {
         assert_eq!(owner("CN=Other Example Issuing CA", Some(&cas[2]), &cas).map(|c| c.id), Some(3));
     }
 
-    fn tls_scan(id: i64, status: &str, created_at: i64, targets: &[&str]) -> Scan {
+    fn tls_scan(id: i64, status: ScanStatus, created_at: i64, targets: &[&str]) -> Scan {
         Scan {
             id,
             workspace_id: "ws".into(),

@@ -218,7 +218,7 @@ async fn a_pending_answer_opens_an_issuing_request_with_the_order_sealed() {
     let listed = requests::list(
         &ctx,
         &owner(WORKSPACE),
-        Some(ISSUING),
+        Some(ISSUING.as_str()),
         crate::pagination::PageRequest::new(None, None, None, 20).unwrap_or_else(|e| panic!("{e}")),
     )
     .await

@@ -15,21 +15,37 @@ use crate::pagination::{Page, PageRequest};
 use crate::plugins::IssuanceSource;
 use crate::unit_of_work::Target;
 
-pub use crate::approvals::PENDING;
-pub const APPROVED: &str = "approved";
-pub const ISSUED: &str = "issued";
-pub const REJECTED: &str = "rejected";
-pub const FAILED: &str = "failed";
-/// The CA accepted the order and has not issued yet: the poller (`issuance::pending`) drives it.
-pub const ISSUING: &str = "issuing";
-const STATES: [&str; 6] = [PENDING, APPROVED, ISSUING, ISSUED, REJECTED, FAILED];
+crate::state::state_enum! {
+    /// Where a certificate request is: `pending` approval, `approved` (issuing through the
+    /// usual path), `issuing` at a CA that has not answered yet, then `issued`, `rejected` or
+    /// `failed`.
+    #[derive(Default)]
+    pub enum RequestStatus {
+        #[default]
+        Pending => "pending",
+        Approved => "approved",
+        /// The CA accepted the order and has not issued yet: the poller (`issuance::pending`)
+        /// drives it.
+        Issuing => "issuing",
+        Issued => "issued",
+        Rejected => "rejected",
+        Failed => "failed",
+    }
+}
+
+pub const PENDING: RequestStatus = RequestStatus::Pending;
+pub const APPROVED: RequestStatus = RequestStatus::Approved;
+pub const ISSUED: RequestStatus = RequestStatus::Issued;
+pub const REJECTED: RequestStatus = RequestStatus::Rejected;
+pub const FAILED: RequestStatus = RequestStatus::Failed;
+pub const ISSUING: RequestStatus = RequestStatus::Issuing;
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CertificateRequest {
     pub id: i64,
     pub workspace_id: String,
     pub ca_id: i64,
-    pub status: String,
+    pub status: RequestStatus,
     /// The issue body as submitted (CSR included).
     pub request: Value,
     pub common_name: Option<String>,
@@ -127,8 +143,8 @@ pub async fn list(
 ) -> Result<Page<CertificateRequest>> {
     caller.require(Scope::CertificatesRead)?;
     let status = status.map(str::trim).filter(|s| !s.is_empty());
-    if let Some(status) = status.filter(|s| !STATES.contains(s)) {
-        return Err(Error::invalid_field("status", format!("`{status}` is not one of {}", STATES.join(", "))));
+    if let Some(status) = status.filter(|s| RequestStatus::parse(s).is_none()) {
+        return Err(Error::invalid_field("status", format!("`{status}` is not one of {}", RequestStatus::names())));
     }
     Ok(ctx.store.list_requests(&caller.workspace_id, status, page).await?)
 }
@@ -143,7 +159,7 @@ async fn decide(
     ctx: &Context,
     caller: &Caller,
     id: i64,
-    to: &str,
+    to: RequestStatus,
     reason: Option<String>,
 ) -> Result<CertificateRequest> {
     caller.require(Scope::CertificatesWrite)?;
@@ -151,7 +167,7 @@ async fn decide(
     let actor = Audit::of(caller);
     let seen = ctx.store.find_request(&workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateRequest))?;
     let decision = if to == REJECTED { Decision::Reject } else { Decision::Approve };
-    check_decidable(ctx, caller, decision, "request", id, &seen.status, &seen.requested_by).await?;
+    check_decidable(ctx, caller, decision, "request", id, seen.status.as_str(), &seen.requested_by).await?;
     let mut change = ctx.change(actor.clone(), Some(&workspace_id)).await?;
     let current =
         change.tx().find_request(&workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateRequest))?;

@@ -256,7 +256,7 @@ impl CertificateWrites for MemoryTx {
     async fn update_revocation_request(
         &mut self,
         _: &RevocationRequest,
-        _: &str,
+        _: crate::certificates::revocation_requests::RevocationStatus,
     ) -> StoreResult<Option<RevocationRequest>> {
         not_faked("update_revocation_request")
     }
@@ -479,7 +479,7 @@ impl IssuanceReads for MemoryStore {
             .snapshot()
             .requests
             .into_iter()
-            .filter(|r| r.workspace_id == workspace_id && status.is_none_or(|s| r.status == s))
+            .filter(|r| r.workspace_id == workspace_id && status.is_none_or(|s| r.status.as_str() == s))
             .collect();
         items.reverse();
         Ok(Page { total: items.len() as i64, items, total_exact: true, request: page })
@@ -492,7 +492,8 @@ impl IssuanceReads for MemoryStore {
     }
     async fn issuing_backlog(&self) -> StoreResult<(i64, Option<i64>)> {
         let tables = self.snapshot();
-        let issuing: Vec<_> = tables.requests.iter().filter(|r| r.status == "issuing").collect();
+        let issuing: Vec<_> =
+            tables.requests.iter().filter(|r| r.status == crate::issuance::requests::ISSUING).collect();
         Ok((issuing.len() as i64, issuing.iter().filter_map(|r| r.issuing_since).min()))
     }
 }
@@ -567,7 +568,7 @@ impl IssuanceWrites for MemoryTx {
     async fn update_request(
         &mut self,
         request: &CertificateRequest,
-        from: &str,
+        from: crate::issuance::requests::RequestStatus,
     ) -> StoreResult<Option<CertificateRequest>> {
         let working = &mut self.working;
         let Some(row) = working
@@ -594,7 +595,7 @@ impl IssuanceWrites for MemoryTx {
             if claimed.len() as i64 >= limit {
                 break;
             }
-            if row.status == "issuing" && row.poll_at.is_some_and(|at| at <= now) {
+            if row.status == crate::issuance::requests::ISSUING && row.poll_at.is_some_and(|at| at <= now) {
                 row.poll_at = Some(lease_until);
                 row.poll_attempts += 1;
                 working.request_leases.insert(row.id, lease_owner.to_owned());
@@ -611,7 +612,7 @@ impl IssuanceWrites for MemoryTx {
         if self.working.request_leases.get(&request.id).map(String::as_str) != Some(lease_owner) {
             return Ok(None);
         }
-        self.update_request(request, "issuing").await
+        self.update_request(request, crate::issuance::requests::ISSUING).await
     }
     async fn insert_template(&mut self, _: &StoredTemplate) -> StoreResult<StoredTemplate> {
         not_faked("insert_template")
@@ -640,7 +641,12 @@ impl IssuanceWrites for MemoryTx {
                 None => c.expires_at - default_window_ms < now,
             })
             .filter(|c| tables.renewal_claims.get(&c.id).is_none_or(|at| *at < claimed_before))
-            .filter(|c| !tables.requests.iter().any(|r| r.renews_certificate_id == Some(c.id) && r.status == "issuing"))
+            .filter(|c| {
+                !tables
+                    .requests
+                    .iter()
+                    .any(|r| r.renews_certificate_id == Some(c.id) && r.status == crate::issuance::requests::ISSUING)
+            })
             .cloned()
             .collect();
         due.sort_by_key(|c| c.expires_at);
@@ -898,7 +904,7 @@ impl AttestationWrites for MemoryTx {
         &mut self,
         _: &str,
         _: i64,
-        _: &str,
+        _: crate::attestation::devices::DeviceStatus,
         _: i64,
         _: Option<TpmClock>,
     ) -> StoreResult<()> {
