@@ -147,8 +147,9 @@ impl Event {
         }
     }
 
-    /// The payload as JSON: the envelope's `data`.
-    pub fn data(&self) -> Value {
+    /// The payload as JSON: the envelope's `data`. The payloads are plain structs with string
+    /// keys, so this does not fail in practice; an error would be a bug, reported as internal.
+    pub fn data(&self) -> crate::error::Result<Value> {
         let data = match self {
             Event::CertificateCreated(p) | Event::CertificateExpired(p) | Event::CertificateDeleted(p) => {
                 serde_json::to_value(p)
@@ -166,8 +167,9 @@ impl Event {
             Event::WebhookTest(p) => serde_json::to_value(p),
             Event::WebhookDisabled(p) | Event::IntegrationDisabled(p) => serde_json::to_value(p),
         };
-        // The payloads are plain structs with string keys: serializing them cannot fail.
-        data.expect("event payloads serialize to JSON")
+        data.map_err(|err| {
+            crate::error::Error::Internal(format!("cannot serialize a {} event: {err}", self.event_type()))
+        })
     }
 }
 
@@ -465,23 +467,23 @@ mod tests {
     fn payloads_keep_their_json() {
         let summary = json!({ "certificateId": 7, "commonName": "a.example.com", "issuer": "CN=CA",
             "serialNumber": "01", "fingerprintSha256": "ab", "expiresAt": "2030-01-01T00:00:00Z", "status": "active" });
-        assert_eq!(Event::CertificateCreated(certificate()).data(), summary);
+        assert_eq!(Event::CertificateCreated(certificate()).data().unwrap(), summary);
         let mut with_reason = summary.clone();
         with_reason["reason"] = json!("keyCompromise");
         let revoked = CertificateRevoked { certificate: certificate(), reason: Some("keyCompromise".into()) };
-        assert_eq!(Event::CertificateRevoked(revoked).data(), with_reason);
+        assert_eq!(Event::CertificateRevoked(revoked).data().unwrap(), with_reason);
         let found_revoked = CertificateRevoked { certificate: certificate(), reason: None };
-        assert_eq!(Event::CertificateRevoked(found_revoked).data(), summary);
+        assert_eq!(Event::CertificateRevoked(found_revoked).data().unwrap(), summary);
         let mut expiring = summary.clone();
         expiring["daysUntilExpiry"] = json!(12);
         let event =
             Event::CertificateExpiring(CertificateExpiring { certificate: certificate(), days_until_expiry: 12 });
-        assert_eq!(event.data(), expiring);
+        assert_eq!(event.data().unwrap(), expiring);
         let mut updated = summary.clone();
         updated["changes"] = json!(["location"]);
         let event =
             Event::CertificateUpdated(CertificateUpdated { certificate: certificate(), changes: json!(["location"]) });
-        assert_eq!(event.data(), updated);
+        assert_eq!(event.data().unwrap(), updated);
 
         let scan = |error| ScanCompleted {
             scan_id: 3,
@@ -496,10 +498,10 @@ mod tests {
         };
         let ended = json!({ "scanId": 3, "type": "tls_endpoints", "caId": null, "status": "completed",
             "found": 2, "new": 1, "updated": 0, "failed": 1, "error": null });
-        assert_eq!(Event::DiscoveryScanCompleted(scan(Some(None))).data(), ended);
+        assert_eq!(Event::DiscoveryScanCompleted(scan(Some(None))).data().unwrap(), ended);
         let mut cancelled = ended.clone();
         cancelled.as_object_mut().unwrap().remove("error");
-        assert_eq!(Event::DiscoveryScanCompleted(scan(None)).data(), cancelled);
+        assert_eq!(Event::DiscoveryScanCompleted(scan(None)).data().unwrap(), cancelled);
 
         let ca = CaData {
             ca_id: 1,
@@ -509,16 +511,16 @@ mod tests {
             health_status: "healthy",
         };
         assert_eq!(
-            Event::CaUpdated(ca).data(),
+            Event::CaUpdated(ca).data().unwrap(),
             json!({ "caId": 1, "name": "ca", "type": "internal", "status": "connected", "healthStatus": "healthy" })
         );
         assert_eq!(
-            Event::WebhookTest(WebhookTest::for_endpoint("whk_1")).data(),
+            Event::WebhookTest(WebhookTest::for_endpoint("whk_1")).data().unwrap(),
             json!({ "webhookId": "whk_1", "message": "This is a test delivery from Trellis." })
         );
         let disabled = TargetDisabled { id: "int_1".into(), reason: "off".into(), last_error: None };
         assert_eq!(
-            Event::IntegrationDisabled(disabled).data(),
+            Event::IntegrationDisabled(disabled).data().unwrap(),
             json!({ "id": "int_1", "reason": "off", "lastError": null })
         );
     }

@@ -104,7 +104,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: DeviceInput) -> Resul
         device_type: optional_text("deviceType", input.device_type.flatten().as_deref(), MAX_TEXT)?,
         serial: optional_text("serial", input.serial.flatten().as_deref(), MAX_TEXT)?,
         description: optional_text("description", input.description.flatten().as_deref(), MAX_TEXT)?,
-        status: REGISTERED.into(),
+        status: REGISTERED,
         ak_public: None,
         ak_name: None,
         ek_public: None,
@@ -154,7 +154,7 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: DeviceInput)
         None => {}
         Some("disabled") => device.status = DISABLED,
         Some("enabled") if device.status == DISABLED => {
-            device.status = if device.ak_name.is_some() { ENROLLED.into() } else { REGISTERED.into() };
+            device.status = if device.ak_name.is_some() { ENROLLED } else { REGISTERED };
         }
         Some("enabled") => {}
         Some(_) => return Err(crate::error::Error::invalid_field("status", "must be disabled or enabled")),
@@ -203,7 +203,7 @@ pub async fn reset_enrollment(ctx: &Context, caller: &Caller, id: i64) -> Result
     device.last_clock = None;
     device.enrolled_at = None;
     if device.status != DISABLED {
-        device.status = REGISTERED.into();
+        device.status = REGISTERED;
     }
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     device.updated_at = change.at();

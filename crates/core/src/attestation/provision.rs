@@ -283,7 +283,7 @@ async fn record_failure(
     change.tx().set_device_attestation(&caller.workspace_id, device_id, FAILED, at, None).await?;
     let event =
         Event::AttestationFailed(AttestationFailed { device_id, attestation_id: record.id, policy_id, failures });
-    change.audit("attestation.failed", Target::new("device", device_id), event.data()).emit(event);
+    change.audit("attestation.failed", Target::new("device", device_id), event.data()?).emit(event);
     change.commit().await?;
     metrics::counter!("trellis_attestations_total", "kind" => kind.to_owned(), "outcome" => "failed").increment(1);
     Ok(())

@@ -76,7 +76,7 @@ pub(crate) async fn open(
         workspace_id: certificate.workspace_id.clone(),
         certificate_id: certificate.id,
         reason: reason.to_owned(),
-        status: PENDING.into(),
+        status: PENDING,
         requested_by: principal(&actor),
         decided_by: None,
         decided_at: None,
@@ -143,7 +143,7 @@ async fn decide(
     }
     let at = change.at();
     let decided = RevocationRequest {
-        status: to.into(),
+        status: to,
         decided_by: Some(principal(&actor)),
         decided_at: Some(at),
         decision_reason: reason,
@@ -182,7 +182,7 @@ pub async fn approve(ctx: &Context, caller: &Caller, id: i64) -> Result<(Revocat
         Ok(certificate) => Ok((approved, certificate)),
         Err(err) => {
             let mut change = ctx.change(Audit::of(caller), Some(&approved.workspace_id)).await?;
-            let failed = RevocationRequest { status: FAILED.into(), error: Some(err.to_string()), ..approved };
+            let failed = RevocationRequest { status: FAILED, error: Some(err.to_string()), ..approved };
             change.tx().update_revocation_request(&failed, APPROVED).await?;
             change.audit(
                 "revocation_request.failed",

@@ -235,7 +235,7 @@ fn new_scan(caller: &Caller, scan_type: &str, ca_id: Option<i64>, targets: Vec<S
         scan_type: scan_type.into(),
         ca_id,
         targets,
-        status: PENDING.into(),
+        status: PENDING,
         found: 0,
         new_count: 0,
         updated_count: 0,
@@ -356,7 +356,7 @@ async fn run(ctx: &Context, mut scan: Scan) -> Result<()> {
         Ok(Err(Cancelled)) => (CANCELLED, None),
         Err(err) => (FAILED, Some(err.to_string())),
     };
-    scan.status = status.into();
+    scan.status = status;
     scan.error = error;
     scan.finished_at = Some(now);
     let mut change = ctx.change(Audit::system("discovery"), Some(&scan.workspace_id)).await?;
@@ -895,7 +895,7 @@ mod tests {
             scan_type: TLS_ENDPOINTS.into(),
             ca_id: None,
             targets: targets.iter().map(|t| (*t).to_owned()).collect(),
-            status: status.into(),
+            status,
             found: 0,
             new_count: 0,
             updated_count: 0,

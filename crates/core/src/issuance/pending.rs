@@ -168,7 +168,7 @@ fn delay_ms(retry_after_secs: Option<u64>, attempts: i64) -> i64 {
 /// The issuing state of a request whose order the CA just accepted, at `at`.
 fn issuing(request: CertificateRequest, order: &Order, sealed: String, at: i64) -> CertificateRequest {
     CertificateRequest {
-        status: ISSUING.into(),
+        status: ISSUING,
         status_message: Some(order.status_message.clone()),
         poll_at: Some(at + delay_ms(order.retry_after_secs.map(u64::from), 0).max(MIN_DELAY_MS)),
         poll_attempts: 0,
@@ -199,7 +199,7 @@ pub(crate) async fn open(
     let row = CertificateRequest {
         workspace_id: workspace_id.to_owned(),
         ca_id,
-        status: ISSUING.into(),
+        status: ISSUING,
         request: body,
         common_name,
         reasons: json!([]),
@@ -463,7 +463,7 @@ async fn fail(
     let renews = claimed.renews_certificate_id;
     let workspace_id = claimed.workspace_id.clone();
     let failed = CertificateRequest {
-        status: FAILED.into(),
+        status: FAILED,
         error: Some(message.clone()),
         poll_at: None,
         order_sealed: None,
@@ -520,7 +520,7 @@ impl Completion {
         let renews = self.request.renews_certificate_id;
         let workspace_id = self.request.workspace_id.clone();
         let issued = CertificateRequest {
-            status: ISSUED.into(),
+            status: ISSUED,
             certificate_id: Some(certificate.id),
             poll_at: None,
             order_sealed: None,

@@ -95,7 +95,7 @@ pub(crate) async fn open(
         id: 0,
         workspace_id: workspace_id.clone(),
         ca_id: input.ca_id.unwrap_or_default(),
-        status: PENDING.into(),
+        status: PENDING,
         request: body,
         common_name: input.common_name.clone(),
         reasons,
@@ -176,7 +176,7 @@ async fn decide(
     }
     let at = change.at();
     let decided = CertificateRequest {
-        status: to.into(),
+        status: to,
         decided_by: Some(principal(&actor)),
         decided_at: Some(at),
         decision_reason: reason,
@@ -238,17 +238,16 @@ pub async fn approve(ctx: &Context, caller: &Caller, id: i64) -> Result<(Certifi
     let (finished, result) = match outcome {
         Ok(issued) => (
             CertificateRequest {
-                status: ISSUED.into(),
+                status: ISSUED,
                 certificate_id: Some(issued.certificate.id),
                 updated_at: at,
                 ..approved
             },
             Ok(issued),
         ),
-        Err(err) => (
-            CertificateRequest { status: FAILED.into(), error: Some(err.to_string()), updated_at: at, ..approved },
-            Err(err),
-        ),
+        Err(err) => {
+            (CertificateRequest { status: FAILED, error: Some(err.to_string()), updated_at: at, ..approved }, Err(err))
+        }
     };
     let finished = change.tx().update_request(&finished, APPROVED).await?.unwrap_or(finished);
     change.audit(

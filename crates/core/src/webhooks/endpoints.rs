@@ -265,7 +265,7 @@ pub async fn test(ctx: &Context, caller: &Caller, id: &str) -> Result<Delivery> 
     let event_id = ctx.new_id("evt_test_");
     let event = Event::WebhookTest(WebhookTest::for_endpoint(&endpoint.id));
     let event_type = event.event_type().as_str();
-    let payload = super::worker::body(&event_id, &endpoint.workspace_id, event_type, &event.data(), at);
+    let payload = super::worker::body(&event_id, &endpoint.workspace_id, event_type, &event.data()?, at);
     let new = NewDelivery {
         id: ctx.new_id("dlv_"),
         workspace_id: endpoint.workspace_id.clone(),

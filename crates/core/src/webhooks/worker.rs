@@ -425,7 +425,7 @@ async fn disable(ctx: &Context, f: &Finished, now: i64) -> Result<()> {
         }
     };
     let event = event(TargetDisabled { id: f.target_id.clone(), reason, last_error: f.completion.error.clone() });
-    change.audit(action, target, event.data()).emit(event);
+    change.audit(action, target, event.data()?).emit(event);
     change.commit().await?;
     tracing::warn!(target_kind = f.kind.as_str(), target_id = %f.target_id, "delivery target disabled after failing for days");
     Ok(())
