@@ -26,6 +26,7 @@ pub mod pagination;
 pub mod pki;
 pub mod plugins;
 pub mod ports;
+pub mod state;
 pub mod unit_of_work;
 pub mod validation;
 pub mod webhooks;

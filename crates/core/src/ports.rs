@@ -16,7 +16,7 @@ use futures_util::future::BoxFuture;
 use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
 use crate::auth::{ApiKey, Role, User, Workspace};
 use crate::cas::{CaFields, CaStats, CertificateAuthority};
-use crate::certificates::revocation_requests::RevocationRequest;
+use crate::certificates::revocation_requests::{RevocationRequest, RevocationStatus};
 use crate::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
 };
@@ -113,7 +113,7 @@ pub trait CertificateWrites: Send {
     async fn update_revocation_request(
         &mut self,
         request: &RevocationRequest,
-        from: &str,
+        from: RevocationStatus,
     ) -> StoreResult<Option<RevocationRequest>>;
 }
 

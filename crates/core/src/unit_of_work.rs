@@ -5,7 +5,7 @@
 //! let certificate = change.tx().update_certificate(ws, id, &update, now).await?;
 //! change
 //!     .audit("certificate.updated", Target::new("certificate", id), details)
-//!     .emit(events::CERTIFICATE_UPDATED, data);
+//!     .emit(Event::CertificateUpdated(data));
 //! change.commit().await?;
 //! ```
 //!
@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::audit::{Audit, NewAuditEntry};
 use crate::error::Result;
-use crate::events::{self, NewEvent};
+use crate::events::{self, Event, NewEvent};
 use crate::ports::{NewRow, Tx};
 
 /// What an audit row is about.
@@ -45,8 +45,7 @@ struct PendingAudit {
 
 struct PendingEvent {
     workspace_id: String,
-    event_type: &'static str,
-    data: Value,
+    event: Event,
 }
 
 enum Slot<'a> {
@@ -111,16 +110,16 @@ impl<'a> UnitOfWork<'a> {
 
     /// Emits an event in the unit's workspace. A unit without a workspace emits nothing here:
     /// use [`UnitOfWork::emit_in`].
-    pub fn emit(&mut self, event_type: &'static str, data: Value) -> &mut Self {
+    pub fn emit(&mut self, event: Event) -> &mut Self {
         if let Some(workspace_id) = self.workspace_id.clone() {
-            self.emit_in(&workspace_id, event_type, data);
+            self.emit_in(&workspace_id, event);
         }
         self
     }
 
     /// Emits an event in a given workspace (system jobs that span workspaces).
-    pub fn emit_in(&mut self, workspace_id: &str, event_type: &'static str, data: Value) -> &mut Self {
-        self.events.push(PendingEvent { workspace_id: workspace_id.to_owned(), event_type, data });
+    pub fn emit_in(&mut self, workspace_id: &str, event: Event) -> &mut Self {
+        self.events.push(PendingEvent { workspace_id: workspace_id.to_owned(), event });
         self
     }
 
@@ -137,10 +136,13 @@ impl<'a> UnitOfWork<'a> {
         let audits = std::mem::take(&mut self.audits);
         let pending_events = std::mem::take(&mut self.events);
         let (actor, workspace_id, at) = (self.actor.clone(), self.workspace_id.clone(), self.at);
-        let payloads: Vec<Value> = pending_events
+        let payloads = pending_events
             .iter()
-            .map(|event| events::envelope(&event.workspace_id, event.event_type, &event.data, at))
-            .collect();
+            .map(|pending| {
+                let data = pending.event.data()?;
+                Ok(events::envelope(None, &pending.workspace_id, pending.event.event_type().as_str(), &data, at))
+            })
+            .collect::<Result<Vec<Value>>>()?;
         rows.reserve(audits.len() + pending_events.len());
         for row in &audits {
             rows.push(NewRow::Audit(NewAuditEntry {
@@ -158,7 +160,7 @@ impl<'a> UnitOfWork<'a> {
         for (event, payload) in pending_events.iter().zip(&payloads) {
             rows.push(NewRow::Event(NewEvent {
                 workspace_id: &event.workspace_id,
-                event_type: event.event_type,
+                event_type: event.event.event_type(),
                 payload,
                 created_at: at,
             }));

@@ -170,7 +170,7 @@ fn device_dto(d: Device) -> DeviceDto {
         device_type: d.device_type,
         serial: d.serial,
         description: d.description,
-        status: d.status,
+        status: d.status.to_string(),
         ak_name: d.ak_name.as_deref().map(hex::encode),
         ak_public: d.ak_public.as_deref().map(b64),
         ek_certificate: d.ek_certificate.as_deref().map(certificate_pem),

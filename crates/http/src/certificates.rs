@@ -356,7 +356,7 @@ fn revocation_request_dto(r: RevocationRequest) -> RevocationRequestDto {
         id: r.id,
         certificate_id: r.certificate_id,
         reason: r.reason,
-        status: r.status,
+        status: r.status.to_string(),
         requested_by: r.requested_by,
         decided_by: r.decided_by,
         decided_at: r.decided_at.map(rfc3339),

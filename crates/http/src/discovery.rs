@@ -74,7 +74,7 @@ fn scan_dto(s: Scan) -> ScanDto {
         scan_type: s.scan_type,
         ca_id: s.ca_id,
         targets: s.targets,
-        status: s.status,
+        status: s.status.to_string(),
         found: s.found,
         new: s.new_count,
         updated: s.updated_count,

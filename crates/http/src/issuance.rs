@@ -305,7 +305,7 @@ fn request_dto(r: CertificateRequest) -> RequestDto {
     RequestDto {
         id: r.id,
         ca_id: r.ca_id,
-        status: r.status,
+        status: r.status.to_string(),
         common_name: r.common_name,
         request: r.request,
         reasons: r.reasons,

@@ -6,7 +6,7 @@ use base64::Engine as _;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use trellis_core::attestation::devices::Device;
+use trellis_core::attestation::devices::{Device, DeviceStatus};
 use trellis_core::attestation::enrollment::PendingEnrollment;
 use trellis_core::attestation::nonces::Nonce;
 use trellis_core::attestation::policies::Policy;
@@ -16,7 +16,7 @@ use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::plugins::TpmClock;
 use trellis_core::ports::{AttestationReads, AttestationWrites};
 
-use crate::{bool_column, json_column, Bind, DbResult, Store, StoreError, StoreResult, Tx};
+use crate::{bool_column, json_column, state_column, Bind, DbResult, Store, StoreError, StoreResult, Tx};
 
 const DEVICE_COLUMNS: &str = "id, workspace_id, name, device_type, serial, description, status, ak_public, ak_name, \
     ek_public, ek_certificate, ek_chain, ek_manufacturer, last_clock, enrolled_at, last_attested_at, metadata, created_at, updated_at";
@@ -79,7 +79,7 @@ fn device_from_row(row: &AnyRow) -> StoreResult<Device> {
         device_type: row.try_get("device_type").db()?,
         serial: row.try_get("serial").db()?,
         description: row.try_get("description").db()?,
-        status: row.try_get("status").db()?,
+        status: state_column(row, "device", DeviceStatus::parse)?,
         ak_public: unb64("ak_public", row.try_get("ak_public").db()?)?,
         ak_name: ak_name.map(|h| hex::decode(h).map_err(|_| StoreError::Corrupt("ak_name".into()))).transpose()?,
         ek_public: unb64("ek_public", row.try_get("ek_public").db()?)?,
@@ -233,7 +233,7 @@ impl AttestationWrites for Tx {
             .bind(d.device_type.as_deref())
             .bind(d.serial.as_deref())
             .bind(d.description.as_deref())
-            .bind(&d.status)
+            .bind(d.status.as_str())
             .bind(d.ak_public.as_deref().map(b64))
             .bind(d.ak_name.as_deref().map(hex::encode))
             .bind(d.ek_public.as_deref().map(b64))
@@ -265,7 +265,7 @@ impl AttestationWrites for Tx {
         .bind(d.device_type.as_deref())
         .bind(d.serial.as_deref())
         .bind(d.description.as_deref())
-        .bind(&d.status)
+        .bind(d.status.as_str())
         .bind(d.ak_public.as_deref().map(b64))
         .bind(d.ak_name.as_deref().map(hex::encode))
         .bind(d.ek_public.as_deref().map(b64))
@@ -307,7 +307,7 @@ impl AttestationWrites for Tx {
         &mut self,
         workspace_id: &str,
         id: i64,
-        status: &str,
+        status: DeviceStatus,
         at: i64,
         clock: Option<TpmClock>,
     ) -> StoreResult<()> {
@@ -317,7 +317,7 @@ impl AttestationWrites for Tx {
         )
         .bind(workspace_id)
         .bind(id)
-        .bind(status)
+        .bind(status.as_str())
         .bind(at)
         .bind(clock_text(clock))
         .execute(&mut *self.inner)

@@ -4,9 +4,9 @@ use crate::DbResult;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use crate::{bind_all, bool_column, json_column, Bind, Dialect, Store, StoreError, StoreResult, Tx};
+use crate::{bind_all, bool_column, json_column, state_column, Bind, Dialect, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
-use trellis_core::certificates::revocation_requests::RevocationRequest;
+use trellis_core::certificates::revocation_requests::{RevocationRequest, RevocationStatus};
 use trellis_core::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, IssuanceSource, MachineIdentity, NewCertificate, Statistics,
     Status, UsageRecord, EXPIRING_WINDOW_MS,
@@ -732,7 +732,7 @@ impl CertificateWrites for Tx {
     async fn update_revocation_request(
         &mut self,
         request: &RevocationRequest,
-        from: &str,
+        from: RevocationStatus,
     ) -> StoreResult<Option<RevocationRequest>> {
         let sql = format!(
             "UPDATE revocation_requests SET status = $3, decided_by = $4, decided_at = $5, decision_reason = $6, error = $7, \
@@ -747,7 +747,7 @@ impl CertificateWrites for Tx {
             .bind(request.decision_reason.as_deref())
             .bind(request.error.as_deref())
             .bind(request.updated_at)
-            .bind(from)
+            .bind(from.as_str())
             .fetch_optional(&mut *self.inner)
             .await
             .db()?;
@@ -765,7 +765,7 @@ fn revocation_request_from_row(row: &AnyRow) -> StoreResult<RevocationRequest> {
         workspace_id: row.try_get("workspace_id").db()?,
         certificate_id: row.try_get("certificate_id").db()?,
         reason: row.try_get("reason").db()?,
-        status: row.try_get("status").db()?,
+        status: state_column(row, "revocation request", RevocationStatus::parse)?,
         requested_by: row.try_get("requested_by").db()?,
         decided_by: row.try_get("decided_by").db()?,
         decided_at: row.try_get("decided_at").db()?,

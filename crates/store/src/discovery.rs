@@ -5,12 +5,12 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use trellis_core::certificates::Certificate;
-use trellis_core::discovery::{KnownCertificate, Scan};
+use trellis_core::discovery::{KnownCertificate, Scan, ScanStatus};
 use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{DiscoveryReads, DiscoveryWrites};
 
 use crate::certificates::{certificate_from_row, CERTIFICATE_COLUMNS};
-use crate::{DbResult, Store, StoreResult, Tx};
+use crate::{state_column, DbResult, Store, StoreResult, Tx};
 use trellis_core::ports::StoreError;
 
 const SCAN_COLUMNS: &str =
@@ -28,7 +28,7 @@ fn scan_from_row(row: &AnyRow) -> StoreResult<Scan> {
         workspace_id: row.try_get("workspace_id").db()?,
         scan_type: row.try_get("scan_type").db()?,
         ca_id: row.try_get("ca_id").db()?,
-        status: row.try_get("status").db()?,
+        status: state_column(row, "discovery scan", ScanStatus::parse)?,
         found: row.try_get("found").db()?,
         new_count: row.try_get("new_count").db()?,
         updated_count: row.try_get("updated_count").db()?,
@@ -63,7 +63,7 @@ impl DiscoveryReads for Store {
     ) -> StoreResult<Page<Scan>> {
         let scan_type = scan_type.map(|scan_type| ("scan_type", scan_type));
         // The domain admits only the five state names, so the value is a known literal.
-        let status = status.filter(|s| trellis_core::discovery::STATES.contains(s)).map(|s| format!("status = '{s}'"));
+        let status = status.and_then(ScanStatus::parse).map(|s| format!("status = '{}'", s.as_str()));
         self.workspace_page(
             SCAN_COLUMNS,
             "discovery_scans",
@@ -272,5 +272,41 @@ impl DiscoveryWrites for Tx {
         .await
         .db()?;
         Ok(row.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use trellis_core::discovery::COMPLETED;
+    use trellis_core::ports::DiscoveryReads as _;
+
+    use super::*;
+
+    /// A state name the domain does not know is reported as corrupt data, not carried on or
+    /// panicked on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unknown_stored_status_is_corrupt_data() {
+        let (_dir, store) = crate::testing::store().await;
+        sqlx::query("INSERT INTO workspaces (id, name, created_at, updated_at) VALUES ('ws', 'ws', 0, 0)")
+            .execute(&store.pool)
+            .await
+            .expect("workspace");
+        for (id, status) in [(1_i64, "completed"), (2, "exploded")] {
+            sqlx::query(
+                "INSERT INTO discovery_scans (id, workspace_id, scan_type, status, requested_by, created_at, targets) \
+                 VALUES ($1, 'ws', 'tls_endpoints', $2, 'user:u', 0, '[]')",
+            )
+            .bind(id)
+            .bind(status)
+            .execute(&store.pool)
+            .await
+            .expect("scan");
+        }
+        let known = store.find_scan("ws", 1).await.expect("a known status reads").expect("scan 1");
+        assert_eq!(known.status, COMPLETED);
+        match store.find_scan("ws", 2).await {
+            Err(StoreError::Corrupt(message)) => assert_eq!(message, "discovery scan status `exploded`"),
+            other => panic!("expected corrupt data, got {other:?}"),
+        }
     }
 }

@@ -6,13 +6,13 @@ use sqlx::Row;
 
 use trellis_core::certificates::Certificate;
 use trellis_core::issuance::policies::IssuancePolicy;
-use trellis_core::issuance::requests::CertificateRequest;
+use trellis_core::issuance::requests::{CertificateRequest, RequestStatus};
 use trellis_core::issuance::templates::StoredTemplate;
 use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{IssuanceReads, IssuanceWrites};
 
 use crate::certificates::{certificate_from_row, CERTIFICATE_COLUMNS};
-use crate::{bool_column, json_column, DbResult, Dialect, Store, StoreResult, Tx};
+use crate::{bool_column, json_column, state_column, DbResult, Dialect, Store, StoreResult, Tx};
 
 const POLICY_COLUMNS: &str = "id, workspace_id, name, policy_type, config, position, enabled, created_at, updated_at";
 
@@ -43,7 +43,7 @@ fn request_from_row(row: &AnyRow) -> StoreResult<CertificateRequest> {
         id: row.try_get("id").db()?,
         workspace_id: row.try_get("workspace_id").db()?,
         ca_id: row.try_get("ca_id").db()?,
-        status: row.try_get("status").db()?,
+        status: state_column(row, "certificate request", RequestStatus::parse)?,
         request: json_column(&request),
         common_name: row.try_get("common_name").db()?,
         reasons: json_column(&reasons),
@@ -268,9 +268,9 @@ impl IssuanceWrites for Tx {
     async fn update_request(
         &mut self,
         request: &CertificateRequest,
-        from: &str,
+        from: RequestStatus,
     ) -> StoreResult<Option<CertificateRequest>> {
-        self.write_request(request, "status = $10", from).await
+        self.write_request(request, "status = $10", from.as_str()).await
     }
 
     async fn claim_issuing(

@@ -497,6 +497,13 @@ fn bool_column(value: i64) -> bool {
     value != 0
 }
 
+/// Parses a state column (`what` names it in the error): a name the enum does not know is
+/// corrupt data, reported, never a panic.
+fn state_column<T>(row: &sqlx::any::AnyRow, what: &str, parse: fn(&str) -> Option<T>) -> StoreResult<T> {
+    let text: String = sqlx::Row::try_get(row, "status").db()?;
+    parse(&text).ok_or_else(|| StoreError::Corrupt(format!("{what} status `{text}`")))
+}
+
 /// Hides the secrets of a database URL: the password of `scheme://user:password@host/db` and
 /// the values of `password`-like query parameters (`?password=…`, `sslpassword=…`).
 pub fn redact_url(url: &str) -> String {

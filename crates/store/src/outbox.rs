@@ -16,7 +16,11 @@ pub(crate) const INSERT_EVENT: (&str, usize) =
     ("INSERT INTO event_outbox (workspace_id, event_type, payload, created_at)", 4);
 
 pub(crate) fn bind_event<'q>(query: crate::AnyQuery<'q>, event: &NewEvent<'q>) -> crate::AnyQuery<'q> {
-    query.bind(event.workspace_id).bind(event.event_type).bind(event.payload.to_string()).bind(event.created_at)
+    query
+        .bind(event.workspace_id)
+        .bind(event.event_type.as_str())
+        .bind(event.payload.to_string())
+        .bind(event.created_at)
 }
 
 #[async_trait]
@@ -75,7 +79,7 @@ impl EventWrites for Tx {
 
 #[cfg(test)]
 mod tests {
-    use trellis_core::events::NewEvent;
+    use trellis_core::events::{EventType, NewEvent};
     use trellis_core::ports::Store as _;
 
     /// Retention deletes delivered events past their age, and never one still to deliver.
@@ -85,8 +89,12 @@ mod tests {
         let payload = serde_json::json!({});
         let mut tx = store.begin().await.expect("begin");
         for at in [1_000, 2_000, 3_000, 4_000] {
-            let event =
-                NewEvent { workspace_id: "ws", event_type: "certificate.created", payload: &payload, created_at: at };
+            let event = NewEvent {
+                workspace_id: "ws",
+                event_type: EventType::CertificateCreated,
+                payload: &payload,
+                created_at: at,
+            };
             tx.insert_event(&event).await.expect("insert");
         }
         tx.commit().await.expect("commit");

@@ -13,11 +13,23 @@ use crate::plugins::TpmClock;
 use crate::unit_of_work::Target;
 use crate::validation::optional_text;
 
-pub const REGISTERED: &str = "registered";
-pub const ENROLLED: &str = "enrolled";
-pub const ATTESTED: &str = "attested";
-pub const FAILED: &str = "failed";
-pub const DISABLED: &str = "disabled";
+crate::state::state_enum! {
+    /// A device's state: `registered` (no AK yet), `enrolled`, `attested` (last attestation
+    /// passed), `failed` (last attestation failed), `disabled` (refuses attestation).
+    pub enum DeviceStatus {
+        Registered => "registered",
+        Enrolled => "enrolled",
+        Attested => "attested",
+        Failed => "failed",
+        Disabled => "disabled",
+    }
+}
+
+pub const REGISTERED: DeviceStatus = DeviceStatus::Registered;
+pub const ENROLLED: DeviceStatus = DeviceStatus::Enrolled;
+pub const ATTESTED: DeviceStatus = DeviceStatus::Attested;
+pub const FAILED: DeviceStatus = DeviceStatus::Failed;
+pub const DISABLED: DeviceStatus = DeviceStatus::Disabled;
 
 const MAX_TEXT: usize = 200;
 
@@ -30,9 +42,7 @@ pub struct Device {
     pub device_type: Option<String>,
     pub serial: Option<String>,
     pub description: Option<String>,
-    /// `registered` (no AK yet), `enrolled`, `attested` (last attestation passed), `failed`
-    /// (last attestation failed), `disabled` (refuses attestation).
-    pub status: String,
+    pub status: DeviceStatus,
     pub ak_public: Option<Vec<u8>>,
     pub ak_name: Option<Vec<u8>>,
     pub ek_public: Option<Vec<u8>>,
@@ -94,7 +104,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: DeviceInput) -> Resul
         device_type: optional_text("deviceType", input.device_type.flatten().as_deref(), MAX_TEXT)?,
         serial: optional_text("serial", input.serial.flatten().as_deref(), MAX_TEXT)?,
         description: optional_text("description", input.description.flatten().as_deref(), MAX_TEXT)?,
-        status: REGISTERED.into(),
+        status: REGISTERED,
         ak_public: None,
         ak_name: None,
         ek_public: None,
@@ -142,9 +152,9 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: DeviceInput)
     }
     match input.status.as_deref() {
         None => {}
-        Some(DISABLED) => device.status = DISABLED.into(),
+        Some("disabled") => device.status = DISABLED,
         Some("enabled") if device.status == DISABLED => {
-            device.status = if device.ak_name.is_some() { ENROLLED.into() } else { REGISTERED.into() };
+            device.status = if device.ak_name.is_some() { ENROLLED } else { REGISTERED };
         }
         Some("enabled") => {}
         Some(_) => return Err(crate::error::Error::invalid_field("status", "must be disabled or enabled")),
@@ -193,7 +203,7 @@ pub async fn reset_enrollment(ctx: &Context, caller: &Caller, id: i64) -> Result
     device.last_clock = None;
     device.enrolled_at = None;
     if device.status != DISABLED {
-        device.status = REGISTERED.into();
+        device.status = REGISTERED;
     }
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     device.updated_at = change.at();

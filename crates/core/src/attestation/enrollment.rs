@@ -210,7 +210,7 @@ pub async fn activate(ctx: &Context, caller: &Caller, device_id: i64, secret: Op
     device.ek_manufacturer = pending.ek_manufacturer;
     device.last_clock = None;
     device.enrolled_at = Some(at);
-    device.status = ENROLLED.into();
+    device.status = ENROLLED;
     device.updated_at = at;
     change.tx().update_device(&device).await?;
     change.audit(

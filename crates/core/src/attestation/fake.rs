@@ -118,13 +118,13 @@ impl AttestationWrites for MemoryTx {
         &mut self,
         workspace_id: &str,
         id: i64,
-        status: &str,
+        status: crate::attestation::devices::DeviceStatus,
         at: i64,
         clock: Option<TpmClock>,
     ) -> StoreResult<()> {
         if let Some(device) = self.device_mut(workspace_id, id) {
             if device.status != DISABLED {
-                device.status = status.to_owned();
+                device.status = status;
             }
             device.last_attested_at = Some(at);
             if clock.is_some() {

@@ -41,7 +41,7 @@ pub trait AttestationWrites: Send {
         &mut self,
         workspace_id: &str,
         id: i64,
-        status: &str,
+        status: crate::attestation::devices::DeviceStatus,
         at: i64,
         clock: Option<TpmClock>,
     ) -> StoreResult<()>;

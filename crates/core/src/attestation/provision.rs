@@ -16,7 +16,7 @@ use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::events;
+use crate::events::{AttestationFailed, Event};
 use crate::issuance::{self, IssueInput, Issued};
 use crate::plugins::{
     BoundCsr, CallTarget, EnrolledDevice, Evidence, PcrValue, PluginRef, Tpm2Certification, Tpm2Evidence, Verdict,
@@ -280,11 +280,9 @@ async fn record_failure(
     };
     let record = change.tx().insert_attestation_record(&record).await?;
     change.tx().set_device_attestation(&caller.workspace_id, device_id, FAILED, at, None).await?;
-    let data =
-        json!({ "deviceId": device_id, "attestationId": record.id, "policyId": policy_id, "failures": failures });
-    change
-        .audit("attestation.failed", Target::new("device", device_id), data.clone())
-        .emit(events::ATTESTATION_FAILED, data);
+    let event =
+        Event::AttestationFailed(AttestationFailed { device_id, attestation_id: record.id, policy_id, failures });
+    change.audit("attestation.failed", Target::new("device", device_id), event.data()?).emit(event);
     change.commit().await?;
     metrics::counter!("trellis_attestations_total", "kind" => kind.to_owned(), "outcome" => "failed").increment(1);
     Ok(())

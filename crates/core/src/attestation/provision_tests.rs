@@ -39,7 +39,7 @@ fn device(id: i64) -> Device {
         device_type: Some("gateway".into()),
         serial: None,
         description: None,
-        status: ENROLLED.into(),
+        status: ENROLLED,
         ak_public: Some(b"enrolled-ak-public".to_vec()),
         ak_name: Some(b"enrolled-ak-name".to_vec()),
         ek_public: Some(b"enrolled-ek-public".to_vec()),
@@ -455,7 +455,7 @@ async fn a_disabled_device_is_refused_recorded_and_stays_disabled() {
     let f = fixture(passing(None));
     f.store.edit(|tables| {
         if let Some(device) = tables.devices.iter_mut().find(|d| d.id == DEVICE_ID) {
-            device.status = DISABLED.into();
+            device.status = DISABLED;
         }
     });
 

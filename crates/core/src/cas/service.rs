@@ -8,7 +8,7 @@ use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
-use crate::events;
+use crate::events::{CaData, CaHealthChanged, Event};
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::binding::{self, RecordBinding};
 use crate::plugins::record_config as secrets;
@@ -276,8 +276,14 @@ fn audit_details(ca: &CertificateAuthority) -> Value {
     json!({ "name": ca.name, "type": ca.ca_type, "url": ca.url, "status": ca.status.as_str() })
 }
 
-fn event_data(ca: &CertificateAuthority) -> Value {
-    json!({ "caId": ca.id, "name": ca.name, "type": ca.ca_type, "status": ca.status.as_str(), "healthStatus": ca.health_status.as_str() })
+fn event_data(ca: &CertificateAuthority) -> CaData {
+    CaData {
+        ca_id: ca.id,
+        name: ca.name.clone(),
+        ca_type: ca.ca_type.clone(),
+        status: ca.status.as_str(),
+        health_status: ca.health_status.as_str(),
+    }
 }
 
 /// Creates a CA: validates, stores (secrets sealed), runs the connector's `setup` (an internal
@@ -309,7 +315,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: CaInput) -> Result<Ca
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
     change
         .audit("ca.created", Target::new("certificate_authority", ca.id), audit_details(&ca))
-        .emit(events::CA_CREATED, event_data(&ca));
+        .emit(Event::CaCreated(event_data(&ca)));
     change.commit().await?;
     Ok(view(ca))
 }
@@ -353,7 +359,7 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: CaInput, rep
         .ok_or(Error::NotFound(Entity::CertificateAuthority))?;
     change
         .audit("ca.updated", Target::new("certificate_authority", id), audit_details(&ca))
-        .emit(events::CA_UPDATED, event_data(&ca));
+        .emit(Event::CaUpdated(event_data(&ca)));
     change.commit().await?;
     Ok(view(ca))
 }
@@ -499,14 +505,17 @@ pub async fn record_check(
         );
     }
     if health != ca.health_status {
-        change.emit(
-            events::CA_HEALTH_CHANGED,
-            json!({ "caId": ca.id, "name": ca.name, "previous": ca.health_status.as_str(), "current": health.as_str(), "status": status.as_str() }),
-        );
+        change.emit(Event::CaHealthChanged(CaHealthChanged {
+            ca_id: ca.id,
+            name: ca.name.clone(),
+            previous: ca.health_status.as_str(),
+            current: health.as_str(),
+            status: status.as_str(),
+        }));
     }
     if status != ca.status {
         let updated = CertificateAuthority { status, health_status: health, ..ca.clone() };
-        change.emit(events::CA_UPDATED, event_data(&updated));
+        change.emit(Event::CaUpdated(event_data(&updated)));
     }
     change.commit().await
 }

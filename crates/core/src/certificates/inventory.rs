@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::{event_data, Certificate, CertificateUpdate, IssuanceSource, NewCertificate, ParsedCertificate};
 use crate::error::{Entity, Error, Result};
-use crate::events;
+use crate::events::{CertificateRevoked, Event};
 use crate::ports::StoreError;
 use crate::unit_of_work::{Target, UnitOfWork};
 
@@ -190,7 +190,7 @@ pub async fn add(change: &mut UnitOfWork<'_>, entry: Entry<'_>, provenance: Prov
     let (action, details) = provenance.audit(&certificate);
     change
         .audit(action, Target::new("certificate", certificate.id), details)
-        .emit(events::CERTIFICATE_CREATED, event_data(&certificate, now));
+        .emit(Event::CertificateCreated(event_data(&certificate, now)));
     Ok(certificate)
 }
 
@@ -227,15 +227,13 @@ pub async fn mark_revoked(
         RevokedBy::Scan { scan_id } => json!({ "reason": reason, "source": "discovery", "scanId": scan_id }),
     };
     change.audit("certificate.revoked", Target::new("certificate", id), details);
-    change.emit(events::CERTIFICATE_REVOKED, revoked_event_data(&certificate, reason, now));
+    change.emit(Event::CertificateRevoked(revoked_event_data(&certificate, reason, now)));
     Ok(certificate)
 }
 
 /// `certificate.revoked`'s data: the certificate summary and the reason.
-pub(crate) fn revoked_event_data(certificate: &Certificate, reason: &str, now: i64) -> Value {
-    let mut data = event_data(certificate, now);
-    data["reason"] = json!(reason);
-    data
+pub(crate) fn revoked_event_data(certificate: &Certificate, reason: &str, now: i64) -> CertificateRevoked {
+    CertificateRevoked { certificate: event_data(certificate, now), reason: Some(reason.to_owned()) }
 }
 
 /// The inventory's size bounds (see [`MAX_NAME_CHARS`] and its neighbours).

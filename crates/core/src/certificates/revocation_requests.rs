@@ -2,11 +2,21 @@
 //! template's rule, open, list, approve, reject) span the CA registry, issuance's templates and
 //! the inventory, and live above them in `crate::lifecycle::revocation_requests`.
 
-pub use crate::approvals::PENDING;
-pub const APPROVED: &str = "approved";
-pub const REJECTED: &str = "rejected";
-pub const FAILED: &str = "failed";
-pub(crate) const STATES: [&str; 4] = [PENDING, APPROVED, REJECTED, FAILED];
+crate::state::state_enum! {
+    /// Where a revocation request is: `pending` until decided; an approved one that could not
+    /// revoke ends `failed`.
+    pub enum RevocationStatus {
+        Pending => "pending",
+        Approved => "approved",
+        Rejected => "rejected",
+        Failed => "failed",
+    }
+}
+
+pub const PENDING: RevocationStatus = RevocationStatus::Pending;
+pub const APPROVED: RevocationStatus = RevocationStatus::Approved;
+pub const REJECTED: RevocationStatus = RevocationStatus::Rejected;
+pub const FAILED: RevocationStatus = RevocationStatus::Failed;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevocationRequest {
@@ -14,7 +24,7 @@ pub struct RevocationRequest {
     pub workspace_id: String,
     pub certificate_id: i64,
     pub reason: String,
-    pub status: String,
+    pub status: RevocationStatus,
     pub requested_by: String,
     pub decided_by: Option<String>,
     pub decided_at: Option<i64>,

@@ -13,7 +13,7 @@ use crate::certificates::{
 use crate::certificates::{CertificateFilter, CertificateUpdate};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
-use crate::events;
+use crate::events::{CertificateData, CertificateExpiring, CertificateUpdated, Event};
 use crate::pagination::{Page, PageRequest};
 use crate::unit_of_work::{Target, UnitOfWork};
 
@@ -200,7 +200,7 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, changes: Changes) -
         id,
         update,
         "certificate.updated",
-        events::CERTIFICATE_UPDATED,
+        Event::CertificateUpdated,
         |c| json!({ "changes": changed_fields(c) }),
     )
     .await
@@ -237,7 +237,7 @@ pub(crate) async fn set_auto_renewal(ctx: &Context, caller: &Caller, id: i64, en
         id,
         update,
         "certificate.auto_renewal_changed",
-        events::CERTIFICATE_UPDATED,
+        Event::CertificateUpdated,
         |_| json!({ "autoRenewal": enabled }),
     )
     .await
@@ -288,7 +288,7 @@ pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
         Target::new("certificate", id),
         json!({ "commonName": certificate.common_name, "fingerprintSha256": certificate.fingerprint_sha256 }),
     );
-    change.emit(events::CERTIFICATE_DELETED, event_data(&certificate, now));
+    change.emit(Event::CertificateDeleted(event_data(&certificate, now)));
     change.commit().await?;
     Ok(())
 }
@@ -549,7 +549,7 @@ pub async fn assign_identity(ctx: &Context, caller: &Caller, id: i64, identity_i
         id,
         update,
         "certificate.identity_assigned",
-        events::CERTIFICATE_UPDATED,
+        Event::CertificateUpdated,
         |_| json!({ "machineIdentityId": identity_id }),
     )
     .await
@@ -562,7 +562,7 @@ async fn mutate(
     id: i64,
     update: CertificateUpdate<'_>,
     action: &str,
-    event_type: &'static str,
+    event: fn(CertificateUpdated) -> Event,
     details: impl FnOnce(&CertificateUpdate<'_>) -> Value,
 ) -> Result<Certificate> {
     let now = ctx.now_millis();
@@ -574,24 +574,22 @@ async fn mutate(
         .await?
         .ok_or(Error::NotFound(Entity::Certificate))?;
     change.audit(action, Target::new("certificate", id), details.clone());
-    let mut data = event_data(&certificate, now);
-    data["changes"] = details;
-    change.emit(event_type, data);
+    change.emit(event(CertificateUpdated { certificate: event_data(&certificate, now), changes: details }));
     change.commit().await?;
     Ok(certificate)
 }
 
 /// The certificate summary carried by events.
-pub(crate) fn event_data(certificate: &Certificate, now: i64) -> Value {
-    json!({
-        "certificateId": certificate.id,
-        "commonName": certificate.common_name,
-        "issuer": certificate.issuer,
-        "serialNumber": certificate.serial_number,
-        "fingerprintSha256": certificate.fingerprint_sha256,
-        "expiresAt": crate::clock::rfc3339(certificate.expires_at),
-        "status": Status::at(certificate.revoked, certificate.expires_at, now).as_str(),
-    })
+pub(crate) fn event_data(certificate: &Certificate, now: i64) -> CertificateData {
+    CertificateData {
+        certificate_id: certificate.id,
+        common_name: certificate.common_name.clone(),
+        issuer: certificate.issuer.clone(),
+        serial_number: certificate.serial_number.clone(),
+        fingerprint_sha256: certificate.fingerprint_sha256.clone(),
+        expires_at: crate::clock::rfc3339(certificate.expires_at),
+        status: Status::at(certificate.revoked, certificate.expires_at, now).as_str(),
+    }
 }
 
 fn check_text(field: &str, text: &str) -> Result<String> {
@@ -630,13 +628,13 @@ pub async fn scan_expiry(ctx: &Context) -> Result<ExpiryScan> {
         let mut change = ctx.change(Audit::system("expiry-scan"), None).await?;
         let expired = change.tx().claim_expired(now, BATCH).await?;
         for certificate in &expired {
-            change.emit_in(&certificate.workspace_id, events::CERTIFICATE_EXPIRED, event_data(certificate, now));
+            change.emit_in(&certificate.workspace_id, Event::CertificateExpired(event_data(certificate, now)));
         }
         let expiring = change.tx().claim_expiring(now, BATCH).await?;
         for certificate in &expiring {
-            let mut data = event_data(certificate, now);
-            data["daysUntilExpiry"] = json!(certificate.days_until_expiry(ctx.clock.now()));
-            change.emit_in(&certificate.workspace_id, events::CERTIFICATE_EXPIRING, data);
+            let days_until_expiry = certificate.days_until_expiry(ctx.clock.now());
+            let expiring = CertificateExpiring { certificate: event_data(certificate, now), days_until_expiry };
+            change.emit_in(&certificate.workspace_id, Event::CertificateExpiring(expiring));
         }
         change.commit().await?;
         scan.expired += expired.len();

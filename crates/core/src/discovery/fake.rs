@@ -37,7 +37,7 @@ impl DiscoveryReads for MemoryStore {
             .into_iter()
             .filter(|s| s.workspace_id == workspace_id)
             .filter(|s| scan_type.is_none_or(|t| s.scan_type == t))
-            .filter(|s| status.is_none_or(|t| s.status == t))
+            .filter(|s| status.is_none_or(|t| s.status.as_str() == t))
             .collect();
         mine.sort_by_key(|row| std::cmp::Reverse(row.id));
         let total = mine.len() as i64;
@@ -93,7 +93,7 @@ impl DiscoveryWrites for MemoryTx {
         let mut scans: Vec<&mut Scan> = self.working.scans.iter_mut().filter(|s| claimable(s)).collect();
         scans.sort_by_key(|s| s.id);
         let Some(scan) = scans.into_iter().next() else { return Ok(None) };
-        scan.status = RUNNING.into();
+        scan.status = RUNNING;
         scan.started_at = scan.started_at.or(Some(now));
         scan.heartbeat_at = Some(now);
         Ok(Some(scan.clone()))
@@ -102,7 +102,7 @@ impl DiscoveryWrites for MemoryTx {
         let Some(stored) = self.working.scans.iter_mut().find(|s| s.id == scan.id && running(s)) else {
             return Ok(false);
         };
-        *stored = Scan { status: stored.status.clone(), ..scan.clone() };
+        *stored = Scan { status: stored.status, ..scan.clone() };
         Ok(true)
     }
     async fn finish_scan(&mut self, scan: &Scan) -> StoreResult<bool> {
@@ -121,7 +121,7 @@ impl DiscoveryWrites for MemoryTx {
         else {
             return Ok(None);
         };
-        stored.status = CANCELLED.into();
+        stored.status = CANCELLED;
         stored.finished_at = Some(at);
         Ok(Some(stored.clone()))
     }

@@ -62,7 +62,7 @@ fn pending_scan() -> Scan {
         scan_type: CA_CERTS.into(),
         ca_id: Some(CA_ID),
         targets: Vec::new(),
-        status: PENDING.into(),
+        status: PENDING,
         found: 0,
         new_count: 0,
         updated_count: 0,
@@ -140,7 +140,7 @@ async fn a_ca_scan_brings_new_certificates_in_with_their_audit_rows_and_events()
 
     let done = scan(&store, list).await;
 
-    assert_eq!((done.status.as_str(), done.found, done.new_count, done.updated_count), (COMPLETED, 2, 2, 0));
+    assert_eq!((done.status, done.found, done.new_count, done.updated_count), (COMPLETED, 2, 2, 0));
     let imported = certificates(&store);
     assert_eq!(imported.len(), 2);
     for certificate in &imported {
@@ -315,7 +315,7 @@ async fn a_connector_that_fails_fails_the_scan_and_says_so() {
     assert!(done.error.is_some());
     let (kind, data) = events(&store).pop().unwrap_or_else(|| panic!("an event"));
     assert_eq!(kind, "discovery.scan_completed");
-    assert_eq!(data["status"], FAILED);
+    assert_eq!(data["status"], FAILED.as_str());
     assert!(store.snapshot().audit.iter().any(|a| a.action == "discovery.scan_failed"));
 }
 

@@ -34,7 +34,7 @@ use crate::certificates::inventory::{self, CaRef, Provenance, RevokedBy};
 use crate::certificates::UsageRecord;
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
-use crate::events;
+use crate::events::{Event, NewCertificatesFound, ScanCompleted};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::StoreError;
 use crate::unit_of_work::{Target, UnitOfWork};
@@ -42,13 +42,25 @@ use trellis_pki::x509::parse_der;
 
 pub const CA_CERTS: &str = "ca_certs";
 pub const TLS_ENDPOINTS: &str = "tls_endpoints";
-pub const PENDING: &str = "pending";
-pub const RUNNING: &str = "running";
-pub const COMPLETED: &str = "completed";
-pub const FAILED: &str = "failed";
-pub const CANCELLED: &str = "cancelled";
 pub const TYPES: [&str; 2] = [CA_CERTS, TLS_ENDPOINTS];
-pub const STATES: [&str; 5] = [PENDING, RUNNING, COMPLETED, FAILED, CANCELLED];
+
+crate::state::state_enum! {
+    /// Where a scan is: `pending` until a worker claims it, `running`, then one of the three
+    /// terminal states.
+    pub enum ScanStatus {
+        Pending => "pending",
+        Running => "running",
+        Completed => "completed",
+        Failed => "failed",
+        Cancelled => "cancelled",
+    }
+}
+
+pub const PENDING: ScanStatus = ScanStatus::Pending;
+pub const RUNNING: ScanStatus = ScanStatus::Running;
+pub const COMPLETED: ScanStatus = ScanStatus::Completed;
+pub const FAILED: ScanStatus = ScanStatus::Failed;
+pub const CANCELLED: ScanStatus = ScanStatus::Cancelled;
 /// Page size asked of the connector.
 const PAGE: u32 = 100;
 /// Most certificates one scan imports (a CA with more is scanned in several runs).
@@ -169,7 +181,7 @@ pub struct Scan {
     pub ca_id: Option<i64>,
     /// `tls_endpoints`: the targets as given.
     pub targets: Vec<String>,
-    pub status: String,
+    pub status: ScanStatus,
     pub found: i64,
     pub new_count: i64,
     pub updated_count: i64,
@@ -191,7 +203,7 @@ impl Scan {
     /// Percent done: probed endpoints of a `tls_endpoints` scan; for a `ca_certs` scan only 0
     /// or 100 (a CA does not say how many certificates it holds). `None` while unknown.
     pub fn progress(&self) -> Option<i64> {
-        match self.status.as_str() {
+        match self.status {
             COMPLETED => Some(100),
             PENDING => Some(0),
             _ => self.total.filter(|t| *t > 0).map(|t| (self.done * 100 / t).clamp(0, 100)),
@@ -230,7 +242,7 @@ fn new_scan(caller: &Caller, scan_type: &str, ca_id: Option<i64>, targets: Vec<S
         scan_type: scan_type.into(),
         ca_id,
         targets,
-        status: PENDING.into(),
+        status: PENDING,
         found: 0,
         new_count: 0,
         updated_count: 0,
@@ -351,25 +363,36 @@ async fn run(ctx: &Context, mut scan: Scan) -> Result<()> {
         Ok(Err(Cancelled)) => (CANCELLED, None),
         Err(err) => (FAILED, Some(err.to_string())),
     };
-    scan.status = status.into();
+    scan.status = status;
     scan.error = error;
     scan.finished_at = Some(now);
     let mut change = ctx.change(Audit::system("discovery"), Some(&scan.workspace_id)).await?;
     if change.tx().finish_scan(&scan).await? {
-        let data = json!({ "scanId": scan.id, "type": scan.scan_type, "caId": scan.ca_id, "status": scan.status,
-            "found": scan.found, "new": scan.new_count, "updated": scan.updated_count, "failed": scan.failed_count, "error": scan.error });
+        let completed = ScanCompleted {
+            scan_id: scan.id,
+            scan_type: scan.scan_type.clone(),
+            ca_id: scan.ca_id,
+            status: scan.status.to_string(),
+            found: scan.found,
+            new: scan.new_count,
+            updated: scan.updated_count,
+            failed: scan.failed_count,
+            error: Some(scan.error.clone()),
+        };
         change.audit(
             if status == COMPLETED { "discovery.scan_completed" } else { "discovery.scan_failed" },
             Target::new("discovery_scan", scan.id),
             json!({ "found": scan.found, "new": scan.new_count, "updated": scan.updated_count,
                 "failed": scan.failed_count, "error": scan.error }),
         );
-        change.emit(events::DISCOVERY_SCAN_COMPLETED, data);
+        change.emit(Event::DiscoveryScanCompleted(completed));
         if scan.new_count > 0 {
-            change.emit(
-                events::DISCOVERY_NEW_CERTIFICATES_FOUND,
-                json!({ "scanId": scan.id, "type": scan.scan_type, "caId": scan.ca_id, "count": scan.new_count }),
-            );
+            change.emit(Event::DiscoveryNewCertificatesFound(NewCertificatesFound {
+                scan_id: scan.id,
+                scan_type: scan.scan_type.clone(),
+                ca_id: scan.ca_id,
+                count: scan.new_count,
+            }));
         }
     }
     change.commit().await
@@ -747,8 +770,8 @@ pub async fn list(
         return Err(Error::invalid_field("type", format!("`{t}` is not one of {}", TYPES.join(", "))));
     }
     let status = status.map(str::trim).filter(|t| !t.is_empty());
-    if let Some(s) = status.filter(|s| !STATES.contains(s)) {
-        return Err(Error::invalid_field("status", format!("`{s}` is not one of {}", STATES.join(", "))));
+    if let Some(s) = status.filter(|s| ScanStatus::parse(s).is_none()) {
+        return Err(Error::invalid_field("status", format!("`{s}` is not one of {}", ScanStatus::names())));
     }
     Ok(ctx.store.list_scans(&caller.workspace_id, scan_type, status, page).await?)
 }
@@ -777,11 +800,17 @@ pub async fn cancel(ctx: &Context, caller: &Caller, id: i64) -> Result<Scan> {
         }
     };
     change.audit("discovery.scan_cancelled", Target::new("discovery_scan", id), json!({}));
-    change.emit(
-        events::DISCOVERY_SCAN_COMPLETED,
-        json!({ "scanId": id, "type": scan.scan_type, "caId": scan.ca_id, "status": CANCELLED,
-            "found": scan.found, "new": scan.new_count, "updated": scan.updated_count, "failed": scan.failed_count }),
-    );
+    change.emit(Event::DiscoveryScanCompleted(ScanCompleted {
+        scan_id: id,
+        scan_type: scan.scan_type.clone(),
+        ca_id: scan.ca_id,
+        status: CANCELLED.to_string(),
+        found: scan.found,
+        new: scan.new_count,
+        updated: scan.updated_count,
+        failed: scan.failed_count,
+        error: None,
+    }));
     change.commit().await?;
     Ok(scan)
 }
@@ -828,14 +857,14 @@ mod tests {
         assert_eq!(owner("CN=Other Example Issuing CA", Some(&cas[2]), &cas).map(|c| c.id), Some(3));
     }
 
-    fn tls_scan(id: i64, status: &str, created_at: i64, targets: &[&str]) -> Scan {
+    fn tls_scan(id: i64, status: ScanStatus, created_at: i64, targets: &[&str]) -> Scan {
         Scan {
             id,
             workspace_id: "ws".into(),
             scan_type: TLS_ENDPOINTS.into(),
             ca_id: None,
             targets: targets.iter().map(|t| (*t).to_owned()).collect(),
-            status: status.into(),
+            status,
             found: 0,
             new_count: 0,
             updated_count: 0,

@@ -56,7 +56,7 @@ impl IssuanceReads for MemoryStore {
             .snapshot()
             .requests
             .into_iter()
-            .filter(|r| r.workspace_id == workspace_id && status.is_none_or(|s| r.status == s))
+            .filter(|r| r.workspace_id == workspace_id && status.is_none_or(|s| r.status.as_str() == s))
             .collect();
         items.reverse();
         Ok(Page { total: items.len() as i64, items, total_exact: true, request: page })
@@ -108,7 +108,7 @@ impl IssuanceWrites for MemoryTx {
     async fn update_request(
         &mut self,
         request: &CertificateRequest,
-        from: &str,
+        from: crate::issuance::requests::RequestStatus,
     ) -> StoreResult<Option<CertificateRequest>> {
         let working = &mut self.working;
         let Some(row) = working

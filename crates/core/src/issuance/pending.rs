@@ -30,7 +30,7 @@ use crate::cas::service::{call_target, connector_for, find};
 use crate::certificates::Certificate;
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
-use crate::events;
+use crate::events::{CertificateRenewalFailed, CertificateRenewed, Event};
 use crate::plugins::{
     CertificateProfile, IssuanceSource, IssueOutcome, IssueRequest, PendingIssue, PluginError, SubjectKey,
 };
@@ -172,7 +172,7 @@ fn delay_ms(retry_after_secs: Option<u64>, attempts: i64) -> i64 {
 /// The issuing state of a request whose order the CA just accepted, at `at`.
 fn issuing(request: CertificateRequest, order: &Order, sealed: String, at: i64) -> CertificateRequest {
     CertificateRequest {
-        status: ISSUING.into(),
+        status: ISSUING,
         status_message: Some(order.status_message.clone()),
         poll_at: Some(at + delay_ms(order.retry_after_secs.map(u64::from), 0).max(MIN_DELAY_MS)),
         poll_attempts: 0,
@@ -202,7 +202,7 @@ pub(crate) async fn open(
     let row = CertificateRequest {
         workspace_id: workspace_id.to_owned(),
         ca_id,
-        status: ISSUING.into(),
+        status: ISSUING,
         request: body,
         common_name,
         reasons: json!([]),
@@ -463,7 +463,7 @@ async fn fail(
     let renews = claimed.renews_certificate_id;
     let workspace_id = claimed.workspace_id.clone();
     let failed = CertificateRequest {
-        status: FAILED.into(),
+        status: FAILED,
         error: Some(message.clone()),
         poll_at: None,
         order_sealed: None,
@@ -483,10 +483,12 @@ async fn fail(
             change.tx().record_renewal_failure(&workspace_id, old_id, &message).await?;
             change
                 .audit("certificate.renewal_failed", Target::new("certificate", old_id), json!({ "error": message }))
-                .emit(
-                    events::CERTIFICATE_RENEWAL_FAILED,
-                    json!({ "certificateId": old_id, "commonName": old.common_name, "error": message, "code": err.code() }),
-                );
+                .emit(Event::CertificateRenewalFailed(CertificateRenewalFailed {
+                    certificate_id: old_id,
+                    common_name: old.common_name,
+                    error: message.clone(),
+                    code: err.code(),
+                }));
         }
     }
     change.commit().await?;
@@ -524,7 +526,7 @@ impl Completion {
         let renews = self.request.renews_certificate_id;
         let workspace_id = self.request.workspace_id.clone();
         let issued = CertificateRequest {
-            status: ISSUED.into(),
+            status: ISSUED,
             certificate_id: Some(certificate.id),
             poll_at: None,
             order_sealed: None,
@@ -555,11 +557,17 @@ impl Completed {
         );
         if let Some((old_id, common_name)) = &self.renewed {
             change
-                .audit("certificate.renewed", Target::new("certificate", *old_id), json!({ "renewedBy": certificate.id }))
-                .emit(
-                    events::CERTIFICATE_RENEWED,
-                    json!({ "oldCertificateId": old_id, "newCertificateId": certificate.id, "commonName": common_name, "caId": certificate.ca_id }),
-                );
+                .audit(
+                    "certificate.renewed",
+                    Target::new("certificate", *old_id),
+                    json!({ "renewedBy": certificate.id }),
+                )
+                .emit(Event::CertificateRenewed(CertificateRenewed {
+                    old_certificate_id: *old_id,
+                    new_certificate_id: certificate.id,
+                    common_name: common_name.clone(),
+                    ca_id: certificate.ca_id,
+                }));
         }
     }
 }

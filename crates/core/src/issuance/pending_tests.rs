@@ -218,7 +218,7 @@ async fn a_pending_answer_opens_an_issuing_request_with_the_order_sealed() {
     let listed = requests::list(
         &ctx,
         &owner(WORKSPACE),
-        Some(ISSUING),
+        Some(ISSUING.as_str()),
         crate::pagination::PageRequest::new(None, None, None, 20).unwrap_or_else(|e| panic!("{e}")),
     )
     .await
@@ -325,7 +325,7 @@ async fn a_claimed_request_is_not_claimed_again_until_its_lease_ends() {
     let second = tx.claim_issuing(at, "b", at + pending::LEASE_MS, 10).await.unwrap_or_default();
     assert_eq!((first.len(), second.len()), (1, 0));
     // Only the holder may write the outcome.
-    let done = CertificateRequest { status: FAILED.into(), ..first[0].clone() };
+    let done = CertificateRequest { status: FAILED, ..first[0].clone() };
     assert!(tx.finish_poll(&done, "b").await.unwrap_or_default().is_none());
     let after_lease = at + pending::LEASE_MS;
     let taken_over = tx.claim_issuing(after_lease, "b", after_lease + pending::LEASE_MS, 10).await.unwrap_or_default();

@@ -46,7 +46,7 @@ pub trait IssuanceWrites: Send {
     async fn update_request(
         &mut self,
         request: &CertificateRequest,
-        from: &str,
+        from: crate::issuance::requests::RequestStatus,
     ) -> StoreResult<Option<CertificateRequest>>;
     async fn insert_template(&mut self, template: &StoredTemplate) -> StoreResult<StoredTemplate>;
     async fn update_template(&mut self, template: &StoredTemplate) -> StoreResult<Option<StoredTemplate>>;

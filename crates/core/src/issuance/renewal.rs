@@ -26,7 +26,7 @@ use crate::cas::service::{call_target, connector_for, find};
 use crate::certificates::Certificate;
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::events;
+use crate::events::{CertificateRenewalFailed, CertificateRenewed, Event};
 use crate::plugins::RenewalWindow;
 use crate::unit_of_work::Target;
 
@@ -249,8 +249,12 @@ async fn renew(ctx: &Context, old: &Certificate) -> Result<Renewed> {
     let mut change = ctx.change(actor, Some(&old.workspace_id)).await?;
     change.tx().record_renewal(&old.workspace_id, old.id, new_id).await?;
     change.audit("certificate.renewed", Target::new("certificate", old.id), json!({ "renewedBy": new_id })).emit(
-        events::CERTIFICATE_RENEWED,
-        json!({ "oldCertificateId": old.id, "newCertificateId": new_id, "commonName": old.common_name, "caId": ca_id }),
+        Event::CertificateRenewed(CertificateRenewed {
+            old_certificate_id: old.id,
+            new_certificate_id: new_id,
+            common_name: old.common_name.clone(),
+            ca_id: Some(ca_id),
+        }),
     );
     change.commit().await?;
     Ok(Renewed::Now(new_id))
@@ -262,9 +266,11 @@ async fn record_failure(ctx: &Context, certificate: &Certificate, err: &Error) -
     change.tx().record_renewal_failure(&certificate.workspace_id, certificate.id, &message).await?;
     change
         .audit("certificate.renewal_failed", Target::new("certificate", certificate.id), json!({ "error": message }))
-        .emit(
-            events::CERTIFICATE_RENEWAL_FAILED,
-            json!({ "certificateId": certificate.id, "commonName": certificate.common_name, "error": message, "code": err.code() }),
-        );
+        .emit(Event::CertificateRenewalFailed(CertificateRenewalFailed {
+            certificate_id: certificate.id,
+            common_name: certificate.common_name.clone(),
+            error: message,
+            code: err.code(),
+        }));
     change.commit().await
 }

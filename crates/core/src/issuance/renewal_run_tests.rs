@@ -254,7 +254,7 @@ async fn a_pending_renewal_parks_an_issuing_request_and_is_not_claimed_while_in_
     assert_eq!(run.pending, 1);
     let requests = fixture.store.snapshot().requests;
     assert_eq!(requests.len(), 1);
-    assert_eq!((requests[0].status.as_str(), requests[0].renews_certificate_id), (ISSUING, Some(OLD)));
+    assert_eq!((requests[0].status, requests[0].renews_certificate_id), (ISSUING, Some(OLD)));
     assert_eq!(requests[0].requested_by, "system:renewal");
     let again = renewal::run(&fixture.at(NOW_MS + CLAIM_LEASE_MS + 1), 10).await.unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(again, renewal::RenewalRun::default(), "the renewal in flight is not started twice");

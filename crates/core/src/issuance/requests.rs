@@ -14,21 +14,37 @@ use crate::error::{Entity, Error, Result};
 use crate::pagination::{Page, PageRequest};
 use crate::unit_of_work::Target;
 
-pub use crate::approvals::PENDING;
-pub const APPROVED: &str = "approved";
-pub const ISSUED: &str = "issued";
-pub const REJECTED: &str = "rejected";
-pub const FAILED: &str = "failed";
-/// The CA accepted the order and has not issued yet: the poller (`issuance::pending`) drives it.
-pub const ISSUING: &str = "issuing";
-const STATES: [&str; 6] = [PENDING, APPROVED, ISSUING, ISSUED, REJECTED, FAILED];
+crate::state::state_enum! {
+    /// Where a certificate request is: `pending` approval, `approved` (issuing through the
+    /// usual path), `issuing` at a CA that has not answered yet, then `issued`, `rejected` or
+    /// `failed`.
+    #[derive(Default)]
+    pub enum RequestStatus {
+        #[default]
+        Pending => "pending",
+        Approved => "approved",
+        /// The CA accepted the order and has not issued yet: the poller (`issuance::pending`)
+        /// drives it.
+        Issuing => "issuing",
+        Issued => "issued",
+        Rejected => "rejected",
+        Failed => "failed",
+    }
+}
+
+pub const PENDING: RequestStatus = RequestStatus::Pending;
+pub const APPROVED: RequestStatus = RequestStatus::Approved;
+pub const ISSUED: RequestStatus = RequestStatus::Issued;
+pub const REJECTED: RequestStatus = RequestStatus::Rejected;
+pub const FAILED: RequestStatus = RequestStatus::Failed;
+pub const ISSUING: RequestStatus = RequestStatus::Issuing;
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CertificateRequest {
     pub id: i64,
     pub workspace_id: String,
     pub ca_id: i64,
-    pub status: String,
+    pub status: RequestStatus,
     /// The issue body as submitted (CSR included).
     pub request: Value,
     pub common_name: Option<String>,
@@ -79,7 +95,7 @@ pub(crate) async fn open(
         id: 0,
         workspace_id: workspace_id.clone(),
         ca_id: run.ca.id,
-        status: PENDING.into(),
+        status: PENDING,
         request: body,
         common_name: input.common_name.clone(),
         reasons,
@@ -128,8 +144,8 @@ pub async fn list(
 ) -> Result<Page<CertificateRequest>> {
     caller.require(Scope::CertificatesRead)?;
     let status = status.map(str::trim).filter(|s| !s.is_empty());
-    if let Some(status) = status.filter(|s| !STATES.contains(s)) {
-        return Err(Error::invalid_field("status", format!("`{status}` is not one of {}", STATES.join(", "))));
+    if let Some(status) = status.filter(|s| RequestStatus::parse(s).is_none()) {
+        return Err(Error::invalid_field("status", format!("`{status}` is not one of {}", RequestStatus::names())));
     }
     Ok(ctx.store.list_requests(&caller.workspace_id, status, page).await?)
 }
@@ -144,7 +160,7 @@ async fn decide(
     ctx: &Context,
     caller: &Caller,
     id: i64,
-    to: &str,
+    to: RequestStatus,
     reason: Option<String>,
 ) -> Result<CertificateRequest> {
     caller.require(Scope::CertificatesWrite)?;
@@ -152,7 +168,7 @@ async fn decide(
     let actor = Audit::of(caller);
     let seen = ctx.store.find_request(&workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateRequest))?;
     let decision = if to == REJECTED { Decision::Reject } else { Decision::Approve };
-    check_decidable(ctx, caller, decision, "request", id, &seen.status, &seen.requested_by).await?;
+    check_decidable(ctx, caller, decision, "request", id, seen.status.as_str(), &seen.requested_by).await?;
     let mut change = ctx.change(actor.clone(), Some(&workspace_id)).await?;
     let current =
         change.tx().find_request(&workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateRequest))?;
@@ -161,7 +177,7 @@ async fn decide(
     }
     let at = change.at();
     let decided = CertificateRequest {
-        status: to.into(),
+        status: to,
         decided_by: Some(principal(&actor)),
         decided_at: Some(at),
         decision_reason: reason,
@@ -209,17 +225,16 @@ pub async fn approve(ctx: &Context, caller: &Caller, id: i64) -> Result<(Certifi
     let (finished, result) = match outcome {
         Ok(issued) => (
             CertificateRequest {
-                status: ISSUED.into(),
+                status: ISSUED,
                 certificate_id: Some(issued.certificate.id),
                 updated_at: at,
                 ..approved
             },
             Ok(issued),
         ),
-        Err(err) => (
-            CertificateRequest { status: FAILED.into(), error: Some(err.to_string()), updated_at: at, ..approved },
-            Err(err),
-        ),
+        Err(err) => {
+            (CertificateRequest { status: FAILED, error: Some(err.to_string()), updated_at: at, ..approved }, Err(err))
+        }
     };
     let finished = change.tx().update_request(&finished, APPROVED).await?.unwrap_or(finished);
     change.audit(

@@ -488,7 +488,7 @@ async fn a_rejected_request_issues_nothing_and_cannot_be_decided_again() {
     let rejected = requests::reject(&ctx, &member("usr_bob"), request.id, Some("  not now  ".into()))
         .await
         .unwrap_or_else(|err| panic!("reject: {err}"));
-    assert_eq!((rejected.status.as_str(), rejected.decision_reason.as_deref()), (REJECTED, Some("not now")));
+    assert_eq!((rejected.status, rejected.decision_reason.as_deref()), (REJECTED, Some("not now")));
     let again = requests::approve(&ctx, &member("usr_carol"), request.id).await.map(|_| ());
     assert!(matches!(again, Err(Error::Conflict(_))), "{again:?}");
     assert_eq!(fixture.calls_to_ca(), 0);
@@ -595,7 +595,7 @@ async fn a_pending_issue_opens_an_issuing_request_as_the_caller() {
         Ok(Outcome::Issuing(request)) => *request,
         other => panic!("issuing expected: {other:?}"),
     };
-    assert_eq!((request.status.as_str(), request.ca_id), (ISSUING, CA_ID));
+    assert_eq!((request.status, request.ca_id), (ISSUING, CA_ID));
     assert_eq!(request.requested_by, "user:usr_alice");
     assert_eq!(request.request["commonName"], "v.example.com", "the body as received");
     assert_eq!(request.renews_certificate_id, None);

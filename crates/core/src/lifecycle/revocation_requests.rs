@@ -9,7 +9,9 @@ use super::revocation::revoke_now;
 use crate::approvals::{check_decidable, principal, Decision};
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
-use crate::certificates::revocation_requests::{RevocationRequest, APPROVED, FAILED, PENDING, REJECTED, STATES};
+use crate::certificates::revocation_requests::{
+    RevocationRequest, RevocationStatus, APPROVED, FAILED, PENDING, REJECTED,
+};
 use crate::certificates::Certificate;
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
@@ -45,7 +47,7 @@ pub(crate) async fn open(
         workspace_id: certificate.workspace_id.clone(),
         certificate_id: certificate.id,
         reason: reason.to_owned(),
-        status: PENDING.into(),
+        status: PENDING,
         requested_by: principal(&actor),
         decided_by: None,
         decided_at: None,
@@ -77,8 +79,8 @@ pub async fn list(
 ) -> Result<Page<RevocationRequest>> {
     caller.require(Scope::CertificatesRead)?;
     let status = status.map(str::trim).filter(|s| !s.is_empty());
-    if let Some(status) = status.filter(|s| !STATES.contains(s)) {
-        return Err(Error::invalid_field("status", format!("`{status}` is not one of {}", STATES.join(", "))));
+    if let Some(status) = status.filter(|s| RevocationStatus::parse(s).is_none()) {
+        return Err(Error::invalid_field("status", format!("`{status}` is not one of {}", RevocationStatus::names())));
     }
     Ok(ctx.store.list_revocation_requests(&caller.workspace_id, status, page).await?)
 }
@@ -87,7 +89,7 @@ async fn decide(
     ctx: &Context,
     caller: &Caller,
     id: i64,
-    to: &str,
+    to: RevocationStatus,
     reason: Option<String>,
 ) -> Result<RevocationRequest> {
     caller.require(Scope::CertificatesWrite)?;
@@ -100,7 +102,7 @@ async fn decide(
         seen.ok_or(Error::NotFound(Entity::RevocationRequest))?
     };
     let decision = if to == REJECTED { Decision::Reject } else { Decision::Approve };
-    check_decidable(ctx, caller, decision, "revocation request", id, &seen.status, &seen.requested_by).await?;
+    check_decidable(ctx, caller, decision, "revocation request", id, seen.status.as_str(), &seen.requested_by).await?;
     let mut change = ctx.change(actor.clone(), Some(&caller.workspace_id)).await?;
     let current = change
         .tx()
@@ -112,7 +114,7 @@ async fn decide(
     }
     let at = change.at();
     let decided = RevocationRequest {
-        status: to.into(),
+        status: to,
         decided_by: Some(principal(&actor)),
         decided_at: Some(at),
         decision_reason: reason,
@@ -151,7 +153,7 @@ pub async fn approve(ctx: &Context, caller: &Caller, id: i64) -> Result<(Revocat
         Ok(certificate) => Ok((approved, certificate)),
         Err(err) => {
             let mut change = ctx.change(Audit::of(caller), Some(&approved.workspace_id)).await?;
-            let failed = RevocationRequest { status: FAILED.into(), error: Some(err.to_string()), ..approved };
+            let failed = RevocationRequest { status: FAILED, error: Some(err.to_string()), ..approved };
             change.tx().update_revocation_request(&failed, APPROVED).await?;
             change.audit(
                 "revocation_request.failed",

@@ -286,7 +286,7 @@ async fn a_built_in_template_revokes_at_once() {
 async fn a_template_that_requires_approval_holds_the_revocation() {
     let fixture = Fixture::new(certificate(Some(CA_ID), Some("guarded")));
     let request = awaiting(&fixture.ctx(), &member("usr_alice")).await;
-    assert_eq!((request.status.as_str(), request.reason.as_str()), (PENDING, "superseded"));
+    assert_eq!((request.status, request.reason.as_str()), (PENDING, "superseded"));
     assert_eq!(request.requested_by, "user:usr_alice");
     assert!(!fixture.stored().revoked);
     assert_eq!(fixture.calls_to_ca(), 0, "nothing reaches the CA before approval");
@@ -345,7 +345,7 @@ async fn a_rejected_revocation_leaves_the_certificate_and_lists_by_state() {
     assert_eq!(rejected.status, REJECTED);
     assert!(!fixture.stored().revoked);
     let page = crate::pagination::PageRequest::new(None, None, None, 20).unwrap_or_else(|err| panic!("{err}"));
-    let listed = revocation_requests::list(&ctx, &member("usr_bob"), Some(REJECTED), page)
+    let listed = revocation_requests::list(&ctx, &member("usr_bob"), Some(REJECTED.as_str()), page)
         .await
         .unwrap_or_else(|err| panic!("list: {err}"));
     assert_eq!(listed.items.len(), 1);

@@ -170,7 +170,7 @@ impl CertificateReads for MemoryStore {
             .snapshot()
             .revocation_requests
             .into_iter()
-            .filter(|r| r.workspace_id == workspace_id && status.is_none_or(|s| r.status == s))
+            .filter(|r| r.workspace_id == workspace_id && status.is_none_or(|s| r.status.as_str() == s))
             .collect();
         items.reverse();
         Ok(Page { total: items.len() as i64, items, total_exact: true, request: page })
@@ -283,7 +283,8 @@ impl CertificateWrites for MemoryTx {
     }
     async fn insert_revocation_request(&mut self, request: &RevocationRequest) -> StoreResult<RevocationRequest> {
         // As the database's partial unique index: one pending request per certificate.
-        let pending = |r: &&RevocationRequest| r.certificate_id == request.certificate_id && r.status == "pending";
+        let pending =
+            |r: &&RevocationRequest| r.certificate_id == request.certificate_id && r.status.as_str() == "pending";
         if self.working.revocation_requests.iter().any(|r| pending(&r)) {
             return Err(StoreError::Unique("revocation_requests.certificate_id".into()));
         }
@@ -298,7 +299,7 @@ impl CertificateWrites for MemoryTx {
     async fn update_revocation_request(
         &mut self,
         request: &RevocationRequest,
-        from: &str,
+        from: crate::certificates::revocation_requests::RevocationStatus,
     ) -> StoreResult<Option<RevocationRequest>> {
         let Some(row) = self
             .working
@@ -361,7 +362,7 @@ impl EventWrites for MemoryTx {
         self.working.events.push(OutboxEvent {
             id,
             workspace_id: event.workspace_id.into(),
-            event_type: event.event_type.into(),
+            event_type: event.event_type.as_str().into(),
             payload: event.payload.clone(),
             created_at: event.created_at,
             processed_at: None,

@@ -13,7 +13,7 @@ use crate::auth::{Caller, Scope};
 use crate::context::Context;
 use crate::crypto::MasterKey;
 use crate::error::{Entity, Error, Result};
-use crate::events;
+use crate::events::{Event, WebhookTest};
 use crate::pagination::{Page, PageRequest};
 use crate::unit_of_work::Target;
 use crate::validation::bounded_text;
@@ -264,15 +264,16 @@ pub async fn test(ctx: &Context, caller: &Caller, id: &str) -> Result<Delivery> 
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     let at = change.at();
     let event_id = ctx.new_id("evt_test_");
-    let data = json!({ "webhookId": endpoint.id, "message": "This is a test delivery from Trellis." });
-    let payload = super::worker::body(&event_id, &endpoint.workspace_id, events::WEBHOOK_TEST, &data, at);
+    let event = Event::WebhookTest(WebhookTest::for_endpoint(&endpoint.id));
+    let event_type = event.event_type().as_str();
+    let payload = super::worker::body(&event_id, &endpoint.workspace_id, event_type, &event.data()?, at);
     let new = NewDelivery {
         id: ctx.new_id("dlv_"),
         workspace_id: endpoint.workspace_id.clone(),
         target_kind: TargetKind::Webhook,
         target_id: endpoint.id.clone(),
         event_id,
-        event_type: events::WEBHOOK_TEST.to_owned(),
+        event_type: event_type.to_owned(),
         payload,
         redelivery_of: None,
         created_at: at,

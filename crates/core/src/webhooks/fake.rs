@@ -140,7 +140,7 @@ impl MemoryWebhooks {
     pub fn put_event(&self, workspace_id: &str, event_type: &str, data: serde_json::Value, at: i64) -> i64 {
         self.with(|t| {
             let id = t.next_id();
-            let payload = crate::events::envelope(workspace_id, event_type, &data, at);
+            let payload = crate::events::envelope(None, workspace_id, event_type, &data, at);
             t.events.push(OutboxEvent {
                 id,
                 workspace_id: workspace_id.into(),
@@ -334,7 +334,7 @@ impl EventWrites for MemoryWebhooksTx {
         self.working.events.push(OutboxEvent {
             id,
             workspace_id: event.workspace_id.into(),
-            event_type: event.event_type.into(),
+            event_type: event.event_type.as_str().into(),
             payload: event.payload.clone(),
             created_at: event.created_at,
             processed_at: None,

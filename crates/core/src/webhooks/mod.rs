@@ -24,7 +24,7 @@ pub mod worker;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::events;
+use crate::events::EventType;
 
 /// Who receives deliveries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,29 +117,6 @@ impl DeliveryStats {
 /// The window of [`DeliveryStats`].
 pub const SUCCESS_RATE_WINDOW_MS: i64 = 24 * 3600 * 1000;
 
-/// Event types a subscription may name: the spec's catalog (§6) and the events this service
-/// emits beyond it.
-pub const EVENT_TYPES: &[&str] = &[
-    events::CERTIFICATE_CREATED,
-    events::CERTIFICATE_UPDATED,
-    events::CERTIFICATE_EXPIRING,
-    events::CERTIFICATE_EXPIRED,
-    events::CERTIFICATE_REVOKED,
-    events::CERTIFICATE_RENEWED,
-    events::CERTIFICATE_RENEWAL_FAILED,
-    events::CERTIFICATE_DELETED,
-    events::CA_CREATED,
-    events::CA_UPDATED,
-    events::CA_HEALTH_CHANGED,
-    events::DISCOVERY_SCAN_COMPLETED,
-    events::DISCOVERY_NEW_CERTIFICATES_FOUND,
-    events::WORKFLOW_EXECUTION_COMPLETED,
-    events::ATTESTATION_FAILED,
-    events::WEBHOOK_TEST,
-    events::WEBHOOK_DISABLED,
-    events::INTEGRATION_DISABLED,
-];
-
 /// Validates a subscription list: non-empty, known types (or `*` alone), no duplicates.
 pub fn check_event_list(field: &str, events: Option<Vec<String>>, default_all: bool) -> Result<Vec<String>> {
     let events = match events {
@@ -153,10 +130,10 @@ pub fn check_event_list(field: &str, events: Option<Vec<String>>, default_all: b
     let mut out: Vec<String> = Vec::with_capacity(events.len());
     for event in events {
         let event = event.trim().to_owned();
-        if event != "*" && !EVENT_TYPES.contains(&event.as_str()) {
+        if event != "*" && event.parse::<EventType>().is_err() {
             return Err(Error::validation_with(
                 format!("Unknown event type `{event}` in {field}"),
-                serde_json::json!({ "field": field, "unknown": event, "knownEventTypes": EVENT_TYPES }),
+                serde_json::json!({ "field": field, "unknown": event, "knownEventTypes": EventType::ALL }),
             ));
         }
         if !out.contains(&event) {

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::{mpsc, Notify, Semaphore};
 
 use crate::audit::{Audit, NewAuditEntry};
@@ -31,7 +31,7 @@ use crate::clock::{SharedClock, SharedEntropy};
 use crate::context::{Context, SharedContext};
 use crate::crypto::MasterKey;
 use crate::error::Result;
-use crate::events::{self, NewEvent, OutboxEvent};
+use crate::events::{self, EventType, NewEvent, OutboxEvent, TargetDisabled};
 use crate::plugins::service::PluginService;
 use crate::plugins::{CallTarget, Event};
 
@@ -125,14 +125,7 @@ pub fn event_id(outbox_id: i64) -> String {
 
 /// The exact body of a delivery: `{id, type, workspaceId, occurredAt, data}`.
 pub fn body(event_id: &str, workspace_id: &str, event_type: &str, data: &Value, at: i64) -> String {
-    json!({
-        "id": event_id,
-        "type": event_type,
-        "workspaceId": workspace_id,
-        "occurredAt": crate::clock::rfc3339(at),
-        "data": data,
-    })
-    .to_string()
+    events::envelope(Some(event_id), workspace_id, event_type, data, at).to_string()
 }
 
 fn body_of(event: &OutboxEvent) -> String {
@@ -264,33 +257,34 @@ pub fn summary(event_type: &str, data: &Value) -> String {
         }
     };
     let ca = || text("name");
-    match event_type {
-        events::CERTIFICATE_CREATED => format!("Certificate {} added to the inventory", certificate()),
-        events::CERTIFICATE_UPDATED => format!("Certificate {} updated", certificate()),
-        events::CERTIFICATE_EXPIRING => match data.get("daysUntilExpiry").and_then(Value::as_i64) {
+    let Ok(known) = event_type.parse::<EventType>() else { return format!("Trellis event {event_type}") };
+    match known {
+        EventType::CertificateCreated => format!("Certificate {} added to the inventory", certificate()),
+        EventType::CertificateUpdated => format!("Certificate {} updated", certificate()),
+        EventType::CertificateExpiring => match data.get("daysUntilExpiry").and_then(Value::as_i64) {
             Some(days) => format!("Certificate {} expires in {days} days ({})", certificate(), text("expiresAt")),
             None => format!("Certificate {} expires on {}", certificate(), text("expiresAt")),
         },
-        events::CERTIFICATE_EXPIRED => format!("Certificate {} expired on {}", certificate(), text("expiresAt")),
-        events::CERTIFICATE_REVOKED => format!("Certificate {} was revoked", certificate()),
-        events::CERTIFICATE_RENEWED => format!("Certificate {} was renewed", certificate()),
-        events::CERTIFICATE_RENEWAL_FAILED => format!("Renewal of certificate {} failed", certificate()),
-        events::CERTIFICATE_DELETED => format!("Certificate {} was deleted from the inventory", certificate()),
-        events::CA_CREATED => format!("Certificate authority {} registered", ca()),
-        events::CA_UPDATED => format!("Certificate authority {} updated", ca()),
-        events::CA_HEALTH_CHANGED => format!("Certificate authority {} is {}", ca(), text("healthStatus")),
-        events::DISCOVERY_SCAN_COMPLETED => {
+        EventType::CertificateExpired => format!("Certificate {} expired on {}", certificate(), text("expiresAt")),
+        EventType::CertificateRevoked => format!("Certificate {} was revoked", certificate()),
+        EventType::CertificateRenewed => format!("Certificate {} was renewed", certificate()),
+        EventType::CertificateRenewalFailed => format!("Renewal of certificate {} failed", certificate()),
+        EventType::CertificateDeleted => format!("Certificate {} was deleted from the inventory", certificate()),
+        EventType::CaCreated => format!("Certificate authority {} registered", ca()),
+        EventType::CaUpdated => format!("Certificate authority {} updated", ca()),
+        EventType::CaHealthChanged => format!("Certificate authority {} is {}", ca(), text("current")),
+        EventType::DiscoveryScanCompleted => {
             format!("Discovery scan {} {}", data.get("scanId").unwrap_or(&Value::Null), text("status"))
         }
-        events::DISCOVERY_NEW_CERTIFICATES_FOUND => format!(
+        EventType::DiscoveryNewCertificatesFound => format!(
             "Discovery found {} new certificates",
             data.get("count").or(data.get("new")).unwrap_or(&Value::Null)
         ),
-        events::ATTESTATION_FAILED => "A device attestation failed".to_owned(),
-        events::WEBHOOK_TEST => "Trellis test event".to_owned(),
-        events::WEBHOOK_DISABLED => format!("Webhook endpoint {} was disabled", text("url")),
-        events::INTEGRATION_DISABLED => format!("Integration {} was disabled", text("name")),
-        other => format!("Trellis event {other}"),
+        EventType::AttestationFailed => "A device attestation failed".to_owned(),
+        EventType::WebhookTest => "Trellis test event".to_owned(),
+        EventType::WebhookDisabled => format!("Webhook endpoint {} was disabled: {}", text("id"), text("reason")),
+        EventType::IntegrationDisabled => format!("Integration {} was disabled: {}", text("id"), text("reason")),
+        EventType::WorkflowExecutionCompleted => format!("Trellis event {event_type}"),
     }
 }
 
@@ -467,11 +461,12 @@ async fn disable(deps: &DeliveryDeps, f: &Finished, now: i64) -> Result<()> {
     if !tx.webhooks().disable_target(f.kind, &f.target_id, &reason, now).await? {
         return Ok(());
     }
-    let (action, event, target_type) = match f.kind {
-        TargetKind::Webhook => ("webhook.disabled", events::WEBHOOK_DISABLED, "webhook"),
-        TargetKind::Integration => ("integration.disabled", events::INTEGRATION_DISABLED, "integration"),
+    let (action, event, target_type): (_, fn(TargetDisabled) -> events::Event, _) = match f.kind {
+        TargetKind::Webhook => ("webhook.disabled", events::Event::WebhookDisabled, "webhook"),
+        TargetKind::Integration => ("integration.disabled", events::Event::IntegrationDisabled, "integration"),
     };
-    let data = json!({ "id": f.target_id, "reason": reason, "lastError": f.completion.error });
+    let event = event(TargetDisabled { id: f.target_id.clone(), reason, last_error: f.completion.error.clone() });
+    let data = event.data()?;
     tx.audit()
         .insert_audit(&NewAuditEntry {
             workspace_id: Some(&f.workspace_id),
@@ -485,9 +480,14 @@ async fn disable(deps: &DeliveryDeps, f: &Finished, now: i64) -> Result<()> {
             created_at: at,
         })
         .await?;
-    let payload = events::envelope(&f.workspace_id, event, &data, at);
+    let payload = events::envelope(None, &f.workspace_id, event.event_type().as_str(), &data, at);
     tx.events()
-        .insert_event(&NewEvent { workspace_id: &f.workspace_id, event_type: event, payload: &payload, created_at: at })
+        .insert_event(&NewEvent {
+            workspace_id: &f.workspace_id,
+            event_type: event.event_type(),
+            payload: &payload,
+            created_at: at,
+        })
         .await?;
     tx.commit().await?;
     tracing::warn!(target_kind = f.kind.as_str(), target_id = %f.target_id, "delivery target disabled after failing for days");
@@ -777,7 +777,31 @@ impl Drop for AbortOnDrop {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    /// The summaries read the members the typed payloads carry (`events::CaHealthChanged`,
+    /// `events::TargetDisabled`), not names they never had.
+    #[test]
+    fn summaries_of_health_and_disabled_targets_read_their_payloads() {
+        let health = events::Event::CaHealthChanged(events::CaHealthChanged {
+            ca_id: 7,
+            name: "Corp CA".into(),
+            previous: "healthy",
+            current: "unhealthy",
+            status: "error",
+        });
+        let data = health.data().unwrap_or_default();
+        assert_eq!(summary("ca.health_changed", &data), "Certificate authority Corp CA is unhealthy");
+        let disabled = events::Event::WebhookDisabled(events::TargetDisabled {
+            id: "wh_1".into(),
+            reason: "failing for 3 days".into(),
+            last_error: None,
+        });
+        let data = disabled.data().unwrap_or_default();
+        assert_eq!(summary("webhook.disabled", &data), "Webhook endpoint wh_1 was disabled: failing for 3 days");
+    }
 
     #[test]
     fn summaries_name_the_certificate_and_when() {
@@ -788,7 +812,7 @@ mod tests {
             "Certificate api.example.com expires in 6 days (2026-12-01T00:00:00.000Z)"
         );
         assert_eq!(
-            summary("ca.health_changed", &json!({ "name": "Root", "healthStatus": "unhealthy" })),
+            summary("ca.health_changed", &json!({ "name": "Root", "current": "unhealthy" })),
             "Certificate authority Root is unhealthy"
         );
         assert_eq!(summary("certificate.revoked", &json!({ "certificateId": 7 })), "Certificate #7 was revoked");
