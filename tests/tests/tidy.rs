@@ -47,6 +47,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("ports", "its storage port and records"), // two-way edge, not in issue 22's list
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("validation", "the shared free-text checks"),
+            ("state", "its records' states are state enums"),
         ],
     ),
     (
@@ -89,7 +90,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
     (
         "certificates",
         &[
-            ("approvals", "the four-eyes rule of revocation requests"),
             ("audit", "who acted (Audit)"),
             ("auth", "use cases run for a Caller"),
             ("clock", "time and randomness from the context"),
@@ -100,6 +100,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("plugins", "typed SANs, keys and revocation reasons"),
             ("ports", "its storage port and records"), // two-way edge, not in issue 22's list
             ("unit_of_work", "changes recorded with their audit rows and events"),
+            ("state", "its records' states are state enums"),
         ],
     ),
     (
@@ -133,6 +134,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("pagination", "paged lists"),
             ("ports", "its storage port and records"), // two-way edge, not in issue 22's list
             ("unit_of_work", "changes recorded with their audit rows and events"),
+            ("state", "its records' states are state enums"),
         ],
     ),
     (
@@ -182,6 +184,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("ports", "its storage port and records"), // two-way edge, not in issue 22's list
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("validation", "the shared free-text checks"),
+            ("state", "its records' states are state enums"),
         ],
     ),
     ("pagination", &[("error", "the domain error")]),
