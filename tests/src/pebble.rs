@@ -44,7 +44,25 @@ pub struct Pebble {
 }
 
 /// A port nothing listens on right now.
+/// A port for a peer that must be told its port before it listens (Pebble's HTTP-01 port, the
+/// service's challenge listener). Taken below Linux's ephemeral range (32768-60999), which is
+/// where `bind(0)` and every outgoing connection of the parallel tests draw from: a port found
+/// free by `bind(0)` and released could be handed to another test before its owner listens on it.
+/// Tests run one per process, so the process id spreads them over the range; a port in use is
+/// skipped.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const FIRST: u32 = 10_000;
+    const SPAN: u32 = 20_000;
+    let start = std::process::id().wrapping_mul(97);
+    for _ in 0..SPAN {
+        let offset = start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN;
+        let Ok(port) = u16::try_from(FIRST + offset) else { continue };
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
 }
 
