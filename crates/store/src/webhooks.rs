@@ -12,7 +12,7 @@ use trellis_core::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, D
 use trellis_core::webhooks::worker::Subscriber;
 use trellis_core::webhooks::{DeliveryStats, ExternalIntegration, TargetKind, WebhookEndpoint};
 
-use crate::{bool_column, json_column, Bind, DbResult, Dialect, Store, StoreError, StoreResult, Tx};
+use crate::{bool_column, json_column, state_column, Bind, DbResult, Dialect, Store, StoreError, StoreResult, Tx};
 
 const WEBHOOK_COLUMNS: &str = "id, workspace_id, url, description, events, secret_sealed, previous_secret_sealed, \
     previous_secret_until, enabled, disabled_reason, failing_since, created_at, updated_at, \
@@ -69,7 +69,6 @@ fn integration_from_row(row: &AnyRow) -> StoreResult<ExternalIntegration> {
 
 fn delivery_from_row(row: &AnyRow) -> StoreResult<Delivery> {
     let kind: String = row.try_get("target_kind").db()?;
-    let status: String = row.try_get("status").db()?;
     Ok(Delivery {
         id: row.try_get("id").db()?,
         workspace_id: row.try_get("workspace_id").db()?,
@@ -78,8 +77,7 @@ fn delivery_from_row(row: &AnyRow) -> StoreResult<Delivery> {
         event_id: row.try_get("event_id").db()?,
         event_type: row.try_get("event_type").db()?,
         payload: row.try_get("payload").db()?,
-        status: DeliveryStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("delivery status `{status}`")))?,
+        status: state_column(row, "delivery", DeliveryStatus::parse)?,
         attempts: row.try_get("attempts").db()?,
         next_attempt_at: row.try_get("next_attempt_at").db()?,
         http_status: row.try_get("http_status").db()?,

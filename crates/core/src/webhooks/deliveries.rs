@@ -20,37 +20,13 @@ use crate::unit_of_work::Target;
 
 use super::TargetKind;
 
-/// Where a delivery is in its life (§3.3): `pending` until an attempt succeeds (`success`) or
-/// the final attempt fails (`failed`). The serde strings are the stored and served ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliveryStatus {
-    Pending,
-    Success,
-    Failed,
-}
-
-impl DeliveryStatus {
-    pub const ALL: [DeliveryStatus; 3] = [DeliveryStatus::Pending, DeliveryStatus::Success, DeliveryStatus::Failed];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Pending => "pending",
-            DeliveryStatus::Success => "success",
-            DeliveryStatus::Failed => "failed",
-        }
-    }
-
-    /// The status named `text`, or `None` for anything else (a stored row the store reports
-    /// as corrupt, a filter the use case refuses).
-    pub fn parse(text: &str) -> Option<DeliveryStatus> {
-        DeliveryStatus::ALL.into_iter().find(|status| status.as_str() == text)
-    }
-}
-
-impl std::fmt::Display for DeliveryStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+crate::state::state_enum! {
+    /// Where a delivery is in its life (§3.3): `pending` until an attempt succeeds (`success`) or
+    /// the final attempt fails (`failed`). The names are the stored and served ones.
+    pub enum DeliveryStatus {
+        Pending => "pending",
+        Success => "success",
+        Failed => "failed",
     }
 }
 
