@@ -274,6 +274,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("validation", "the shared free-text checks"),
             ("ports", "its port extends the store composites (StoreError, Store, Tx)"),
+            ("state", "a delivery's state is a state enum"),
         ],
     ),
 ];
