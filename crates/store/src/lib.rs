@@ -253,7 +253,13 @@ impl Store {
             Some(gate) => Some(gate.clone().lock_owned().await),
             None => None,
         };
-        let inner = self.pool.begin().await.db()?;
+        // SQLite: take the write lock at BEGIN, where busy_timeout waits for another process
+        // (a CLI job, a replica) to finish. A deferred transaction that read first gets
+        // SQLITE_BUSY at its first write, at once, with no wait.
+        let inner = match self.dialect {
+            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await.db()?,
+            Dialect::Postgres => self.pool.begin().await.db()?,
+        };
         Ok(Tx { inner, _gate: gate, dialect: self.dialect })
     }
 

@@ -174,13 +174,23 @@ async fn two_concurrent_pollers_issue_each_order_once() {
     let first = server.cli_command(&args).stdout(std::process::Stdio::piped()).spawn().expect("spawn");
     let second = server.cli_command(&args).stdout(std::process::Stdio::piped()).spawn().expect("spawn");
     let mut issued = 0;
+    let mut logs = String::new();
     for child in [first, second] {
         let output = child.wait_with_output().expect("poller");
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         let run: Value = serde_json::from_slice(&output.stdout).expect("JSON");
         issued += run["issued"].as_i64().unwrap_or(0);
+        logs.push_str(&format!("{run}\n"));
+        // What a poller warned about says why an order went uncounted.
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        logs.extend(
+            stderr
+                .lines()
+                .filter(|line| line.contains("\"WARN\"") || line.contains("\"ERROR\""))
+                .map(|l| format!("{l}\n")),
+        );
     }
-    assert_eq!(issued, 6, "each order issued by exactly one poller");
+    assert_eq!(issued, 6, "each order issued by exactly one poller:\n{logs}");
     assert_eq!(admin.get("/api/certificates").await.body["total"], 6);
     let mut certificates = Vec::new();
     for id in &ids {
