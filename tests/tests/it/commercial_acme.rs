@@ -148,7 +148,10 @@ async fn a_probe_era_sectigo_record_is_served_by_the_acme_connector_after_the_up
     let id = created.body["data"]["id"].as_i64().expect("id");
     let bound = s
         .admin
-        .put("/api/plugin-bindings", json!({ "kind": "ca-connector", "type": "sectigo", "pluginId": "trellis.ca-probe" }))
+        .put(
+            "/api/plugin-bindings",
+            json!({ "kind": "ca-connector", "type": "sectigo", "pluginId": "trellis.ca-probe" }),
+        )
         .await;
     assert_eq!(bound.status, 200, "{}", bound.body);
     let tested = s.admin.post(&format!("/api/certificate-authorities/{id}/test"), json!({})).await;
@@ -195,6 +198,7 @@ async fn a_probe_era_sectigo_record_is_served_by_the_acme_connector_after_the_up
         )
         .await;
     assert_eq!(adcs.status, 201, "{}", adcs.body);
-    let tested = s.admin.post(&format!("/api/certificate-authorities/{}/test", adcs.body["data"]["id"]), json!({})).await;
+    let tested =
+        s.admin.post(&format!("/api/certificate-authorities/{}/test", adcs.body["data"]["id"]), json!({})).await;
     assert_eq!(tested.body["data"]["details"]["probe"], "web-enrolment", "{}", tested.body);
 }
