@@ -18,6 +18,7 @@
 mod client;
 pub mod commercial;
 mod order;
+mod root;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -65,8 +66,9 @@ pub struct Config {
     /// The DNS provider for `dns-01`, passed to the host's challenge solver: an object with a
     /// `type`, e.g. `{"type": "challtestsrv", "url": "http://127.0.0.1:8055"}`.
     pub dns_provider: Option<Value>,
-    /// A CA root certificate (PEM) kept from records created before this connector served the
-    /// commercial types; accepted, not used by ACME (the chain comes with each certificate).
+    /// The CA's root certificate (PEM), checked by the connection test (it parses, is a CA, is
+    /// within its validity); records of the commercial types created under `ca-probe` may carry
+    /// one. Issuance does not use it: the chain comes with each certificate.
     pub root_certificate: Option<String>,
     /// Members outside the schema: ignored by calls, refused by `validate_config`.
     #[serde(flatten)]
@@ -181,6 +183,16 @@ impl CaConnector for Acme {
                 issues.extend(config.missing_eab(ca.ca_type, Some(ca.eab_from)));
             }
         }
+        if let Some(pem) = config.root_certificate.as_deref().filter(|p| !p.trim().is_empty()) {
+            match root::parse(pem) {
+                Ok(facts) if !facts.is_ca => issues.push(ConfigIssue::new(
+                    "/rootCertificate",
+                    "is not a CA certificate (basicConstraints CA:TRUE is missing)",
+                )),
+                Ok(_) => {}
+                Err(problem) => issues.push(ConfigIssue::new("/rootCertificate", problem)),
+            }
+        }
         for member in config.other.keys() {
             issues.push(ConfigIssue::new(&format!("/{member}"), "is not a member of an ACME CA's configuration"));
         }
@@ -259,7 +271,16 @@ impl CaConnector for Acme {
                 Check::warn("termsOfService", format!("not agreed (termsOfServiceAgreed): {terms}"))
             });
         }
+        let root = config
+            .root_certificate
+            .as_deref()
+            .filter(|p| !p.trim().is_empty())
+            .map(|pem| root::checks(pem, clock::unix_seconds()));
         let mut details = json!({ "directoryUrl": url, "endpoints": endpoints, "externalAccountRequired": required });
+        if let Some((root_checks, root_details)) = root {
+            checks.extend(root_checks);
+            details["rootCertificate"] = root_details;
+        }
         if let Some(ca) = config.commercial() {
             details["caType"] = json!(ca.ca_type);
             details["defaultDirectoryUrl"] = json!(ca.directory_url);

@@ -295,7 +295,7 @@ fn invalid_configurations_name_each_member() {
     assert!(Acme::validate_config(&dns).is_err(), "dns-01 needs a provider");
     // An unknown member parses (a record stored under ca-probe keeps answering its calls) and is
     // refused by name when a configuration is saved.
-    let unknown = testing::config::<Config>(json!({ "unknown": 1, "rootCertificate": "kept" })).unwrap();
+    let unknown = testing::config::<Config>(json!({ "unknown": 1 })).unwrap();
     let Err(PluginError::InvalidConfig(issues)) = Acme::validate_config(&unknown) else { panic!("unknown member") };
     assert_eq!(issues.iter().map(|i| i.field.as_str()).collect::<Vec<_>>(), ["/unknown"]);
     assert_eq!(testing::secret_fields::<Config>(), vec![("/eabHmacKey".to_owned(), false)]);
@@ -452,4 +452,36 @@ fn old_order_entries_are_pruned_a_few_at_a_time() {
     order::prune(now);
     let left = state::list_keys("order/", None, 100).unwrap();
     assert_eq!(left, ["order/k01", "order/k03", "order/k05", "order/k07", "order/k09", "order/open-new"]);
+}
+
+fn root_pem(is_ca: bool) -> String {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.distinguished_name.push(rcgen::DnType::CommonName, "Commercial Test Root");
+    if is_ca {
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    }
+    let key = rcgen::KeyPair::generate().unwrap();
+    params.self_signed(&key).unwrap().pem()
+}
+
+#[test]
+fn a_bundled_root_certificate_is_checked_as_ca_probe_did() {
+    // Refused when saved if it is not a CA certificate or does not parse.
+    for (root, what) in [(root_pem(false), "a leaf"), ("garbage".to_owned(), "garbage")] {
+        let config = typed("sectigo", json!({ "eabKid": "k", "eabHmacKey": "c2VjcmV0", "rootCertificate": root }));
+        let Err(PluginError::InvalidConfig(issues)) = Acme::validate_config(&config) else { panic!("{what}") };
+        assert_eq!(issues[0].field, "/rootCertificate", "{what}");
+    }
+    // A valid one adds the three root checks to the connection test.
+    testing::reset();
+    script_account();
+    let config = cfg(json!({ "rootCertificate": root_pem(true) }));
+    assert_eq!(Acme::validate_config(&config), Ok(()));
+    let report = Acme::test_connection(&testing::context("ca_1"), &config).unwrap();
+    assert!(report.success(), "{report:?}");
+    let names: Vec<&str> = report.checks().iter().map(|c| c.name.as_str()).collect();
+    for name in ["root-certificate", "root-is-ca", "root-validity"] {
+        assert!(names.contains(&name), "{name}: {names:?}");
+    }
+    assert!(report.details()["rootCertificate"]["subject"].as_str().unwrap().contains("Commercial Test Root"));
 }
