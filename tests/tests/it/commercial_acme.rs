@@ -142,8 +142,10 @@ async fn a_probe_era_sectigo_record_is_served_by_the_acme_connector_after_the_up
     let dir = first_party.path().display().to_string();
     let s = setup_with(eab_pebble(), &[("TRELLIS_FIRST_PARTY_PLUGIN_DIR", dir.as_str())]).await;
 
-    // Before: ca-probe 0.1.0 alone serves the type; the record is created and bound to it.
-    let created = create(&s, "sectigo", json!({ "termsOfServiceAgreed": true })).await;
+    // Before: ca-probe 0.1.0 alone serves the type; the record (with a bundled root, which the
+    // probe checked) is created and bound to it.
+    let root = trellis_tests::certs::ca_pem("Probe Era Root", -1, 3650);
+    let created = create(&s, "sectigo", json!({ "termsOfServiceAgreed": true, "rootCertificate": root })).await;
     assert_eq!(created.status, 201, "{}\n{}", created.body, s.server.log());
     let id = created.body["data"]["id"].as_i64().expect("id");
     let bound = s
@@ -170,8 +172,11 @@ async fn a_probe_era_sectigo_record_is_served_by_the_acme_connector_after_the_up
     let report = &tested.body["data"];
     assert_eq!(report["details"]["directoryUrl"], s.pebble.directory_url, "{report}");
     assert_eq!(report["success"], false, "{report}");
-    let eab_check = report["checks"].as_array().into_iter().flatten().find(|c| c["name"] == "externalAccountBinding");
-    assert_eq!(eab_check.map(|c| c["status"].clone()), Some(json!("fail")), "{report}");
+    let check = |name: &str| {
+        report["checks"].as_array().into_iter().flatten().find(|c| c["name"] == name).map(|c| c["status"].clone())
+    };
+    assert_eq!(check("externalAccountBinding"), Some(json!("fail")), "{report}");
+    assert_eq!(check("root-is-ca"), Some(json!("pass")), "the bundled root is still checked: {report}");
     // ...issuing without EAB is a 400 naming both members...
     let refused = crate::acme::issue(&s, id, &["old.example.com"]).await;
     assert_eq!(refused.status, 400, "{}", refused.body);
