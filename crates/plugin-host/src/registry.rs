@@ -190,13 +190,25 @@ impl Registry {
             PluginRef::Serving(service_type) => {
                 let key = (target.context.workspace_id.clone(), kind, service_type.clone());
                 match self.bindings.get(&key) {
-                    Some(id) => id.clone(),
-                    None => self.default_serving(kind, service_type)?,
+                    // A binding to a plugin whose active version no longer serves the type (the
+                    // type moved to another plugin in an upgrade: the commercial CAs went from
+                    // ca-probe to acme) would send the records' calls to a plugin that refuses
+                    // them; the type then resolves as if unbound.
+                    Some(id) if !self.stopped_serving(id, service_type) => id.clone(),
+                    _ => self.default_serving(kind, service_type)?,
                 }
             }
         };
         let entry = self.plugins.get(&id).ok_or_else(|| PluginError::NotFound { id: id.clone() })?;
         entry.active().cloned().ok_or_else(|| PluginError::NotFound { id: format!("{id} (no active version)") })
+    }
+
+    /// Whether plugin `id` has an active version and it does not serve `service_type`.
+    fn stopped_serving(&self, id: &str, service_type: &str) -> bool {
+        self.plugins
+            .get(id)
+            .and_then(PluginEntry::active)
+            .is_some_and(|active| !active.info.serves.iter().any(|s| s == service_type))
     }
 
     /// Without a binding, the only installed plugin serving the type.

@@ -9,8 +9,13 @@
 //!   performance standby: reachable but not the active node; 501 not initialised; 503 sealed).
 //! - `microsoft_adcs` (enterprise CA): `GET {url}/certsrv/` (web enrolment); a 401 with
 //!   `WWW-Authenticate` is reachable (it wants Windows authentication).
-//! - `digicert`, `sectigo`, `globalsign`, `entrust`, `google_cas`, `azure_key_vault`, `aws_acm`:
-//!   HTTPS reachability of `url` (any HTTP answer over TLS; a 5xx is a warning).
+//! - `google_cas`, `azure_key_vault`, `aws_acm`: HTTPS reachability of `url` (any HTTP answer
+//!   over TLS; a 5xx is a warning).
+//!
+//! The commercial CAs with ACME servers (`digicert`, `sectigo`, `globalsign`, `entrust`) are
+//! served by the ACME connector (`plugins/acme`) since its 0.2.0, which issues through them; this
+//! plugin stopped declaring them in 0.2.0 so that, once both are upgraded, their records resolve
+//! to the connector that issues.
 //!
 //! Every type: a bundled `config.rootCertificate` (PEM) is checked on its own: it parses, is a CA
 //! (basicConstraints CA:TRUE), and is within its validity (a warning inside 30 days of expiry).
@@ -41,13 +46,9 @@ pub enum Probe {
 
 /// The served types: name, probe, default issuer patterns (the host applies a `type:` prefixed
 /// default only to records of that type).
-pub const TYPES: [(&str, Probe, &[&str]); 9] = [
+pub const TYPES: [(&str, Probe, &[&str]); 5] = [
     ("hashicorp_vault", Probe::VaultHealth, &[]),
     ("microsoft_adcs", Probe::WebEnrolment, &[]),
-    ("digicert", Probe::Https, &["DigiCert", "Thawte", "GeoTrust", "RapidSSL"]),
-    ("sectigo", Probe::Https, &["Sectigo", "COMODO", "USERTrust"]),
-    ("globalsign", Probe::Https, &["GlobalSign"]),
-    ("entrust", Probe::Https, &["Entrust"]),
     ("google_cas", Probe::Https, &[]),
     ("azure_key_vault", Probe::Https, &[]),
     ("aws_acm", Probe::Https, &["Amazon"]),
@@ -300,7 +301,7 @@ impl CaConnector for CaProbe {
         PluginInfo::ca_connector("trellis.ca-probe", env!("CARGO_PKG_VERSION"), "CA probes", &names)
             .with_description(
                 "Registers and tests CA types without an issuing connector yet (Vault health, AD CS web enrolment, \
-                 HTTPS reachability of commercial and cloud CAs, bundled root certificate checks).",
+                 HTTPS reachability of cloud CAs, bundled root certificate checks).",
             )
             .with_default_issuer_patterns(&patterns)
             .with_capabilities(&[])

@@ -87,10 +87,10 @@ fn certsrv_401_with_a_challenge_is_reachable() {
 #[test]
 fn unreachable_and_missing_urls_fail() {
     testing::reset();
-    testing::http::fail("GET", "https://api.digicert.example", trellis_plugin_sdk::http::HttpError::Timeout);
-    let report = run_test(&ctx("https://api.digicert.example"), &config("digicert"), NOW);
+    testing::http::fail("GET", "https://privateca.googleapis.example", trellis_plugin_sdk::http::HttpError::Timeout);
+    let report = run_test(&ctx("https://privateca.googleapis.example"), &config("google_cas"), NOW);
     assert_eq!(status_of(&report, "reachable"), Some(CheckStatus::Fail));
-    let report = run_test(&testing::context("ca_1"), &config("sectigo"), NOW);
+    let report = run_test(&testing::context("ca_1"), &config("aws_acm"), NOW);
     assert_eq!(status_of(&report, "endpoint"), Some(CheckStatus::Fail));
 }
 
@@ -125,6 +125,16 @@ fn validate_config_refuses_unusable_roots_but_not_expired_ones() {
     assert!(CaProbe::validate_config(&garbage).is_err());
     let expired = Config { root_certificate: Some(certificate(true, 0, 100)), ..Config::default() };
     assert!(CaProbe::validate_config(&expired).is_ok());
+}
+
+#[test]
+fn the_commercial_acme_types_are_the_acme_connector_s() {
+    // Served by `plugins/acme` since 0.2.0: a type served by both would be ambiguous.
+    let names: Vec<&str> = TYPES.iter().map(|(name, _, _)| *name).collect();
+    for moved in ["digicert", "sectigo", "globalsign", "entrust", "zerossl", "google_trust_services"] {
+        assert!(!names.contains(&moved), "{moved} is served by the ACME connector");
+    }
+    assert!(names.contains(&"microsoft_adcs"), "AD CS stays probe-only");
 }
 
 #[test]

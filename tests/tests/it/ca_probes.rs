@@ -111,16 +111,15 @@ async fn certsrv_and_https_reachability() {
     assert!(check(&report, "web-enrolment")["message"].as_str().unwrap().contains("Negotiate"), "{report}");
     assert_eq!(report["details"]["webEnrolmentUrl"], receiver.url("/certsrv/"));
 
-    let digicert =
-        create_ca(&admin, json!({ "name": "DigiCert", "type": "digicert", "url": receiver.url("/services/v2") })).await;
-    assert_eq!(digicert["issuerPatterns"], json!(["DigiCert", "Thawte", "GeoTrust", "RapidSSL"]), "{digicert}");
-    let report = test_ca(&admin, &digicert["id"]).await;
+    let acm = create_ca(&admin, json!({ "name": "ACM", "type": "aws_acm", "url": receiver.url("/services/v2") })).await;
+    assert_eq!(acm["issuerPatterns"], json!(["Amazon"]), "{acm}");
+    let report = test_ca(&admin, &acm["id"]).await;
     assert_eq!(report["success"], true, "{report}");
     assert_eq!(report["details"]["probe"], "https-reachability");
 
     // Registrable and testable, not issuing: a clear 400.
     let issue =
-        admin.post("/api/certificates/issue", json!({ "caId": digicert["id"], "commonName": "x.example.com" })).await;
+        admin.post("/api/certificates/issue", json!({ "caId": acm["id"], "commonName": "x.example.com" })).await;
     assert_eq!(issue.status, 400, "{}", issue.body);
     assert_eq!(issue.error_code(), "UNSUPPORTED_CA", "{}", issue.body);
     assert!(issue.body["error"]["message"].as_str().unwrap().contains("registered and tested"), "{}", issue.body);
@@ -135,13 +134,13 @@ async fn unreachable_cas_and_the_periodic_check() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let gone = create_ca(
         &admin,
-        json!({ "name": "Gone", "type": "globalsign", "url": format!("https://127.0.0.1:{closed}") }),
+        json!({ "name": "Gone", "type": "google_cas", "url": format!("https://127.0.0.1:{closed}") }),
     )
     .await;
-    let up = create_ca(&admin, json!({ "name": "Up", "type": "entrust", "url": receiver.url("/") })).await;
+    let up = create_ca(&admin, json!({ "name": "Up", "type": "azure_key_vault", "url": receiver.url("/") })).await;
     let paused = create_ca(
         &admin,
-        json!({ "name": "Paused", "type": "entrust", "url": receiver.url("/"), "status": "disconnected" }),
+        json!({ "name": "Paused", "type": "azure_key_vault", "url": receiver.url("/"), "status": "disconnected" }),
     )
     .await;
 
@@ -181,7 +180,7 @@ async fn root_certificates_are_checked() {
             admin
                 .post(
                     "/api/certificate-authorities",
-                    json!({ "name": "Rooted", "type": "sectigo", "url": url, "config": config }),
+                    json!({ "name": "Rooted", "type": "aws_acm", "url": url, "config": config }),
                 )
                 .await
         }
