@@ -14,6 +14,7 @@ pub mod error;
 pub mod extract;
 mod integrations;
 mod issuance;
+mod members;
 pub mod listener;
 pub mod ops;
 pub mod plugin_dto;
@@ -111,6 +112,7 @@ pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
     Router::new()
         .merge(ops)
         .merge(auth::routes())
+        .merge(members::routes())
         .merge(cas::routes())
         .merge(issuance::routes())
         .merge(discovery::routes())

@@ -50,15 +50,43 @@ pub enum Added {
     Invitation(Invitation),
 }
 
-/// The operator at the command line, acting in `workspace_id` with every scope.
-pub fn operator(workspace_id: WorkspaceId) -> Caller {
-    Caller {
+/// The operator at the command line, acting with every scope in the workspace named by its id
+/// or by its name (which must then name exactly one workspace).
+pub async fn operator_in(ctx: &Context, workspace: &str) -> Result<Caller> {
+    let workspace_id = match ctx.store.find_workspace(workspace).await? {
+        Some(found) => found.id,
+        None => {
+            let mut named = ctx.store.find_workspaces_by_name(workspace.trim()).await?;
+            match named.len() {
+                0 => return Err(Error::NotFound(Entity::Workspace)),
+                1 => named.remove(0).id,
+                n => {
+                    let ids: Vec<String> = named.into_iter().map(|w| w.id.into_string()).collect();
+                    return Err(Error::Conflict(format!(
+                        "{n} workspaces are named `{workspace}`: give one of their ids ({})",
+                        ids.join(", ")
+                    )));
+                }
+            }
+        }
+    };
+    Ok(Caller {
         actor: Actor::System,
         workspace_id,
         scopes: Scope::ALL.to_vec(),
         instance_admin: true,
         request_id: String::new(),
+    })
+}
+
+/// A user id, or the e-mail of a user (the command line's convenience).
+pub async fn user_id_of(ctx: &Context, id_or_email: &str) -> Result<UserId> {
+    if id_or_email.contains('@') {
+        let email = super::service::normalize_email(id_or_email)?;
+        let (user, _) = ctx.store.find_user_credentials(&email).await?.ok_or(Error::NotFound(Entity::Member))?;
+        return Ok(user.id);
     }
+    Ok(UserId::from(id_or_email))
 }
 
 /// The caller acting in the workspace named by the path. A session user may name any workspace
