@@ -29,7 +29,7 @@ for _ in $(seq 200); do curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&
 WS=$(curl -fsS -c "$WORK/jar" -H 'content-type: application/json' \
     -d '{"email":"fuzz@example.com","password":"fuzz-password-123"}' "http://127.0.0.1:$PORT/api/auth/login" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["user"]["currentWorkspaceId"])')
-SCOPES=api-keys:read,api-keys:write,attestation:read,attestation:write,audit:read,cas:read,cas:write,certificates:read,certificates:write,integrations:read,integrations:write,plugins:read,plugins:write
+SCOPES=api-keys:read,api-keys:write,attestation:read,attestation:write,audit:read,cas:read,cas:write,certificates:read,certificates:write,integrations:read,integrations:write,members:read,members:write,plugins:read,plugins:write
 KEY=$("$BIN" api-key create --workspace "$WS" --name fuzz --scopes "$SCOPES" 2>/dev/null |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
 status=0

@@ -166,8 +166,11 @@ pub trait AuthWrites: Send {
     async fn set_member_role(&mut self, workspace_id: &WorkspaceId, user_id: &UserId, role: Role) -> StoreResult<bool>;
     async fn remove_member(&mut self, workspace_id: &WorkspaceId, user_id: &UserId) -> StoreResult<bool>;
     /// Deletes the API keys `user_id` created in the workspace and answers their ids.
-    async fn delete_user_api_keys(&mut self, workspace_id: &WorkspaceId, user_id: &UserId)
-        -> StoreResult<Vec<ApiKeyId>>;
+    async fn delete_user_api_keys(
+        &mut self,
+        workspace_id: &WorkspaceId,
+        user_id: &UserId,
+    ) -> StoreResult<Vec<ApiKeyId>>;
     /// Points the user's current workspace away from `workspace_id` (to another of their
     /// workspaces, or none) when it is the current one.
     async fn leave_current_workspace(&mut self, user_id: &UserId, workspace_id: &WorkspaceId) -> StoreResult<()>;

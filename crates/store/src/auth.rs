@@ -427,7 +427,8 @@ impl AuthWrites for Tx {
             .execute(&mut *self.inner)
             .await
             .db()?;
-        let sql = format!("INSERT INTO workspace_invitations ({INVITATION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)");
+        let sql =
+            format!("INSERT INTO workspace_invitations ({INVITATION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)");
         sqlx::query(&sql)
             .bind(invitation.id.as_str())
             .bind(invitation.workspace_id.as_str())
@@ -443,13 +444,10 @@ impl AuthWrites for Tx {
     }
 
     async fn delete_invitation(&mut self, workspace_id: &WorkspaceId, id: &str) -> StoreResult<Option<Invitation>> {
-        let sql = format!("DELETE FROM workspace_invitations WHERE workspace_id = $1 AND id = $2 RETURNING {INVITATION_COLUMNS}");
-        let row = sqlx::query(&sql)
-            .bind(workspace_id.as_str())
-            .bind(id)
-            .fetch_optional(&mut *self.inner)
-            .await
-            .db()?;
+        let sql = format!(
+            "DELETE FROM workspace_invitations WHERE workspace_id = $1 AND id = $2 RETURNING {INVITATION_COLUMNS}"
+        );
+        let row = sqlx::query(&sql).bind(workspace_id.as_str()).bind(id).fetch_optional(&mut *self.inner).await.db()?;
         row.as_ref().map(invitation_from_row).transpose()
     }
 

@@ -560,7 +560,9 @@ async fn members_command(ctx: &SharedContext, command: MembersCommand) -> anyhow
         MembersCommand::Add { workspace, email, role } => {
             let operator = members::operator_in(ctx, &workspace).await.context("unknown workspace")?;
             Ok(match members::add(ctx, &operator, &email, &role).await.context("cannot add the member")? {
-                members::Added::Member(member) => serde_json::json!({ "status": "added", "member": member_json(member) }),
+                members::Added::Member(member) => {
+                    serde_json::json!({ "status": "added", "member": member_json(member) })
+                }
                 members::Added::Invitation(invitation) => {
                     serde_json::json!({ "status": "invited", "invitation": invitation_json(invitation) })
                 }

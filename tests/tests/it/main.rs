@@ -16,6 +16,7 @@ mod gates;
 mod integrations;
 mod issuance;
 mod lifecycle;
+mod members;
 mod ops;
 mod pagination;
 mod pending_issuance;

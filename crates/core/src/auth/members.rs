@@ -243,8 +243,11 @@ pub async fn delete_invitation(ctx: &Context, caller: &Caller, invitation_id: &s
     caller.require(Scope::MembersWrite)?;
     let workspace_id = caller.workspace_id.clone();
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
-    let invitation =
-        change.tx().delete_invitation(&workspace_id, invitation_id).await?.ok_or(Error::NotFound(Entity::Invitation))?;
+    let invitation = change
+        .tx()
+        .delete_invitation(&workspace_id, invitation_id)
+        .await?
+        .ok_or(Error::NotFound(Entity::Invitation))?;
     change.audit(
         "invitation.deleted",
         Target::new("invitation", invitation_id),
@@ -378,7 +381,10 @@ mod tests {
         set_role(&ctx, &alice, &"usr_bob".into(), "owner").await.unwrap_or_else(|e| panic!("{e}"));
         let alice_now = set_role(&ctx, &alice, &"usr_alice".into(), "viewer").await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(alice_now.role, Role::Viewer);
-        assert_eq!(ctx.store.find_membership(&"ws_a".into(), &"usr_bob".into()).await.ok().flatten(), Some(Role::Owner));
+        assert_eq!(
+            ctx.store.find_membership(&"ws_a".into(), &"usr_bob".into()).await.ok().flatten(),
+            Some(Role::Owner)
+        );
         assert!(actions(&store).iter().filter(|(_, a)| a == "member.role_changed").count() == 2);
     }
 
@@ -427,10 +433,8 @@ mod tests {
         let in_b = caller_in(&ctx, &bob, "ws_b").await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(in_b.scopes, Role::Viewer.scopes());
         // An API key never reaches beyond its own workspace.
-        let key = Caller {
-            actor: Actor::ApiKey { id: "key_x".into(), kind: KeyKind::Client, owner: None },
-            ..alice.clone()
-        };
+        let key =
+            Caller { actor: Actor::ApiKey { id: "key_x".into(), kind: KeyKind::Client, owner: None }, ..alice.clone() };
         assert!(matches!(caller_in(&ctx, &key, "ws_b").await, Err(Error::NotFound(Entity::Workspace))));
         let members = list_members(&ctx, &alice, page()).await.unwrap_or_else(|e| panic!("{e}"));
         let ids: Vec<&str> = members.items.iter().map(|m| m.user_id.as_str()).collect();
@@ -460,8 +464,14 @@ mod tests {
         store.edit(|t| t.users.push(eve.clone()));
         let joined = redeem_invitations(&ctx, &eve, None).await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(joined.len(), 2);
-        assert_eq!(ctx.store.find_membership(&"ws_a".into(), &"usr_eve".into()).await.ok().flatten(), Some(Role::Member));
-        assert_eq!(ctx.store.find_membership(&"ws_b".into(), &"usr_eve".into()).await.ok().flatten(), Some(Role::Viewer));
+        assert_eq!(
+            ctx.store.find_membership(&"ws_a".into(), &"usr_eve".into()).await.ok().flatten(),
+            Some(Role::Member)
+        );
+        assert_eq!(
+            ctx.store.find_membership(&"ws_b".into(), &"usr_eve".into()).await.ok().flatten(),
+            Some(Role::Viewer)
+        );
         let tables = store.snapshot();
         assert!(tables.invitations.is_empty(), "redeemed invitations are gone");
         let eve_now = tables.users.iter().find(|u| u.id.as_str() == "usr_eve").cloned();

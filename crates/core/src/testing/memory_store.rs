@@ -473,7 +473,13 @@ impl AuthWrites for MemoryTx {
         self.working.users.push(user.clone());
         Ok(())
     }
-    async fn add_member(&mut self, workspace_id: &WorkspaceId, user_id: &UserId, role: Role, at: i64) -> StoreResult<()> {
+    async fn add_member(
+        &mut self,
+        workspace_id: &WorkspaceId,
+        user_id: &UserId,
+        role: Role,
+        at: i64,
+    ) -> StoreResult<()> {
         if self.working.memberships.iter().any(|(w, u, ..)| w == workspace_id && u == user_id) {
             return Err(StoreError::Unique("workspace_members".into()));
         }
