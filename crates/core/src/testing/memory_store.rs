@@ -452,7 +452,7 @@ impl AuthReads for MemoryStore {
             .into_iter()
             .filter(|i| &i.workspace_id == workspace_id && i.expires_at > now)
             .collect();
-        invitations.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        invitations.sort_by_key(|i| std::cmp::Reverse(i.created_at));
         Ok(window(invitations, page))
     }
 }
