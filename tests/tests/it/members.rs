@@ -308,3 +308,26 @@ async fn the_cli_lists_adds_changes_and_removes() {
         assert!(audited.iter().any(|a| a == action), "{action} in {audited:?}");
     }
 }
+
+/// An invitation waiting for an address whose account already exists (made by a path that does
+/// not redeem, such as an identity provider's sign-in before it did) is redeemed at the next
+/// password sign-in.
+#[tokio::test]
+async fn a_password_sign_in_redeems_a_waiting_invitation() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let ws = admin_workspace(&admin).await;
+    let (_, _) = person(&server, "nia@example.com").await;
+    let far = 4_102_444_800_000_i64; // 2100-01-01
+    server.sql(&format!(
+        "INSERT INTO workspace_invitations (id, workspace_id, email, role, invited_by, created_at, expires_at) \
+         VALUES ('inv_waiting', '{ws}', 'nia@example.com', 'viewer', 'cli', 0, {far})"
+    ));
+    let nia = server.login("nia@example.com", "password-123").await;
+    let workspaces = nia.get("/api/workspaces").await;
+    let joined = workspaces.body["data"].as_array().and_then(|w| w.iter().find(|w| w["id"] == ws.as_str()).cloned());
+    assert_eq!(joined.map(|w| w["role"].clone()), Some(json!("viewer")), "{}", workspaces.body);
+    assert_eq!(server.sql("SELECT COUNT(*) FROM workspace_invitations"), "0");
+    let audited = actions(&admin.get("/api/audit-logs?action=invitation.redeemed").await.body);
+    assert_eq!(audited.len(), 1, "{audited:?}");
+}
