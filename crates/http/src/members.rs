@@ -110,7 +110,8 @@ pub enum AddedStatus {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddMemberBody {
-    #[schema(max_length = 254)]
+    /// An e-mail address (trimmed and compared in lower case): a local part, `@`, a domain with a
+    /// dot, no spaces, at most 254 bytes. Anything else is 400 `VALIDATION_ERROR`.
     email: String,
     #[schema(value_type = RoleName)]
     role: String,
