@@ -44,7 +44,7 @@ pub fn status_of(err: &Error) -> StatusCode {
     match err {
         Error::NotFound(_) => StatusCode::NOT_FOUND,
         Error::Validation { .. } => StatusCode::BAD_REQUEST,
-        Error::Conflict(_) => StatusCode::CONFLICT,
+        Error::Conflict(_) | Error::LastOwner => StatusCode::CONFLICT,
         Error::Unauthorized => StatusCode::UNAUTHORIZED,
         Error::Forbidden(_) | Error::MissingScope(_) | Error::PrivateKeyNotAvailable => StatusCode::FORBIDDEN,
         Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,

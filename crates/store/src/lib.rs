@@ -154,6 +154,12 @@ const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../../../migrations/postgres/0480_approval_snapshots.sql"),
     },
     Migration {
+        version: 481,
+        name: "members",
+        sqlite: include_str!("../../../migrations/sqlite/0481_members.sql"),
+        postgres: include_str!("../../../migrations/postgres/0481_members.sql"),
+    },
+    Migration {
         version: 504,
         name: "domain_claims",
         sqlite: include_str!("../../../migrations/sqlite/0504_domain_claims.sql"),

@@ -17,6 +17,7 @@ mod gates;
 mod integrations;
 mod issuance;
 mod lifecycle;
+mod members;
 mod ops;
 mod pagination;
 mod pending_issuance;
