@@ -149,7 +149,8 @@ impl OpenBao {
 
     /// A new token with exactly `policies` (plus `default`, which allows lookup-self).
     pub async fn token(&self, namespace: Option<&str>, policies: &[&str]) -> String {
-        let answer = self.root(namespace, "POST", "auth/token/create", json!({ "policies": policies, "ttl": "2h" })).await;
+        let answer =
+            self.root(namespace, "POST", "auth/token/create", json!({ "policies": policies, "ttl": "2h" })).await;
         answer["auth"]["client_token"].as_str().expect("client_token").to_owned()
     }
 
@@ -187,7 +188,8 @@ impl OpenBao {
 
     /// Unseals with the key of `operator init` and waits until the node is active.
     pub async fn unseal(&self) {
-        let (status, answer) = self.call(None, None, "PUT", "sys/unseal", Some(json!({ "key": self.unseal_key }))).await;
+        let (status, answer) =
+            self.call(None, None, "PUT", "sys/unseal", Some(json!({ "key": self.unseal_key }))).await;
         assert_eq!(status, 200, "unseal: {answer}");
         // Raft elects the single node leader a moment after unsealing: standby (429) until then.
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -202,18 +204,20 @@ impl OpenBao {
     }
 
     /// Issues `count` certificates directly at OpenBao (`pki/issue/{ROLE}`, OpenBao makes the
-    /// keys), `parallel` requests at a time; their serials.
-    pub async fn issue_directly(&self, count: usize, parallel: usize) -> Vec<String> {
+    /// keys), `parallel` requests at a time, named `bulk-<n>.example.com`: (name, serial) pairs.
+    pub async fn issue_directly(&self, count: usize, parallel: usize) -> Vec<(String, String)> {
         let mut serials = Vec::with_capacity(count);
         let mut next = 0;
         let mut running = tokio::task::JoinSet::new();
         while serials.len() < count {
             while running.len() < parallel && next < count {
+                let name = format!("bulk-{next}.example.com");
                 let request = self
                     .http
                     .post(format!("{}/v1/pki/issue/{ROLE}", self.url))
                     .header("x-vault-token", &self.root_token)
-                    .json(&json!({ "common_name": format!("bulk-{next}.example.com"), "ttl": "720h" }));
+                    .json(&json!({ "common_name": name, "ttl": "720h",
+                        "key_type": "ec", "key_bits": 256 }));
                 running.spawn(async move {
                     let response = request.send().await.map_err(|e| e.to_string())?;
                     let status = response.status();
@@ -221,7 +225,8 @@ impl OpenBao {
                     if !status.is_success() {
                         return Err(format!("{status}: {body}"));
                     }
-                    body["data"]["serial_number"].as_str().map(str::to_owned).ok_or_else(|| body.to_string())
+                    let serial = body["data"]["serial_number"].as_str().ok_or_else(|| body.to_string())?;
+                    Ok((name, serial.to_owned()))
                 });
                 next += 1;
             }

@@ -126,7 +126,9 @@ impl Config {
             .map(str::to_owned)
             .or_else(|| ctx.endpoint.clone().filter(|u| !u.trim().is_empty()))
             .map(|addr| addr.trim().trim_end_matches('/').to_owned())
-            .ok_or_else(|| PluginError::invalid_config("/vaultAddr", "set vaultAddr or the CA's url to Vault's address"))
+            .ok_or_else(|| {
+                PluginError::invalid_config("/vaultAddr", "set vaultAddr or the CA's url to Vault's address")
+            })
     }
 
     fn role(&self) -> Result<&str, PluginError> {
@@ -283,7 +285,8 @@ fn plugin_error(err: CallError, addr: &str, fix: &str) -> PluginError {
 
 /// A serial as Vault names it: lowercase hex pairs joined by `:`.
 fn colon_serial(serial_hex: &str) -> Option<String> {
-    let digits: String = serial_hex.trim().trim_start_matches("0x").chars().filter(|c| *c != ':' && *c != '-').collect();
+    let digits: String =
+        serial_hex.trim().trim_start_matches("0x").chars().filter(|c| *c != ':' && *c != '-').collect();
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
@@ -291,12 +294,27 @@ fn colon_serial(serial_hex: &str) -> Option<String> {
     let digits = digits.trim_start_matches('0');
     let digits = if digits.is_empty() { "0" } else { digits };
     let padded = if digits.len() % 2 == 1 { format!("0{digits}") } else { digits.to_owned() };
-    Some(padded.as_bytes().chunks(2).map(|pair| String::from_utf8_lossy(pair).into_owned()).collect::<Vec<_>>().join(":"))
+    Some(
+        padded
+            .as_bytes()
+            .chunks(2)
+            .map(|pair| String::from_utf8_lossy(pair).into_owned())
+            .collect::<Vec<_>>()
+            .join(":"),
+    )
+}
+
+/// A serial as Vault stores it under `certs/`: `aa-bb-…`.
+fn storage_key(serial: &str) -> String {
+    serial.replace(':', "-")
 }
 
 /// The PEM of a `cert/{serial}`-like answer's `data.certificate`.
 fn certificate_of(answer: &Value) -> Option<String> {
-    answer["data"]["certificate"].as_str().filter(|pem| pem.contains("BEGIN CERTIFICATE")).map(|pem| pem.trim().to_owned())
+    answer["data"]["certificate"]
+        .as_str()
+        .filter(|pem| pem.contains("BEGIN CERTIFICATE"))
+        .map(|pem| pem.trim().to_owned())
 }
 
 /// Facts of a certificate the test and discovery read.
@@ -434,8 +452,9 @@ impl CaConnector for VaultPki {
         let mut checks = Vec::new();
         let anonymous = Vault::new(&addr, present(&config.namespace));
 
-        // health: Vault's status codes as it documents them.
-        let health = match anonymous.raw("GET", "sys/health") {
+        // health: Vault's status codes as it documents them. sys/health belongs to the root
+        // namespace: OpenBao answers 400 to it under X-Vault-Namespace.
+        let health = match Vault::new(&addr, None).raw("GET", "sys/health") {
             Ok(response) => response,
             Err(err) => {
                 checks.push(Check::fail("health", plugin_error(err, &addr, "").to_string()));
@@ -517,7 +536,8 @@ impl CaConnector for VaultPki {
                                 Some(session)
                             }
                             Err(err) => {
-                                let err = plugin_error(err, &addr, "read on auth/token/lookup-self (the default policy)");
+                                let err =
+                                    plugin_error(err, &addr, "read on auth/token/lookup-self (the default policy)");
                                 checks.push(Check::fail("auth", err.to_string()));
                                 None
                             }
@@ -529,7 +549,8 @@ impl CaConnector for VaultPki {
 
         // role: it exists and allows names.
         match (present(&config.role), &session) {
-            (None, _) => checks.push(Check::warn("role", "no role configured: set role to issue")),
+            // Not a warning: a record registered for its health (as the probe allowed) stays healthy.
+            (None, _) => checks.push(Check::skip("role", "no role configured: set role to issue")),
             (Some(_), None) => checks.push(Check::skip("role", "needs working credentials")),
             (Some(role), Some(session)) => match session.vault.get(&format!("{pki}/roles/{role}")) {
                 Ok(answer) => {
@@ -570,7 +591,10 @@ impl CaConnector for VaultPki {
                     let now = clock::unix_seconds();
                     let days_left = (facts.not_after - now).div_euclid(86_400);
                     checks.push(if facts.not_after <= now {
-                        Check::fail("issuer-validity", format!("the issuer's certificate expired {} days ago", -days_left))
+                        Check::fail(
+                            "issuer-validity",
+                            format!("the issuer's certificate expired {} days ago", -days_left),
+                        )
                     } else if days_left < ISSUER_EXPIRY_WARNING_DAYS {
                         Check::warn("issuer-validity", format!("the issuer's certificate expires in {days_left} days"))
                     } else {
@@ -579,7 +603,9 @@ impl CaConnector for VaultPki {
                     details["issuer"] = json!({ "subject": facts.subject,
                         "notAfter": util::rfc3339(facts.not_after.saturating_mul(1000)), "daysUntilExpiry": days_left });
                 }
-                None => checks.push(Check::fail("issuer-validity", "the issuer answered without a readable certificate")),
+                None => {
+                    checks.push(Check::fail("issuer-validity", "the issuer answered without a readable certificate"))
+                }
             },
             Err(err) => {
                 let err = plugin_error(err, &addr, "");
@@ -721,11 +747,16 @@ impl CaConnector for VaultPki {
             .as_array()
             .map(|keys| keys.iter().filter_map(Value::as_str).map(str::to_owned).collect())
             .unwrap_or_default();
-        // A server that ignores after/limit (Vault before paginated lists) answers every key:
-        // page here, in the same (sorted) order.
-        keys.sort();
-        if let Some(after) = after {
-            keys.retain(|k| k.as_str() > after);
+        // The cursor is a serial in the storage's form (`aa-bb-…`): OpenBao answers `aa:bb:…` but
+        // orders and compares `after` as it stores the keys, so an `aa:bb` cursor would skip
+        // serials. A server that honours after/limit answers at most `limit` keys in that order;
+        // one that ignores them (Vault before paginated lists) answers every key: page here, in
+        // the same order.
+        if keys.len() > limit as usize {
+            keys.sort_by_key(|k| storage_key(k));
+            if let Some(after) = after {
+                keys.retain(|k| storage_key(k).as_str() > after);
+            }
         }
         let more = keys.len() >= limit as usize;
         keys.truncate(limit as usize);
@@ -745,7 +776,7 @@ impl CaConnector for VaultPki {
             let revoked_at = answer["data"]["revocation_time"].as_i64().filter(|t| *t > 0);
             items.push(DiscoveredCertificate { certificate_pem: pem, ca_reference: Some(serial.clone()), revoked_at });
         }
-        let next_cursor = if more { keys.last().cloned() } else { None };
+        let next_cursor = if more { keys.last().map(|k| storage_key(k)) } else { None };
         Ok(CertificatePage { items, next_cursor })
     }
 }

@@ -35,7 +35,9 @@ fn configuration_is_checked_member_by_member() {
     assert_eq!(issues(json!({ "authMethod": "ldap" })), vec!["/authMethod"]);
     assert_eq!(issues(json!({ "token": "t", "secretId": "s" })), vec!["/secretId"]);
     assert_eq!(
-        issues(json!({ "vaultAddr": "ftp://x", "pkiPath": "../sys", "role": "a/b", "namespace": "a//b", "token": "t" })),
+        issues(
+            json!({ "vaultAddr": "ftp://x", "pkiPath": "../sys", "role": "a/b", "namespace": "a//b", "token": "t" })
+        ),
         vec!["/vaultAddr", "/pkiPath", "/role", "/namespace"]
     );
 }
@@ -49,7 +51,8 @@ fn secrets_are_marked_for_the_host() {
 #[test]
 fn issue_signs_under_the_role_and_returns_the_chain() {
     testing::reset();
-    let answer = json!({ "data": { "certificate": LEAF, "ca_chain": [ROOT], "serial_number": "0a:bc" }, "warnings": null });
+    let answer =
+        json!({ "data": { "certificate": LEAF, "ca_chain": [ROOT], "serial_number": "0a:bc" }, "warnings": null });
     respond("POST", &format!("{ADDR}/v1/pki/issuer/int/sign/web"), 200, answer.to_string());
     let config = cfg(json!({ "role": "web", "issuerRef": "int", "token": "s.tok", "namespace": "team" }));
     let ctx = CallContext::for_record("ca_1").with_endpoint(ADDR);
@@ -104,8 +107,12 @@ fn approle_logins_are_cached_until_half_their_ttl() {
     testing::reset();
     let ctx = CallContext::for_record("ca_1").with_endpoint(ADDR);
     let config = cfg(json!({ "authMethod": "approle", "roleId": "rid", "secretId": "sid" }));
-    respond("POST", &format!("{ADDR}/v1/auth/approle/login"), 200,
-        json!({ "auth": { "client_token": "s.login", "lease_duration": 3600 } }).to_string());
+    respond(
+        "POST",
+        &format!("{ADDR}/v1/auth/approle/login"),
+        200,
+        json!({ "auth": { "client_token": "s.login", "lease_duration": 3600 } }).to_string(),
+    );
     respond("POST", &format!("{ADDR}/v1/pki/revoke"), 200, json!({ "data": {} }).to_string());
     let revoke = RevokeRequest::for_test("0abc", RevocationReason::Superseded);
     VaultPki::revoke(&ctx, &config, &revoke).unwrap();

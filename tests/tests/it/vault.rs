@@ -209,7 +209,8 @@ async fn issues_with_approle_and_in_a_namespace() {
     // A namespace (OpenBao has them since 2.3): its own PKI, policy and token.
     let ns = "team-a";
     s.bao.root(None, "POST", &format!("sys/namespaces/{ns}"), json!({})).await;
-    s.bao.root(Some(ns), "POST", "sys/mounts/pki", json!({ "type": "pki", "config": { "max_lease_ttl": "87600h" } }))
+    s.bao
+        .root(Some(ns), "POST", "sys/mounts/pki", json!({ "type": "pki", "config": { "max_lease_ttl": "87600h" } }))
         .await;
     let root = s
         .bao
@@ -221,7 +222,8 @@ async fn issues_with_approle_and_in_a_namespace() {
             Some(ns),
             "POST",
             &format!("pki/roles/{ROLE}"),
-            json!({ "allowed_domains": ["team-a.example.com"], "allow_subdomains": true, "max_ttl": "2160h" }),
+            json!({ "allowed_domains": ["team-a.example.com"], "allow_subdomains": true, "max_ttl": "2160h",
+                "key_type": "any" }),
         )
         .await;
     s.bao.policy(Some(ns), "issuer", ISSUER_POLICY).await;
@@ -281,8 +283,8 @@ async fn sealed_unauthorised_and_refused_issuance_store_nothing() {
 #[tokio::test]
 async fn discovery_imports_a_thousand_certificates_issued_at_openbao() {
     let s = setup().await;
-    let serials = s.bao.issue_directly(1_000, 16).await;
-    let revoked = &serials[7];
+    let issued = s.bao.issue_directly(1_000, 16).await;
+    let (name, revoked) = &issued[7];
     s.bao.root(None, "POST", "pki/revoke", json!({ "serial_number": revoked })).await;
     s.bao.policy(None, "discovery", DISCOVERY_POLICY).await;
     let (ca, token) = s.token_ca(&["discovery"]).await;
@@ -296,13 +298,9 @@ async fn discovery_imports_a_thousand_certificates_issued_at_openbao() {
     assert_eq!(scan["failed"], 0, "{scan}");
     assert_eq!(s.total().await, 1_000);
 
-    let page = s.admin.get("/api/certificates?limit=100&search=bulk-7.example.com").await;
-    let found: Vec<&Value> = page.body["data"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| c["commonName"] == "bulk-7.example.com")
-        .collect();
+    let page = s.admin.get(&format!("/api/certificates?limit=100&search={name}")).await;
+    let found: Vec<&Value> =
+        page.body["data"].as_array().into_iter().flatten().filter(|c| c["commonName"] == name.as_str()).collect();
     assert_eq!(found.len(), 1, "{}", page.body);
     assert_eq!(vault_serial(found[0]["serialNumber"].as_str().unwrap_or_default()), *revoked);
     assert_eq!(found[0]["status"], "revoked", "{}", found[0]);
@@ -332,7 +330,8 @@ async fn the_renewal_worker_renews_through_openbao() {
     assert_eq!(run, json!({ "renewed": 1, "failed": 0, "pending": 0 }), "as of {later}\n{}", s.server.log());
     let all = s.admin.get("/api/certificates").await.body.clone();
     assert_eq!(all["total"], 2, "{all}");
-    let new = all["data"].as_array().into_iter().flatten().find(|c| c["id"] != old).cloned().expect("renewal");
+    let new_id = all["data"].as_array().into_iter().flatten().find(|c| c["id"] != old).expect("renewal")["id"].clone();
+    let new = s.admin.get(&format!("/api/certificates/{new_id}")).await.body["data"].clone();
     assert_eq!(new["commonName"], "renew.example.com");
     assert_eq!(new["issuanceSource"], "vault");
     assert_eq!(new["caId"], ca);
