@@ -30,8 +30,11 @@ impl From<PluginError> for CallError {
 
 impl From<http::HttpError> for CallError {
     fn from(err: http::HttpError) -> CallError {
-        // Transport failures and timeouts are retryable upstream failures: 503 to the client.
-        CallError::Plugin(PluginError::upstream(None, format!("Vault is unreachable: {err}"), true))
+        // An unreachable Vault (connection refused, DNS, TLS, timeout) is a retryable upstream
+        // failure: 503 to the client. A request the host's policy denies is not retryable.
+        let retryable = matches!(err, http::HttpError::Timeout | http::HttpError::Transport(_));
+        let message = if retryable { format!("Vault is unreachable: {err}") } else { err.to_string() };
+        CallError::Plugin(PluginError::upstream(None, message, retryable))
     }
 }
 

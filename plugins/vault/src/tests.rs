@@ -103,6 +103,25 @@ fn vault_errors_map_to_what_to_fix() {
 }
 
 #[test]
+fn an_unreachable_vault_is_retryable_and_a_denied_one_is_not() {
+    testing::reset();
+    let ctx = CallContext::for_record("ca_1").with_endpoint(ADDR);
+    let config = cfg(json!({ "role": "web", "token": "s.tok" }));
+    let request = IssueRequest::for_test(CSR, &["a.example.com"], 30);
+    let url = format!("{ADDR}/v1/pki/sign/web");
+    testing::http::fail("POST", &url, http::HttpError::Transport("connection refused".into()));
+    let err = VaultPki::issue(&ctx, &config, &request).unwrap_err();
+    assert!(
+        matches!(&err, PluginError::Upstream { retryable: true, message, .. } if message.contains("unreachable")),
+        "{err:?}"
+    );
+    testing::reset();
+    testing::http::fail("POST", &url, http::HttpError::Denied);
+    let err = VaultPki::issue(&ctx, &config, &request).unwrap_err();
+    assert!(matches!(&err, PluginError::Upstream { retryable: false, .. }), "{err:?}");
+}
+
+#[test]
 fn approle_logins_are_cached_until_half_their_ttl() {
     testing::reset();
     let ctx = CallContext::for_record("ca_1").with_endpoint(ADDR);
