@@ -182,7 +182,19 @@ async fn issues_tests_and_revokes_with_a_least_privilege_token() {
     let after = s.admin.get(&format!("/api/certificates/{}", cert["id"])).await;
     assert_eq!(after.body["data"]["status"], "revoked", "{}", after.body);
 
-    assert_never_echoed(&s, &[&token], &[&created.body, &read.body, &report, &issued.body, &revoked.body]);
+    // With issuerRef the path is issuer/<ref>/sign/<role>, and the policy names that path.
+    s.bao.policy(None, "by-issuer", "path \"pki/issuer/default/sign/web\" { capabilities = [\"update\"] }").await;
+    let by_issuer = s.bao.token(None, &["by-issuer"]).await;
+    let pinned = s.ca(json!({ "role": ROLE, "issuerRef": "default", "token": by_issuer })).await;
+    let through_issuer = s.issue(pinned, &["pinned.example.com"]).await;
+    assert_eq!(through_issuer.status, 201, "{}\n{}", through_issuer.body, s.server.log());
+    verify_chain(&through_issuer.body["data"], &s.bao.root_pem);
+
+    assert_never_echoed(
+        &s,
+        &[&token, &by_issuer],
+        &[&created.body, &read.body, &report, &issued.body, &revoked.body, &through_issuer.body],
+    );
 }
 
 #[tokio::test]
