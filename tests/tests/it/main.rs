@@ -28,4 +28,5 @@ mod plugins_out_of_tree;
 mod plugins_slack;
 mod readme;
 mod renewal_info;
+mod vault;
 mod webhooks;

@@ -64,4 +64,5 @@ pub const FIRST_PARTY_PLUGINS: &[&str] = &[
     "tpm2-verifier",
     "ca-probe",
     "aws-pca",
+    "vault",
 ];
