@@ -212,41 +212,19 @@ pub struct CreateApiKeyBody {
     kind: Option<String>,
 }
 
-/// The scopes an API key may carry.
-#[derive(ToSchema)]
-#[allow(dead_code, reason = "a schema of the accepted strings; the domain parses them")]
-pub enum ScopeName {
-    #[schema(rename = "api-keys:read")]
-    ApiKeysRead,
-    #[schema(rename = "api-keys:write")]
-    ApiKeysWrite,
-    #[schema(rename = "attestation:read")]
-    AttestationRead,
-    #[schema(rename = "attestation:write")]
-    AttestationWrite,
-    #[schema(rename = "audit:read")]
-    AuditRead,
-    #[schema(rename = "cas:read")]
-    CasRead,
-    #[schema(rename = "cas:write")]
-    CasWrite,
-    #[schema(rename = "certificates:read")]
-    CertificatesRead,
-    #[schema(rename = "certificates:write")]
-    CertificatesWrite,
-    #[schema(rename = "integrations:read")]
-    IntegrationsRead,
-    #[schema(rename = "integrations:write")]
-    IntegrationsWrite,
-    #[schema(rename = "members:read")]
-    MembersRead,
-    #[schema(rename = "members:write")]
-    MembersWrite,
-    #[schema(rename = "plugins:read")]
-    PluginsRead,
-    #[schema(rename = "plugins:write")]
-    PluginsWrite,
+/// The scopes an API key may carry: the domain's list, so the document cannot miss one.
+pub struct ScopeName;
+
+impl utoipa::PartialSchema for ScopeName {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(trellis_core::auth::Scope::ALL.iter().map(|scope| scope.as_str())))
+            .into()
+    }
 }
+
+impl ToSchema for ScopeName {}
 
 /// Kinds of API key.
 #[derive(ToSchema)]

@@ -67,6 +67,10 @@ enum PluginCommand {
     },
     /// List installed plugins as JSON.
     List,
+    /// Install the first-party plugins (what `serve` runs, as a child process, on the very
+    /// first start); prints how many were installed.
+    #[command(hide = true)]
+    InstallFirstParty,
 }
 
 #[derive(Subcommand)]
@@ -206,7 +210,7 @@ async fn main() -> anyhow::Result<()> {
     let config = Config::load(cli.config.as_deref()).context("invalid configuration")?;
     init_tracing(config.log_format);
     match cli.command {
-        Command::Serve => serve(config).await,
+        Command::Serve => serve(config, cli.config).await,
         Command::User {
             command:
                 UserCommand::Create { email, password_stdin, password_file, password, first_name, workspace, admin },
@@ -253,6 +257,11 @@ async fn main() -> anyhow::Result<()> {
                 PluginCommand::List => {
                     let plugins: Vec<PluginDto> = ctx.plugins.host().list().into_iter().map(Into::into).collect();
                     println!("{}", serde_json::to_string(&plugins)?)
+                }
+                PluginCommand::InstallFirstParty => {
+                    let installed =
+                        plugin_workers::install_first_party(&ctx, config.first_party_plugin_dir.as_deref()).await;
+                    println!("{}", serde_json::json!({ "installed": installed }));
                 }
             }
             ctx.store.close().await;
@@ -378,7 +387,7 @@ async fn open(config: &Config) -> anyhow::Result<SharedContext> {
     wiring::open(config, Arc::new(SystemClock)).await.context("cannot start")
 }
 
-async fn serve(config: Config) -> anyhow::Result<()> {
+async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<()> {
     tracing::info!(config = ?config, "starting trellis");
     trellis_http::ops::install_metrics();
     let listen = config.listen;
@@ -387,7 +396,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     if let Some(user) = auth::bootstrap_admin(&ctx).await.context("cannot create the admin user")? {
         tracing::info!(user_id = %user.id, email = %user.email, "created the instance administrator");
     }
-    plugin_workers::load(&ctx, config.first_party_plugin_dir.as_deref()).await.context("cannot load plugins")?;
+    plugin_workers::load(&ctx, config_file.as_deref(), config.first_party_plugin_dir.as_deref())
+        .await
+        .context("cannot load plugins")?;
     plugin_workers::spawn_sync(ctx.clone(), std::time::Duration::from_secs(5));
     if let Some(dir) = config.plugin_dir.clone() {
         tracing::info!(dir = %dir.display(), "watching plugin directory");

@@ -88,23 +88,62 @@ pub fn first_party_dir(configured: Option<&Path>) -> Option<PathBuf> {
     [beside_binary, Some(PathBuf::from(BUILT_PLUGINS_DIR))].into_iter().flatten().find(|dir| dir.is_dir())
 }
 
-/// Start-up: load what the database holds; on the very first start, install the first-party
-/// plugins. Missing first-party components are logged (run `make plugins`), not fatal.
-pub async fn load(ctx: &Context, first_party: Option<&Path>) -> Result<()> {
+/// Start-up: register what the database holds (compiled on first call); on the very first
+/// start, install the first-party plugins. They are installed by a child process (`trellis
+/// plugin install-first-party`): compiling and describing them churns tens of MiB of heap that
+/// the allocator keeps, and the service would carry it idle forever. Missing first-party
+/// components are logged (run `make plugins`), not fatal.
+pub async fn load(ctx: &Context, config_file: Option<&Path>, first_party: Option<&Path>) -> Result<()> {
     sync(ctx).await?;
     if ctx.store.any_plugin_installed().await? {
         return Ok(());
     }
+    match install_first_party_in_child(config_file).await {
+        Ok(installed) => tracing::info!(installed, "first start: installed the first-party plugins"),
+        Err(reason) => {
+            tracing::warn!(%reason, "first start: cannot install the first-party plugins in a child process; installing them here");
+            install_first_party(ctx, first_party).await;
+            trellis_core::plugins::service::release_compiled(ctx);
+        }
+    }
+    sync(ctx).await
+}
+
+/// Runs `<this binary> plugin install-first-party` with this process's settings; its count.
+async fn install_first_party_in_child(config_file: Option<&Path>) -> std::result::Result<u64, String> {
+    let exe = std::env::current_exe().map_err(|err| format!("cannot find this binary: {err}"))?;
+    let mut command = tokio::process::Command::new(&exe);
+    command.args(["plugin", "install-first-party"]).stdin(std::process::Stdio::null()).kill_on_drop(true);
+    if let Some(file) = config_file {
+        command.env("TRELLIS_CONFIG", file);
+    }
+    let output = command.output().await.map_err(|err| format!("cannot run {}: {err}", exe.display()))?;
+    // The child logs as the service does (stderr); pass its lines on.
+    for line in String::from_utf8_lossy(&output.stderr).lines() {
+        eprintln!("{line}");
+    }
+    if !output.status.success() {
+        return Err(format!("{} plugin install-first-party exited with {}", exe.display(), output.status));
+    }
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .map_err(|err| format!("plugin install-first-party printed no JSON: {err}"))?;
+    summary["installed"].as_u64().ok_or_else(|| format!("plugin install-first-party printed {summary}"))
+}
+
+/// Installs every first-party plugin found in the first-party directory; returns how many.
+pub async fn install_first_party(ctx: &Context, first_party: Option<&Path>) -> u64 {
     let Some(dir) = first_party_dir(first_party) else {
         tracing::warn!("first start: no first-party plugin directory found; run `make plugins`");
-        return Ok(());
+        return 0;
     };
+    let mut installed = 0;
     for name in FIRST_PARTY_PLUGINS {
         let path = dir.join(format!("{name}.wasm"));
         match tokio::fs::read(&path).await {
             Ok(bytes) => {
                 match install_as(ctx, &Audit::system("first-start"), None, &bytes, Activation::IfNewer).await {
                     Ok(v) => {
+                        installed += 1;
                         tracing::info!(plugin = %v.info.id, version = %v.info.version, "installed first-party plugin")
                     }
                     Err(err) => {
@@ -117,10 +156,7 @@ pub async fn load(ctx: &Context, first_party: Option<&Path>) -> Result<()> {
             }
         }
     }
-    // Installing compiled and described each one; until a call needs one, none is kept.
-    let released = trellis_core::plugins::service::release_compiled(ctx);
-    tracing::debug!(released, "first-party plugins compiled again on their first call");
-    Ok(())
+    installed
 }
 
 /// Follows the database every `interval` (installs made by other replicas or the CLI).
