@@ -294,6 +294,7 @@ pub enum NewRow<'a> {
 pub trait Tx:
     CertificateWrites
     + AuthWrites
+    + crate::auth::oidc::port::OidcWrites
     + AuditWrites
     + EventWrites
     + PluginWrites
@@ -331,6 +332,7 @@ pub type ErasedJob =
 pub trait Store:
     CertificateReads
     + AuthReads
+    + crate::auth::oidc::port::OidcReads
     + AuditReads
     + EventReads
     + PluginReads

@@ -154,6 +154,12 @@ const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../../../migrations/postgres/0480_approval_snapshots.sql"),
     },
     Migration {
+        version: 490,
+        name: "oidc",
+        sqlite: include_str!("../../../migrations/sqlite/0490_oidc.sql"),
+        postgres: include_str!("../../../migrations/postgres/0490_oidc.sql"),
+    },
+    Migration {
         version: 504,
         name: "domain_claims",
         sqlite: include_str!("../../../migrations/sqlite/0504_domain_claims.sql"),

@@ -3,6 +3,7 @@
 //! Every request resolves to a [`Caller`]: who acts, in which workspace, with which
 //! scopes. Domain services take the caller and scope every query to its workspace.
 
+pub mod oidc;
 mod rate_limit;
 pub mod scope;
 mod service;

@@ -113,6 +113,12 @@ pub async fn login(
     let email_key = email.trim().to_lowercase();
     let found = ctx.store.find_user_credentials(&email_key).await?;
     let verified = match &found {
+        // A user made by OIDC sign-in has no password: checked against the dummy like a
+        // missing account, so the answer's timing does not tell such accounts apart.
+        Some((_, hash)) if hash.is_empty() => {
+            verify_password_off_thread(password, dummy_hash()).await;
+            false
+        }
         Some((_, hash)) => verify_password_off_thread(password, hash).await,
         None => {
             verify_password_off_thread(password, dummy_hash()).await;
@@ -124,6 +130,13 @@ pub async fn login(
         return Err(Error::Unauthorized);
     };
     ctx.login_limiter.succeeded(reservation);
+    // Break-glass: with password sign-in off, instance administrators keep it (the IdP may be
+    // down or misconfigured), nobody else. Checked after the password, so the answer does not
+    // tell who is an administrator.
+    if ctx.settings.password_login_disabled && !user.is_admin {
+        tracing::warn!(target: "trellis::security", client_address, "password login refused: turned off");
+        return Err(crate::auth::oidc::OidcError::PasswordLoginDisabled.into());
+    }
     let token = random_hex(ctx.entropy.as_ref(), 32);
     let now_ms = now.timestamp_millis();
     let expires_at = now_ms + SESSION_LIFETIME_SECS * 1000;
