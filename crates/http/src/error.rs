@@ -3,12 +3,12 @@
 //! here and nowhere else; HTTP-only failures (no route, wrong method, body too large) are
 //! this layer's own variants, not the domain's.
 
-use trellis_core::auth::oidc::OidcError;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 use trellis_core::attestation::AttestationError;
+use trellis_core::auth::oidc::OidcError;
 use trellis_core::error::Error;
 use trellis_core::plugins::{PluginError, ReportedError};
 

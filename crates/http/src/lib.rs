@@ -15,6 +15,7 @@ pub mod extract;
 mod integrations;
 mod issuance;
 pub mod listener;
+mod oidc;
 pub mod ops;
 pub mod plugin_dto;
 mod plugins;
@@ -111,6 +112,7 @@ pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
     Router::new()
         .merge(ops)
         .merge(auth::routes())
+        .merge(oidc::routes())
         .merge(cas::routes())
         .merge(issuance::routes())
         .merge(discovery::routes())

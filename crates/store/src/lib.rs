@@ -16,6 +16,7 @@ mod challenges;
 mod discovery;
 mod domain_claims;
 mod issuance;
+mod oidc;
 mod outbox;
 mod plugins;
 mod webhooks;

@@ -16,6 +16,7 @@ mod gates;
 mod integrations;
 mod issuance;
 mod lifecycle;
+mod oidc;
 mod ops;
 mod pagination;
 mod pending_issuance;

@@ -362,3 +362,26 @@ pub fn validate_name(field: &str, name: &str) -> Result<String> {
     }
     Ok(name.to_string())
 }
+
+/// The session's user and, when they have a workspace, their caller in it. A person signed in
+/// through the IdP whose groups map to no workspace yet has a session and no caller: `GET
+/// /api/auth/user` answers them "no workspace yet" instead of refusing the session.
+pub async fn session_user(
+    ctx: &Context,
+    session_token: &str,
+    requested_workspace: Option<&str>,
+    request_id: &str,
+) -> Result<(User, Option<Caller>)> {
+    if requested_workspace.is_none() {
+        let user = ctx
+            .store
+            .find_session_user(&token_digest(session_token), ctx.now_millis())
+            .await?
+            .ok_or(Error::Unauthorized)?;
+        if user.current_workspace_id.is_none() {
+            return Ok((user, None));
+        }
+    }
+    let (user, caller) = authenticate_session(ctx, session_token, requested_workspace, request_id).await?;
+    Ok((user, Some(caller)))
+}

@@ -205,7 +205,12 @@ pub const MAX_IDP_BODY: usize = 1024 * 1024;
 
 impl Provider {
     pub fn new(config: OidcConfig, transport: Arc<dyn OidcTransport>) -> Self {
-        Provider { config, transport, metadata: Mutex::new(None), keys: tokio::sync::Mutex::new(keys::KeyCache::default()) }
+        Provider {
+            config,
+            transport,
+            metadata: Mutex::new(None),
+            keys: tokio::sync::Mutex::new(keys::KeyCache::default()),
+        }
     }
 
     fn cached_metadata(&self, now: i64) -> Option<ProviderMetadata> {
@@ -276,7 +281,8 @@ fn json_answer<T: serde::de::DeserializeOwned>(answer: &IdpAnswer, what: &str) -
     if answer.status != 200 {
         return Err(OidcError::ProviderInvalid(format!("{what} answered HTTP {}", answer.status)));
     }
-    serde_json::from_slice(&answer.body).map_err(|err| OidcError::ProviderInvalid(format!("{what} is not valid: {err}")))
+    serde_json::from_slice(&answer.body)
+        .map_err(|err| OidcError::ProviderInvalid(format!("{what} is not valid: {err}")))
 }
 
 fn provider(ctx: &Context) -> Result<&Provider, OidcError> {
@@ -289,7 +295,9 @@ fn failed(err: OidcError, request_id: &str) -> Error {
         OidcError::ProviderUnavailable(_) | OidcError::ProviderInvalid(_) => {
             tracing::error!(target: "trellis::security", code = err.code(), request_id, reason = %err, "OIDC sign-in failed");
         }
-        _ => tracing::warn!(target: "trellis::security", code = err.code(), request_id, reason = %err, "OIDC sign-in failed"),
+        _ => {
+            tracing::warn!(target: "trellis::security", code = err.code(), request_id, reason = %err, "OIDC sign-in failed")
+        }
     }
     Error::Oidc(err)
 }
@@ -529,7 +537,8 @@ async fn redeem(
     }
     let tokens: TokenAnswer = serde_json::from_slice(&answer.body)
         .map_err(|err| OidcError::ProviderInvalid(format!("the token answer is not valid: {err}")))?;
-    let id_token = tokens.id_token.ok_or_else(|| OidcError::ProviderInvalid("the token answer has no id_token".into()))?;
+    let id_token =
+        tokens.id_token.ok_or_else(|| OidcError::ProviderInvalid("the token answer has no id_token".into()))?;
     let claims = provider.verify_signature(&metadata, &id_token, now).await?;
     check_claims(config, &claims, &attempt.nonce, now)?;
     let mut identity = identity_from(config, &claims)?;
@@ -558,7 +567,12 @@ async fn redeem(
 }
 
 /// The ID token's claims (OIDC Core §3.1.3.7), against the injected clock.
-pub fn check_claims(config: &OidcConfig, claims: &serde_json::Value, nonce: &str, now_ms: i64) -> Result<(), OidcError> {
+pub fn check_claims(
+    config: &OidcConfig,
+    claims: &serde_json::Value,
+    nonce: &str,
+    now_ms: i64,
+) -> Result<(), OidcError> {
     let skew = i64::try_from(config.clock_skew.as_secs()).unwrap_or(60);
     let now = now_ms / 1000;
     if claims.get("iss").and_then(|v| v.as_str()) != Some(config.issuer.as_str()) {
@@ -631,7 +645,8 @@ async fn resolve_user(ctx: &Context, provider: &Provider, identity: &Identity, r
     let issuer = &provider.config.issuer;
     let now = ctx.now_millis();
     let first_name: String = identity.first_name.clone().unwrap_or_default().chars().take(200).collect();
-    let actor = |id: &UserId| Audit { actor_type: "user", actor_id: id.to_string(), request_id: Some(request_id.to_owned()) };
+    let actor =
+        |id: &UserId| Audit { actor_type: "user", actor_id: id.to_string(), request_id: Some(request_id.to_owned()) };
     if let Some(user) = ctx.store.find_identity_user(issuer, &identity.subject).await? {
         if !first_name.is_empty() && first_name != user.first_name {
             let mut tx = ctx.store.begin().await?;
@@ -792,7 +807,8 @@ async fn sync_memberships(
     }
     // The session opens in the current workspace if the person is still a member, else in any
     // workspace they have, else in none ("no workspace yet").
-    let now_member: Vec<WorkspaceId> = ctx.store.list_memberships(&user.id).await?.into_iter().map(|m| m.workspace_id).collect();
+    let now_member: Vec<WorkspaceId> =
+        ctx.store.list_memberships(&user.id).await?.into_iter().map(|m| m.workspace_id).collect();
     let chosen = match &user.current_workspace_id {
         Some(current) if now_member.contains(current) => Some(current.clone()),
         _ => now_member.first().cloned(),
@@ -819,6 +835,16 @@ pub async fn end_session_url(ctx: &Context, user_id: &UserId) -> Result<Option<S
         .append_pair("client_id", &provider.config.client_id)
         .append_pair("post_logout_redirect_uri", &provider.config.post_logout_redirect_uri);
     Ok(Some(url.into()))
+}
+
+/// Ends the session; answers the IdP's logout URL when the user signed in through it.
+pub async fn logout(ctx: &Context, session_token: &str) -> Result<Option<String>> {
+    let user = ctx.store.find_session_user(&token_digest(session_token), ctx.now_millis()).await?;
+    crate::auth::logout(ctx, session_token).await?;
+    match user {
+        Some(user) => end_session_url(ctx, &user.id).await,
+        None => Ok(None),
+    }
 }
 
 #[cfg(test)]

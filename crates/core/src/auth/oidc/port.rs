@@ -122,7 +122,8 @@ pub trait OidcWrites: Send {
     /// Deletes the attempt if it is bound to this browser; true when this call consumed it
     /// (exactly one concurrent callback wins).
     async fn consume_login_attempt(&mut self, state_digest: &str, browser_digest: &str) -> StoreResult<bool>;
-    async fn insert_user_identity(&mut self, issuer: &str, subject: &str, user_id: &UserId, at: i64) -> StoreResult<()>;
+    async fn insert_user_identity(&mut self, issuer: &str, subject: &str, user_id: &UserId, at: i64)
+        -> StoreResult<()>;
     async fn touch_user_identity(&mut self, issuer: &str, subject: &str, at: i64) -> StoreResult<()>;
     async fn set_first_name(&mut self, user_id: &UserId, first_name: &str, at: i64) -> StoreResult<()>;
     async fn add_sourced_member(
@@ -134,11 +135,18 @@ pub trait OidcWrites: Send {
         at: i64,
     ) -> StoreResult<()>;
     /// Changes the role of an IdP-made membership; false when there is none.
-    async fn set_oidc_member_role(&mut self, workspace_id: &WorkspaceId, user_id: &UserId, role: Role)
-        -> StoreResult<bool>;
+    async fn set_oidc_member_role(
+        &mut self,
+        workspace_id: &WorkspaceId,
+        user_id: &UserId,
+        role: Role,
+    ) -> StoreResult<bool>;
     /// Removes an IdP-made membership (never a manual one); false when there is none.
     async fn remove_oidc_member(&mut self, workspace_id: &WorkspaceId, user_id: &UserId) -> StoreResult<bool>;
     /// Sets (or clears) the user's current workspace.
-    async fn set_current_workspace_opt(&mut self, user_id: &UserId, workspace_id: Option<&WorkspaceId>)
-        -> StoreResult<()>;
+    async fn set_current_workspace_opt(
+        &mut self,
+        user_id: &UserId,
+        workspace_id: Option<&WorkspaceId>,
+    ) -> StoreResult<()>;
 }

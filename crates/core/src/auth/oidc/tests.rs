@@ -91,7 +91,8 @@ fn groups_are_a_list_or_one_string() {
 
 #[test]
 fn the_highest_mapped_role_wins_per_workspace() {
-    let mapping = |group: &str, workspace: &str, role| RoleMapping { group: group.into(), workspace: workspace.into(), role };
+    let mapping =
+        |group: &str, workspace: &str, role| RoleMapping { group: group.into(), workspace: workspace.into(), role };
     let mappings = vec![
         mapping("viewers", "ops", Role::Viewer),
         mapping("admins", "ops", Role::Owner),
