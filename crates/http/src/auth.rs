@@ -10,7 +10,7 @@ use trellis_core::ids::WorkspaceId;
 use utoipa::ToSchema;
 
 use crate::error::ApiResult;
-use crate::extract::{check_same_origin, session_token, Authenticated, Json, SessionPerson};
+use crate::extract::{check_same_origin, session_token, Authenticated, Json, Principal, SessionPerson};
 use crate::{created, data, Data, RequestId};
 use trellis_core::auth::{self, ApiKey, KeyKind, User, Workspace, SESSION_LIFETIME_SECS};
 use trellis_core::context::SharedContext;
@@ -148,9 +148,13 @@ impl From<Workspace> for WorkspaceDto {
 #[utoipa::path(get, path = "/api/workspaces", tag = "workspaces", responses((status = 200, body = Data<Vec<WorkspaceDto>>)))]
 async fn list_workspaces(
     State(ctx): State<SharedContext>,
-    Authenticated(caller): Authenticated,
+    principal: Principal,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    let workspaces = auth::list_workspaces(&ctx, &caller).await?;
+    let workspaces = match principal {
+        Principal::Key(caller) | Principal::Session(_, Some(caller)) => auth::list_workspaces(&ctx, &caller).await?,
+        // Signed in with no workspace yet: the list is empty, not an error.
+        Principal::Session(_, None) => Vec::new(),
+    };
     Ok(data(workspaces.into_iter().map(WorkspaceDto::from).collect::<Vec<_>>()))
 }
 

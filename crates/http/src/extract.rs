@@ -51,6 +51,25 @@ impl FromRequestParts<SharedContext> for SessionUser {
     }
 }
 
+/// Whoever calls: an API key's caller, or a session user with their caller when they have a
+/// workspace (see [`SessionPerson`]).
+pub enum Principal {
+    Key(Caller),
+    Session(User, Option<Caller>),
+}
+
+impl FromRequestParts<SharedContext> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
+        if let Some(key) = api_key(&parts.headers) {
+            return Ok(Principal::Key(auth::authenticate_key(ctx, &key, &request_id(parts)).await?));
+        }
+        let SessionPerson(user, caller) = SessionPerson::from_request_parts(parts, ctx).await?;
+        Ok(Principal::Session(user, caller))
+    }
+}
+
 /// A session user, and their caller when they have a workspace (a person the IdP signed in
 /// whose groups map to none yet has none).
 pub struct SessionPerson(pub User, pub Option<Caller>);

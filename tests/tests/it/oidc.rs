@@ -139,7 +139,7 @@ async fn a_real_idp_signs_people_in_and_its_groups_decide_their_workspaces() {
     assert_eq!(roles(&browser, &trellis).await, vec![pair("manual", "viewer")]);
     let audit = admin.with_header("X-Workspace-Id", &ops).get("/api/audit-logs?limit=100").await;
     assert!(audit.body.to_string().contains("membership.removed"), "{}", audit.body);
-    assert_eq!(server.sql(&format!("SELECT COUNT(*) FROM users WHERE email = 'alice@example.com'")), "1");
+    assert_eq!(server.sql("SELECT COUNT(*) FROM users WHERE email = 'alice@example.com'"), "1");
 
     // RP-initiated logout: the IdP has an end_session_endpoint.
     let logout = browser.http.post(format!("{trellis}/api/auth/logout")).send().await.expect("logout");

@@ -379,7 +379,12 @@ pub async fn session_user(
             .await?
             .ok_or(Error::Unauthorized)?;
         if user.current_workspace_id.is_none() {
-            return Ok((user, None));
+            // A membership made since (by hand, say) without a current workspace: open in it.
+            let Some(first) = ctx.store.list_user_workspaces(&user.id).await?.into_iter().next() else {
+                return Ok((user, None));
+            };
+            let (user, caller) = authenticate_session(ctx, session_token, Some(&first.id), request_id).await?;
+            return Ok((user, Some(caller)));
         }
     }
     let (user, caller) = authenticate_session(ctx, session_token, requested_workspace, request_id).await?;
