@@ -159,6 +159,9 @@ async fn a_real_idp_signs_people_in_and_its_groups_decide_their_workspaces() {
     assert_eq!(json_get(&bob, &format!("{trellis}/api/workspaces")).await["data"], json!([]));
 }
 
+/// A change to a good ID token's claims that makes it bad.
+type TokenEdit = Box<dyn Fn(&mut Value)>;
+
 /// Starts a sign-in at Trellis; answers the `state` and `nonce` it sent to the IdP, and the
 /// authorization URL.
 async fn start(browser: &Browser, trellis: &str) -> (String, String, String) {
@@ -219,7 +222,7 @@ async fn every_bad_callback_and_token_is_refused_with_its_own_code() {
     // Each bad ID token, each with its own code.
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let other_key = TestKey::generate("k1");
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, &str)> = vec![
+    let cases: Vec<(&str, TokenEdit, &str)> = vec![
         ("wrong iss", Box::new(|c| c["iss"] = json!("http://127.0.0.1:1")), "OIDC_WRONG_ISSUER"),
         ("wrong aud", Box::new(|c| c["aud"] = json!("someone-else")), "OIDC_WRONG_AUDIENCE"),
         ("wrong nonce", Box::new(|c| c["nonce"] = json!("not-this-sign-in")), "OIDC_WRONG_NONCE"),
