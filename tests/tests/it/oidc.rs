@@ -2,6 +2,8 @@
 //! (`oidc-provider` under node), an IdP of the test's own for every bad token, and once in
 //! headless Chromium.
 
+use std::time::Duration;
+
 use base64::Engine;
 use serde_json::{json, Value};
 use sha2::Digest;
@@ -258,7 +260,8 @@ async fn every_bad_callback_and_token_is_refused_with_its_own_code() {
         let answer =
             callback(&browser, &trellis, &[("code", &code_value), ("state", &state), ("iss", &idp.issuer)]).await;
         assert_eq!((answer.status, answer.error_code().as_str()), (401, code), "{what}: {answer:?}");
-        assert!(server.log().contains(code), "{what}: the failure is logged with its code");
+        // The log arrives through a pipe: waited for, with a deadline.
+        assert!(server.wait_for_log(code, Duration::from_secs(10)), "{what}: the failure is logged with its code");
     }
 
     // Signed by a key the IdP does not publish under that kid: the signature fails.
