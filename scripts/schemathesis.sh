@@ -29,7 +29,7 @@ for _ in $(seq 200); do curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&
 WS=$(curl -fsS -c "$WORK/jar" -H 'content-type: application/json' \
     -d '{"email":"fuzz@example.com","password":"fuzz-password-123"}' "http://127.0.0.1:$PORT/api/auth/login" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["user"]["currentWorkspaceId"])')
-SCOPES=api-keys:read,api-keys:write,attestation:read,attestation:write,audit:read,cas:read,cas:write,certificates:read,certificates:write,integrations:read,integrations:write,plugins:read,plugins:write
+SCOPES=api-keys:read,api-keys:write,attestation:read,attestation:write,audit:read,cas:read,cas:write,certificates:read,certificates:write,integrations:read,integrations:write,members:read,members:write,plugins:read,plugins:write
 KEY=$("$BIN" api-key create --workspace "$WS" --name fuzz --scopes "$SCOPES" 2>/dev/null |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
 status=0
@@ -40,7 +40,9 @@ run() {
 # Operations whose valid input depends on what no schema can say: registration ("a valid X.509
 # certificate in PEM"), a CSR's signature, a CA or policy `type` that an installed plugin must
 # serve and a `config` that plugin validates, a template's settings checked together, a webhook
-# URL whose host must resolve to a public address, TPM structures, attestation policies. Strings
+# URL whose host must resolve to a public address, TPM structures, attestation policies, an
+# e-mail address to add as a member (the server's rule: trimmed, one local part, a dotted domain,
+# at most 254 bytes; a pattern would have to mirror Unicode case folding and byte counts). Strings
 # that match the documented shape but are none of these are rightly refused with 400, which
 # `positive_data_acceptance` counts as a failure; they get every other check.
 RUNTIME_CHECKED=(
@@ -53,6 +55,7 @@ RUNTIME_CHECKED=(
     "POST /api/attestation/policies" "PATCH /api/attestation/policies/{id}" "POST /api/attestation/trust-roots"
     "POST /api/iot/devices/{id}/enroll" "POST /api/iot/devices/{id}/enroll/activate"
     "POST /api/iot/devices/{id}/attest-and-provision" "POST /api/iot/devices/{id}/attest" "POST /api/iot/devices/{id}/attest-tpm"
+    "POST /api/workspaces/{id}/members"
 )
 # OCSP is a binary protocol (application/ocsp-request); openssl ocsp tests it (tests/it/issuance.rs).
 OCSP=("POST /pki/{ca_id}/ocsp" "GET /pki/{ca_id}/ocsp/{request}")

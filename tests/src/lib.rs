@@ -5,6 +5,7 @@ pub mod bench;
 pub mod certs;
 pub mod moto;
 pub mod oidc;
+pub mod openbao;
 pub mod pebble;
 pub mod receiver;
 pub mod swtpm;
@@ -259,8 +260,9 @@ impl Server {
     }
 
     /// A new user who is also a member of `workspace_id` with `role` (`owner`, `member`,
-    /// `viewer`), signed in with that workspace selected (`X-Workspace-Id`). There is no API to
-    /// invite members, so the membership row is written the way the store writes it.
+    /// `viewer`), signed in with that workspace selected (`X-Workspace-Id`). The membership row is
+    /// written directly, so tests of other areas do not depend on the members API
+    /// (`tests/it/members.rs` covers that).
     pub async fn new_member(&self, email: &str, workspace_id: &str, role: &str) -> Client {
         let (client, _) = self.new_user(email).await;
         let user = client.get("/api/auth/user").await;

@@ -68,6 +68,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("crypto", "sealing and digests under the master key"),
             ("error", "the domain error"),
             ("ids", "typed ids"),
+            ("pagination", "paged member and invitation lists"),
             ("ports", "its storage port and records"), // two-way edge, not in issue 22's list
             ("unit_of_work", "changes recorded with their audit rows and events"),
         ],

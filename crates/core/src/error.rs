@@ -26,6 +26,8 @@ pub enum Entity {
     ExternalIntegration,
     Device,
     DomainClaim,
+    Member,
+    Invitation,
 }
 
 impl Entity {
@@ -47,6 +49,8 @@ impl Entity {
             Entity::ExternalIntegration => "External integration",
             Entity::Device => "Device",
             Entity::DomainClaim => "Domain claim",
+            Entity::Member => "Member",
+            Entity::Invitation => "Invitation",
             Entity::Plugin => "Plugin",
             Entity::PrivateKey => "Private key",
             Entity::Workspace => "Workspace",
@@ -64,6 +68,9 @@ pub enum Error {
     Validation { message: String, details: Option<serde_json::Value> },
     #[error("{0}")]
     Conflict(String),
+    /// The change would leave a workspace without an owner: nobody could manage it any more.
+    #[error("A workspace keeps at least one owner: make another member owner first")]
+    LastOwner,
     #[error("Unauthorized")]
     Unauthorized,
     #[error("{0}")]
@@ -144,6 +151,7 @@ impl Error {
             Error::NotFound(_) => "NOT_FOUND",
             Error::Validation { .. } => "VALIDATION_ERROR",
             Error::Conflict(_) => "CONFLICT",
+            Error::LastOwner => "LAST_OWNER",
             Error::Unauthorized => "UNAUTHORIZED",
             Error::Forbidden(_) => "FORBIDDEN",
             Error::MissingScope(_) => "INSUFFICIENT_SCOPE",

@@ -38,6 +38,8 @@ impl Target {
 }
 
 struct PendingAudit {
+    /// Another workspace than the unit's (see [`UnitOfWork::audit_in`]).
+    workspace_id: Option<String>,
     action: String,
     target: Target,
     details: Value,
@@ -104,7 +106,19 @@ impl<'a> UnitOfWork<'a> {
 
     /// Records an audit row for the change, in the unit's workspace.
     pub fn audit(&mut self, action: &str, target: Target, details: Value) -> &mut Self {
-        self.audits.push(PendingAudit { action: action.to_owned(), target, details });
+        self.audits.push(PendingAudit { workspace_id: None, action: action.to_owned(), target, details });
+        self
+    }
+
+    /// Records an audit row in a given workspace: a change that spans workspaces (a user
+    /// redeeming invitations to several) leaves its trail in each one's log.
+    pub fn audit_in(&mut self, workspace_id: &str, action: &str, target: Target, details: Value) -> &mut Self {
+        self.audits.push(PendingAudit {
+            workspace_id: Some(workspace_id.to_owned()),
+            action: action.to_owned(),
+            target,
+            details,
+        });
         self
     }
 
@@ -146,7 +160,7 @@ impl<'a> UnitOfWork<'a> {
         rows.reserve(audits.len() + pending_events.len());
         for row in &audits {
             rows.push(NewRow::Audit(NewAuditEntry {
-                workspace_id: workspace_id.as_deref(),
+                workspace_id: row.workspace_id.as_deref().or(workspace_id.as_deref()),
                 actor_type: actor.actor_type,
                 actor_id: &actor.actor_id,
                 action: &row.action,

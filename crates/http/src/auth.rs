@@ -264,6 +264,10 @@ pub enum ScopeName {
     IntegrationsRead,
     #[schema(rename = "integrations:write")]
     IntegrationsWrite,
+    #[schema(rename = "members:read")]
+    MembersRead,
+    #[schema(rename = "members:write")]
+    MembersWrite,
     #[schema(rename = "plugins:read")]
     PluginsRead,
     #[schema(rename = "plugins:write")]

@@ -45,7 +45,7 @@ pub fn status_of(err: &Error) -> StatusCode {
     match err {
         Error::NotFound(_) => StatusCode::NOT_FOUND,
         Error::Validation { .. } => StatusCode::BAD_REQUEST,
-        Error::Conflict(_) => StatusCode::CONFLICT,
+        Error::Conflict(_) | Error::LastOwner => StatusCode::CONFLICT,
         Error::Unauthorized => StatusCode::UNAUTHORIZED,
         Error::Forbidden(_) | Error::MissingScope(_) | Error::PrivateKeyNotAvailable => StatusCode::FORBIDDEN,
         Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -134,7 +134,7 @@ fn plugin_status(err: &PluginError) -> StatusCode {
         | PluginError::CapabilityDenied { .. }
         | PluginError::HttpResponseTooLarge { .. } => StatusCode::BAD_GATEWAY,
         PluginError::CpuTimeExceeded { .. } | PluginError::WallTimeExceeded { .. } => StatusCode::GATEWAY_TIMEOUT,
-        PluginError::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        PluginError::Overloaded { .. } | PluginError::Unloadable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         PluginError::NotFound { .. } => StatusCode::NOT_FOUND,
         PluginError::Install(trellis_core::plugins::InstallError::DuplicateVersion { .. })
         | PluginError::VersionActive { .. }
@@ -265,6 +265,7 @@ mod tests {
             ),
             (PluginError::HttpResponseTooLarge { plugin: plugin(), limit_bytes: 1 }, 502, "PLUGIN_RESPONSE_TOO_LARGE"),
             (PluginError::Overloaded { waited_ms: 1 }, 503, "SERVICE_UNAVAILABLE"),
+            (PluginError::Unloadable { plugin: plugin(), reason: "gone".into() }, 503, "SERVICE_UNAVAILABLE"),
             (
                 reported(ReportedError::Upstream { status: Some(503), message: "down".into(), retryable: true }),
                 503,

@@ -15,6 +15,7 @@ pub mod extract;
 mod integrations;
 mod issuance;
 pub mod listener;
+mod members;
 mod oidc;
 pub mod ops;
 pub mod plugin_dto;
@@ -113,6 +114,7 @@ pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
         .merge(ops)
         .merge(auth::routes())
         .merge(oidc::routes())
+        .merge(members::routes())
         .merge(cas::routes())
         .merge(issuance::routes())
         .merge(discovery::routes())

@@ -15,6 +15,9 @@ use crate::bindings::{CONNECTOR_EXPORT, NOTIFIER_EXPORT, POLICY_EXPORT, VERIFIER
 use crate::registry::LoadedPlugin;
 use crate::runtime::PluginRuntime;
 use crate::worlds::{served, Described, WorldPre, SERVED_VERSIONS};
+use tokio::sync::OnceCell;
+use trellis_core::plugins::DeferredVersion;
+
 use crate::{Activation, CallTarget, InstallError, InstalledVersion, PluginError, PluginInfo, PluginKind, PluginRef};
 
 /// What the host says it supports, in refusals: `0.1.x, 0.2.x`.
@@ -44,8 +47,94 @@ impl PluginRuntime {
             return Err(InstallError::DuplicateVersion { id, version: version.to_string() }.into());
         }
 
+        let (pre, wit_version) = self.compile(wasm.to_vec()).await?;
+        let kind = pre.kind();
+        let mut loaded = LoadedPlugin {
+            info: placeholder_info(kind),
+            sha256,
+            size: wasm.len(),
+            wit_version,
+            label: Arc::from(format!("(installing {})", "component")),
+            kind,
+            pre: OnceCell::new_with(Some(pre)),
+            source: None,
+        };
+        let target = CallTarget::new("", PluginRef::Id(String::new()), serde_json::Value::Null);
+        let described = self
+            .invoke(&loaded, &target, loaded.world()?.describe())
+            .await
+            .map_err(|err| InstallError::DescribeFailed(Box::new(err)))?
+            .value;
+        let info = validate_info(described, kind)?;
+        loaded.label = Arc::from(format!("{}@{}", info.id, info.version));
+        loaded.info = info;
+        let loaded = Arc::new(loaded);
+
+        let active = self.write_registry().insert(loaded.clone(), |active| match activation {
+            Activation::Always => true,
+            Activation::Never => false,
+            Activation::IfNewer => active.is_none_or(|active| loaded.info.version > *active),
+        })?;
+        tracing::info!(plugin = %loaded.label, sha256 = %loaded.sha256, wit = %loaded.wit_version, active, "plugin installed");
+        Ok(loaded.describe(active))
+    }
+
+    /// Registers a version an earlier install validated (the database's) without compiling it;
+    /// [`PluginRuntime::compiled`] compiles it on its first call.
+    pub(crate) fn install_deferred_version(&self, version: DeferredVersion) -> Result<InstalledVersion, PluginError> {
+        let wit_version = semver::Version::parse(&version.wit_version).ok().filter(served).ok_or_else(|| {
+            InstallError::IncompatibleWitVersion { found: version.wit_version.clone(), supported: supported_versions() }
+        })?;
+        // Validated when it was first installed; the database keeps what that install stored.
+        let info = version.info;
+        let loaded = Arc::new(LoadedPlugin {
+            label: Arc::from(format!("{}@{}", info.id, info.version)),
+            kind: info.kind,
+            info,
+            sha256: version.sha256,
+            size: version.size_bytes,
+            wit_version,
+            pre: OnceCell::new(),
+            source: Some(version.source),
+        });
+        let active = self.write_registry().insert(loaded.clone(), |_| false)?;
+        Ok(loaded.describe(active))
+    }
+
+    /// The version's world, compiling a deferred version on its first call (once, whatever
+    /// the number of concurrent first calls). A failure fails this call; the next call tries
+    /// again.
+    pub(crate) async fn compiled<'a>(&self, plugin: &'a LoadedPlugin) -> Result<&'a WorldPre, PluginError> {
+        plugin
+            .pre
+            .get_or_try_init(|| async {
+                let unloadable = |reason: String| PluginError::Unloadable { plugin: plugin.label.to_string(), reason };
+                let source =
+                    plugin.source.as_ref().ok_or_else(|| unloadable("neither code nor a source for it".into()))?;
+                let started = std::time::Instant::now();
+                let bytes = source.component(&plugin.sha256).await.map_err(|err| unloadable(err.to_string()))?;
+                if hex::encode(Sha256::digest(&bytes)) != plugin.sha256 {
+                    return Err(unloadable(format!("the stored component does not match its digest {}", plugin.sha256)));
+                }
+                let (pre, wit_version) = self.compile(bytes).await.map_err(|err| unloadable(err.to_string()))?;
+                if pre.kind() != plugin.kind || wit_version != plugin.wit_version {
+                    return Err(unloadable(format!(
+                        "the stored component is a {} {wit_version} component, not the {} {} its version row says",
+                        pre.kind(),
+                        plugin.kind,
+                        plugin.wit_version
+                    )));
+                }
+                tracing::info!(plugin = %plugin.label, elapsed_ms = started.elapsed().as_millis() as u64, "plugin loaded on its first call");
+                Ok(pre)
+            })
+            .await
+    }
+
+    /// Compiles (or loads from the cache) a component, checks what it imports and exports, and
+    /// binds it to its world's typed exports.
+    async fn compile(&self, bytes: Vec<u8>) -> Result<(WorldPre, semver::Version), PluginError> {
         let engine = self.engine().clone();
-        let bytes = wasm.to_vec();
         // Compilation is CPU-bound (hundreds of ms per MB); keep it off the async workers.
         let component = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
             .await
@@ -73,33 +162,7 @@ impl PluginRuntime {
                 found: format!("{wit_version} with mismatching types ({err:#})"),
                 supported: supported_versions(),
             })?;
-
-        let mut loaded = LoadedPlugin {
-            info: placeholder_info(kind),
-            sha256,
-            size: wasm.len(),
-            wit_version,
-            label: Arc::from(format!("(installing {})", "component")),
-            pre,
-        };
-        let target = CallTarget::new("", PluginRef::Id(String::new()), serde_json::Value::Null);
-        let described = self
-            .invoke(&loaded, &target, loaded.pre.describe())
-            .await
-            .map_err(|err| InstallError::DescribeFailed(Box::new(err)))?
-            .value;
-        let info = validate_info(described, kind)?;
-        loaded.label = Arc::from(format!("{}@{}", info.id, info.version));
-        loaded.info = info;
-        let loaded = Arc::new(loaded);
-
-        let active = self.write_registry().insert(loaded.clone(), |active| match activation {
-            Activation::Always => true,
-            Activation::Never => false,
-            Activation::IfNewer => active.is_none_or(|active| loaded.info.version > *active),
-        })?;
-        tracing::info!(plugin = %loaded.label, sha256 = %loaded.sha256, wit = %loaded.wit_version, active, "plugin installed");
-        Ok(loaded.describe(active))
+        Ok((pre, wit_version))
     }
 
     /// Installs every `*.wasm` file in `dir` (sorted by name). Already-installed bytes and

@@ -57,7 +57,7 @@ impl PluginRuntime {
     /// Milliseconds a plugin is told it has (`call-context.time-budget-ms`): the wall-clock
     /// limit less a fifth, so a plugin that honours it returns before the host's hard timeout.
     pub(crate) fn time_budget_ms(&self, plugin: &LoadedPlugin) -> u32 {
-        let wall = self.config().limits.for_kind(plugin.pre.kind()).wall_time;
+        let wall = self.config().limits.for_kind(plugin.kind).wall_time;
         u32::try_from(wall.as_millis() * 4 / 5).unwrap_or(u32::MAX)
     }
 
@@ -85,7 +85,7 @@ impl PluginRuntime {
             .map_err(|_| PluginError::Internal("admission semaphore closed".into()))?;
         let permit = (permit, share_permit);
 
-        let limits = config.limits.for_kind(plugin.pre.kind());
+        let limits = config.limits.for_kind(plugin.kind);
         let granted = self.grants(&plugin.info.id);
         let grant = EgressGrant::from_entries(
             target.record_hosts.iter().map(String::as_str).chain(granted.iter().map(String::as_str)),

@@ -5,52 +5,65 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use tokio::sync::OnceCell;
 use trellis_core::plugins::{
-    CallTarget, InstallError, InstalledVersion, PluginError, PluginInfo, PluginKind, PluginRef, PluginSummary,
+    CallTarget, ComponentSource, InstallError, InstalledVersion, PluginError, PluginInfo, PluginKind, PluginRef,
+    PluginSummary,
 };
 
 use crate::worlds::{ConnectorPre, NotifierPre, PolicyPre, VerifierPre, WorldPre};
 
-/// One installed version, compiled and typed by its world.
+/// One installed version, typed by its world; compiled at install, or (a version registered
+/// from the database at start) on its first call.
 pub(crate) struct LoadedPlugin {
     pub(crate) info: PluginInfo,
     pub(crate) sha256: String,
     pub(crate) size: usize,
     /// The contract version the component was built against.
     pub(crate) wit_version: semver::Version,
-    pub(crate) pre: WorldPre,
+    pub(crate) kind: PluginKind,
+    /// The compiled component bound to its world's exports; see `PluginRuntime::compiled`.
+    pub(crate) pre: OnceCell<WorldPre>,
+    /// Where a deferred version's bytes come from (`None`: compiled at install).
+    pub(crate) source: Option<Arc<dyn ComponentSource>>,
     /// `id@version`, for logs and metrics.
     pub(crate) label: Arc<str>,
 }
 
 impl LoadedPlugin {
     fn wrong_kind(&self, expected: PluginKind) -> PluginError {
-        PluginError::WrongKind { plugin: self.info.id.clone(), expected, actual: self.pre.kind() }
+        PluginError::WrongKind { plugin: self.info.id.clone(), expected, actual: self.kind }
+    }
+
+    /// The compiled world; calls reach it through `PluginRuntime::resolve`, which compiles a
+    /// deferred version first.
+    pub(crate) fn world(&self) -> Result<&WorldPre, PluginError> {
+        self.pre.get().ok_or_else(|| PluginError::Internal(format!("plugin {} is not compiled yet", self.label)))
     }
 
     pub(crate) fn connector(&self) -> Result<&ConnectorPre, PluginError> {
-        match &self.pre {
+        match self.world()? {
             WorldPre::Connector(pre) => Ok(pre),
             _ => Err(self.wrong_kind(PluginKind::CaConnector)),
         }
     }
 
     pub(crate) fn notifier(&self) -> Result<&NotifierPre, PluginError> {
-        match &self.pre {
+        match self.world()? {
             WorldPre::Notifier(pre) => Ok(pre),
             _ => Err(self.wrong_kind(PluginKind::Integration)),
         }
     }
 
     pub(crate) fn verifier(&self) -> Result<&VerifierPre, PluginError> {
-        match &self.pre {
+        match self.world()? {
             WorldPre::Verifier(pre) => Ok(pre),
             _ => Err(self.wrong_kind(PluginKind::AttestationVerifier)),
         }
     }
 
     pub(crate) fn policy(&self) -> Result<&PolicyPre, PluginError> {
-        match &self.pre {
+        match self.world()? {
             WorldPre::Policy(pre) => Ok(pre),
             _ => Err(self.wrong_kind(PluginKind::IssuancePolicy)),
         }
@@ -86,7 +99,7 @@ impl PluginEntry {
     }
 
     fn kind(&self) -> Option<PluginKind> {
-        self.versions.values().next().map(|p| p.pre.kind())
+        self.versions.values().next().map(|p| p.kind)
     }
 }
 
@@ -127,10 +140,10 @@ impl Registry {
         if entry.versions.contains_key(&version) {
             return Err(InstallError::DuplicateVersion { id, version: version.to_string() }.into());
         }
-        if let Some(existing) = entry.kind().filter(|kind| *kind != loaded.pre.kind()) {
+        if let Some(existing) = entry.kind().filter(|kind| *kind != loaded.kind) {
             return Err(InstallError::InvalidMetadata(format!(
                 "plugin {id} is installed as a {existing} plugin; this component is a {}",
-                loaded.pre.kind()
+                loaded.kind
             ))
             .into());
         }
@@ -145,6 +158,30 @@ impl Registry {
         Ok(active)
     }
 
+    /// Swaps every compiled version for an uncompiled copy that compiles from `source` on its
+    /// next call; calls in flight hold the compiled one until they end.
+    pub(crate) fn release_compiled(&mut self, source: &Arc<dyn ComponentSource>) -> usize {
+        let mut released = 0;
+        for entry in self.plugins.values_mut() {
+            for loaded in entry.versions.values_mut() {
+                if loaded.pre.initialized() {
+                    *loaded = Arc::new(LoadedPlugin {
+                        info: loaded.info.clone(),
+                        sha256: loaded.sha256.clone(),
+                        size: loaded.size,
+                        wit_version: loaded.wit_version.clone(),
+                        kind: loaded.kind,
+                        pre: OnceCell::new(),
+                        source: Some(source.clone()),
+                        label: loaded.label.clone(),
+                    });
+                    released += 1;
+                }
+            }
+        }
+        released
+    }
+
     /// Picks the active version serving `target`. The `Arc` keeps that version alive for the
     /// whole call even if it is deactivated or removed meanwhile.
     pub(crate) fn resolve(&self, target: &CallTarget, kind: PluginKind) -> Result<Arc<LoadedPlugin>, PluginError> {
@@ -153,13 +190,25 @@ impl Registry {
             PluginRef::Serving(service_type) => {
                 let key = (target.context.workspace_id.clone(), kind, service_type.clone());
                 match self.bindings.get(&key) {
-                    Some(id) => id.clone(),
-                    None => self.default_serving(kind, service_type)?,
+                    // A binding to a plugin whose active version no longer serves the type (the
+                    // type moved to another plugin in an upgrade: the commercial CAs went from
+                    // ca-probe to acme) would send the records' calls to a plugin that refuses
+                    // them; the type then resolves as if unbound.
+                    Some(id) if !self.stopped_serving(id, service_type) => id.clone(),
+                    _ => self.default_serving(kind, service_type)?,
                 }
             }
         };
         let entry = self.plugins.get(&id).ok_or_else(|| PluginError::NotFound { id: id.clone() })?;
         entry.active().cloned().ok_or_else(|| PluginError::NotFound { id: format!("{id} (no active version)") })
+    }
+
+    /// Whether plugin `id` has an active version and it does not serve `service_type`.
+    fn stopped_serving(&self, id: &str, service_type: &str) -> bool {
+        self.plugins
+            .get(id)
+            .and_then(PluginEntry::active)
+            .is_some_and(|active| !active.info.serves.iter().any(|s| s == service_type))
     }
 
     /// Without a binding, the only installed plugin serving the type.
@@ -168,7 +217,7 @@ impl Registry {
             .plugins
             .iter()
             .filter(|(_, e)| {
-                e.active().is_some_and(|p| p.pre.kind() == kind && p.info.serves.iter().any(|s| s == service_type))
+                e.active().is_some_and(|p| p.kind == kind && p.info.serves.iter().any(|s| s == service_type))
             })
             .map(|(id, _)| id)
             .collect();
@@ -258,7 +307,7 @@ impl Registry {
         let newest = entry.versions.values().next_back();
         PluginSummary {
             id: id.to_owned(),
-            kind: newest.map_or(PluginKind::Integration, |p| p.pre.kind()),
+            kind: newest.map_or(PluginKind::Integration, |p| p.kind),
             name: newest.map(|p| p.info.name.clone()).unwrap_or_default(),
             active_version: entry.active.as_ref().map(ToString::to_string),
             versions: entry

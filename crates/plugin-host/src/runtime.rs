@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::Semaphore;
 use trellis_core::clock::SharedClock;
 use trellis_core::plugins::challenges::ChallengeAnswers;
-use trellis_core::plugins::{Keystore, PkiCore, PluginInfo, PluginRef};
+use trellis_core::plugins::{ComponentSource, DeferredVersion, Keystore, PkiCore, PluginInfo, PluginRef};
 use wasmtime::component::Linker;
 use wasmtime::Engine;
 
@@ -205,8 +205,11 @@ impl PluginRuntime {
         self.inner.registry.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn resolve(&self, target: &CallTarget, kind: PluginKind) -> Result<Arc<LoadedPlugin>, PluginError> {
-        self.read_registry().resolve(target, kind)
+    /// The version serving `target`, compiled (a deferred version is compiled now).
+    async fn resolve(&self, target: &CallTarget, kind: PluginKind) -> Result<Arc<LoadedPlugin>, PluginError> {
+        let plugin = self.read_registry().resolve(target, kind)?;
+        self.compiled(&plugin).await?;
+        Ok(plugin)
     }
 
     /// Resolves the plugin serving `target` as a connector, builds the call, runs it.
@@ -215,7 +218,7 @@ impl PluginRuntime {
         target: &CallTarget,
         build: impl FnOnce(&crate::worlds::ConnectorPre, &Ctx<'_>) -> Call<T>,
     ) -> Result<Invoked<T>, PluginError> {
-        let plugin = self.resolve(target, PluginKind::CaConnector)?;
+        let plugin = self.resolve(target, PluginKind::CaConnector).await?;
         let ctx = Ctx { target, time_budget_ms: self.time_budget_ms(&plugin) };
         let call = build(plugin.connector()?, &ctx);
         self.invoke(&plugin, target, call).await
@@ -226,7 +229,7 @@ impl PluginRuntime {
         target: &CallTarget,
         build: impl FnOnce(&crate::worlds::NotifierPre, &Ctx<'_>) -> Call<T>,
     ) -> Result<Invoked<T>, PluginError> {
-        let plugin = self.resolve(target, PluginKind::Integration)?;
+        let plugin = self.resolve(target, PluginKind::Integration).await?;
         let ctx = Ctx { target, time_budget_ms: self.time_budget_ms(&plugin) };
         let call = build(plugin.notifier()?, &ctx);
         self.invoke(&plugin, target, call).await
@@ -237,6 +240,14 @@ impl PluginRuntime {
 impl PluginHost for PluginRuntime {
     async fn install(&self, wasm: &[u8], activation: Activation) -> Result<InstalledVersion, PluginError> {
         self.install_component(wasm, activation).await
+    }
+
+    fn install_deferred(&self, version: DeferredVersion) -> Result<InstalledVersion, PluginError> {
+        self.install_deferred_version(version)
+    }
+
+    fn release_compiled(&self, source: Arc<dyn ComponentSource>) -> usize {
+        self.write_registry().release_compiled(&source)
     }
 
     /// Makes `version` the active version of `id`. Calls already running finish on the version
@@ -326,15 +337,11 @@ impl PluginHost for PluginRuntime {
     }
 
     async fn validate_config(&self, target: &CallTarget, kind: PluginKind) -> Result<(), PluginError> {
-        let plugin = self.resolve(target, kind)?;
-        if plugin.pre.kind() != kind {
-            return Err(PluginError::WrongKind {
-                plugin: plugin.info.id.clone(),
-                expected: kind,
-                actual: plugin.pre.kind(),
-            });
+        let plugin = self.resolve(target, kind).await?;
+        if plugin.kind != kind {
+            return Err(PluginError::WrongKind { plugin: plugin.info.id.clone(), expected: kind, actual: plugin.kind });
         }
-        let call = plugin.pre.validate_config(target.config.to_string());
+        let call = plugin.world()?.validate_config(target.config.to_string());
         self.invoke(&plugin, target, call).await.map(|invoked| invoked.value)
     }
 
@@ -405,21 +412,21 @@ impl PluginHost for PluginRuntime {
         target: &CallTarget,
         request: &EnrollmentRequest,
     ) -> Result<EnrollmentVerdict, PluginError> {
-        let plugin = self.resolve(target, PluginKind::AttestationVerifier)?;
+        let plugin = self.resolve(target, PluginKind::AttestationVerifier).await?;
         let ctx = Ctx { target, time_budget_ms: self.time_budget_ms(&plugin) };
         let call = plugin.verifier()?.enroll(&ctx, request);
         Ok(self.invoke(&plugin, target, call).await?.value)
     }
 
     async fn verify(&self, target: &CallTarget, request: &VerifyRequest) -> Result<Verdict, PluginError> {
-        let plugin = self.resolve(target, PluginKind::AttestationVerifier)?;
+        let plugin = self.resolve(target, PluginKind::AttestationVerifier).await?;
         let ctx = Ctx { target, time_budget_ms: self.time_budget_ms(&plugin) };
         let call = plugin.verifier()?.verify(&ctx, request);
         Ok(self.invoke(&plugin, target, call).await?.value)
     }
 
     async fn policy_evaluate(&self, target: &CallTarget, request: &EvaluationRequest) -> Result<Decision, PluginError> {
-        let plugin = self.resolve(target, PluginKind::IssuancePolicy)?;
+        let plugin = self.resolve(target, PluginKind::IssuancePolicy).await?;
         let ctx = Ctx { target, time_budget_ms: self.time_budget_ms(&plugin) };
         let call = plugin.policy()?.evaluate(&ctx, request);
         Ok(self.invoke(&plugin, target, call).await?.value)

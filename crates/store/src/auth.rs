@@ -5,9 +5,10 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 use trellis_core::ids::{ApiKeyId, UserId, WorkspaceId};
 
-use crate::{bool_column, Store, StoreError, StoreResult, Tx};
+use crate::{bool_column, Bind, Dialect, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
-use trellis_core::auth::{ApiKey, KeyKind, Role, Scope, User, Workspace};
+use trellis_core::auth::{ApiKey, Invitation, KeyKind, Member, Role, Scope, User, Workspace};
+use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{AuthReads, AuthWrites};
 
 pub(crate) const USER_COLUMNS: &str = "u.id, u.email, u.first_name, u.is_admin, u.current_workspace_id, u.created_at";
@@ -38,6 +39,36 @@ fn key_from_row(row: &AnyRow) -> StoreResult<ApiKey> {
         created_by: row.try_get("created_by").db()?,
         created_at: row.try_get("created_at").db()?,
         last_used_at: row.try_get("last_used_at").db()?,
+    })
+}
+
+const MEMBER_COLUMNS: &str = "u.id, u.email, u.first_name, m.role, m.created_at";
+const INVITATION_COLUMNS: &str = "id, workspace_id, email, role, invited_by, created_at, expires_at";
+
+fn role_column(row: &AnyRow) -> StoreResult<Role> {
+    let role: String = row.try_get("role").db()?;
+    Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("role `{role}`")))
+}
+
+fn member_from_row(row: &AnyRow) -> StoreResult<Member> {
+    Ok(Member {
+        user_id: row.try_get::<String, _>("id").db()?.into(),
+        email: row.try_get("email").db()?,
+        first_name: row.try_get("first_name").db()?,
+        role: role_column(row)?,
+        joined_at: row.try_get("created_at").db()?,
+    })
+}
+
+fn invitation_from_row(row: &AnyRow) -> StoreResult<Invitation> {
+    Ok(Invitation {
+        id: row.try_get("id").db()?,
+        workspace_id: row.try_get::<String, _>("workspace_id").db()?.into(),
+        email: row.try_get("email").db()?,
+        role: role_column(row)?,
+        invited_by: row.try_get("invited_by").db()?,
+        created_at: row.try_get("created_at").db()?,
+        expires_at: row.try_get("expires_at").db()?,
     })
 }
 
@@ -103,6 +134,46 @@ impl AuthReads for Store {
             .await
             .db()?;
         row.as_ref().map(|row| workspace_from_row(row, false)).transpose()
+    }
+
+    async fn find_workspaces_by_name(&self, name: &str) -> StoreResult<Vec<Workspace>> {
+        let rows = sqlx::query("SELECT id, name, created_at FROM workspaces WHERE name = $1 ORDER BY created_at, id")
+            .bind(name)
+            .fetch_all(&self.pool)
+            .await
+            .db()?;
+        rows.iter().map(|row| workspace_from_row(row, false)).collect()
+    }
+
+    async fn list_members(&self, workspace_id: &WorkspaceId, page: PageRequest) -> StoreResult<Page<Member>> {
+        self.fetch_page(
+            MEMBER_COLUMNS,
+            "workspace_members m JOIN users u ON u.id = m.user_id",
+            "m.workspace_id = $1",
+            "m.created_at DESC, u.id",
+            &[Bind::Text(workspace_id.to_string())],
+            page,
+            member_from_row,
+        )
+        .await
+    }
+
+    async fn list_invitations(
+        &self,
+        workspace_id: &WorkspaceId,
+        now: i64,
+        page: PageRequest,
+    ) -> StoreResult<Page<Invitation>> {
+        self.fetch_page(
+            INVITATION_COLUMNS,
+            "workspace_invitations",
+            "workspace_id = $1 AND expires_at > $2",
+            "created_at DESC, id",
+            &[Bind::Text(workspace_id.to_string()), Bind::Int(now)],
+            page,
+            invitation_from_row,
+        )
+        .await
     }
 
     async fn list_user_workspaces(&self, user_id: &str) -> StoreResult<Vec<Workspace>> {
@@ -258,5 +329,134 @@ impl AuthWrites for Tx {
             .await
             .db()?;
         Ok(done.rows_affected() > 0)
+    }
+
+    async fn lock_workspace(&mut self, workspace_id: &WorkspaceId) -> StoreResult<bool> {
+        // SQLite write transactions are already exclusive (BEGIN IMMEDIATE); PostgreSQL locks
+        // the workspace's row, so two owners demoting each other at once cannot both pass the
+        // last-owner check.
+        let lock = if self.dialect == Dialect::Postgres { " FOR UPDATE" } else { "" };
+        let sql = format!("SELECT id FROM workspaces WHERE id = $1{lock}");
+        let row = sqlx::query(&sql).bind(workspace_id.as_str()).fetch_optional(&mut *self.inner).await.db()?;
+        Ok(row.is_some())
+    }
+
+    async fn find_user_by_email(&mut self, email: &str) -> StoreResult<Option<User>> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users u WHERE u.email = $1");
+        let row = sqlx::query(&sql).bind(email).fetch_optional(&mut *self.inner).await.db()?;
+        row.as_ref().map(user_from_row).transpose()
+    }
+
+    async fn find_member(&mut self, workspace_id: &WorkspaceId, user_id: &UserId) -> StoreResult<Option<Member>> {
+        let sql = format!(
+            "SELECT {MEMBER_COLUMNS} FROM workspace_members m JOIN users u ON u.id = m.user_id \
+             WHERE m.workspace_id = $1 AND m.user_id = $2"
+        );
+        let row = sqlx::query(&sql)
+            .bind(workspace_id.as_str())
+            .bind(user_id.as_str())
+            .fetch_optional(&mut *self.inner)
+            .await
+            .db()?;
+        row.as_ref().map(member_from_row).transpose()
+    }
+
+    async fn count_owners(&mut self, workspace_id: &WorkspaceId) -> StoreResult<i64> {
+        let row = sqlx::query("SELECT COUNT(*) FROM workspace_members WHERE workspace_id = $1 AND role = 'owner'")
+            .bind(workspace_id.as_str())
+            .fetch_one(&mut *self.inner)
+            .await
+            .db()?;
+        row.try_get(0).db()
+    }
+
+    async fn set_member_role(&mut self, workspace_id: &WorkspaceId, user_id: &UserId, role: Role) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE workspace_members SET role = $3 WHERE workspace_id = $1 AND user_id = $2")
+            .bind(workspace_id.as_str())
+            .bind(user_id.as_str())
+            .bind(role.as_str())
+            .execute(&mut *self.inner)
+            .await
+            .db()?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn remove_member(&mut self, workspace_id: &WorkspaceId, user_id: &UserId) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM workspace_members WHERE workspace_id = $1 AND user_id = $2")
+            .bind(workspace_id.as_str())
+            .bind(user_id.as_str())
+            .execute(&mut *self.inner)
+            .await
+            .db()?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn delete_user_api_keys(
+        &mut self,
+        workspace_id: &WorkspaceId,
+        user_id: &UserId,
+    ) -> StoreResult<Vec<ApiKeyId>> {
+        let rows = sqlx::query("DELETE FROM api_keys WHERE workspace_id = $1 AND created_by = $2 RETURNING id")
+            .bind(workspace_id.as_str())
+            .bind(user_id.as_str())
+            .fetch_all(&mut *self.inner)
+            .await
+            .db()?;
+        rows.iter().map(|row| Ok(row.try_get::<String, _>(0).db()?.into())).collect()
+    }
+
+    async fn leave_current_workspace(&mut self, user_id: &UserId, workspace_id: &WorkspaceId) -> StoreResult<()> {
+        // The oldest remaining membership becomes current; none leaves it NULL ("no workspace").
+        sqlx::query(
+            "UPDATE users SET current_workspace_id = (SELECT m.workspace_id FROM workspace_members m \
+               WHERE m.user_id = $1 AND m.workspace_id <> $2 ORDER BY m.created_at, m.workspace_id LIMIT 1) \
+             WHERE id = $1 AND current_workspace_id = $2",
+        )
+        .bind(user_id.as_str())
+        .bind(workspace_id.as_str())
+        .execute(&mut *self.inner)
+        .await
+        .db()?;
+        Ok(())
+    }
+
+    async fn put_invitation(&mut self, invitation: &Invitation) -> StoreResult<()> {
+        sqlx::query("DELETE FROM workspace_invitations WHERE workspace_id = $1 AND email = $2")
+            .bind(invitation.workspace_id.as_str())
+            .bind(invitation.email.as_str())
+            .execute(&mut *self.inner)
+            .await
+            .db()?;
+        let sql =
+            format!("INSERT INTO workspace_invitations ({INVITATION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)");
+        sqlx::query(&sql)
+            .bind(invitation.id.as_str())
+            .bind(invitation.workspace_id.as_str())
+            .bind(invitation.email.as_str())
+            .bind(invitation.role.as_str())
+            .bind(invitation.invited_by.as_str())
+            .bind(invitation.created_at)
+            .bind(invitation.expires_at)
+            .execute(&mut *self.inner)
+            .await
+            .db()?;
+        Ok(())
+    }
+
+    async fn delete_invitation(&mut self, workspace_id: &WorkspaceId, id: &str) -> StoreResult<Option<Invitation>> {
+        let sql = format!(
+            "DELETE FROM workspace_invitations WHERE workspace_id = $1 AND id = $2 RETURNING {INVITATION_COLUMNS}"
+        );
+        let row = sqlx::query(&sql).bind(workspace_id.as_str()).bind(id).fetch_optional(&mut *self.inner).await.db()?;
+        row.as_ref().map(invitation_from_row).transpose()
+    }
+
+    async fn take_invitations(&mut self, email: &str, now: i64) -> StoreResult<Vec<Invitation>> {
+        let sql = format!("DELETE FROM workspace_invitations WHERE email = $1 RETURNING {INVITATION_COLUMNS}");
+        let rows = sqlx::query(&sql).bind(email).fetch_all(&mut *self.inner).await.db()?;
+        let mut taken = rows.iter().map(invitation_from_row).collect::<StoreResult<Vec<_>>>()?;
+        taken.retain(|invitation| invitation.expires_at > now);
+        taken.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
+        Ok(taken)
     }
 }

@@ -155,6 +155,12 @@ const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../../../migrations/postgres/0480_approval_snapshots.sql"),
     },
     Migration {
+        version: 481,
+        name: "members",
+        sqlite: include_str!("../../../migrations/sqlite/0481_members.sql"),
+        postgres: include_str!("../../../migrations/postgres/0481_members.sql"),
+    },
+    Migration {
         version: 490,
         name: "oidc",
         sqlite: include_str!("../../../migrations/sqlite/0490_oidc.sql"),

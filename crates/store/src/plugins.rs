@@ -30,17 +30,28 @@ fn string_list(text: &str) -> Vec<String> {
 #[async_trait]
 impl PluginReads for Store {
     async fn list_plugin_versions(&self) -> StoreResult<Vec<StoredPluginVersion>> {
-        let rows =
-            sqlx::query("SELECT plugin_id, version, sha256 FROM plugin_versions ORDER BY plugin_id, installed_at")
-                .fetch_all(&self.pool)
-                .await
-                .db()?;
+        // Never the bytes: a start reads them only for versions that are called. Nor
+        // `size_bytes`, stored after the bytes: SQLite reaches a column that follows a large
+        // blob by walking the blob's overflow pages, while length() reads only the row header.
+        let rows = sqlx::query(
+            "SELECT v.plugin_id, v.version, v.sha256, v.wit_version, v.info, \
+             CAST(length(c.bytes) AS BIGINT) AS size_bytes \
+             FROM plugin_versions v JOIN plugin_components c ON c.sha256 = v.sha256 \
+             ORDER BY v.plugin_id, v.installed_at",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .db()?;
         rows.iter()
             .map(|row| {
+                let info: String = row.try_get("info").db()?;
                 Ok(StoredPluginVersion {
                     plugin_id: row.try_get("plugin_id").db()?,
                     version: row.try_get("version").db()?,
                     sha256: row.try_get("sha256").db()?,
+                    info: serde_json::from_str(&info).unwrap_or(serde_json::Value::Null),
+                    wit_version: row.try_get("wit_version").db()?,
+                    size_bytes: row.try_get("size_bytes").db()?,
                 })
             })
             .collect()

@@ -39,6 +39,11 @@ enum Command {
         #[command(subcommand)]
         command: ApiKeyCommand,
     },
+    /// Manage who belongs to a workspace (the API's /api/workspaces/{id}/members); prints JSON.
+    Members {
+        #[command(subcommand)]
+        command: MembersCommand,
+    },
     /// Run a background job once, now.
     Jobs {
         #[command(subcommand)]
@@ -142,6 +147,44 @@ enum UserCommand {
 }
 
 #[derive(Subcommand)]
+enum MembersCommand {
+    /// List members and pending invitations: {"members": [...], "invitations": [...]}.
+    List {
+        /// Workspace id, or its name when that names exactly one workspace.
+        #[arg(long)]
+        workspace: String,
+    },
+    /// Add the user with this e-mail, or invite the address when no user has it (redeemed when
+    /// such a user is created or signs in); prints {"status": "added"|"invited", ...}.
+    Add {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        email: String,
+        #[arg(long, value_parser = ["owner", "member", "viewer"])]
+        role: String,
+    },
+    /// Change a member's role; prints the member.
+    SetRole {
+        #[arg(long)]
+        workspace: String,
+        /// The member's user id or e-mail.
+        #[arg(long)]
+        user: String,
+        #[arg(long, value_parser = ["owner", "member", "viewer"])]
+        role: String,
+    },
+    /// Remove a member (their API keys in the workspace are deleted); prints {"removed"}.
+    Remove {
+        #[arg(long)]
+        workspace: String,
+        /// The member's user id or e-mail.
+        #[arg(long)]
+        user: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum ApiKeyCommand {
     /// Create a key in a workspace; prints {"id", "key"}. The key is shown only now.
     Create {
@@ -186,6 +229,13 @@ async fn main() -> anyhow::Result<()> {
                 .context("cannot create the API key")?;
             println!("{}", serde_json::json!({ "id": key.id, "key": secret }));
             ctx.store.close().await;
+            Ok(())
+        }
+        Command::Members { command } => {
+            let ctx = open(&config).await?;
+            let result = members_command(&ctx, command).await;
+            ctx.store.close().await;
+            println!("{}", result?);
             Ok(())
         }
         Command::Plugin { command } => {
@@ -454,4 +504,81 @@ async fn shutdown_signal() {
         _ = terminate => {},
     }
     tracing::info!("shutdown signal received; finishing in-flight requests");
+}
+
+fn member_json(member: auth::Member) -> serde_json::Value {
+    serde_json::json!({
+        "userId": member.user_id,
+        "email": member.email,
+        "firstName": member.first_name,
+        "role": member.role.as_str(),
+        "joinedAt": trellis_core::clock::rfc3339(member.joined_at),
+    })
+}
+
+fn invitation_json(invitation: auth::Invitation) -> serde_json::Value {
+    serde_json::json!({
+        "id": invitation.id,
+        "workspaceId": invitation.workspace_id,
+        "email": invitation.email,
+        "role": invitation.role.as_str(),
+        "invitedBy": invitation.invited_by,
+        "createdAt": trellis_core::clock::rfc3339(invitation.created_at),
+        "expiresAt": trellis_core::clock::rfc3339(invitation.expires_at),
+    })
+}
+
+/// `trellis members …`: the operator acts through the same domain functions as the API, with
+/// every scope, audited as `system`/`cli`.
+async fn members_command(ctx: &SharedContext, command: MembersCommand) -> anyhow::Result<serde_json::Value> {
+    use trellis_core::auth::members;
+    use trellis_core::pagination::PageRequest;
+    match command {
+        MembersCommand::List { workspace } => {
+            let operator = members::operator_in(ctx, &workspace).await.context("unknown workspace")?;
+            let (mut all_members, mut all_invitations) = (Vec::new(), Vec::new());
+            for page in 1.. {
+                let window = PageRequest::new(Some(page), Some(100), None, 100)?;
+                let found = members::list_members(ctx, &operator, window).await?;
+                let done = found.items.len() < 100;
+                all_members.extend(found.items.into_iter().map(member_json));
+                if done {
+                    break;
+                }
+            }
+            for page in 1.. {
+                let window = PageRequest::new(Some(page), Some(100), None, 100)?;
+                let found = members::list_invitations(ctx, &operator, window).await?;
+                let done = found.items.len() < 100;
+                all_invitations.extend(found.items.into_iter().map(invitation_json));
+                if done {
+                    break;
+                }
+            }
+            Ok(serde_json::json!({ "members": all_members, "invitations": all_invitations }))
+        }
+        MembersCommand::Add { workspace, email, role } => {
+            let operator = members::operator_in(ctx, &workspace).await.context("unknown workspace")?;
+            Ok(match members::add(ctx, &operator, &email, &role).await.context("cannot add the member")? {
+                members::Added::Member(member) => {
+                    serde_json::json!({ "status": "added", "member": member_json(member) })
+                }
+                members::Added::Invitation(invitation) => {
+                    serde_json::json!({ "status": "invited", "invitation": invitation_json(invitation) })
+                }
+            })
+        }
+        MembersCommand::SetRole { workspace, user, role } => {
+            let operator = members::operator_in(ctx, &workspace).await.context("unknown workspace")?;
+            let user_id = members::user_id_of(ctx, &user).await.context("unknown user")?;
+            let member = members::set_role(ctx, &operator, &user_id, &role).await.context("cannot change the role")?;
+            Ok(member_json(member))
+        }
+        MembersCommand::Remove { workspace, user } => {
+            let operator = members::operator_in(ctx, &workspace).await.context("unknown workspace")?;
+            let user_id = members::user_id_of(ctx, &user).await.context("unknown user")?;
+            members::remove(ctx, &operator, &user_id).await.context("cannot remove the member")?;
+            Ok(serde_json::json!({ "removed": user_id }))
+        }
+    }
 }

@@ -117,6 +117,9 @@ pub async fn load(ctx: &Context, first_party: Option<&Path>) -> Result<()> {
             }
         }
     }
+    // Installing compiled and described each one; until a call needs one, none is kept.
+    let released = trellis_core::plugins::service::release_compiled(ctx);
+    tracing::debug!(released, "first-party plugins compiled again on their first call");
     Ok(())
 }
 

@@ -198,11 +198,15 @@ impl Client {
             }
             _ => false,
         };
-        if self.directory.meta.external_account_required && !eab {
-            return Err(PluginError::invalid_config(
-                "/eabKid",
-                "this ACME CA requires External Account Binding: set eabKid and eabHmacKey",
-            ));
+        // A commercial CA requires EAB whatever its directory says (a record may point its `url`
+        // at another directory, as the tests do with Pebble); any CA whose directory says so does.
+        let commercial = config.commercial().filter(|c| c.eab_required);
+        if (self.directory.meta.external_account_required || commercial.is_some()) && !eab {
+            let (ca, from) = match commercial {
+                Some(c) => (c.ca_type, Some(c.eab_from)),
+                None => ("this ACME CA", None),
+            };
+            return Err(PluginError::InvalidConfig(config.missing_eab(ca, from)));
         }
         let new_account = self.directory.new_account.clone();
         self.account_url = None;

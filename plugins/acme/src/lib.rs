@@ -7,11 +7,18 @@
 //! through the configured DNS provider), finalizes with the request's CSR and downloads the
 //! chain. When the call's time budget runs out first, it answers `pending` with the order URL,
 //! and `poll-issue` continues where the order stands.
+//!
+//! The same connector serves the commercial CAs that offer ACME with External Account Binding
+//! (`digicert`, `sectigo`, `globalsign`, `entrust`, `zerossl`, `google_trust_services`, see
+//! `commercial.rs`): each type brings its CA's production directory as the default and its
+//! issuer patterns, and refuses a record without EAB credentials.
 
 #![forbid(unsafe_code)]
 
 mod client;
+pub mod commercial;
 mod order;
+mod root;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -24,11 +31,20 @@ use crate::client::{fetch_directory, Client};
 /// The challenge types this connector answers.
 const CHALLENGE_TYPES: [&str; 2] = ["http-01", "dns-01"];
 
-/// An ACME CA record's configuration. The directory is the record's `url`, or `directoryUrl`.
-// Members are optional so `validate_config` names every problem with its field.
+/// An ACME CA record's configuration. The directory is `directoryUrl`, else the record's `url`,
+/// else (commercial types) the CA's documented production directory.
+// Members are optional so `validate_config` names every problem with its field. Unknown members
+// are collected rather than refused by serde: records of the commercial types were created under
+// the `ca-probe` plugin, which accepted any member beside its own, and such a record must keep
+// answering its calls after the upgrade; a configuration being saved is still refused member by
+// member in `validate_config`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Config {
+    /// The record's CA type (`acme` or a commercial CA). Filled in by the host on every call;
+    /// not stored.
+    #[schemars(extend("x-trellis-record-type" = true))]
+    pub ca_type: Option<String>,
     /// The ACME directory URL, e.g. `https://acme-v02.api.letsencrypt.org/directory`; defaults
     /// to the CA record's `url`.
     pub directory_url: Option<String>,
@@ -50,6 +66,14 @@ pub struct Config {
     /// The DNS provider for `dns-01`, passed to the host's challenge solver: an object with a
     /// `type`, e.g. `{"type": "challtestsrv", "url": "http://127.0.0.1:8055"}`.
     pub dns_provider: Option<Value>,
+    /// The CA's root certificate (PEM), checked by the connection test (it parses, is a CA, is
+    /// within its validity); records of the commercial types created under `ca-probe` may carry
+    /// one. Issuance does not use it: the chain comes with each certificate.
+    pub root_certificate: Option<String>,
+    /// Members outside the schema: ignored by calls, refused by `validate_config`.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub other: serde_json::Map<String, Value>,
 }
 
 impl Config {
@@ -57,11 +81,43 @@ impl Config {
         self.directory_url
             .clone()
             .filter(|u| !u.trim().is_empty())
-            .or_else(|| ctx.endpoint.clone())
+            .or_else(|| ctx.endpoint.clone().filter(|u| !u.trim().is_empty()))
+            .or_else(|| self.commercial().map(|c| c.directory_url.to_owned()))
             .map(|u| u.trim().to_owned())
             .ok_or_else(|| {
                 PluginError::invalid_config("/directoryUrl", "set the CA's url or directoryUrl to the ACME directory")
             })
+    }
+
+    /// The commercial CA this record is, if it is one.
+    pub(crate) fn commercial(&self) -> Option<&'static commercial::Commercial> {
+        commercial::commercial(self.ca_type.as_deref())
+    }
+
+    /// Whether both EAB members are set.
+    fn has_eab(&self) -> bool {
+        self.eab_kid.as_deref().is_some_and(|k| !k.trim().is_empty())
+            && self.eab_hmac_key.as_deref().is_some_and(|k| !k.is_empty())
+    }
+
+    /// The refusal of a record whose CA requires External Account Binding and that has none:
+    /// one issue per missing member, saying where the CA hands the values out.
+    pub(crate) fn missing_eab(&self, ca: &str, from: Option<&str>) -> Vec<ConfigIssue> {
+        let whence = from.map(|f| format!(" (from {f})")).unwrap_or_default();
+        let mut issues = Vec::new();
+        if self.eab_kid.as_deref().is_none_or(|k| k.trim().is_empty()) {
+            issues.push(ConfigIssue::new(
+                "/eabKid",
+                format!("{ca} requires External Account Binding: set eabKid, the EAB key identifier{whence}"),
+            ));
+        }
+        if self.eab_hmac_key.as_deref().is_none_or(str::is_empty) {
+            issues.push(ConfigIssue::new(
+                "/eabHmacKey",
+                format!("{ca} requires External Account Binding: set eabHmacKey, the base64url EAB MAC key{whence}"),
+            ));
+        }
+        issues
     }
 
     fn dns01(&self) -> bool {
@@ -76,10 +132,23 @@ impl CaConnector for Acme {
     type Config = Config;
 
     fn describe() -> PluginInfo {
-        PluginInfo::ca_connector("trellis.acme", env!("CARGO_PKG_VERSION"), "ACME", &["acme"])
+        let mut types = vec!["acme"];
+        types.extend(commercial::COMMERCIAL.iter().map(|c| c.ca_type));
+        let patterns = commercial::default_issuer_patterns();
+        let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
+        // The default directories are requests for the operator to grant: a record whose `url`
+        // is its directory needs no grant (the CA's own host is always allowed).
+        let hosts: Vec<&str> = commercial::COMMERCIAL
+            .iter()
+            .filter_map(|c| c.directory_url.strip_prefix("https://"))
+            .filter_map(|rest| rest.split('/').next())
+            .collect();
+        PluginInfo::ca_connector("trellis.acme", env!("CARGO_PKG_VERSION"), "ACME", &types)
             .with_description(
-                "Issues and revokes through any ACME CA (RFC 8555): HTTP-01 and DNS-01 challenges, External Account Binding, renewal information (RFC 9773).",
+                "Issues and revokes through any ACME CA (RFC 8555): HTTP-01 and DNS-01 challenges, External Account Binding, renewal information (RFC 9773); and through the commercial CAs' ACME servers with EAB (DigiCert, Sectigo, GlobalSign, Entrust, ZeroSSL, Google Trust Services).",
             )
+            .with_default_issuer_patterns(&patterns)
+            .with_outbound_hosts(&hosts)
             .with_capabilities(&[Capability::Issue, Capability::Revoke, Capability::Renew, Capability::RenewalInfo])
     }
 
@@ -108,6 +177,24 @@ impl CaConnector for Acme {
                 }
             }
             (None, None) => {}
+        }
+        if let Some(ca) = config.commercial().filter(|c| c.eab_required) {
+            if config.eab_kid.is_none() && config.eab_hmac_key.is_none() {
+                issues.extend(config.missing_eab(ca.ca_type, Some(ca.eab_from)));
+            }
+        }
+        if let Some(pem) = config.root_certificate.as_deref().filter(|p| !p.trim().is_empty()) {
+            match root::parse(pem) {
+                Ok(facts) if !facts.is_ca => issues.push(ConfigIssue::new(
+                    "/rootCertificate",
+                    "is not a CA certificate (basicConstraints CA:TRUE is missing)",
+                )),
+                Ok(_) => {}
+                Err(problem) => issues.push(ConfigIssue::new("/rootCertificate", problem)),
+            }
+        }
+        for member in config.other.keys() {
+            issues.push(ConfigIssue::new(&format!("/{member}"), "is not a member of an ACME CA's configuration"));
         }
         if let Some(kind) = &config.challenge_type {
             if !CHALLENGE_TYPES.contains(&kind.as_str()) {
@@ -170,8 +257,9 @@ impl CaConnector for Acme {
             .filter(|v| v.starts_with("https://") || v.starts_with("http://"))
             .collect();
         let mut checks = vec![Check::pass("directory", format!("{} endpoints", endpoints.len()))];
-        let eab = config.eab_kid.is_some() && config.eab_hmac_key.is_some();
-        checks.push(match (directory.meta.external_account_required, eab) {
+        let eab = config.has_eab();
+        let required = directory.meta.external_account_required || config.commercial().is_some_and(|c| c.eab_required);
+        checks.push(match (required, eab) {
             (true, false) => Check::fail("externalAccountBinding", "the CA requires eabKid and eabHmacKey"),
             (true, true) => Check::pass("externalAccountBinding", "configured"),
             (false, _) => Check::skip("externalAccountBinding", "not required by the CA"),
@@ -183,7 +271,20 @@ impl CaConnector for Acme {
                 Check::warn("termsOfService", format!("not agreed (termsOfServiceAgreed): {terms}"))
             });
         }
-        let mut details = json!({ "directoryUrl": url, "endpoints": endpoints });
+        let root = config
+            .root_certificate
+            .as_deref()
+            .filter(|p| !p.trim().is_empty())
+            .map(|pem| root::checks(pem, clock::unix_seconds()));
+        let mut details = json!({ "directoryUrl": url, "endpoints": endpoints, "externalAccountRequired": required });
+        if let Some((root_checks, root_details)) = root {
+            checks.extend(root_checks);
+            details["rootCertificate"] = root_details;
+        }
+        if let Some(ca) = config.commercial() {
+            details["caType"] = json!(ca.ca_type);
+            details["defaultDirectoryUrl"] = json!(ca.directory_url);
+        }
         // The account a setup could not register (the directory was down) is registered here;
         // otherwise this finds it in the record's state without a request.
         let account = Client::with_directory(&url, directory).and_then(|mut client| client.ensure_account(config));

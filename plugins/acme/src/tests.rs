@@ -293,8 +293,77 @@ fn invalid_configurations_name_each_member() {
     assert_eq!(fields, ["/directoryUrl", "/email", "/eabHmacKey", "/challengeType"]);
     let dns = testing::config::<Config>(json!({ "challengeType": "dns-01" })).unwrap();
     assert!(Acme::validate_config(&dns).is_err(), "dns-01 needs a provider");
-    assert!(testing::config::<Config>(json!({ "unknown": 1 })).is_err());
+    // An unknown member parses (a record stored under ca-probe keeps answering its calls) and is
+    // refused by name when a configuration is saved.
+    let unknown = testing::config::<Config>(json!({ "unknown": 1 })).unwrap();
+    let Err(PluginError::InvalidConfig(issues)) = Acme::validate_config(&unknown) else { panic!("unknown member") };
+    assert_eq!(issues.iter().map(|i| i.field.as_str()).collect::<Vec<_>>(), ["/unknown"]);
     assert_eq!(testing::secret_fields::<Config>(), vec![("/eabHmacKey".to_owned(), false)]);
+}
+
+fn typed(ca_type: &str, extra: Value) -> Config {
+    let mut base = json!({ "caType": ca_type, "termsOfServiceAgreed": true });
+    if let (Some(base), Some(extra)) = (base.as_object_mut(), extra.as_object()) {
+        base.extend(extra.clone());
+    }
+    testing::config(base).unwrap()
+}
+
+#[test]
+fn commercial_types_require_eab_naming_both_members_and_where_to_get_them() {
+    for ca in commercial::COMMERCIAL {
+        let Err(PluginError::InvalidConfig(issues)) = Acme::validate_config(&typed(ca.ca_type, json!({}))) else {
+            panic!("{}: EAB is required", ca.ca_type)
+        };
+        let fields: Vec<&str> = issues.iter().map(|i| i.field.as_str()).collect();
+        assert_eq!(fields, ["/eabKid", "/eabHmacKey"], "{}", ca.ca_type);
+        assert!(issues[0].message.contains(ca.ca_type) && issues[0].message.contains(ca.eab_from), "{issues:?}");
+        let with = typed(ca.ca_type, json!({ "eabKid": "kid-1", "eabHmacKey": "c2VjcmV0" }));
+        assert_eq!(Acme::validate_config(&with), Ok(()), "{}", ca.ca_type);
+    }
+    // `acme` itself leaves EAB to the directory's `externalAccountRequired`.
+    assert_eq!(Acme::validate_config(&typed("acme", json!({}))), Ok(()));
+}
+
+#[test]
+fn a_commercial_record_without_a_url_uses_its_ca_s_directory_and_still_refuses_without_eab() {
+    testing::reset();
+    let sectigo = "https://acme.sectigo.com/v2/DV";
+    testing::http::respond("GET", sectigo, 200, directory(json!({})));
+    answer("HEAD", "https://acme.test/nonce", 200, &[("replay-nonce", "nonce-0")], "");
+    // A record stored before the upgrade, without EAB: a 400 naming both members, nothing sent.
+    let refused = Acme::issue(&testing::context("ca_1"), &typed("sectigo", json!({})), &request()).unwrap_err();
+    let PluginError::InvalidConfig(issues) = refused else { panic!("{refused:?}") };
+    assert_eq!(issues.iter().map(|i| i.field.as_str()).collect::<Vec<_>>(), ["/eabKid", "/eabHmacKey"]);
+    assert!(posted_to("https://acme.test/new-acct").is_empty());
+
+    // Its connection test answers, failing the EAB check, against the default directory.
+    let report = Acme::test_connection(&testing::context("ca_1"), &typed("sectigo", json!({}))).unwrap();
+    assert!(!report.success());
+    assert_eq!(report.details()["directoryUrl"], sectigo);
+    assert_eq!(report.details()["caType"], "sectigo");
+    assert_eq!(report.details()["externalAccountRequired"], true);
+
+    // The record's url overrides the default.
+    let mut ctx = testing::context("ca_1");
+    ctx.endpoint = Some(DIR.to_owned());
+    testing::http::respond("GET", DIR, 200, directory(json!({})));
+    let report = Acme::test_connection(&ctx, &typed("sectigo", json!({}))).unwrap();
+    assert_eq!(report.details()["directoryUrl"], DIR);
+}
+
+#[test]
+fn describe_serves_the_commercial_types_with_their_patterns_and_default_hosts() {
+    // PluginInfo's members are the SDK's: read them through Debug.
+    let info = format!("{:?}", Acme::describe());
+    for ca in ["acme", "digicert", "sectigo", "globalsign", "entrust", "zerossl", "google_trust_services"] {
+        assert!(info.contains(&format!("\"{ca}\"")), "{ca}: {info}");
+    }
+    assert!(!info.contains("microsoft_adcs"), "AD CS stays with ca-probe");
+    assert!(info.contains("\"digicert:DigiCert\"") && info.contains("\"google_trust_services:Google Trust Services\""));
+    assert!(info.contains("\"acme.zerossl.com\"") && info.contains("\"dv.acme-v02.api.pki.goog\""), "{info}");
+    let schema = testing::config_schema::<Config>();
+    assert_eq!(schema["properties"]["caType"]["x-trellis-record-type"], true);
 }
 
 #[test]
@@ -383,4 +452,36 @@ fn old_order_entries_are_pruned_a_few_at_a_time() {
     order::prune(now);
     let left = state::list_keys("order/", None, 100).unwrap();
     assert_eq!(left, ["order/k01", "order/k03", "order/k05", "order/k07", "order/k09", "order/open-new"]);
+}
+
+fn root_pem(is_ca: bool) -> String {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.distinguished_name.push(rcgen::DnType::CommonName, "Commercial Test Root");
+    if is_ca {
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    }
+    let key = rcgen::KeyPair::generate().unwrap();
+    params.self_signed(&key).unwrap().pem()
+}
+
+#[test]
+fn a_bundled_root_certificate_is_checked_as_ca_probe_did() {
+    // Refused when saved if it is not a CA certificate or does not parse.
+    for (root, what) in [(root_pem(false), "a leaf"), ("garbage".to_owned(), "garbage")] {
+        let config = typed("sectigo", json!({ "eabKid": "k", "eabHmacKey": "c2VjcmV0", "rootCertificate": root }));
+        let Err(PluginError::InvalidConfig(issues)) = Acme::validate_config(&config) else { panic!("{what}") };
+        assert_eq!(issues[0].field, "/rootCertificate", "{what}");
+    }
+    // A valid one adds the three root checks to the connection test.
+    testing::reset();
+    script_account();
+    let config = cfg(json!({ "rootCertificate": root_pem(true) }));
+    assert_eq!(Acme::validate_config(&config), Ok(()));
+    let report = Acme::test_connection(&testing::context("ca_1"), &config).unwrap();
+    assert!(report.success(), "{report:?}");
+    let names: Vec<&str> = report.checks().iter().map(|c| c.name.as_str()).collect();
+    for name in ["root-certificate", "root-is-ca", "root-validity"] {
+        assert!(names.contains(&name), "{name}: {names:?}");
+    }
+    assert!(report.details()["rootCertificate"]["subject"].as_str().unwrap().contains("Commercial Test Root"));
 }

@@ -4,13 +4,18 @@
 //! the plugin declares no capability).
 //!
 //! Types and their probe (spec §4.1):
-//! - `hashicorp_vault` (secret-store CA): `GET {vaultAddr or url}/v1/sys/health`, Vault's status
-//!   codes read as Vault documents them (200 active; 429 standby, 472 DR secondary, 473
-//!   performance standby: reachable but not the active node; 501 not initialised; 503 sealed).
 //! - `microsoft_adcs` (enterprise CA): `GET {url}/certsrv/` (web enrolment); a 401 with
 //!   `WWW-Authenticate` is reachable (it wants Windows authentication).
-//! - `digicert`, `sectigo`, `globalsign`, `entrust`, `google_cas`, `azure_key_vault`, `aws_acm`:
-//!   HTTPS reachability of `url` (any HTTP answer over TLS; a 5xx is a warning).
+//! - `google_cas`, `azure_key_vault`, `aws_acm`: HTTPS reachability of `url` (any HTTP answer
+//!   over TLS; a 5xx is a warning).
+//!
+//! The commercial CAs with ACME servers (`digicert`, `sectigo`, `globalsign`, `entrust`) are
+//! served by the ACME connector (`plugins/acme`) since its 0.2.0, which issues through them; this
+//! plugin stopped declaring them in 0.2.0 so that, once both are upgraded, their records resolve
+//! to the connector that issues.
+//!
+//! `hashicorp_vault` was probed here until it got its issuing connector, `plugins/vault`; its
+//! records are served by that plugin now (a record finds its connector by type at each call).
 //!
 //! Every type: a bundled `config.rootCertificate` (PEM) is checked on its own: it parses, is a CA
 //! (basicConstraints CA:TRUE), and is within its validity (a warning inside 30 days of expiry).
@@ -31,8 +36,6 @@ use trellis_plugin_sdk::prelude::*;
 /// How a type is probed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Probe {
-    /// Vault's `/v1/sys/health`.
-    VaultHealth,
     /// AD CS web enrolment, `/certsrv/`.
     WebEnrolment,
     /// Any HTTP answer over TLS.
@@ -41,13 +44,8 @@ pub enum Probe {
 
 /// The served types: name, probe, default issuer patterns (the host applies a `type:` prefixed
 /// default only to records of that type).
-pub const TYPES: [(&str, Probe, &[&str]); 9] = [
-    ("hashicorp_vault", Probe::VaultHealth, &[]),
+pub const TYPES: [(&str, Probe, &[&str]); 4] = [
     ("microsoft_adcs", Probe::WebEnrolment, &[]),
-    ("digicert", Probe::Https, &["DigiCert", "Thawte", "GeoTrust", "RapidSSL"]),
-    ("sectigo", Probe::Https, &["Sectigo", "COMODO", "USERTrust"]),
-    ("globalsign", Probe::Https, &["GlobalSign"]),
-    ("entrust", Probe::Https, &["Entrust"]),
     ("google_cas", Probe::Https, &[]),
     ("azure_key_vault", Probe::Https, &[]),
     ("aws_acm", Probe::Https, &["Amazon"]),
@@ -67,12 +65,6 @@ pub struct Config {
     pub ca_type: Option<String>,
     /// The CA's root certificate (PEM), checked by the test: it parses, is a CA, is not expired.
     pub root_certificate: Option<String>,
-    /// `hashicorp_vault`: the Vault address, when it differs from the record's `url`.
-    pub vault_addr: Option<String>,
-    /// `hashicorp_vault`: the Vault Enterprise namespace (sent as `X-Vault-Namespace`).
-    pub namespace: Option<String>,
-    /// `hashicorp_vault`: the PKI secrets engine's mount path (reported in the test details).
-    pub pki_path: Option<String>,
 }
 
 pub struct CaProbe;
@@ -140,48 +132,8 @@ pub fn root_checks(pem: &str, now: i64) -> (Vec<Check>, serde_json::Value) {
     (checks, details)
 }
 
-fn base_url<'a>(ctx: &'a CallContext, config: &'a Config, probe: Probe) -> Option<&'a str> {
-    let vault = config.vault_addr.as_deref().filter(|_| probe == Probe::VaultHealth);
-    vault.or(ctx.endpoint.as_deref()).map(|u| u.trim_end_matches('/')).filter(|u| !u.is_empty())
-}
-
-/// Vault's `/v1/sys/health` status codes.
-fn vault_check(status: u16) -> Check {
-    let name = "vault-health";
-    match status {
-        200 => Check::pass(name, "Vault is initialised, unsealed and active (200)"),
-        429 => Check::warn(
-            name,
-            "Vault answers from an unsealed standby node (429); requests are forwarded to the active node",
-        ),
-        472 => Check::warn(name, "Vault is a disaster-recovery secondary (472): it does not serve the PKI engine"),
-        473 => Check::warn(name, "Vault answers from a performance standby node (473)"),
-        501 => Check::fail(name, "Vault is not initialised (501)"),
-        503 => Check::fail(name, "Vault is sealed (503)"),
-        other => Check::fail(name, format!("unexpected answer from /v1/sys/health: HTTP {other}")),
-    }
-}
-
-fn probe_vault(base: &str, config: &Config, checks: &mut Vec<Check>) -> serde_json::Value {
-    let url = format!("{base}/v1/sys/health");
-    let mut request = http::Request::get(&url).timeout_ms(PROBE_TIMEOUT_MS).max_response_bytes(64 * 1024);
-    if let Some(namespace) = config.namespace.as_deref().filter(|n| !n.is_empty()) {
-        request = request.header("X-Vault-Namespace", namespace);
-    }
-    match request.send() {
-        Ok(response) => {
-            checks.push(Check::pass("reachable", format!("{url} answered HTTP {}", response.status)));
-            checks.push(vault_check(response.status));
-            let body: serde_json::Value = response.json().unwrap_or(serde_json::Value::Null);
-            json!({ "healthEndpoint": url, "httpStatus": response.status, "initialized": body.get("initialized"),
-                "sealed": body.get("sealed"), "standby": body.get("standby"), "version": body.get("version"),
-                "pkiPath": config.pki_path })
-        }
-        Err(err) => {
-            checks.push(Check::fail("reachable", format!("{url}: {err}")));
-            json!({ "healthEndpoint": url })
-        }
-    }
+fn base_url(ctx: &CallContext) -> Option<&str> {
+    ctx.endpoint.as_deref().map(|u| u.trim_end_matches('/')).filter(|u| !u.is_empty())
 }
 
 fn probe_certsrv(base: &str, checks: &mut Vec<Check>) -> serde_json::Value {
@@ -253,19 +205,17 @@ pub fn run_test(ctx: &CallContext, config: &Config, now: i64) -> TestReport {
         );
     };
     let mut checks = Vec::new();
-    let probe_details = match base_url(ctx, config, probe) {
+    let probe_details = match base_url(ctx) {
         None => {
             checks.push(Check::fail("endpoint", "the CA has no url to probe: set the CA's `url`"));
             json!({})
         }
         Some(base) => match probe {
-            Probe::VaultHealth => probe_vault(base, config, &mut checks),
             Probe::WebEnrolment => probe_certsrv(base, &mut checks),
             Probe::Https => probe_https(base, &mut checks),
         },
     };
     let mut details = json!({ "type": ca_type, "probe": match probe {
-        Probe::VaultHealth => "vault-health",
         Probe::WebEnrolment => "web-enrolment",
         Probe::Https => "https-reachability",
     }, "issuing": false });
@@ -299,8 +249,8 @@ impl CaConnector for CaProbe {
         let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
         PluginInfo::ca_connector("trellis.ca-probe", env!("CARGO_PKG_VERSION"), "CA probes", &names)
             .with_description(
-                "Registers and tests CA types without an issuing connector yet (Vault health, AD CS web enrolment, \
-                 HTTPS reachability of commercial and cloud CAs, bundled root certificate checks).",
+                "Registers and tests CA types without an issuing connector yet (AD CS web enrolment, \
+                 HTTPS reachability of cloud CAs, bundled root certificate checks).",
             )
             .with_default_issuer_patterns(&patterns)
             .with_capabilities(&[])
@@ -316,11 +266,6 @@ impl CaConnector for CaProbe {
                 )),
                 Ok(_) => {}
                 Err(problem) => issues.push(ConfigIssue::new("/rootCertificate", problem)),
-            }
-        }
-        if let Some(addr) = config.vault_addr.as_deref() {
-            if !(addr.starts_with("https://") || addr.starts_with("http://")) || addr.contains(char::is_whitespace) {
-                issues.push(ConfigIssue::new("/vaultAddr", "must be an http:// or https:// URL"));
             }
         }
         if issues.is_empty() {

@@ -30,44 +30,6 @@ fn certificate(is_ca: bool, not_before: i64, not_after: i64) -> String {
 }
 
 #[test]
-fn vault_status_codes_are_read_as_vault_documents_them() {
-    for (status, expected, success) in [
-        (200, CheckStatus::Pass, true),
-        (429, CheckStatus::Warn, true),
-        (473, CheckStatus::Warn, true),
-        (501, CheckStatus::Fail, false),
-        (503, CheckStatus::Fail, false),
-    ] {
-        testing::reset();
-        testing::http::respond(
-            "GET",
-            "https://vault.example:8200/v1/sys/health",
-            status,
-            r#"{"sealed":true,"version":"1.17.0"}"#,
-        );
-        let report = run_test(&ctx("https://vault.example:8200/"), &config("hashicorp_vault"), NOW);
-        assert_eq!(status_of(&report, "vault-health"), Some(expected), "{status}: {report:?}");
-        assert_eq!(report.success(), success, "{status}");
-        assert_eq!(report.details()["httpStatus"], status);
-    }
-}
-
-#[test]
-fn vault_addr_and_namespace_are_used() {
-    testing::reset();
-    testing::http::respond("GET", "https://other.example/v1/sys/health", 200, "{}");
-    let cfg = Config {
-        vault_addr: Some("https://other.example".into()),
-        namespace: Some("team-a".into()),
-        ..config("hashicorp_vault")
-    };
-    let report = run_test(&ctx("https://vault.example"), &cfg, NOW);
-    assert!(report.success(), "{report:?}");
-    // The namespace header is checked end to end (tests/it/ca_probes.rs): the fake keeps few headers.
-    assert_eq!(testing::http::requests()[0].url, "https://other.example/v1/sys/health");
-}
-
-#[test]
 fn certsrv_401_with_a_challenge_is_reachable() {
     testing::reset();
     testing::http::respond_with_headers(
@@ -87,10 +49,10 @@ fn certsrv_401_with_a_challenge_is_reachable() {
 #[test]
 fn unreachable_and_missing_urls_fail() {
     testing::reset();
-    testing::http::fail("GET", "https://api.digicert.example", trellis_plugin_sdk::http::HttpError::Timeout);
-    let report = run_test(&ctx("https://api.digicert.example"), &config("digicert"), NOW);
+    testing::http::fail("GET", "https://privateca.googleapis.example", trellis_plugin_sdk::http::HttpError::Timeout);
+    let report = run_test(&ctx("https://privateca.googleapis.example"), &config("google_cas"), NOW);
     assert_eq!(status_of(&report, "reachable"), Some(CheckStatus::Fail));
-    let report = run_test(&testing::context("ca_1"), &config("sectigo"), NOW);
+    let report = run_test(&testing::context("ca_1"), &config("aws_acm"), NOW);
     assert_eq!(status_of(&report, "endpoint"), Some(CheckStatus::Fail));
 }
 
@@ -125,6 +87,16 @@ fn validate_config_refuses_unusable_roots_but_not_expired_ones() {
     assert!(CaProbe::validate_config(&garbage).is_err());
     let expired = Config { root_certificate: Some(certificate(true, 0, 100)), ..Config::default() };
     assert!(CaProbe::validate_config(&expired).is_ok());
+}
+
+#[test]
+fn the_commercial_acme_types_are_the_acme_connector_s() {
+    // Served by `plugins/acme` since 0.2.0: a type served by both would be ambiguous.
+    let names: Vec<&str> = TYPES.iter().map(|(name, _, _)| *name).collect();
+    for moved in ["digicert", "sectigo", "globalsign", "entrust", "zerossl", "google_trust_services"] {
+        assert!(!names.contains(&moved), "{moved} is served by the ACME connector");
+    }
+    assert!(names.contains(&"microsoft_adcs"), "AD CS stays probe-only");
 }
 
 #[test]

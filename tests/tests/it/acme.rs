@@ -12,20 +12,20 @@ use trellis_tests::{Client, Response, Server};
 use crate::cas::Openssl;
 
 /// Pebble's example EAB key (`/usr/share/doc/pebble/examples`).
-const EAB_KID: &str = "kid-1";
-const EAB_KEY: &str = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
+pub(crate) const EAB_KID: &str = "kid-1";
+pub(crate) const EAB_KEY: &str = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
 
-struct Setup {
-    pebble: Pebble,
-    server: Server,
-    admin: Client,
+pub(crate) struct Setup {
+    pub(crate) pebble: Pebble,
+    pub(crate) server: Server,
+    pub(crate) admin: Client,
 }
 
-async fn setup(options: PebbleOptions) -> Setup {
+pub(crate) async fn setup(options: PebbleOptions) -> Setup {
     setup_with(options, &[]).await
 }
 
-async fn setup_with(options: PebbleOptions, extra_env: &[(&str, &str)]) -> Setup {
+pub(crate) async fn setup_with(options: PebbleOptions, extra_env: &[(&str, &str)]) -> Setup {
     let http_port = free_port();
     let pebble = Pebble::start(PebbleOptions { http_port, ..options });
     let listen = format!("127.0.0.1:{http_port}");
@@ -68,13 +68,13 @@ async fn acme_ca(s: &Setup, config: Value) -> i64 {
     created.body["data"]["id"].as_i64().expect("CA id")
 }
 
-async fn issue(s: &Setup, ca: i64, names: &[&str]) -> Response {
+pub(crate) async fn issue(s: &Setup, ca: i64, names: &[&str]) -> Response {
     s.admin
         .post("/api/certificates/issue", json!({ "caId": ca, "commonName": names[0], "subjectAltNames": names }))
         .await
 }
 
-async fn issued(s: &Setup, ca: i64, names: &[&str]) -> Value {
+pub(crate) async fn issued(s: &Setup, ca: i64, names: &[&str]) -> Value {
     let res = issue(s, ca, names).await;
     assert!(
         res.status == 200 || res.status == 201,
@@ -94,7 +94,7 @@ async fn account_url(s: &Setup, ca: i64) -> Value {
 }
 
 /// Verifies `cert` (with its returned chain) against Pebble's root.
-fn verify_against_pebble_root(s: &Setup, cert: &Value) {
+pub(crate) fn verify_against_pebble_root(s: &Setup, cert: &Value) {
     let openssl = Openssl::new();
     openssl.write("root.pem", s.pebble.root_pem());
     openssl.write("leaf.pem", cert["certificate"].as_str().expect("PEM"));

@@ -1,5 +1,6 @@
 //! CA test probes of the types without an issuing connector (`plugins/ca-probe`) through the
-//! real binary: a Vault-like `/v1/sys/health` (sealed → 503 → unhealthy, `error`), an AD CS
+//! real binary (and a Vault record of the probe's days, now served by `plugins/vault`: a
+//! Vault-like `/v1/sys/health`, sealed → 503 → unhealthy, `error`), an AD CS
 //! `/certsrv/` asking for Windows authentication, an unreachable CA, bundled root certificates
 //! (refused at create when unusable, a failed check when expired), the periodic health check
 //! (`trellis jobs ca-health`, one probe per CA and interval) and the refusal to issue.
@@ -50,13 +51,18 @@ fn root_pem(from_days: i64, to_days: i64, is_ca: bool) -> String {
     Spec { not_before_days: from_days, not_after_days: to_days, ..Spec::tls("leaf.example") }.pem()
 }
 
+/// A `hashicorp_vault` record as the probe took it (no credentials, no role) keeps working now
+/// that `plugins/vault` serves the type: tested, health-checked, its status and health moved.
 #[tokio::test]
-async fn vault_health_moves_status_and_health() {
+async fn a_probe_era_vault_record_is_served_by_the_vault_connector() {
     let receiver = Receiver::start().await;
-    receiver.respond_with(|r| match r.path.as_str() {
+    let issuer = trellis_tests::certs::ca_pem("Vault Probe Root", -1, 3650);
+    let issuer_json = json!({ "data": { "certificate": issuer, "ca_chain": [issuer] } }).to_string();
+    receiver.respond_with(move |r| match r.path.as_str() {
         "/v1/sys/health" => {
             Reply::Status(200, r#"{"initialized":true,"sealed":false,"standby":false,"version":"1.17.2"}"#.into())
         }
+        "/v1/pki_int/issuer/default/json" => Reply::Status(200, issuer_json.clone()),
         _ => Reply::Status(404, "{}".into()),
     });
     let server = server_for(&receiver);
@@ -67,13 +73,17 @@ async fn vault_health_moves_status_and_health() {
                 "config": { "namespace": "team-a", "pkiPath": "pki_int" } }),
     )
     .await;
-    assert_eq!(vault["config"].get("caType"), None, "the host's member is not stored: {vault}");
     let report = test_ca(&admin, &vault["id"]).await;
     assert_eq!(report["success"], true, "{report}");
-    assert_eq!(check(&report, "vault-health")["status"], "pass");
+    assert_eq!(check(&report, "health")["status"], "pass");
+    assert_eq!(check(&report, "auth")["status"], "skip", "no credentials: {report}");
+    assert_eq!(check(&report, "issuer-validity")["status"], "pass", "{report}");
     assert_eq!(report["details"]["version"], "1.17.2", "{report}");
-    assert_eq!(report["details"]["probe"], "vault-health");
-    assert_eq!(receiver.requests()[0].header("x-vault-namespace"), Some("team-a"));
+    assert_eq!(report["details"]["issuer"]["subject"], "CN=Vault Probe Root", "{report}");
+    // sys/health belongs to the root namespace; the PKI mount's calls carry the namespace.
+    let requests = receiver.requests();
+    let issuer = requests.iter().find(|r| r.path.contains("/issuer/")).expect("the issuer was read");
+    assert_eq!(issuer.header("x-vault-namespace"), Some("team-a"));
     let after = ca(&admin, &vault["id"]).await;
     assert_eq!((after["status"].clone(), after["healthStatus"].clone()), (json!("active"), json!("healthy")));
 
@@ -81,7 +91,7 @@ async fn vault_health_moves_status_and_health() {
     receiver.respond_with(|_| Reply::Status(503, r#"{"initialized":true,"sealed":true}"#.into()));
     let report = test_ca(&admin, &vault["id"]).await;
     assert_eq!(report["success"], false, "{report}");
-    assert!(check(&report, "vault-health")["message"].as_str().unwrap().contains("sealed"), "{report}");
+    assert!(check(&report, "health")["message"].as_str().unwrap().contains("sealed"), "{report}");
     let after = ca(&admin, &vault["id"]).await;
     assert_eq!((after["status"].clone(), after["healthStatus"].clone()), (json!("error"), json!("unhealthy")));
     let events = health_events(&admin).await;
@@ -89,10 +99,21 @@ async fn vault_health_moves_status_and_health() {
     assert_eq!(events[0]["current"], "unhealthy", "{events:?}");
 
     // A standby answers 429: reachable, degraded.
-    receiver.respond_with(|_| Reply::Status(429, r#"{"standby":true}"#.into()));
+    let issuer = trellis_tests::certs::ca_pem("Vault Probe Root", -1, 3650);
+    let issuer_json = json!({ "data": { "certificate": issuer } }).to_string();
+    receiver.respond_with(move |r| match r.path.as_str() {
+        "/v1/sys/health" => Reply::Status(429, r#"{"standby":true}"#.into()),
+        _ => Reply::Status(200, issuer_json.clone()),
+    });
     let report = test_ca(&admin, &vault["id"]).await;
     assert_eq!(report["success"], true, "{report}");
     assert_eq!(ca(&admin, &vault["id"]).await["healthStatus"], "degraded");
+
+    // Issuing needs credentials and a role: a 400 naming them, nothing stored.
+    let issued =
+        admin.post("/api/certificates/issue", json!({ "caId": vault["id"], "commonName": "a.example.com" })).await;
+    assert_eq!(issued.status, 400, "{}", issued.body);
+    assert_eq!(admin.get("/api/certificates").await.body["total"], 0);
 }
 
 #[tokio::test]
@@ -111,16 +132,15 @@ async fn certsrv_and_https_reachability() {
     assert!(check(&report, "web-enrolment")["message"].as_str().unwrap().contains("Negotiate"), "{report}");
     assert_eq!(report["details"]["webEnrolmentUrl"], receiver.url("/certsrv/"));
 
-    let digicert =
-        create_ca(&admin, json!({ "name": "DigiCert", "type": "digicert", "url": receiver.url("/services/v2") })).await;
-    assert_eq!(digicert["issuerPatterns"], json!(["DigiCert", "Thawte", "GeoTrust", "RapidSSL"]), "{digicert}");
-    let report = test_ca(&admin, &digicert["id"]).await;
+    let acm = create_ca(&admin, json!({ "name": "ACM", "type": "aws_acm", "url": receiver.url("/services/v2") })).await;
+    assert_eq!(acm["issuerPatterns"], json!(["Amazon"]), "{acm}");
+    let report = test_ca(&admin, &acm["id"]).await;
     assert_eq!(report["success"], true, "{report}");
     assert_eq!(report["details"]["probe"], "https-reachability");
 
     // Registrable and testable, not issuing: a clear 400.
     let issue =
-        admin.post("/api/certificates/issue", json!({ "caId": digicert["id"], "commonName": "x.example.com" })).await;
+        admin.post("/api/certificates/issue", json!({ "caId": acm["id"], "commonName": "x.example.com" })).await;
     assert_eq!(issue.status, 400, "{}", issue.body);
     assert_eq!(issue.error_code(), "UNSUPPORTED_CA", "{}", issue.body);
     assert!(issue.body["error"]["message"].as_str().unwrap().contains("registered and tested"), "{}", issue.body);
@@ -135,13 +155,13 @@ async fn unreachable_cas_and_the_periodic_check() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let gone = create_ca(
         &admin,
-        json!({ "name": "Gone", "type": "globalsign", "url": format!("https://127.0.0.1:{closed}") }),
+        json!({ "name": "Gone", "type": "google_cas", "url": format!("https://127.0.0.1:{closed}") }),
     )
     .await;
-    let up = create_ca(&admin, json!({ "name": "Up", "type": "entrust", "url": receiver.url("/") })).await;
+    let up = create_ca(&admin, json!({ "name": "Up", "type": "azure_key_vault", "url": receiver.url("/") })).await;
     let paused = create_ca(
         &admin,
-        json!({ "name": "Paused", "type": "entrust", "url": receiver.url("/"), "status": "disconnected" }),
+        json!({ "name": "Paused", "type": "azure_key_vault", "url": receiver.url("/"), "status": "disconnected" }),
     )
     .await;
 
@@ -181,7 +201,7 @@ async fn root_certificates_are_checked() {
             admin
                 .post(
                     "/api/certificate-authorities",
-                    json!({ "name": "Rooted", "type": "sectigo", "url": url, "config": config }),
+                    json!({ "name": "Rooted", "type": "aws_acm", "url": url, "config": config }),
                 )
                 .await
         }

@@ -58,9 +58,9 @@ async fn tls_endpoints_scans_import_served_chains_and_match_issuers() {
     let admin = server.admin().await;
     // A CA whose patterns claim the issuer (matched case-insensitively), and one that does not.
     let matcher =
-        create_ca(&admin, json!({ "name": "Matcher", "type": "sectigo", "issuerPatterns": ["discovery TEST ca"] }))
+        create_ca(&admin, json!({ "name": "Matcher", "type": "google_cas", "issuerPatterns": ["discovery TEST ca"] }))
             .await;
-    create_ca(&admin, json!({ "name": "Other", "type": "digicert", "issuerPatterns": ["Nobody Issuing"] })).await;
+    create_ca(&admin, json!({ "name": "Other", "type": "aws_acm", "issuerPatterns": ["Nobody Issuing"] })).await;
     let issued = Spec::tls("issued.example").issued_by("Discovery Test CA 1").build_served();
     let lone = Spec::tls("lone.example").build_served();
     let (issued_endpoint, lone_endpoint) = (TlsEndpoint::start(&issued).await, TlsEndpoint::start(&lone).await);

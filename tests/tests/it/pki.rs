@@ -213,7 +213,7 @@ async fn pki_requests_have_an_admission_pool_of_their_own() {
 async fn pki_answers_only_for_internal_cas_and_says_nothing_else() {
     let server = Server::start();
     let admin = server.admin().await;
-    let other = create_ca(&admin, json!({ "name": "Probe", "type": "globalsign", "url": "https://127.0.0.1:9" })).await;
+    let other = create_ca(&admin, json!({ "name": "Probe", "type": "google_cas", "url": "https://127.0.0.1:9" })).await;
     let other = other["id"].as_i64().unwrap();
     let public = Client::new(&server, None);
     let unknown = public.get("/pki/987654/ca").await;

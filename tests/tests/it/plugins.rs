@@ -216,3 +216,89 @@ async fn issuance_policies_install_bind_and_check_their_configuration() {
     assert_eq!(bad.body["data"]["success"], false, "{}", bad.body);
     assert!(bad.body["data"]["message"].as_str().unwrap_or_default().contains("maxValidityDays"), "{}", bad.body);
 }
+
+/// The lines of `log` saying a plugin was compiled for its first call.
+fn first_call_loads(log: &str) -> Vec<String> {
+    log.lines().filter(|line| line.contains("plugin loaded on its first call")).map(str::to_owned).collect()
+}
+
+async fn create_slack_integration(admin: &Client, name: &str) {
+    let res = admin
+        .post(
+            "/api/integrations/external",
+            json!({
+                "name": name,
+                "type": "slack",
+                "configuration": { "webhookUrl": "https://hooks.slack.com/services/T0001/B0001/secret" }
+            }),
+        )
+        .await;
+    assert_eq!(res.status, 201, "{}", res.body);
+}
+
+/// Neither the first start (which installs the first-party plugins) nor a restart keeps
+/// compiled code: a plugin is compiled, or loaded from the compiled-code cache, on its first
+/// call, and only the plugin called.
+#[tokio::test]
+async fn plugins_are_compiled_on_their_first_call_not_at_start() {
+    let mut server = Server::start();
+    let admin = server.admin().await;
+    assert!(first_call_loads(&server.flushed_log().await).is_empty());
+    // Creating a Slack integration has the Slack plugin validate its configuration: a call.
+    create_slack_integration(&admin, "first").await;
+    let loads = first_call_loads(&server.flushed_log().await);
+    assert_eq!(loads.len(), 1, "{loads:?}");
+    assert!(loads[0].contains("io.trellis.slack@0.2.0"), "{loads:?}");
+    create_slack_integration(&admin, "second").await;
+    assert_eq!(first_call_loads(&server.flushed_log().await).len(), 1, "compiled once");
+
+    let listed = admin.get("/api/plugins").await.body["data"].clone();
+    assert!(listed.as_array().is_some_and(|all| all.len() >= 10), "{listed}");
+    server.kill_and_restart();
+    let admin = server.admin().await;
+    let relisted = admin.get("/api/plugins").await.body["data"].clone();
+    assert_eq!(relisted, listed, "the same versions, descriptions and activations after a restart");
+    assert!(first_call_loads(&server.flushed_log().await).is_empty(), "nothing compiled at start");
+    create_slack_integration(&admin, "third").await;
+    let loads = first_call_loads(&server.flushed_log().await);
+    assert_eq!(loads.len(), 1, "{loads:?}");
+    assert!(loads[0].contains("io.trellis.slack@0.2.0"), "{loads:?}");
+}
+
+/// A version whose stored bytes no longer match their digest is registered at start (from its
+/// description) but never run: its calls fail with 503 saying why, and other plugins work.
+#[tokio::test]
+async fn a_stored_component_not_matching_its_digest_fails_its_calls_not_the_start() {
+    let mut server = Server::start();
+    let admin = server.admin().await;
+    let plugins = admin.get("/api/plugins").await.body["data"].clone();
+    let sha256 = |id: &str| {
+        let plugin = plugins.as_array().and_then(|all| all.iter().find(|p| p["id"] == id)).cloned();
+        let plugin = plugin.unwrap_or_else(|| panic!("{id} not installed: {plugins}"));
+        plugin["versions"][0]["sha256"].as_str().expect("sha256").to_owned()
+    };
+    let (slack, teams) = (sha256("io.trellis.slack"), sha256("io.trellis.msteams"));
+    server.sql(&format!(
+        "UPDATE plugin_components SET bytes = (SELECT bytes FROM plugin_components WHERE sha256 = '{teams}') \
+         WHERE sha256 = '{slack}'"
+    ));
+    server.kill_and_restart();
+    let admin = server.admin().await;
+    let res = admin
+        .post(
+            "/api/integrations/external",
+            json!({ "name": "chat", "type": "slack", "configuration": { "webhookUrl": "https://hooks.slack.com/services/T0/B0/x" } }),
+        )
+        .await;
+    assert_eq!((res.status, res.error_code()), (503, "SERVICE_UNAVAILABLE"), "{}", res.body);
+    assert_eq!(res.body["error"]["details"]["code"], "plugin.unloadable", "{}", res.body);
+    let message = res.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("does not match its digest"), "{message}");
+    let res = admin
+        .post(
+            "/api/integrations/external",
+            json!({ "name": "teams", "type": "msteams", "configuration": { "webhookUrl": "https://example.webhook.office.com/webhookb2/x" } }),
+        )
+        .await;
+    assert_eq!(res.status, 201, "{}", res.body);
+}

@@ -24,7 +24,8 @@ impl Audit {
         Audit {
             actor_type: caller.actor.kind(),
             actor_id: caller.actor.id().to_string(),
-            request_id: Some(caller.request_id.clone()),
+            // The operator at the command line has no request.
+            request_id: (!caller.request_id.is_empty()).then(|| caller.request_id.clone()),
         }
     }
 }

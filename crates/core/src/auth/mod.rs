@@ -3,11 +3,13 @@
 //! Every request resolves to a [`Caller`]: who acts, in which workspace, with which
 //! scopes. Domain services take the caller and scope every query to its workspace.
 
+pub mod members;
 pub mod oidc;
 mod rate_limit;
 pub mod scope;
 mod service;
 
+pub use self::members::{redeem_invitations, Invitation, Member};
 pub use self::rate_limit::LoginLimiter;
 pub use self::scope::{parse_scopes, Role, Scope};
 pub use self::service::*;

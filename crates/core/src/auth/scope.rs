@@ -35,6 +35,8 @@ scopes! {
     CertificatesWrite => "certificates:write",
     IntegrationsRead => "integrations:read",
     IntegrationsWrite => "integrations:write",
+    MembersRead => "members:read",
+    MembersWrite => "members:write",
     PluginsRead => "plugins:read",
     PluginsWrite => "plugins:write",
 }
@@ -81,7 +83,8 @@ pub fn parse_scopes<S: AsRef<str>>(names: &[S]) -> Result<Vec<Scope>> {
 pub enum Role {
     /// Everything in the workspace, including API keys and the audit log.
     Owner,
-    /// Reads and writes inventory, CAs, attestation and integrations; no key management.
+    /// Reads and writes inventory, CAs, attestation and integrations; sees who the members are;
+    /// no key or membership management.
     Member,
     /// Reads inventory, CAs, attestation and integrations.
     Viewer,
@@ -110,7 +113,11 @@ impl Role {
             Role::Owner => true,
             // Deciding what devices are trusted (trust roots, attestation policies, devices and
             // their enrollment) is an owner's: members do device work only.
-            Role::Member => !matches!(scope, Scope::ApiKeysWrite | Scope::PluginsWrite | Scope::AttestationManage),
+            // Who belongs to the workspace, and with what role, is decided by its owners only.
+            Role::Member => !matches!(
+                scope,
+                Scope::ApiKeysWrite | Scope::PluginsWrite | Scope::AttestationManage | Scope::MembersWrite
+            ),
             Role::Viewer => scope.is_read() && **scope != Scope::AuditRead,
         };
         Scope::ALL.iter().filter(keep).copied().collect()
@@ -140,5 +147,15 @@ mod tests {
         assert!(Role::Viewer.scopes().iter().all(|s| s.as_str().ends_with(":read")));
         assert!(Role::Owner.scopes().contains(&Scope::ApiKeysWrite));
         assert!(!Role::Member.scopes().contains(&Scope::ApiKeysWrite));
+    }
+
+    #[test]
+    fn only_owners_manage_members_and_everyone_sees_them() {
+        assert!(Role::Owner.scopes().contains(&Scope::MembersWrite));
+        assert!(!Role::Member.scopes().contains(&Scope::MembersWrite));
+        assert!(!Role::Viewer.scopes().contains(&Scope::MembersWrite));
+        for role in [Role::Owner, Role::Member, Role::Viewer] {
+            assert!(role.scopes().contains(&Scope::MembersRead));
+        }
     }
 }

@@ -70,6 +70,8 @@ pub async fn create_user(ctx: &Context, new: NewUser) -> Result<(User, Workspace
     );
     change.commit().await?;
     let user = User { current_workspace_id: Some(workspace.id.clone()), ..user };
+    // Invitations sent to this address before the account existed take effect now.
+    super::members::redeem_invitations(ctx, &user, None).await?;
     Ok((user, workspace))
 }
 
@@ -137,6 +139,13 @@ pub async fn login(
         tracing::warn!(target: "trellis::security", client_address, "password login refused: turned off");
         return Err(crate::auth::oidc::OidcError::PasswordLoginDisabled.into());
     }
+    // Invitations waiting for this address are redeemed at sign-in (an account made before the
+    // invitation, or by a path that does not redeem, joins at its next login).
+    let joined = super::members::redeem_invitations(ctx, &user, Some(request_id)).await?;
+    let user = match (&user.current_workspace_id, joined.first()) {
+        (None, Some(first)) => User { current_workspace_id: Some(first.clone()), ..user },
+        _ => user,
+    };
     let token = random_hex(ctx.entropy.as_ref(), 32);
     let now_ms = now.timestamp_millis();
     let expires_at = now_ms + SESSION_LIFETIME_SECS * 1000;
@@ -201,8 +210,26 @@ pub async fn authenticate_key(ctx: &Context, key: &str, request_id: &str) -> Res
         tx.touch_api_key(&api_key.id, now).await?;
         tx.commit().await?;
     }
+    // A key acts for the user who made it, so it holds no more than that user holds now: a
+    // maker removed from the workspace leaves a key that opens nothing (removal also deletes
+    // such keys; this covers memberships ended by any other path), and a demoted maker's key
+    // loses what the new role lacks at its next request.
+    let maker_role = match &api_key.created_by {
+        Some(maker) => Some(
+            ctx.store.find_membership(&api_key.workspace_id, &UserId::from(maker.as_str())).await?.ok_or_else(|| {
+                tracing::warn!(target: "trellis::security", key = %api_key.id, "API key of a former member refused");
+                Error::Unauthorized
+            })?,
+        ),
+        None => None,
+    };
     // Enforced on use as well as on creation, whatever the stored row says.
-    let scopes = api_key.scopes.into_iter().filter(|scope| scope.allowed_for(api_key.kind)).collect();
+    let scopes = api_key
+        .scopes
+        .into_iter()
+        .filter(|scope| scope.allowed_for(api_key.kind))
+        .filter(|scope| maker_role.is_none_or(|role| role.scopes().contains(scope)))
+        .collect();
     Ok(Caller {
         actor: Actor::ApiKey { id: api_key.id.clone(), kind: api_key.kind, owner: api_key.created_by.map(UserId::new) },
         workspace_id: api_key.workspace_id,
@@ -247,7 +274,14 @@ pub async fn create_api_key(ctx: &Context, caller: &Caller, new: NewApiKey) -> R
     if let Some(scope) = scopes.iter().find(|s| !caller.scopes.contains(s)) {
         return Err(Error::Forbidden(format!("You cannot grant the scope {} which you do not hold", scope.as_str())));
     }
-    insert_api_key(ctx, &caller.workspace_id, new.name, scopes, new.kind, &audit::Audit::of(caller)).await
+    // A key made with a key acts for the same person as the key that made it, so removing
+    // that person ends both.
+    let maker = match &caller.actor {
+        Actor::User { id, .. } => Some(id.to_string()),
+        Actor::ApiKey { owner, .. } => owner.as_ref().map(ToString::to_string),
+        Actor::System => None,
+    };
+    insert_api_key(ctx, &caller.workspace_id, new.name, scopes, new.kind, maker, &audit::Audit::of(caller)).await
 }
 
 /// The CLI path: the operator creates a key for any existing workspace.
@@ -258,7 +292,7 @@ pub async fn create_api_key_as_operator(ctx: &Context, workspace_id: &str, new: 
     let scopes = parse_scopes(&new.scopes)?;
     check_kind_scopes(new.kind, &scopes)?;
     let system = Audit::system(Actor::System.id());
-    insert_api_key(ctx, workspace_id, new.name, scopes, new.kind, &system).await
+    insert_api_key(ctx, workspace_id, new.name, scopes, new.kind, None, &system).await
 }
 
 async fn insert_api_key(
@@ -267,6 +301,7 @@ async fn insert_api_key(
     name: String,
     scopes: Vec<Scope>,
     kind: KeyKind,
+    created_by: Option<String>,
     actor: &Audit,
 ) -> Result<(ApiKey, String)> {
     let name = validate_name("name", &name)?;
@@ -279,7 +314,7 @@ async fn insert_api_key(
         kind,
         prefix: secret.chars().take(10).collect(),
         scopes,
-        created_by: (actor.actor_type == "user").then(|| actor.actor_id.clone()),
+        created_by,
         created_at: now,
         last_used_at: None,
     };
@@ -340,7 +375,7 @@ pub async fn create_workspace(ctx: &Context, caller: &Caller, name: &str) -> Res
     Ok(workspace)
 }
 
-fn normalize_email(email: &str) -> Result<String> {
+pub(crate) fn normalize_email(email: &str) -> Result<String> {
     let email = email.trim().to_lowercase();
     let valid = email.len() <= 254
         && email

@@ -68,6 +68,13 @@ pub enum PluginError {
     #[error(transparent)]
     Install(#[from] InstallError),
 
+    /// A stored version could not be compiled for its first call: its bytes unreadable, not
+    /// matching their digest, or no longer accepted by this host.
+    #[error(
+        "plugin {plugin} cannot be loaded: {reason}; install a version built for this Trellis or activate another"
+    )]
+    Unloadable { plugin: String, reason: String },
+
     /// A failure of the runtime itself (engine, instantiation); not the plugin's fault.
     #[error("plugin runtime failure: {0}")]
     Internal(String),
@@ -92,6 +99,7 @@ impl PluginError {
             PluginError::VersionActive { .. } => "plugin.version_active",
             PluginError::NoPreviousVersion { .. } => "plugin.no_previous_version",
             PluginError::Install(err) => err.code(),
+            PluginError::Unloadable { .. } => "plugin.unloadable",
             PluginError::Internal(_) => "plugin.internal",
         }
     }
@@ -119,7 +127,7 @@ impl PluginError {
             PluginError::MemoryLimitExceeded { .. } => "PLUGIN_MEMORY_EXCEEDED",
             PluginError::CapabilityDenied { .. } => "PLUGIN_EGRESS_DENIED",
             PluginError::HttpResponseTooLarge { .. } => "PLUGIN_RESPONSE_TOO_LARGE",
-            PluginError::Overloaded { .. } => "SERVICE_UNAVAILABLE",
+            PluginError::Overloaded { .. } | PluginError::Unloadable { .. } => "SERVICE_UNAVAILABLE",
             PluginError::NotFound { .. } => "NOT_FOUND",
             PluginError::Install(InstallError::DuplicateVersion { .. })
             | PluginError::VersionActive { .. }
@@ -149,6 +157,7 @@ impl PluginError {
         matches!(
             self,
             PluginError::Overloaded { .. }
+                | PluginError::Unloadable { .. }
                 | PluginError::WallTimeExceeded { .. }
                 | PluginError::NotBound { .. }
                 | PluginError::NotFound { .. }

@@ -4,6 +4,8 @@
 //! The calls take the newest contract's shape (`trellis:plugin@0.2`); the host adapts them for
 //! components built against older contracts (see `trellis-plugin-host`'s `worlds`).
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 use super::error::PluginError;
@@ -14,6 +16,22 @@ use super::types::{
 };
 use super::verifier::{EnrollmentRequest, EnrollmentVerdict, Verdict, VerifyRequest};
 
+/// A stored version to register without compiling (see [`PluginHost::install_deferred`]).
+pub struct DeferredVersion {
+    pub info: PluginInfo,
+    /// Lowercase hex sha256 of the component: the bytes fetched later must match it.
+    pub sha256: String,
+    pub size_bytes: usize,
+    pub wit_version: String,
+    pub source: Arc<dyn ComponentSource>,
+}
+
+/// Where a deferred version's component bytes come from on its first call.
+#[async_trait]
+pub trait ComponentSource: Send + Sync {
+    async fn component(&self, sha256: &str) -> Result<Vec<u8>, PluginError>;
+}
+
 /// This replica's plugin runtime: a registry of installed versions and the typed calls into
 /// them. Lifecycle changes here are not persisted: the domain's plugin service stores them.
 #[async_trait]
@@ -22,6 +40,14 @@ pub trait PluginHost: Send + Sync + 'static {
 
     /// Validates and compiles a component and adds it to the registry.
     async fn install(&self, wasm: &[u8], activation: Activation) -> Result<InstalledVersion, PluginError>;
+    /// Adds a version validated at an earlier install (the database's) without compiling it:
+    /// its component is fetched from `version.source` and compiled (or loaded from the
+    /// compiled-code cache) on its first call. A restart so costs no memory or time for plugins
+    /// nobody calls.
+    fn install_deferred(&self, version: DeferredVersion) -> Result<InstalledVersion, PluginError>;
+    /// Drops the compiled code of every version (calls in flight keep theirs); each is compiled
+    /// again from `source` on its next call. Returns how many were released.
+    fn release_compiled(&self, source: Arc<dyn ComponentSource>) -> usize;
     fn activate(&self, id: &str, version: &semver::Version) -> Result<(), PluginError>;
     /// Re-activates the previously active version; returns it.
     fn rollback(&self, id: &str) -> Result<semver::Version, PluginError>;

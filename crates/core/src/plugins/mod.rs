@@ -19,7 +19,7 @@ mod types;
 mod verifier;
 
 pub use self::error::{InstallError, PluginError};
-pub use self::host::PluginHost;
+pub use self::host::{ComponentSource, DeferredVersion, PluginHost};
 pub(crate) use self::keystore::generate_pkcs8;
 pub use self::keystore::{
     InMemoryKeyRecords, KeyInsert, Keystore, KeystoreError, PluginKeyRecords, PublicKeyInfo, SealedKey,
@@ -64,4 +64,5 @@ pub const FIRST_PARTY_PLUGINS: &[&str] = &[
     "tpm2-verifier",
     "ca-probe",
     "aws-pca",
+    "vault",
 ];

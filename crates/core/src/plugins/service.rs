@@ -10,8 +10,9 @@ use crate::auth::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::plugins::{
-    Activation, CallTarget, Check, CheckStatus, InstallError, InstalledVersion, NewPluginVersion, PluginError,
-    PluginHost, PluginKind, PluginRef, PluginSummary, StoredBinding, TestReport,
+    Activation, CallTarget, Check, CheckStatus, ComponentSource, DeferredVersion, InstallError, InstalledVersion,
+    NewPluginVersion, PluginError, PluginHost, PluginInfo, PluginKind, PluginRef, PluginSummary, StoredBinding,
+    TestReport,
 };
 use crate::ports::Tx;
 use crate::unit_of_work::Target;
@@ -317,8 +318,29 @@ pub(crate) fn urls_in(value: &serde_json::Value) -> Vec<String> {
     }
 }
 
-/// Brings this replica's runtime in line with the database: loads versions it does not have
-/// (verifying their digest), drops removed ones, applies activation, grants and bindings.
+/// Drops the runtime's compiled code (after the first start's installs): a version is compiled
+/// again, from the database, on its next call.
+pub fn release_compiled(ctx: &Context) -> usize {
+    ctx.plugins.host().release_compiled(Arc::new(StoredComponents(ctx.store.clone())))
+}
+
+/// Stored versions' component bytes, fetched when a deferred version is first called.
+struct StoredComponents(Arc<dyn crate::ports::Store>);
+
+#[async_trait::async_trait]
+impl ComponentSource for StoredComponents {
+    async fn component(&self, sha256: &str) -> std::result::Result<Vec<u8>, PluginError> {
+        match self.0.plugin_component(sha256).await {
+            Ok(Some(bytes)) => Ok(bytes),
+            Ok(None) => Err(PluginError::Internal(format!("the database holds no component {sha256}"))),
+            Err(err) => Err(PluginError::Internal(format!("reading component {sha256}: {err}"))),
+        }
+    }
+}
+
+/// Brings this replica's runtime in line with the database: registers versions it does not
+/// have (compiled on first call; the digest checked then), drops removed ones, applies
+/// activation, grants and bindings.
 pub async fn sync(ctx: &Context) -> Result<()> {
     let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let runtime = ctx.plugins.host();
@@ -330,21 +352,23 @@ pub async fn sync(ctx: &Context) -> Result<()> {
         if known {
             continue;
         }
-        let Some(bytes) = ctx.store.plugin_component(&stored.sha256).await? else {
-            tracing::error!(plugin = %stored.plugin_id, version = %stored.version, "stored plugin version has no component bytes");
-            continue;
-        };
-        match runtime.install(&bytes, Activation::Never).await {
-            Ok(installed) if installed.sha256 == stored.sha256 && installed.info.id == stored.plugin_id => {}
-            Ok(installed) => {
-                tracing::error!(plugin = %stored.plugin_id, "stored component does not match its digest or id; not serving it");
-                logged(
-                    runtime.remove(&installed.info.id, Some(&installed.info.version)),
-                    &installed.info.id,
-                    "unload mismatched component",
-                );
+        let info = match serde_json::from_value::<PluginInfo>(stored.info.clone()) {
+            Ok(info) if info.id == stored.plugin_id && info.version == version => info,
+            Ok(_) | Err(_) => {
+                tracing::error!(plugin = %stored.plugin_id, version = %stored.version, "stored plugin description does not match its version row; not serving it");
+                continue;
             }
-            Err(PluginError::Install(InstallError::DuplicateVersion { .. })) => {}
+        };
+        // Compiled on its first call, not here: a restart holds no code for plugins nobody calls.
+        let deferred = DeferredVersion {
+            info,
+            sha256: stored.sha256.clone(),
+            size_bytes: usize::try_from(stored.size_bytes).unwrap_or_default(),
+            wit_version: stored.wit_version.clone(),
+            source: Arc::new(StoredComponents(ctx.store.clone())),
+        };
+        match runtime.install_deferred(deferred) {
+            Ok(_) | Err(PluginError::Install(InstallError::DuplicateVersion { .. })) => {}
             Err(err) => {
                 tracing::error!(plugin = %stored.plugin_id, version = %stored.version, code = err.code(), error = %err, "cannot load stored plugin")
             }

@@ -6,6 +6,10 @@ pub struct StoredPluginVersion {
     pub plugin_id: String,
     pub version: String,
     pub sha256: String,
+    /// What the component described at install, as JSON.
+    pub info: serde_json::Value,
+    pub wit_version: String,
+    pub size_bytes: i64,
 }
 
 /// A stored plugin's lifecycle state.

@@ -1,10 +1,10 @@
 //! Domain-side plugin types. WIT-generated types never leave `plugins`; these do.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use trellis_pki::{CertificateProfile, RevocationInfo, RevocationReason};
 
 /// Which world a plugin implements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PluginKind {
     CaConnector,
@@ -42,12 +42,13 @@ impl std::fmt::Display for PluginKind {
     }
 }
 
-/// What a plugin says about itself (`describe()`), validated at install.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What a plugin says about itself (`describe()`), validated at install. Stored as JSON with
+/// the version, and read back at start so a stored version needs no call to describe it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PluginInfo {
     pub id: String,
-    #[serde(serialize_with = "serialize_display")]
+    #[serde(serialize_with = "serialize_display", deserialize_with = "deserialize_version")]
     pub version: semver::Version,
     pub kind: PluginKind,
     pub name: String,
@@ -64,7 +65,7 @@ pub struct PluginInfo {
 
 /// A configuration member that holds a secret: encrypted at rest and masked in responses;
 /// `withheld` ones never enter the sandbox at all.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretField {
     /// RFC 6901 JSON pointer to an object member, e.g. `/apiKey`.
@@ -73,7 +74,7 @@ pub struct SecretField {
 }
 
 /// The operations a connector declares; the host calls only those.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Capabilities {
     pub issue: bool,
@@ -85,6 +86,11 @@ pub struct Capabilities {
 
 fn serialize_display<S: serde::Serializer>(value: &semver::Version, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(value)
+}
+
+fn deserialize_version<'de, D: serde::Deserializer<'de>>(d: D) -> Result<semver::Version, D::Error> {
+    let text = String::deserialize(d)?;
+    semver::Version::parse(&text).map_err(serde::de::Error::custom)
 }
 
 /// An error the plugin reported on purpose (the WIT `plugin-error` variant).

@@ -65,6 +65,12 @@ impl PluginHost for NoPlugins {
     async fn install(&self, _: &[u8], _: Activation) -> Result<InstalledVersion, PluginError> {
         Err(none())
     }
+    fn install_deferred(&self, _: crate::plugins::DeferredVersion) -> Result<InstalledVersion, PluginError> {
+        Err(none())
+    }
+    fn release_compiled(&self, _: std::sync::Arc<dyn crate::plugins::ComponentSource>) -> usize {
+        0
+    }
     fn activate(&self, _: &str, _: &semver::Version) -> Result<(), PluginError> {
         Err(none())
     }

@@ -413,6 +413,9 @@ pub async fn finish_login(
     })?;
     let identity = redeem(ctx, provider, &callback, &attempt).await.map_err(|err| failed(err, request_id))?;
     let user = resolve_user(ctx, provider, &identity, request_id).await?;
+    // Invitations waiting for this address join the person now (manual memberships: the group
+    // sync below never touches them), as at every other sign-in.
+    crate::auth::members::redeem_invitations(ctx, &user, Some(request_id)).await?;
     let workspace = sync_memberships(ctx, provider, &user, &identity.groups, request_id).await?;
     let now = ctx.now_millis();
     let token = random_hex(ctx.entropy.as_ref(), 32);
@@ -699,8 +702,6 @@ async fn resolve_user(ctx: &Context, provider: &Provider, identity: &Identity, r
         serde_json::json!({ "email": user.email, "admin": false, "source": "oidc", "issuer": issuer }),
     );
     change.commit().await?;
-    // after merge: the members helper's invitations are redeemed here, once, for a user just
-    // created: `crate::auth::members::redeem_invitations(ctx, &user, request_id).await?;`
     Ok(user)
 }
 
