@@ -25,6 +25,9 @@ test:
 	scripts/openbao.sh >/dev/null
 	# pkilint and cryptography (PyPI), which lint what the internal CA signs, into target/venv-pkilint.
 	scripts/pkilint.sh >/dev/null
+	# oidc-provider and playwright-core (npm), the OpenID provider and the Chromium driver of the
+	# sign-in tests (tests/it/oidc.rs), into target/oidc-provider/node_modules.
+	scripts/oidc-provider.sh >/dev/null
 	# The wasm plugins and the native crates (binaries and tests) build side by side: separate
 	# target directories, and each build alone leaves a core idle much of the time.
 	scripts/build-plugins.sh & plugins=$$!; \

@@ -5,7 +5,8 @@
 # Usage: scripts/install-deps.sh GROUP...
 #   wasm      Debian's rustc-web toolchain for the wasm plugins (when rustup lacks wasm32-wasip2)
 #   postgres  a PostgreSQL server for the test suite's second pass
-#   test      tools the tests and CI use (sqlite3, openssl, curl, python3-venv for schemathesis)
+#   test      tools the tests and CI use (sqlite3, openssl, curl, python3-venv for schemathesis,
+#             chromium and npm for the OIDC sign-in tests)
 #   tpm       the device agent's TPM stack (libtss2-dev, pkg-config) and the software TPM its tests
 #             run against (swtpm, swtpm-tools with swtpm_localca, tpm2-tools)
 #
@@ -52,6 +53,11 @@ for group in "$@"; do
             want nodejs command -v node
             # tests/src/pebble.rs: a real ACME CA (pebble) and its DNS/challenge test server.
             want pebble command -v pebble-challtestsrv
+            # tests/it/oidc.rs signs in once in a real browser: Debian's Chromium, driven by
+            # playwright-core (npm, scripts/oidc-provider.sh) with executablePath, no download.
+            want chromium test -x /usr/bin/chromium
+            # npm installs oidc-provider and playwright-core (scripts/oidc-provider.sh).
+            want npm command -v npm
             ;;
         tpm)
             # trellis-agent links libtss2 (tss-esapi finds it with pkg-config).

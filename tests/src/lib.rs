@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod certs;
 pub mod moto;
+pub mod oidc;
 pub mod openbao;
 pub mod pebble;
 pub mod receiver;

@@ -25,6 +25,9 @@ pub struct Settings {
     pub login_window: std::time::Duration,
     /// Discovery scans: how `tls_endpoints` scans probe, when a silent scan is taken over.
     pub discovery: crate::discovery::DiscoverySettings,
+    /// `TRELLIS_PASSWORD_LOGIN=false`: only instance administrators (the break-glass accounts)
+    /// may sign in with a password; everyone else signs in through the IdP.
+    pub password_login_disabled: bool,
 }
 
 pub struct Context {
@@ -47,6 +50,8 @@ pub struct Context {
     pub domain_claims: Arc<dyn crate::domain_claims::DomainClaims>,
     /// TXT lookups for domain claim verification; none by default.
     pub txt_resolver: Arc<dyn crate::domain_claims::TxtResolver>,
+    /// The OpenID Connect identity provider, when one is configured.
+    pub oidc: Option<Arc<crate::auth::oidc::Provider>>,
 }
 
 pub type SharedContext = Arc<Context>;
@@ -74,6 +79,7 @@ impl Context {
             tls_prober: Arc::new(NoProber),
             domain_claims: crate::domain_claims::InMemoryDomainClaims::shared(),
             txt_resolver: Arc::new(crate::domain_claims::NoResolver),
+            oidc: None,
         }
     }
 
@@ -103,6 +109,12 @@ impl Context {
     ) -> Self {
         self.domain_claims = claims;
         self.txt_resolver = resolver;
+        self
+    }
+
+    /// Signs people in through `provider` (OpenID Connect).
+    pub fn with_oidc(mut self, provider: Arc<crate::auth::oidc::Provider>) -> Self {
+        self.oidc = Some(provider);
         self
     }
 

@@ -111,6 +111,9 @@ pub enum Error {
     /// An attestation endpoint's refusal (spec §4.3's own error form).
     #[error(transparent)]
     Attestation(#[from] crate::attestation::AttestationError),
+    /// An OpenID Connect sign-in failed; the variant says how.
+    #[error(transparent)]
+    Oidc(#[from] crate::auth::oidc::OidcError),
     #[error("storage failure: {0}")]
     Store(#[from] StoreError),
     #[error("internal error: {0}")]
@@ -163,6 +166,7 @@ impl Error {
             Error::CertificateNameMismatch(_) => "CA_NAME_MISMATCH",
             Error::Plugin(err) => err.api_code(),
             Error::Attestation(err) => err.code(),
+            Error::Oidc(err) => err.code(),
             Error::Store(_) => "INTERNAL_ERROR",
             Error::Internal(_) => "INTERNAL_ERROR",
         }

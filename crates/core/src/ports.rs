@@ -326,6 +326,7 @@ pub enum NewRow<'a> {
 pub trait Tx:
     CertificateWrites
     + AuthWrites
+    + crate::auth::oidc::port::OidcWrites
     + AuditWrites
     + EventWrites
     + PluginWrites
@@ -363,6 +364,7 @@ pub type ErasedJob =
 pub trait Store:
     CertificateReads
     + AuthReads
+    + crate::auth::oidc::port::OidcReads
     + AuditReads
     + EventReads
     + PluginReads

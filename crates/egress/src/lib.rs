@@ -14,6 +14,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+pub mod oidc;
 pub mod webhook;
 
 /// Why a request was refused. Codes are stable (metrics label, logs).

@@ -10,7 +10,7 @@ use trellis_core::ids::WorkspaceId;
 use utoipa::ToSchema;
 
 use crate::error::ApiResult;
-use crate::extract::{check_same_origin, session_token, Authenticated, Json, SessionUser};
+use crate::extract::{check_same_origin, session_token, Authenticated, Json, Principal, SessionPerson};
 use crate::{created, data, Data, RequestId};
 use trellis_core::auth::{self, ApiKey, KeyKind, User, Workspace, SESSION_LIFETIME_SECS};
 use trellis_core::context::SharedContext;
@@ -40,6 +40,10 @@ pub struct UserDto {
     first_name: String,
     current_workspace_id: Option<String>,
     is_admin: bool,
+    /// Present only when the user belongs to no workspace yet (a person signed in through the
+    /// identity provider whose groups map to none): what to tell them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notice: Option<String>,
 }
 
 impl From<User> for UserDto {
@@ -50,6 +54,7 @@ impl From<User> for UserDto {
             first_name: user.first_name,
             current_workspace_id: user.current_workspace_id.map(WorkspaceId::into_string),
             is_admin: user.is_admin,
+            notice: None,
         }
     }
 }
@@ -77,28 +82,45 @@ async fn login(
     Ok(([(header::SET_COOKIE, cookie)], body).into_response())
 }
 
-/// Ends the session and clears the cookie.
-#[utoipa::path(post, path = "/api/auth/logout", tag = "auth", responses((status = 200, description = "Signed out")))]
+/// Ends the session and clears the cookie. For a user who signed in through an identity
+/// provider with an `end_session_endpoint`, `data.endSessionUrl` is where to send the browser to
+/// end the IdP's session too (RP-initiated logout).
+#[utoipa::path(post, path = "/api/auth/logout", tag = "auth", responses((status = 200, description = "Signed out; `data: { message, endSessionUrl? }`")))]
 async fn logout(
     State(ctx): State<SharedContext>,
     axum::Extension(settings): axum::Extension<crate::HttpSettings>,
     method: axum::http::Method,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
+    let mut end_session_url = None;
     if let Some(token) = session_token(&headers, settings.session_cookie()) {
         check_same_origin(&method, &headers)?;
-        auth::logout(&ctx, &token).await?;
+        end_session_url = trellis_core::auth::oidc::logout(&ctx, &token).await?;
     }
     let secure = if settings.secure_cookies { "; Secure" } else { "" };
     let cookie = format!("{}=; HttpOnly; SameSite=Lax; Path=/; Max-Age=0{secure}", settings.session_cookie());
-    Ok(([(header::SET_COOKIE, cookie)], data(serde_json::json!({ "message": "Logged out" }))).into_response())
+    let mut body = serde_json::json!({ "message": "Logged out" });
+    if let Some(url) = end_session_url {
+        body["endSessionUrl"] = serde_json::Value::String(url);
+    }
+    Ok(([(header::SET_COOKIE, cookie)], data(body)).into_response())
 }
 
 /// The signed-in user; the workspace reflects `X-Workspace-Id` when given.
 #[utoipa::path(get, path = "/api/auth/user", tag = "auth", responses((status = 200, body = Data<UserDto>), (status = 401, description = "No session")))]
-async fn current_user(SessionUser(user, caller): SessionUser) -> ApiResult<axum::Json<serde_json::Value>> {
+async fn current_user(SessionPerson(user, caller): SessionPerson) -> ApiResult<axum::Json<serde_json::Value>> {
     let mut dto = UserDto::from(user);
-    dto.current_workspace_id = Some(caller.workspace_id.into_string());
+    match caller {
+        Some(caller) => dto.current_workspace_id = Some(caller.workspace_id.into_string()),
+        None => {
+            dto.current_workspace_id = None;
+            dto.notice = Some(
+                "No workspace yet: you are signed in, but no group of yours gives access to a workspace. \
+                 Ask an administrator to add you to one."
+                    .into(),
+            );
+        }
+    }
     Ok(data(dto))
 }
 
@@ -126,9 +148,13 @@ impl From<Workspace> for WorkspaceDto {
 #[utoipa::path(get, path = "/api/workspaces", tag = "workspaces", responses((status = 200, body = Data<Vec<WorkspaceDto>>)))]
 async fn list_workspaces(
     State(ctx): State<SharedContext>,
-    Authenticated(caller): Authenticated,
+    principal: Principal,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    let workspaces = auth::list_workspaces(&ctx, &caller).await?;
+    let workspaces = match principal {
+        Principal::Key(caller) | Principal::Session(_, Some(caller)) => auth::list_workspaces(&ctx, &caller).await?,
+        // Signed in with no workspace yet: the list is empty, not an error.
+        Principal::Session(_, None) => Vec::new(),
+    };
     Ok(data(workspaces.into_iter().map(WorkspaceDto::from).collect::<Vec<_>>()))
 }
 

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 use trellis_core::attestation::AttestationError;
+use trellis_core::auth::oidc::OidcError;
 use trellis_core::error::Error;
 use trellis_core::plugins::{PluginError, ReportedError};
 
@@ -55,7 +56,41 @@ pub fn status_of(err: &Error) -> StatusCode {
         Error::CertificateKeyMismatch(_) | Error::CertificateNameMismatch(_) => StatusCode::BAD_GATEWAY,
         Error::Plugin(err) => plugin_status(err),
         Error::Attestation(err) => attestation_status(err),
+        Error::Oidc(err) => oidc_status(err),
         Error::Store(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// OpenID Connect sign-in failures: the browser's request or the IdP's answer was refused
+/// (400/401), the IdP could not be used (502), or the feature is off (404). Never a 500.
+pub fn oidc_status(err: &OidcError) -> StatusCode {
+    match err {
+        OidcError::NotConfigured => StatusCode::NOT_FOUND,
+        OidcError::BadRedirect
+        | OidcError::MissingState
+        | OidcError::UnknownState
+        | OidcError::StateFromAnotherBrowser
+        | OidcError::MissingCode
+        | OidcError::IssuerParameterMismatch
+        | OidcError::IssuerParameterMissing => StatusCode::BAD_REQUEST,
+        OidcError::Denied(_)
+        | OidcError::CodeRejected(_)
+        | OidcError::TokenMalformed(_)
+        | OidcError::TokenAlgorithm(_)
+        | OidcError::UnknownKey(_)
+        | OidcError::BadSignature
+        | OidcError::WrongIssuer
+        | OidcError::WrongAudience
+        | OidcError::MissingAzp
+        | OidcError::WrongAzp
+        | OidcError::Expired
+        | OidcError::BadIssuedAt
+        | OidcError::WrongNonce
+        | OidcError::UserinfoMismatch => StatusCode::UNAUTHORIZED,
+        OidcError::MissingEmail => StatusCode::FORBIDDEN,
+        OidcError::EmailInUse => StatusCode::CONFLICT,
+        OidcError::PasswordLoginDisabled => StatusCode::FORBIDDEN,
+        OidcError::ProviderUnavailable(_) | OidcError::ProviderInvalid(_) => StatusCode::BAD_GATEWAY,
     }
 }
 

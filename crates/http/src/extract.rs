@@ -51,6 +51,43 @@ impl FromRequestParts<SharedContext> for SessionUser {
     }
 }
 
+/// Whoever calls: an API key's caller, or a session user with their caller when they have a
+/// workspace (see [`SessionPerson`]).
+pub enum Principal {
+    Key(Caller),
+    Session(User, Option<Caller>),
+}
+
+impl FromRequestParts<SharedContext> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
+        if let Some(key) = api_key(&parts.headers) {
+            return Ok(Principal::Key(auth::authenticate_key(ctx, &key, &request_id(parts)).await?));
+        }
+        let SessionPerson(user, caller) = SessionPerson::from_request_parts(parts, ctx).await?;
+        Ok(Principal::Session(user, caller))
+    }
+}
+
+/// A session user, and their caller when they have a workspace (a person the IdP signed in
+/// whose groups map to none yet has none).
+pub struct SessionPerson(pub User, pub Option<Caller>);
+
+impl FromRequestParts<SharedContext> for SessionPerson {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
+        let request_id = request_id(parts);
+        let token = session_token(&parts.headers, cookie_name(parts)).ok_or(Error::Unauthorized)?;
+        check_same_origin(&parts.method, &parts.headers)?;
+        let workspace =
+            parts.headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
+        let (user, caller) = auth::session_user(ctx, &token, workspace, &request_id).await?;
+        Ok(SessionPerson(user, caller))
+    }
+}
+
 pub fn request_id(parts: &Parts) -> String {
     parts.extensions.get::<RequestId>().map(|id| id.0.clone()).unwrap_or_default()
 }

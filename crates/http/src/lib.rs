@@ -16,6 +16,7 @@ mod integrations;
 mod issuance;
 pub mod listener;
 mod members;
+mod oidc;
 pub mod ops;
 pub mod plugin_dto;
 mod plugins;
@@ -112,6 +113,7 @@ pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
     Router::new()
         .merge(ops)
         .merge(auth::routes())
+        .merge(oidc::routes())
         .merge(members::routes())
         .merge(cas::routes())
         .merge(issuance::routes())

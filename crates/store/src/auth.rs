@@ -11,10 +11,10 @@ use trellis_core::auth::{ApiKey, Invitation, KeyKind, Member, Role, Scope, User,
 use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{AuthReads, AuthWrites};
 
-const USER_COLUMNS: &str = "u.id, u.email, u.first_name, u.is_admin, u.current_workspace_id, u.created_at";
+pub(crate) const USER_COLUMNS: &str = "u.id, u.email, u.first_name, u.is_admin, u.current_workspace_id, u.created_at";
 const KEY_COLUMNS: &str = "id, workspace_id, name, kind, key_prefix, scopes, created_by, created_at, last_used_at";
 
-fn user_from_row(row: &AnyRow) -> StoreResult<User> {
+pub(crate) fn user_from_row(row: &AnyRow) -> StoreResult<User> {
     Ok(User {
         id: row.try_get::<String, _>("id").db()?.into(),
         email: row.try_get("email").db()?,
@@ -72,7 +72,7 @@ fn invitation_from_row(row: &AnyRow) -> StoreResult<Invitation> {
     })
 }
 
-fn workspace_from_row(row: &AnyRow, with_role: bool) -> StoreResult<Workspace> {
+pub(crate) fn workspace_from_row(row: &AnyRow, with_role: bool) -> StoreResult<Workspace> {
     let role = if with_role {
         let role: String = row.try_get("role").db()?;
         Some(Role::parse(&role).ok_or_else(|| StoreError::Corrupt(format!("role `{role}`")))?)

@@ -16,6 +16,7 @@ mod challenges;
 mod discovery;
 mod domain_claims;
 mod issuance;
+mod oidc;
 mod outbox;
 mod plugins;
 mod webhooks;
@@ -158,6 +159,12 @@ const MIGRATIONS: &[Migration] = &[
         name: "members",
         sqlite: include_str!("../../../migrations/sqlite/0481_members.sql"),
         postgres: include_str!("../../../migrations/postgres/0481_members.sql"),
+    },
+    Migration {
+        version: 490,
+        name: "oidc",
+        sqlite: include_str!("../../../migrations/sqlite/0490_oidc.sql"),
+        postgres: include_str!("../../../migrations/postgres/0490_oidc.sql"),
     },
     Migration {
         version: 504,

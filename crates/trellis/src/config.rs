@@ -68,6 +68,45 @@ pub struct FileConfig {
     pub discovery_max_scans_per_workspace: Option<u64>,
     pub discovery_endpoints_per_hour: Option<u64>,
     pub ca_health_interval_secs: Option<u64>,
+    pub password_login: Option<bool>,
+    /// `[oidc]`, with its `[[oidc.role_mappings]]`.
+    pub oidc: Option<FileOidc>,
+}
+
+/// The `[oidc]` table; `TRELLIS_OIDC_*` variables win over it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub struct FileOidc {
+    pub issuer: Option<String>,
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    pub client_secret_file: Option<PathBuf>,
+    pub scopes: Option<String>,
+    pub display_name: Option<String>,
+    pub ca_bundle: Option<PathBuf>,
+    pub groups_claim: Option<String>,
+    pub jwks_min_refresh_secs: Option<u64>,
+    pub clock_skew_secs: Option<u64>,
+    #[serde(default)]
+    pub role_mappings: Vec<FileRoleMapping>,
+}
+
+/// `[[oidc.role_mappings]] group = "pki-admins", workspace = "ops", role = "owner"`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileRoleMapping {
+    pub group: String,
+    /// A workspace id, or else its name.
+    pub workspace: String,
+    pub role: String,
+}
+
+/// OpenID Connect sign-in, validated.
+#[derive(Clone, Debug)]
+pub struct OidcSettings {
+    pub provider: trellis_core::auth::oidc::OidcConfig,
+    /// Extra trust anchors (PEM) for the IdP's TLS (`TRELLIS_OIDC_CA_BUNDLE`).
+    pub ca_bundle: Option<PathBuf>,
 }
 
 /// Operator overrides of one plugin kind's per-call limits
@@ -163,6 +202,11 @@ pub struct Config {
     /// How often every CA is probed in the background (`TRELLIS_CA_HEALTH_INTERVAL_SECS`,
     /// default 900; 0 turns the check off).
     pub ca_health_interval: Option<Duration>,
+    /// `TRELLIS_PASSWORD_LOGIN` (default true); when false only instance administrators
+    /// (break-glass) may sign in with a password.
+    pub password_login: bool,
+    /// OpenID Connect sign-in, when `TRELLIS_OIDC_ISSUER` (or `[oidc] issuer`) is set.
+    pub oidc: Option<OidcSettings>,
 }
 
 impl std::fmt::Debug for Config {
@@ -182,6 +226,8 @@ impl std::fmt::Debug for Config {
             .field("plugin_dir", &self.plugin_dir)
             .field("plugin_allow_private_networks", &self.plugin_allow_private_networks)
             .field("plugin_record_private_networks", &self.plugin_record_private_networks)
+            .field("password_login", &self.password_login)
+            .field("oidc", &self.oidc)
             .finish_non_exhaustive()
     }
 }
@@ -459,9 +505,21 @@ impl Config {
             discovery.endpoints_per_hour =
                 usize::try_from(at_least_one("TRELLIS_DISCOVERY_ENDPOINTS_PER_HOUR", n)?).unwrap_or(usize::MAX);
         }
+        let password_login: bool = parse_env(&env, "TRELLIS_PASSWORD_LOGIN")?.or(file.password_login).unwrap_or(true);
+        let oidc = oidc_settings(&env, file.oidc.unwrap_or_default(), &public_url)?;
+        if !password_login && oidc.is_none() {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_PASSWORD_LOGIN",
+                message:
+                    "password sign-in can be turned off only when OpenID Connect is configured (TRELLIS_OIDC_ISSUER)"
+                        .into(),
+            });
+        }
         let ca_health_secs: u64 =
             parse_env(&env, "TRELLIS_CA_HEALTH_INTERVAL_SECS")?.or(file.ca_health_interval_secs).unwrap_or(900);
         Ok(Config {
+            password_login,
+            oidc,
             discovery_allow_private_networks: parse_env(&env, "TRELLIS_DISCOVERY_ALLOW_PRIVATE_NETWORKS")?
                 .or(file.discovery_allow_private_networks)
                 .unwrap_or(false),
@@ -515,6 +573,116 @@ impl Config {
 }
 
 /// A comma-separated list of addresses and CIDR networks (`10.0.0.5, 10.1.0.0/16, ::1`).
+/// `TRELLIS_OIDC_*` over the `[oidc]` table; none when no issuer is set.
+fn oidc_settings(
+    env: &impl Fn(&str) -> Option<String>,
+    file: FileOidc,
+    public_url: &str,
+) -> Result<Option<OidcSettings>, ConfigError> {
+    let Some(issuer) = env("TRELLIS_OIDC_ISSUER").or(file.issuer).map(|i| i.trim().to_owned()) else {
+        return Ok(None);
+    };
+    let invalid = |name: &'static str, message: String| ConfigError::Invalid { name, message };
+    let url =
+        url::Url::parse(&issuer).map_err(|_| invalid("TRELLIS_OIDC_ISSUER", format!("`{issuer}` is not a URL")))?;
+    if !matches!(url.scheme(), "https" | "http") || url.query().is_some() || url.fragment().is_some() {
+        return Err(invalid(
+            "TRELLIS_OIDC_ISSUER",
+            format!(
+                "`{issuer}` must be an https:// URL without query or fragment (http:// only for a loopback test IdP)"
+            ),
+        ));
+    }
+    let client_id = env("TRELLIS_OIDC_CLIENT_ID")
+        .or(file.client_id)
+        .ok_or_else(|| invalid("TRELLIS_OIDC_CLIENT_ID", "is required with TRELLIS_OIDC_ISSUER".into()))?;
+    let secret_file = env("TRELLIS_OIDC_CLIENT_SECRET_FILE").map(PathBuf::from).or(file.client_secret_file);
+    let client_secret = match (env("TRELLIS_OIDC_CLIENT_SECRET").or(file.client_secret), secret_file) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                "TRELLIS_OIDC_CLIENT_SECRET",
+                "set TRELLIS_OIDC_CLIENT_SECRET or TRELLIS_OIDC_CLIENT_SECRET_FILE, not both".into(),
+            ))
+        }
+        (Some(secret), None) => secret,
+        (None, Some(path)) => std::fs::read_to_string(&path)
+            .map_err(|err| {
+                invalid("TRELLIS_OIDC_CLIENT_SECRET_FILE", format!("cannot read {}: {err}", path.display()))
+            })?
+            .trim()
+            .to_owned(),
+        (None, None) => {
+            return Err(invalid(
+                "TRELLIS_OIDC_CLIENT_SECRET",
+                "is required with TRELLIS_OIDC_ISSUER (Trellis is a confidential client)".into(),
+            ))
+        }
+    };
+    if client_secret.is_empty() {
+        return Err(invalid("TRELLIS_OIDC_CLIENT_SECRET", "is empty".into()));
+    }
+    let mut scopes: Vec<String> = env("TRELLIS_OIDC_SCOPES")
+        .or(file.scopes)
+        .unwrap_or_else(|| "openid email profile".into())
+        .split([' ', ','])
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if !scopes.iter().any(|s| s == "openid") {
+        scopes.insert(0, "openid".into());
+    }
+    let ca_bundle = env("TRELLIS_OIDC_CA_BUNDLE").map(PathBuf::from).or(file.ca_bundle);
+    if let Some(path) = &ca_bundle {
+        if !path.is_file() {
+            return Err(invalid("TRELLIS_OIDC_CA_BUNDLE", format!("{} is not a readable PEM file", path.display())));
+        }
+    }
+    let mut role_mappings = Vec::new();
+    for (index, mapping) in file.role_mappings.into_iter().enumerate() {
+        let role = trellis_core::auth::Role::parse(mapping.role.trim()).ok_or_else(|| {
+            invalid(
+                "oidc.role_mappings",
+                format!("mapping {}: role `{}` is not owner, member or viewer", index + 1, mapping.role),
+            )
+        })?;
+        if mapping.group.trim().is_empty() || mapping.workspace.trim().is_empty() {
+            return Err(invalid(
+                "oidc.role_mappings",
+                format!("mapping {}: group and workspace must be set", index + 1),
+            ));
+        }
+        role_mappings.push(trellis_core::auth::oidc::RoleMapping {
+            group: mapping.group.trim().to_owned(),
+            workspace: mapping.workspace.trim().to_owned(),
+            role,
+        });
+    }
+    let jwks_min_refresh_secs: u64 =
+        parse_env(env, "TRELLIS_OIDC_JWKS_MIN_REFRESH_SECS")?.or(file.jwks_min_refresh_secs).unwrap_or(60);
+    let clock_skew_secs: u64 = parse_env(env, "TRELLIS_OIDC_CLOCK_SKEW_SECS")?.or(file.clock_skew_secs).unwrap_or(60);
+    if clock_skew_secs > 600 {
+        return Err(invalid("TRELLIS_OIDC_CLOCK_SKEW_SECS", "must be at most 600".into()));
+    }
+    Ok(Some(OidcSettings {
+        provider: trellis_core::auth::oidc::OidcConfig {
+            issuer,
+            client_id,
+            client_secret,
+            scopes,
+            display_name: env("TRELLIS_OIDC_DISPLAY_NAME")
+                .or(file.display_name)
+                .unwrap_or_else(|| "Single sign-on".into()),
+            groups_claim: env("TRELLIS_OIDC_GROUPS_CLAIM").or(file.groups_claim).unwrap_or_else(|| "groups".into()),
+            redirect_uri: format!("{public_url}/api/auth/oidc/callback"),
+            post_logout_redirect_uri: format!("{public_url}/"),
+            role_mappings,
+            clock_skew: Duration::from_secs(clock_skew_secs),
+            jwks_min_refresh: Duration::from_secs(jwks_min_refresh_secs),
+        },
+        ca_bundle,
+    }))
+}
+
 fn parse_networks(text: &str) -> Result<Vec<(std::net::IpAddr, u8)>, String> {
     text.split(',')
         .map(str::trim)
@@ -662,6 +830,37 @@ mod tests {
         assert_eq!(config.acme_http01_listen.map(|a| a.port()), Some(80));
         let err = load(&[("TRELLIS_ADMIN_EMAIL", "a@b.c")]).unwrap_err();
         assert!(err.to_string().contains("together"), "{err}");
+    }
+
+    #[test]
+    fn oidc_settings_are_validated_and_the_secret_redacted() {
+        assert!(load(&[]).unwrap().oidc.is_none());
+        let base = [
+            ("TRELLIS_OIDC_ISSUER", "https://idp.example/realms/x"),
+            ("TRELLIS_OIDC_CLIENT_ID", "trellis"),
+            ("TRELLIS_OIDC_CLIENT_SECRET", "hunter2"),
+            ("TRELLIS_PUBLIC_URL", "https://trellis.example"),
+        ];
+        let config = load(&base).unwrap();
+        let oidc = config.oidc.clone().unwrap().provider;
+        assert_eq!(oidc.redirect_uri, "https://trellis.example/api/auth/oidc/callback");
+        assert_eq!(oidc.scopes, ["openid", "email", "profile"]);
+        assert_eq!(oidc.groups_claim, "groups");
+        assert!(!format!("{config:?}").contains("hunter2"));
+        let err = load(&base[..2]).unwrap_err();
+        assert!(err.to_string().starts_with("TRELLIS_OIDC_CLIENT_SECRET"), "{err}");
+        let err = load(&[("TRELLIS_PASSWORD_LOGIN", "false")]).unwrap_err();
+        assert!(err.to_string().starts_with("TRELLIS_PASSWORD_LOGIN"), "{err}");
+        let err = load(&[("TRELLIS_OIDC_ISSUER", "ftp://idp"), base[1], base[2]]).unwrap_err();
+        assert!(err.to_string().starts_with("TRELLIS_OIDC_ISSUER"), "{err}");
+        let file: FileConfig = toml::from_str(
+            "[oidc]\nissuer = \"https://idp.example\"\nclient_id = \"c\"\nclient_secret = \"s\"\n\n[[oidc.role_mappings]]\ngroup = \"pki-admins\"\nworkspace = \"ops\"\nrole = \"owner\"\n",
+        )
+        .unwrap();
+        let config = Config::from_sources(file, |_| None).unwrap();
+        let mappings = config.oidc.unwrap().provider.role_mappings;
+        assert_eq!(mappings.len(), 1);
+        assert_eq!(mappings[0].role, trellis_core::auth::Role::Owner);
     }
 
     #[test]

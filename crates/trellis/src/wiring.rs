@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use thiserror::Error;
+use trellis_core::auth::oidc::Provider;
 use trellis_core::clock::{OsEntropy, SharedClock};
 use trellis_core::crypto::{CryptoError, MasterKey};
 use trellis_core::pki::InternalPki;
@@ -11,6 +12,7 @@ use trellis_core::plugins::challenges::ChallengeAnswers;
 use trellis_core::plugins::PluginError;
 use trellis_core::ports::StoreError;
 use trellis_core::{Context, Settings, SharedContext};
+use trellis_egress::oidc::HostIdp;
 use trellis_egress::webhook::{HostOutbound, OutboundConfig};
 use trellis_http::HttpSettings;
 use trellis_plugin_host::tls_probe::{HostTlsProber, TlsProbeConfig};
@@ -39,6 +41,7 @@ pub fn settings(config: &Config) -> Settings {
         login_max_failures: config.login_max_failures,
         login_window: config.login_window,
         discovery: config.discovery,
+        password_login_disabled: !config.password_login,
     }
 }
 
@@ -102,15 +105,17 @@ pub async fn open_service(config: &Config, clock: SharedClock) -> Result<Service
     .map_err(StartError::Outbound)?;
     let prober = HostTlsProber::new(TlsProbeConfig { allow_private_networks: config.discovery_allow_private_networks })
         .map_err(StartError::Outbound)?;
+    let mut context = Context::new(settings(config), shared_store, clock, entropy, master_key, plugins);
+    if let Some(oidc) = &config.oidc {
+        let transport = HostIdp::new(oidc.ca_bundle.as_deref(), std::time::Duration::from_secs(10))
+            .map_err(StartError::Outbound)?;
+        context = context.with_oidc(Arc::new(Provider::new(oidc.provider.clone(), Arc::new(transport))));
+    }
     let ctx = Arc::new(
-        Context::new(settings(config), shared_store, clock, entropy, master_key, plugins)
-            .with_pki(pki)
-            .with_outbound(Arc::new(outbound))
-            .with_tls_prober(Arc::new(prober))
-            .with_domain_claims(
-                Arc::new(trellis_store::DbDomainClaims::new(store.clone())),
-                Arc::new(trellis_core::domain_claims::NoResolver),
-            ),
+        context.with_pki(pki).with_outbound(Arc::new(outbound)).with_tls_prober(Arc::new(prober)).with_domain_claims(
+            Arc::new(trellis_store::DbDomainClaims::new(store.clone())),
+            Arc::new(trellis_core::domain_claims::NoResolver),
+        ),
     );
     Ok(Service { ctx, http01_answers })
 }

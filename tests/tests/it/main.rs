@@ -18,6 +18,7 @@ mod integrations;
 mod issuance;
 mod lifecycle;
 mod members;
+mod oidc;
 mod ops;
 mod pagination;
 mod pending_issuance;

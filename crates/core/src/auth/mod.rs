@@ -4,6 +4,7 @@
 //! scopes. Domain services take the caller and scope every query to its workspace.
 
 pub mod members;
+pub mod oidc;
 mod rate_limit;
 pub mod scope;
 mod service;

@@ -115,6 +115,12 @@ pub async fn login(
     let email_key = email.trim().to_lowercase();
     let found = ctx.store.find_user_credentials(&email_key).await?;
     let verified = match &found {
+        // A user made by OIDC sign-in has no password: checked against the dummy like a
+        // missing account, so the answer's timing does not tell such accounts apart.
+        Some((_, hash)) if hash.is_empty() => {
+            verify_password_off_thread(password, dummy_hash()).await;
+            false
+        }
         Some((_, hash)) => verify_password_off_thread(password, hash).await,
         None => {
             verify_password_off_thread(password, dummy_hash()).await;
@@ -126,6 +132,13 @@ pub async fn login(
         return Err(Error::Unauthorized);
     };
     ctx.login_limiter.succeeded(reservation);
+    // Break-glass: with password sign-in off, instance administrators keep it (the IdP may be
+    // down or misconfigured), nobody else. Checked after the password, so the answer does not
+    // tell who is an administrator.
+    if ctx.settings.password_login_disabled && !user.is_admin {
+        tracing::warn!(target: "trellis::security", client_address, "password login refused: turned off");
+        return Err(crate::auth::oidc::OidcError::PasswordLoginDisabled.into());
+    }
     // Invitations waiting for this address are redeemed at sign-in (an account made before the
     // invitation, or by a path that does not redeem, joins at its next login).
     let joined = super::members::redeem_invitations(ctx, &user, Some(request_id)).await?;
@@ -383,4 +396,32 @@ pub fn validate_name(field: &str, name: &str) -> Result<String> {
         return Err(Error::invalid_field(field, "must be 1 to 200 printable characters"));
     }
     Ok(name.to_string())
+}
+
+/// The session's user and, when they have a workspace, their caller in it. A person signed in
+/// through the IdP whose groups map to no workspace yet has a session and no caller: `GET
+/// /api/auth/user` answers them "no workspace yet" instead of refusing the session.
+pub async fn session_user(
+    ctx: &Context,
+    session_token: &str,
+    requested_workspace: Option<&str>,
+    request_id: &str,
+) -> Result<(User, Option<Caller>)> {
+    if requested_workspace.is_none() {
+        let user = ctx
+            .store
+            .find_session_user(&token_digest(session_token), ctx.now_millis())
+            .await?
+            .ok_or(Error::Unauthorized)?;
+        if user.current_workspace_id.is_none() {
+            // A membership made since (by hand, say) without a current workspace: open in it.
+            let Some(first) = ctx.store.list_user_workspaces(&user.id).await?.into_iter().next() else {
+                return Ok((user, None));
+            };
+            let (user, caller) = authenticate_session(ctx, session_token, Some(&first.id), request_id).await?;
+            return Ok((user, Some(caller)));
+        }
+    }
+    let (user, caller) = authenticate_session(ctx, session_token, requested_workspace, request_id).await?;
+    Ok((user, Some(caller)))
 }

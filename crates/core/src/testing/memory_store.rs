@@ -458,6 +458,66 @@ impl AuthReads for MemoryStore {
 }
 
 #[async_trait]
+impl crate::auth::oidc::port::OidcReads for MemoryStore {
+    async fn find_login_attempt(&self, _: &str) -> StoreResult<Option<crate::auth::oidc::port::LoginAttempt>> {
+        not_faked("find_login_attempt")
+    }
+    async fn find_identity_user(&self, _: &str, _: &str) -> StoreResult<Option<User>> {
+        not_faked("find_identity_user")
+    }
+    async fn has_identity(&self, _: &UserId, _: &str) -> StoreResult<bool> {
+        not_faked("has_identity")
+    }
+    async fn find_workspaces_by_ref(&self, _: &str) -> StoreResult<Vec<Workspace>> {
+        not_faked("find_workspaces_by_ref")
+    }
+    async fn list_memberships(&self, _: &UserId) -> StoreResult<Vec<crate::auth::oidc::port::Membership>> {
+        not_faked("list_memberships")
+    }
+    async fn find_user_by_email(&self, _: &str) -> StoreResult<Option<User>> {
+        not_faked("find_user_by_email")
+    }
+}
+
+#[async_trait]
+impl crate::auth::oidc::port::OidcWrites for MemoryTx {
+    async fn insert_login_attempt(&mut self, _: &crate::auth::oidc::port::LoginAttempt, _: i64) -> StoreResult<()> {
+        not_faked("insert_login_attempt")
+    }
+    async fn consume_login_attempt(&mut self, _: &str, _: &str) -> StoreResult<bool> {
+        not_faked("consume_login_attempt")
+    }
+    async fn insert_user_identity(&mut self, _: &str, _: &str, _: &UserId, _: i64) -> StoreResult<()> {
+        not_faked("insert_user_identity")
+    }
+    async fn touch_user_identity(&mut self, _: &str, _: &str, _: i64) -> StoreResult<()> {
+        not_faked("touch_user_identity")
+    }
+    async fn set_first_name(&mut self, _: &UserId, _: &str, _: i64) -> StoreResult<()> {
+        not_faked("set_first_name")
+    }
+    async fn add_sourced_member(
+        &mut self,
+        _: &WorkspaceId,
+        _: &UserId,
+        _: Role,
+        _: crate::auth::oidc::port::MembershipSource,
+        _: i64,
+    ) -> StoreResult<()> {
+        not_faked("add_sourced_member")
+    }
+    async fn set_oidc_member_role(&mut self, _: &WorkspaceId, _: &UserId, _: Role) -> StoreResult<bool> {
+        not_faked("set_oidc_member_role")
+    }
+    async fn remove_oidc_member(&mut self, _: &WorkspaceId, _: &UserId) -> StoreResult<bool> {
+        not_faked("remove_oidc_member")
+    }
+    async fn set_current_workspace_opt(&mut self, _: &UserId, _: Option<&WorkspaceId>) -> StoreResult<()> {
+        not_faked("set_current_workspace_opt")
+    }
+}
+
+#[async_trait]
 impl AuthWrites for MemoryTx {
     async fn touch_api_key(&mut self, _: &str, _: i64) -> StoreResult<()> {
         not_faked("touch_api_key")
