@@ -27,6 +27,11 @@ role = "viewer"
 group = "devs"
 workspace = "dev"
 role = "member"
+
+[[oidc.role_mappings]]
+group = "solo-admins"
+workspace = "solo"
+role = "owner"
 "#;
 
 /// A Trellis on a port chosen in advance (its public URL is the IdP's redirect target).
@@ -159,6 +164,23 @@ async fn a_real_idp_signs_people_in_and_its_groups_decide_their_workspaces() {
     assert_eq!(me["data"]["currentWorkspaceId"], Value::Null);
     assert!(me["data"]["notice"].as_str().unwrap_or_default().contains("No workspace yet"), "{me}");
     assert_eq!(json_get(&bob, &format!("{trellis}/api/workspaces")).await["data"], json!([]));
+
+    // The groups never leave a workspace without an owner: the last owner's membership stays
+    // (audited) when the IdP's groups would take it away.
+    let solo = workspace(&admin, "solo").await;
+    idp.set_account("bob", "bob@example.com", "Bob", &["solo-admins"]);
+    assert_eq!(bob.sign_in(&trellis, "/", "bob").await.status, 302);
+    assert_eq!(roles(&bob, &trellis).await, vec![pair("solo", "owner")]);
+    let admin_id = admin.get("/api/auth/user").await.body["data"]["id"].as_str().expect("admin id").to_owned();
+    server.sql(&format!("DELETE FROM workspace_members WHERE workspace_id = '{solo}' AND user_id = '{admin_id}'"));
+    idp.set_account("bob", "bob@example.com", "Bob", &[]);
+    assert_eq!(bob.sign_in(&trellis, "/", "bob").await.status, 302);
+    assert_eq!(roles(&bob, &trellis).await, vec![pair("solo", "owner")], "the last owner stays");
+    let audit = json_get(&bob, &format!("{trellis}/api/audit-logs?limit=100")).await;
+    let kept =
+        audit["data"].as_array().and_then(|all| all.iter().find(|e| e["action"] == "membership.sync_kept")).cloned();
+    let kept = kept.unwrap_or_else(|| panic!("no membership.sync_kept in {audit}"));
+    assert_eq!(kept["details"]["reason"], "last_owner", "{kept}");
 }
 
 /// A change to a good ID token's claims that makes it bad.

@@ -29,7 +29,7 @@ use crate::context::Context;
 use crate::crypto::{constant_time_eq, token_digest};
 use crate::error::{Error, Result};
 use crate::ids::{UserId, WorkspaceId};
-use crate::unit_of_work::Target;
+use crate::unit_of_work::{Target, UnitOfWork};
 
 /// The cookie that binds a sign-in in flight to the browser that started it.
 pub const BINDING_COOKIE: &str = "trellis_oidc";
@@ -731,6 +731,29 @@ fn rank(role: Role) -> u8 {
     }
 }
 
+/// The change again when an owner's IdP-made membership may be demoted or removed; never the
+/// workspace's last owner (the members API's rule): then the change is dropped, logged and
+/// audited (`membership.sync_kept`), and the owner stays until the workspace has another.
+async fn unless_last_owner<'a>(
+    mut change: UnitOfWork<'a>,
+    workspace: &WorkspaceId,
+    user: &User,
+    would_be: &str,
+) -> Result<Option<UnitOfWork<'a>>> {
+    change.tx().lock_workspace(workspace).await?;
+    if change.tx().count_owners(workspace).await? > 1 {
+        return Ok(Some(change));
+    }
+    tracing::warn!(target: "trellis::security", workspace = %workspace, user = %user.id, "the identity provider's groups would leave the workspace without an owner; the membership is kept");
+    change.audit(
+        "membership.sync_kept",
+        Target::new("user", &user.id),
+        serde_json::json!({ "reason": "last_owner", "wouldBe": would_be, "source": "oidc", "email": user.email }),
+    );
+    change.commit().await?;
+    Ok(None)
+}
+
 /// Re-syncs the IdP-made memberships with the groups (added, role changed, removed; each in
 /// its workspace's audit log); manual memberships are left alone. Answers the workspace the
 /// session opens in (none: no workspace yet).
@@ -782,6 +805,12 @@ async fn sync_memberships(
             }
             Some(m) if m.source == MembershipSource::Oidc && m.role != *role => {
                 let mut change = ctx.change(actor.clone(), Some(workspace)).await?;
+                if m.role == Role::Owner {
+                    match unless_last_owner(change, workspace, user, "demoted").await? {
+                        Some(kept) => change = kept,
+                        None => continue,
+                    }
+                }
                 change.tx().set_oidc_member_role(workspace, &user.id, *role).await?;
                 change.audit(
                     "membership.role_changed",
@@ -798,6 +827,12 @@ async fn sync_memberships(
             continue;
         }
         let mut change = ctx.change(actor.clone(), Some(&m.workspace_id)).await?;
+        if m.role == Role::Owner {
+            match unless_last_owner(change, &m.workspace_id, user, "removed").await? {
+                Some(kept) => change = kept,
+                None => continue,
+            }
+        }
         change.tx().remove_oidc_member(&m.workspace_id, &user.id).await?;
         change.audit(
             "membership.removed",
