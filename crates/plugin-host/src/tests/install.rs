@@ -97,13 +97,18 @@ async fn serving_type_resolves_by_default_and_by_workspace_binding() {
     let err = runtime.notify(&by_type("ws_a", "pagerduty"), &event("x")).await.expect_err("nothing serves it");
     assert_eq!(err.code(), "plugin.not_bound");
 
-    // An explicit binding wins and is per workspace; binding the wrong kind is refused.
+    // A binding is per workspace. One naming a plugin whose active version does not serve the
+    // type (the type moved to another plugin in an upgrade) resolves as if unbound.
     install(&runtime, "fixture-upgrade-v1").await;
-    runtime.bind("ws_b", PluginKind::Integration, "fixture-noop", "trellis.fixture.upgrade").expect("bind");
-    let bound = runtime.notify(&by_type("ws_b", "fixture-noop"), &event("x")).await.expect("bound");
+    runtime.bind("ws_b", PluginKind::Integration, "fixture-upgrade", "trellis.fixture.upgrade").expect("bind");
+    let bound = runtime.notify(&by_type("ws_b", "fixture-upgrade"), &event("x")).await.expect("bound");
     assert_eq!(bound.reference.as_deref(), Some("v1"));
+    runtime.bind("ws_b", PluginKind::Integration, "fixture-noop", "trellis.fixture.upgrade").expect("bind");
+    let moved = runtime.notify(&by_type("ws_b", "fixture-noop"), &event("x")).await.expect("the serving plugin");
+    assert_eq!(moved.reference.as_deref(), Some("noop"));
     let unbound = runtime.notify(&by_type("ws_a", "fixture-noop"), &event("x")).await.expect("default");
     assert_eq!(unbound.reference.as_deref(), Some("noop"));
+    // Binding the wrong kind is refused.
     let err = runtime.bind("ws_b", PluginKind::CaConnector, "acme", "trellis.fixture.noop").expect_err("wrong kind");
     assert!(matches!(err, PluginError::WrongKind { .. }), "{err}");
 }
