@@ -29,7 +29,7 @@ for _ in $(seq 200); do curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&
 WS=$(curl -fsS -c "$WORK/jar" -H 'content-type: application/json' \
     -d '{"email":"fuzz@example.com","password":"fuzz-password-123"}' "http://127.0.0.1:$PORT/api/auth/login" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["user"]["currentWorkspaceId"])')
-SCOPES=api-keys:read,api-keys:write,attestation:read,attestation:write,audit:read,cas:read,cas:write,certificates:read,certificates:write,integrations:read,integrations:write,members:read,members:write,plugins:read,plugins:write
+SCOPES=api-keys:read,api-keys:write,attestation:read,attestation:write,attestation:manage,audit:read,cas:read,cas:write,certificates:read,certificates:write,integrations:read,integrations:write,members:read,members:write,plugins:read,plugins:write
 KEY=$("$BIN" api-key create --workspace "$WS" --name fuzz --scopes "$SCOPES" 2>/dev/null |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
 status=0
@@ -42,7 +42,8 @@ run() {
 # serve and a `config` that plugin validates, a template's settings checked together, a webhook
 # URL whose host must resolve to a public address, TPM structures, attestation policies, an
 # e-mail address to add as a member (the server's rule: trimmed, one local part, a dotted domain,
-# at most 254 bytes; a pattern would have to mirror Unicode case folding and byte counts). Strings
+# at most 254 bytes; a pattern would have to mirror Unicode case folding and byte counts), an API
+# key's scopes (an agent key never carries `attestation:manage`: a rule across two members). Strings
 # that match the documented shape but are none of these are rightly refused with 400, which
 # `positive_data_acceptance` counts as a failure; they get every other check.
 RUNTIME_CHECKED=(
@@ -55,12 +56,15 @@ RUNTIME_CHECKED=(
     "POST /api/attestation/policies" "PATCH /api/attestation/policies/{id}" "POST /api/attestation/trust-roots"
     "POST /api/iot/devices/{id}/enroll" "POST /api/iot/devices/{id}/enroll/activate"
     "POST /api/iot/devices/{id}/attest-and-provision" "POST /api/iot/devices/{id}/attest" "POST /api/iot/devices/{id}/attest-tpm"
-    "POST /api/workspaces/{id}/members"
+    "POST /api/workspaces/{id}/members" "POST /api/api-keys"
 )
 # OCSP is a binary protocol (application/ocsp-request); openssl ocsp tests it (tests/it/issuance.rs).
 OCSP=("POST /pki/{ca_id}/ocsp" "GET /pki/{ca_id}/ocsp/{request}")
+# Deleting API keys: the fuzzer lists keys and may delete the one it runs with, which leaves
+# every later operation a 401. Fuzzed last, after the generated client's check.
+LAST=("DELETE /api/api-keys/{id}")
 exclude=(); include=()
-for name in "${RUNTIME_CHECKED[@]}" "${OCSP[@]}"; do exclude+=(--exclude-name "$name"); done
+for name in "${RUNTIME_CHECKED[@]}" "${OCSP[@]}" "${LAST[@]}"; do exclude+=(--exclude-name "$name"); done
 for name in "${RUNTIME_CHECKED[@]}"; do include+=(--include-name "$name"); done
 # Every operation, every check ...
 run "${exclude[@]}" "$@"
@@ -76,6 +80,7 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout /de
     -subj "/CN=client.example.com" -out "$WORK/client.pem" 2>/dev/null
 PYTHONPATH="$WORK/client" "$VENV/bin/python" "$ROOT/tests/openapi_client/check.py" \
     "http://127.0.0.1:$PORT" "$KEY" "$WORK/client.pem" || status=1
+run --include-name "${LAST[0]}" "$@"
 
 if grep -q '"level":"ERROR"' "$WORK/server.log"; then
     echo "schemathesis.sh: the server logged errors:" >&2; grep '"level":"ERROR"' "$WORK/server.log" | head -20 >&2
