@@ -25,11 +25,8 @@ impl FromRequestParts<SharedContext> for Authenticated {
         if let Some(key) = api_key(&parts.headers) {
             return Ok(Authenticated(auth::authenticate_key(ctx, &key, &request_id).await?));
         }
-        let token = session_token(&parts.headers, cookie_name(parts)).ok_or(Error::Unauthorized)?;
-        check_same_origin(&parts.method, &parts.headers)?;
-        let workspace =
-            parts.headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
-        let (_, caller) = auth::authenticate_session(ctx, &token, workspace, &request_id).await?;
+        let (token, workspace) = session_of(parts)?;
+        let (_, caller) = auth::authenticate_session(ctx, &token, workspace.as_deref(), &request_id).await?;
         Ok(Authenticated(caller))
     }
 }
@@ -42,11 +39,8 @@ impl FromRequestParts<SharedContext> for SessionUser {
 
     async fn from_request_parts(parts: &mut Parts, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
         let request_id = request_id(parts);
-        let token = session_token(&parts.headers, cookie_name(parts)).ok_or(Error::Unauthorized)?;
-        check_same_origin(&parts.method, &parts.headers)?;
-        let workspace =
-            parts.headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
-        let (user, caller) = auth::authenticate_session(ctx, &token, workspace, &request_id).await?;
+        let (token, workspace) = session_of(parts)?;
+        let (user, caller) = auth::authenticate_session(ctx, &token, workspace.as_deref(), &request_id).await?;
         Ok(SessionUser(user, caller))
     }
 }
@@ -79,13 +73,25 @@ impl FromRequestParts<SharedContext> for SessionPerson {
 
     async fn from_request_parts(parts: &mut Parts, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
         let request_id = request_id(parts);
-        let token = session_token(&parts.headers, cookie_name(parts)).ok_or(Error::Unauthorized)?;
-        check_same_origin(&parts.method, &parts.headers)?;
-        let workspace =
-            parts.headers.get("x-workspace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
-        let (user, caller) = auth::session_user(ctx, &token, workspace, &request_id).await?;
+        let (token, workspace) = session_of(parts)?;
+        let (user, caller) = auth::session_user(ctx, &token, workspace.as_deref(), &request_id).await?;
         Ok(SessionPerson(user, caller))
     }
+}
+
+/// A session's token and the workspace it asks for (`X-Workspace-Id`); a cookie-borne request
+/// that changes state must be same-origin.
+fn session_of(parts: &Parts) -> Result<(String, Option<String>), ApiError> {
+    let token = session_token(&parts.headers, cookie_name(parts)).ok_or(Error::Unauthorized)?;
+    check_same_origin(&parts.method, &parts.headers)?;
+    let workspace = parts
+        .headers
+        .get("x-workspace-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned);
+    Ok((token, workspace))
 }
 
 pub fn request_id(parts: &Parts) -> String {
