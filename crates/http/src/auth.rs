@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use crate::error::ApiResult;
 use crate::extract::{check_same_origin, session_token, Authenticated, Json, Principal, SessionPerson};
 use crate::{created, data, Data, RequestId};
-use trellis_core::auth::{self, ApiKey, KeyKind, User, Workspace, SESSION_LIFETIME_SECS};
+use trellis_core::auth::{self, ApiKey, KeyKind, User, Workspace};
 use trellis_core::context::SharedContext;
 use trellis_core::error::Error;
 
@@ -72,12 +72,7 @@ async fn login(
 ) -> ApiResult<Response> {
     let client = settings.client_address(peer.ip(), &headers);
     let session = auth::login(&ctx, &body.email, &body.password, &client.to_string(), &request_id.0 .0).await?;
-    let secure = if settings.secure_cookies { "; Secure" } else { "" };
-    let cookie = format!(
-        "{}={}; HttpOnly; SameSite=Lax; Path=/; Max-Age={SESSION_LIFETIME_SECS}{secure}",
-        settings.session_cookie(),
-        session.token
-    );
+    let cookie = settings.session_set_cookie(Some(&session.token));
     let body = data(serde_json::json!({ "message": "Login successful", "user": UserDto::from(session.user) }));
     Ok(([(header::SET_COOKIE, cookie)], body).into_response())
 }
@@ -97,8 +92,7 @@ async fn logout(
         check_same_origin(&method, &headers)?;
         end_session_url = trellis_core::auth::oidc::logout(&ctx, &token).await?;
     }
-    let secure = if settings.secure_cookies { "; Secure" } else { "" };
-    let cookie = format!("{}=; HttpOnly; SameSite=Lax; Path=/; Max-Age=0{secure}", settings.session_cookie());
+    let cookie = settings.session_set_cookie(None);
     let mut body = serde_json::json!({ "message": "Logged out" });
     if let Some(url) = end_session_url {
         body["endSessionUrl"] = serde_json::Value::String(url);

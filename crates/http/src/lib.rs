@@ -74,6 +74,18 @@ impl HttpSettings {
         }
     }
 
+    /// The `Set-Cookie` value of a session: `token` for its lifetime, or (`None`) a clearing one.
+    /// Password and identity-provider sign-ins set the same cookie.
+    pub fn session_set_cookie(&self, token: Option<&str>) -> String {
+        let secure = if self.secure_cookies { "; Secure" } else { "" };
+        let max_age = if token.is_some() { trellis_core::auth::SESSION_LIFETIME_SECS } else { 0 };
+        format!(
+            "{}={}; HttpOnly; SameSite=Lax; Path=/; Max-Age={max_age}{secure}",
+            self.session_cookie(),
+            token.unwrap_or_default()
+        )
+    }
+
     /// The client's address: the peer, unless the peer is a trusted proxy, in which case the
     /// rightmost `X-Forwarded-For` hop that is not itself a trusted proxy. A client cannot
     /// choose its address for throttling by sending the header itself.

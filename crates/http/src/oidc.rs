@@ -13,7 +13,6 @@ use crate::error::ApiResult;
 use crate::extract::{session_token, Query};
 use crate::{data, Data, RequestId};
 use trellis_core::auth::oidc::{self, Callback, BINDING_COOKIE, LOGIN_TTL_SECS};
-use trellis_core::auth::SESSION_LIFETIME_SECS;
 use trellis_core::context::SharedContext;
 
 pub fn routes() -> Router<SharedContext> {
@@ -132,12 +131,7 @@ async fn callback(
         error_description: query.error_description,
     };
     let signed_in = oidc::finish_login(&ctx, callback, browser.as_deref(), &request_id.0 .0).await?;
-    let secure = if settings.secure_cookies { "; Secure" } else { "" };
-    let session = format!(
-        "{}={}; HttpOnly; SameSite=Lax; Path=/; Max-Age={SESSION_LIFETIME_SECS}{secure}",
-        settings.session_cookie(),
-        signed_in.session.token
-    );
+    let session = settings.session_set_cookie(Some(&signed_in.session.token));
     let mut response = redirect_to(&signed_in.redirect);
     for cookie in [session, binding_cookie(&settings, "", 0)] {
         if let Ok(value) = HeaderValue::from_str(&cookie) {

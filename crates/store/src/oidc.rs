@@ -3,10 +3,10 @@
 use async_trait::async_trait;
 use sqlx::Row;
 use trellis_core::auth::oidc::port::{LoginAttempt, Membership, MembershipSource, OidcReads, OidcWrites};
-use trellis_core::auth::{Role, User, Workspace};
+use trellis_core::auth::{Role, User};
 use trellis_core::ids::{UserId, WorkspaceId};
 
-use crate::auth::{user_from_row, workspace_from_row, USER_COLUMNS};
+use crate::auth::{user_from_row, USER_COLUMNS};
 use crate::{DbResult, Store, StoreError, StoreResult, Tx};
 
 const ATTEMPT_COLUMNS: &str = "state_digest, browser_digest, nonce, code_verifier, redirect, created_at, expires_at";
@@ -47,25 +47,6 @@ impl OidcReads for Store {
         Ok(row.is_some())
     }
 
-    async fn find_workspaces_by_ref(&self, reference: &str) -> StoreResult<Vec<Workspace>> {
-        // An id wins over a name: ids are unique, names need not be.
-        let by_id = sqlx::query("SELECT id, name, created_at FROM workspaces WHERE id = $1")
-            .bind(reference)
-            .fetch_all(&self.pool)
-            .await
-            .db()?;
-        let rows = if by_id.is_empty() {
-            sqlx::query("SELECT id, name, created_at FROM workspaces WHERE name = $1 ORDER BY created_at, id")
-                .bind(reference)
-                .fetch_all(&self.pool)
-                .await
-                .db()?
-        } else {
-            by_id
-        };
-        rows.iter().map(|row| workspace_from_row(row, false)).collect()
-    }
-
     async fn list_memberships(&self, user_id: &UserId) -> StoreResult<Vec<Membership>> {
         let rows = sqlx::query(
             "SELECT workspace_id, role, source FROM workspace_members WHERE user_id = $1 ORDER BY created_at, workspace_id",
@@ -86,12 +67,6 @@ impl OidcReads for Store {
                 })
             })
             .collect()
-    }
-
-    async fn find_user_by_email(&self, email: &str) -> StoreResult<Option<User>> {
-        let sql = format!("SELECT {USER_COLUMNS} FROM users u WHERE u.email = $1");
-        let row = sqlx::query(&sql).bind(email).fetch_optional(&self.pool).await.db()?;
-        row.as_ref().map(user_from_row).transpose()
     }
 }
 

@@ -52,22 +52,26 @@ pub enum Added {
 
 /// The operator at the command line, acting with every scope in the workspace named by its id
 /// or by its name (which must then name exactly one workspace).
+/// The workspaces `reference` names: the one with that id, else every one with that name (names
+/// need not be unique).
+pub(crate) async fn workspaces_named(ctx: &Context, reference: &str) -> Result<Vec<crate::auth::Workspace>> {
+    if let Some(found) = ctx.store.find_workspace(reference).await? {
+        return Ok(vec![found]);
+    }
+    Ok(ctx.store.find_workspaces_by_name(reference.trim()).await?)
+}
+
 pub async fn operator_in(ctx: &Context, workspace: &str) -> Result<Caller> {
-    let workspace_id = match ctx.store.find_workspace(workspace).await? {
-        Some(found) => found.id,
-        None => {
-            let mut named = ctx.store.find_workspaces_by_name(workspace.trim()).await?;
-            match named.len() {
-                0 => return Err(Error::NotFound(Entity::Workspace)),
-                1 => named.remove(0).id,
-                n => {
-                    let ids: Vec<String> = named.into_iter().map(|w| w.id.into_string()).collect();
-                    return Err(Error::Conflict(format!(
-                        "{n} workspaces are named `{workspace}`: give one of their ids ({})",
-                        ids.join(", ")
-                    )));
-                }
-            }
+    let mut named = workspaces_named(ctx, workspace).await?;
+    let workspace_id = match named.len() {
+        0 => return Err(Error::NotFound(Entity::Workspace)),
+        1 => named.remove(0).id,
+        n => {
+            let ids: Vec<String> = named.into_iter().map(|w| w.id.into_string()).collect();
+            return Err(Error::Conflict(format!(
+                "{n} workspaces are named `{workspace}`: give one of their ids ({})",
+                ids.join(", ")
+            )));
         }
     };
     Ok(Caller {

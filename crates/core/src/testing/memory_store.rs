@@ -468,14 +468,8 @@ impl crate::auth::oidc::port::OidcReads for MemoryStore {
     async fn has_identity(&self, _: &UserId, _: &str) -> StoreResult<bool> {
         not_faked("has_identity")
     }
-    async fn find_workspaces_by_ref(&self, _: &str) -> StoreResult<Vec<Workspace>> {
-        not_faked("find_workspaces_by_ref")
-    }
     async fn list_memberships(&self, _: &UserId) -> StoreResult<Vec<crate::auth::oidc::port::Membership>> {
         not_faked("list_memberships")
-    }
-    async fn find_user_by_email(&self, _: &str) -> StoreResult<Option<User>> {
-        not_faked("find_user_by_email")
     }
 }
 

@@ -665,7 +665,7 @@ async fn resolve_user(ctx: &Context, provider: &Provider, identity: &Identity, r
         .map(|e| e.trim().to_lowercase())
         .filter(|e| e.contains('@') && e.len() <= 254)
         .ok_or_else(|| failed(OidcError::MissingEmail, request_id))?;
-    if let Some(existing) = ctx.store.find_user_by_email(&email).await? {
+    if let Some((existing, _)) = ctx.store.find_user_credentials(&email).await? {
         // Linking an existing account by e-mail is safe only when the IdP vouches for the
         // address; otherwise anyone who can set that address at the IdP would take the account.
         if !identity.email_verified {
@@ -769,7 +769,7 @@ async fn sync_memberships(
         if resolved.iter().any(|(r, _)| r == &mapping.workspace) {
             continue;
         }
-        let found = ctx.store.find_workspaces_by_ref(&mapping.workspace).await?;
+        let found = crate::auth::members::workspaces_named(ctx, &mapping.workspace).await?;
         let id = match found.as_slice() {
             [one] => Some(one.id.clone()),
             [] => {

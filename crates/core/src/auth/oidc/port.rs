@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 
-use crate::auth::{Role, User, Workspace};
+use crate::auth::{Role, User};
 use crate::ids::{UserId, WorkspaceId};
 use crate::ports::StoreResult;
 
@@ -108,11 +108,7 @@ pub trait OidcReads: Send + Sync {
     async fn find_identity_user(&self, issuer: &str, subject: &str) -> StoreResult<Option<User>>;
     /// Whether `user_id` ever signed in through `issuer`.
     async fn has_identity(&self, user_id: &UserId, issuer: &str) -> StoreResult<bool>;
-    /// Workspaces whose id, or else whose name, is `reference`.
-    async fn find_workspaces_by_ref(&self, reference: &str) -> StoreResult<Vec<Workspace>>;
     async fn list_memberships(&self, user_id: &UserId) -> StoreResult<Vec<Membership>>;
-    /// The user with this (normalised) e-mail, if any.
-    async fn find_user_by_email(&self, email: &str) -> StoreResult<Option<User>>;
 }
 
 #[async_trait]
