@@ -57,8 +57,10 @@ bench-inventory:
 	./target/release/inventory-bench
 
 ## Issuance figures (issue 8): POST /api/certificates/issue against an internal CA (CSR, server key,
-## 0/1/3 domain policies) vs an rcgen + SQLite peer in the same run; 3 runs, medians.
+## 0/1/3 domain policies) vs an rcgen + SQLite peer and OpenBao (directly and through the
+## hashicorp_vault connector) in the same run; 3 runs, medians.
 bench-issuance: plugins
+	scripts/openbao.sh >/dev/null
 	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin issuance-bench
 	./target/release/issuance-bench
 

@@ -103,6 +103,11 @@ impl OpenBao {
         bao
     }
 
+    /// The server's process id (the issuance bench samples its CPU).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Everything OpenBao logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("bao.log")).unwrap_or_default()

