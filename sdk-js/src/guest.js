@@ -92,7 +92,7 @@ function httpBackend(outgoingHandler, t) {
     const request = new t.OutgoingRequest(t.Fields.fromList(entries));
     const known = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'];
     request.setMethod(known.includes(method) ? { tag: method.toLowerCase() } : { tag: 'other', val: method });
-    request.setScheme({ tag: target.protocol === 'https:' ? 'https' : 'http' });
+    request.setScheme({ tag: target.protocol === 'https:' ? 'HTTPS' : 'HTTP' }); // the WIT cases are upper case
     request.setAuthority(target.host);
     request.setPathWithQuery(`${target.pathname || '/'}${target.search}`);
     const outgoing = request.body();

@@ -1,5 +1,5 @@
 """`python -m trellis_plugin build [PROJECT] [-o OUT.wasm]`: builds a plugin project into a component
-with componentize-py (`--stub-wasi`: the component imports only its world's interfaces).
+with componentize-py (a policy with `--stub-wasi`: it imports only its world's interfaces).
 
 The project's pyproject.toml names the world and the plugin class:
 
@@ -63,8 +63,13 @@ def build(project: Path, out: Path | None, tool: str | None) -> Path:
             f"from {module} import {class_name}\n"
             f"{export_class} = {factory}({class_name}())\n"
         )
+        # `--stub-wasi` replaces every WASI import with a trapping stub, wasi:http included
+        # (componentize-py 0.25.1 has no finer switch): only a policy, which has no outbound HTTP,
+        # can take it. The others keep wasi:cli/filesystem/sockets imports, which the host
+        # satisfies with a context that grants nothing (no preopens, no sockets).
+        stub = ["--stub-wasi"] if world == "issuance-policy" else []
         command = [
-            componentize_py(tool), "-q", "-d", str(SDK_ROOT / "wit"), "-w", world, "componentize", "--stub-wasi",
+            componentize_py(tool), "-q", "-d", str(SDK_ROOT / "wit"), "-w", world, "componentize", *stub,
             "-p", tmp, "-p", str(project.resolve()), "-p", str(SDK_ROOT.parent), "app", "-o", str(out),
         ]
         started = time.monotonic()

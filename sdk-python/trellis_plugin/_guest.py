@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import traceback
 import urllib.parse
 from typing import Any, Optional
 
@@ -26,6 +25,19 @@ except ImportError:  # the issuance-policy world imports no wasi:http
     from wit_world.imports import types as wt  # type: ignore[no-redef]
 from wit_world.imports import logging as wlog
 
+# Every import happens here, while componentize-py pre-initialises the module: with `--stub-wasi`
+# the component has no filesystem, so an import (or anything reading a file, such as formatting
+# a traceback with source lines) during a call would trap.
+try:
+    from wit_world.imports import outgoing_handler as _handler
+    from wit_world.imports import wasi_http_types as _h
+except ImportError:  # a world without outbound HTTP
+    _handler = _h = None
+try:
+    from wit_world.imports import state as _wstate
+except ImportError:  # a world without state
+    _wstate = None
+
 
 def _enum_name(member: Any) -> str:
     return member.name.lower().replace("_", "-")
@@ -40,12 +52,9 @@ def _enum(enum_type: Any, name: str) -> Any:
 
 class GuestBackend(_host.Backend):
     def http(self, method: str, url: str, headers: list[tuple[str, str]], body: bytes) -> _host.Response:
-        try:
-            from wit_world.imports import outgoing_handler
-            from wit_world.imports import wasi_http_types as h
-        except ImportError:
-            raise t.NotSupported("this plugin's world has no outbound HTTP") from None
-        return _http(h, outgoing_handler, method, url, headers, body)
+        if _handler is None:
+            raise t.NotSupported("this plugin's world has no outbound HTTP")
+        return _http(_h, _handler, method, url, headers, body)
 
     def state_get(self, key: str) -> Optional[bytes]:
         return _state_call("get", key)
@@ -61,12 +70,10 @@ class GuestBackend(_host.Backend):
 
 
 def _state_call(name: str, *args: Any) -> Any:
+    if _wstate is None:
+        raise t.NotSupported("this plugin's world has no state")
     try:
-        from wit_world.imports import state
-    except ImportError:
-        raise t.NotSupported("this plugin's world has no state") from None
-    try:
-        return getattr(state, name)(*args)
+        return getattr(_wstate, name)(*args)
     except Err as err:
         raise t.Internal(f"state {name} failed: {err.value}") from None
 
@@ -82,7 +89,10 @@ def _http(h: Any, handler: Any, method: str, url: str, headers: list[tuple[str, 
         entries.append(("content-length", str(len(body)).encode()))
     methods = {"GET": h.Method_Get, "HEAD": h.Method_Head, "POST": h.Method_Post, "PUT": h.Method_Put,
                "DELETE": h.Method_Delete, "PATCH": h.Method_Patch, "OPTIONS": h.Method_Options}
-    request = h.OutgoingRequest(h.Fields.from_list(entries))
+    fields = h.Fields()
+    for name, value in entries:
+        fields.append(name, value)
+    request = h.OutgoingRequest(fields)
     request.set_method(methods[method]() if method in methods else h.Method_Other(method))
     request.set_scheme(h.Scheme_Https() if target.scheme == "https" else h.Scheme_Http())
     request.set_authority(target.netloc)
@@ -220,6 +230,16 @@ def _error(err: BaseException) -> Err:
     return Err(wt.PluginError_Internal(f"{type(err).__name__}: {err}"))
 
 
+def _frames(err: BaseException) -> str:
+    """Where an exception came from, without source lines (reading them would need files)."""
+    frames = []
+    tb = err.__traceback__
+    while tb is not None:
+        frames.append(f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno} in {tb.tb_frame.f_code.co_name}")
+        tb = tb.tb_next
+    return " <- ".join(reversed(frames[-12:]))
+
+
 def _guarded(call: Any) -> Any:
     try:
         return call()
@@ -227,7 +247,7 @@ def _guarded(call: Any) -> Any:
         raise
     except BaseException as err:  # noqa: BLE001 - every failure is reported, none traps
         if not isinstance(err, t.PluginError):
-            wlog.log(wlog.Level.ERROR, "plugin raised", [wlog.Field("traceback", traceback.format_exc()[-2000:])])
+            wlog.log(wlog.Level.ERROR, "plugin raised", [wlog.Field("traceback", _frames(err))])
         raise _error(err) from None
 
 
@@ -245,6 +265,7 @@ def _pem_data(pem: str) -> Any:
 
 
 def policy_export(plugin: Any) -> type:
+    # Called from app.py at pre-initialisation, so these imports happen then.
     from wit_world import exports
     from wit_world.exports import policy as wp
 
