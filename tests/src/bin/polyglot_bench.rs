@@ -10,10 +10,10 @@
 //!   the host compiles lazily, compilation);
 //! * call p50 / p99: a denied issuance (`POST /api/certificates/issue`, 403 from the policy: no
 //!   signing, so the policy call dominates), round-robin over the three languages;
-//! * memory: the server's RSS growth when the language's policy is first used (compiled code plus
-//!   one instance), and after `--concurrency` calls in parallel;
 //! * cold start: the first denied issuance per language after SIGKILL and restart on the same data
-//!   directory (the compiled-code cache under it is kept).
+//!   directory (the compiled-code cache under it is kept);
+//! * memory: after that restart, the server's RSS growth over each language's first eleven calls
+//!   (its compiled code mapped in plus an instance), then over `concurrency` calls at once.
 //!
 //! Each workspace binds exactly one policy, so each request runs one language.
 //! Run: `cargo build --release -p trellis --bin trellis -p trellis-tests --bin polyglot-bench &&
@@ -66,9 +66,17 @@ async fn denied(client: &Client, ca: i64) -> Result<f64> {
 async fn main() -> Result<()> {
     let calls: usize = env_or("POLYGLOT_BENCH_CALLS", 300)?;
     let concurrency: usize = env_or("POLYGLOT_BENCH_CONCURRENCY", 8)?;
-    let mut server = Server::start();
+    // A compiled-code cache of this run's own: in a build tree the binary otherwise shares
+    // `target/plugin-cache`, and a component compiled by an earlier run would install in ms.
+    let cache = tempfile::tempdir()?;
+    let cache_dir = cache.path().display().to_string();
+    let mut server = Server::start_with(&[("TRELLIS_PLUGIN_CACHE_DIR", cache_dir.as_str())]);
     let admin = server.admin().await;
-    println!("polyglot-bench: {} ({} calls per language, concurrency {concurrency})", trellis_tests::trellis_binary().display(), calls);
+    println!(
+        "polyglot-bench: {} ({} calls per language, concurrency {concurrency})",
+        trellis_tests::trellis_binary().display(),
+        calls
+    );
 
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut sizes = Vec::new();
@@ -110,16 +118,41 @@ async fn main() -> Result<()> {
         tenants.push((email, client, ca_id));
     }
 
-    // First use, one language at a time: latency and RSS growth.
-    let pid = server.pid();
+    // First call after install, one language at a time.
     let mut first = Vec::new();
-    let mut rss_growth = Vec::new();
-    let mut rss_concurrent = Vec::new();
     for (_, client, ca) in &tenants {
-        let before = rss_mib(pid)?;
         first.push(denied(client, *ca).await?);
         for _ in 0..10 {
             denied(client, *ca).await?;
+        }
+    }
+
+    // Call latency, round-robin so the three share the machine's state.
+    let mut latencies: Vec<Vec<f64>> = vec![Vec::new(); LANGS.len()];
+    for _ in 0..calls {
+        for (i, (_, client, ca)) in tenants.iter().enumerate() {
+            latencies[i].push(denied(client, *ca).await?);
+        }
+    }
+
+    // Cold start, per language: SIGKILL, restart on the same data directory and compiled-code
+    // cache, then the first call, and the server's RSS growth over it and ten more (the compiled
+    // code mapped in plus an instance), then over `concurrency` calls at once. Measured after a
+    // restart so that install-time heap churn and the other languages do not blur the deltas.
+    let mut cold = Vec::new();
+    let mut rss_growth = Vec::new();
+    let mut rss_concurrent = Vec::new();
+    let mut restarted_rss = 0.0;
+    for (email, _, ca) in &tenants {
+        // One restart per language, so each one's growth is its own.
+        server.kill_and_restart();
+        let pid = server.pid();
+        restarted_rss = rss_mib(pid)?;
+        let client = server.login(email, "password-123").await;
+        let before = rss_mib(pid)?;
+        cold.push(denied(&client, *ca).await?);
+        for _ in 0..10 {
+            denied(&client, *ca).await?;
         }
         let after = rss_mib(pid)?;
         rss_growth.push(after - before);
@@ -133,23 +166,6 @@ async fn main() -> Result<()> {
         }
         rss_concurrent.push(rss_mib(pid)? - after);
     }
-
-    // Call latency, round-robin so the three share the machine's state.
-    let mut latencies: Vec<Vec<f64>> = vec![Vec::new(); LANGS.len()];
-    for _ in 0..calls {
-        for (i, (_, client, ca)) in tenants.iter().enumerate() {
-            latencies[i].push(denied(client, *ca).await?);
-        }
-    }
-
-    // Cold start: SIGKILL, restart on the same data directory, first call per language.
-    server.kill_and_restart();
-    let restarted_rss = rss_mib(server.pid())?;
-    let mut cold = Vec::new();
-    for (email, _, ca) in &tenants {
-        let client = server.login(email, "password-123").await;
-        cold.push(denied(&client, *ca).await?);
-    }
     tokio::time::sleep(Duration::from_millis(10)).await;
 
     for (i, lang) in LANGS.iter().enumerate() {
@@ -159,20 +175,23 @@ async fn main() -> Result<()> {
             format!("{:.2}", sizes[i] as f64 / (1024.0 * 1024.0)),
             installs[i].map(|ms| format!("{ms:.0}")).unwrap_or_else(|| "first-party".into()),
             format!("{:.1}", first[i]),
-            format!("{:.2}", percentile(&s, 0.50)),
-            format!("{:.2}", percentile(&s, 0.99)),
+            format!("{:.2}", percentile(&s, 50.0)),
+            format!("{:.2}", percentile(&s, 99.0)),
+            format!("{:.1}", cold[i]),
             format!("{:.1}", rss_growth[i]),
             format!("{:.1}", rss_concurrent[i]),
-            format!("{:.1}", cold[i]),
         ]);
     }
     println!(
-        "| language | size MiB | install ms | first call ms | denied issuance p50 ms | p99 ms | RSS on first use MiB | RSS +{concurrency} parallel MiB | cold start after restart ms |"
+        "| language | size MiB | install ms | first call after install ms | denied issuance p50 ms | p99 ms | cold start after restart ms | RSS growth over 11 calls after restart MiB | RSS growth, {concurrency} parallel calls MiB |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for row in rows {
         println!("| {} |", row.join(" | "));
     }
-    println!("server RSS right after the restart: {restarted_rss:.1} MiB");
+    println!(
+        "server RSS right after a restart: {restarted_rss:.1} MiB; load average {:.1}",
+        trellis_tests::bench::load_average()
+    );
     Ok(())
 }

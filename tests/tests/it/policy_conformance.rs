@@ -32,7 +32,12 @@ async fn outcome(client: &Client, request: &Value) -> Outcome {
         .map(|reasons| {
             reasons
                 .iter()
-                .map(|r| (r["code"].as_str().unwrap_or_default().to_owned(), r["message"].as_str().unwrap_or_default().to_owned()))
+                .map(|r| {
+                    (
+                        r["code"].as_str().unwrap_or_default().to_owned(),
+                        r["message"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -63,9 +68,18 @@ fn cases(ca: i64) -> Vec<Case> {
         Case {
             config: json!({ "allowedDnsSuffixes": [".example.com", "Example.ORG."], "allowWildcards": false, "maxValidityDays": 30 }),
             expect: vec![
-                (req(json!({ "commonName": "www.example.com", "validityDays": 10 })), Outcome::Issued { validity_days: 10 }),
-                (req(json!({ "commonName": "www.example.com", "validityDays": 90 })), Outcome::Issued { validity_days: 30 }),
-                (req(json!({ "commonName": "deep.sub.EXAMPLE.org", "validityDays": 5 })), Outcome::Issued { validity_days: 5 }),
+                (
+                    req(json!({ "commonName": "www.example.com", "validityDays": 10 })),
+                    Outcome::Issued { validity_days: 10 },
+                ),
+                (
+                    req(json!({ "commonName": "www.example.com", "validityDays": 90 })),
+                    Outcome::Issued { validity_days: 30 },
+                ),
+                (
+                    req(json!({ "commonName": "deep.sub.EXAMPLE.org", "validityDays": 5 })),
+                    Outcome::Issued { validity_days: 5 },
+                ),
                 (
                     req(json!({ "commonName": "www.example.net" })),
                     deny(&[(
@@ -74,9 +88,14 @@ fn cases(ca: i64) -> Vec<Case> {
                     )]),
                 ),
                 (
-                    req(json!({ "commonName": "api.example.org", "subjectAltNames": ["*.example.com", "badexample.com"] })),
+                    req(
+                        json!({ "commonName": "api.example.org", "subjectAltNames": ["*.example.com", "badexample.com"] }),
+                    ),
                     deny(&[
-                        ("wildcard_not_allowed", "DNS name *.example.com is a wildcard, and this policy allows no wildcards"),
+                        (
+                            "wildcard_not_allowed",
+                            "DNS name *.example.com is a wildcard, and this policy allows no wildcards",
+                        ),
                         (
                             "dns_suffix_not_allowed",
                             "DNS name badexample.com is not under an allowed DNS suffix (.example.com, Example.ORG.)",
@@ -85,7 +104,9 @@ fn cases(ca: i64) -> Vec<Case> {
                 ),
                 // IP addresses are not among the core rules: the request is judged by its DNS name.
                 (
-                    req(json!({ "commonName": "ip.example.com", "subjectAltNames": ["ip.example.com", "10.0.0.1"], "validityDays": 7 })),
+                    req(
+                        json!({ "commonName": "ip.example.com", "subjectAltNames": ["ip.example.com", "10.0.0.1"], "validityDays": 7 }),
+                    ),
                     Outcome::Issued { validity_days: 7 },
                 ),
             ],
@@ -94,12 +115,18 @@ fn cases(ca: i64) -> Vec<Case> {
             config: json!({ "allowedDnsSuffixes": [] }),
             expect: vec![(
                 req(json!({ "commonName": "a.example.com" })),
-                deny(&[("dns_suffix_not_allowed", "DNS name a.example.com is not allowed: this policy allows no DNS names")]),
+                deny(&[(
+                    "dns_suffix_not_allowed",
+                    "DNS name a.example.com is not allowed: this policy allows no DNS names",
+                )]),
             )],
         },
         Case {
             config: json!({}),
-            expect: vec![(req(json!({ "commonName": "*.wild.example.com", "validityDays": 3 })), Outcome::Issued { validity_days: 3 })],
+            expect: vec![(
+                req(json!({ "commonName": "*.wild.example.com", "validityDays": 3 })),
+                Outcome::Issued { validity_days: 3 },
+            )],
         },
     ]
 }

@@ -39,7 +39,8 @@ async fn settled_delivery(client: &Client, integration: &str, event_type: &str) 
     loop {
         let res = client.get(&query).await;
         assert_eq!(res.status, 200, "{}", res.body);
-        if let Some(delivery) = res.body["data"].as_array().and_then(|d| d.first()).filter(|d| d["status"] != "pending") {
+        if let Some(delivery) = res.body["data"].as_array().and_then(|d| d.first()).filter(|d| d["status"] != "pending")
+        {
             return delivery.clone();
         }
         assert!(std::time::Instant::now() < deadline, "the {event_type} delivery never settled: {}", res.body);
@@ -183,7 +184,10 @@ async fn the_javascript_connector_issues_through_a_rest_ca() {
     let ca_id = ca["id"].as_i64().expect("CA id");
 
     let res = admin
-        .post("/api/certificates/issue", json!({ "caId": ca_id, "commonName": "js-ca.example.com", "validityDays": 20 }))
+        .post(
+            "/api/certificates/issue",
+            json!({ "caId": ca_id, "commonName": "js-ca.example.com", "validityDays": 20 }),
+        )
         .await;
     assert_eq!(res.status, 201, "{}", res.body);
     let issued = &res.body["data"];
@@ -195,7 +199,8 @@ async fn the_javascript_connector_issues_through_a_rest_ca() {
     assert!(signs[0].json()["csr"].as_str().is_some_and(|c| c.contains("CERTIFICATE REQUEST")));
 
     // The CA refuses a name: the requester gets a 4xx with the CA's reason, never a 5xx.
-    let refused = admin.post("/api/certificates/issue", json!({ "caId": ca_id, "commonName": "forbidden.example.com" })).await;
+    let refused =
+        admin.post("/api/certificates/issue", json!({ "caId": ca_id, "commonName": "forbidden.example.com" })).await;
     assert!((400..500).contains(&refused.status), "{}", refused.body);
     assert!(refused.body.to_string().contains("not allowed by this CA"), "{}", refused.body);
 
