@@ -16,7 +16,7 @@
 //!   (its compiled code mapped in plus an instance), then over `concurrency` calls at once.
 //!
 //! Each workspace binds exactly one policy, so each request runs one language.
-//! Run: `cargo build --release -p trellis --bin trellis -p trellis-tests --bin polyglot-bench &&
+//! Run: `make bench-polyglot`, or `cargo build --release -p trellis --bin trellis -p trellis-tests --bin polyglot-bench &&
 //! scripts/build-polyglot-plugins.sh && TRELLIS_BIN=target/release/trellis target/release/polyglot-bench`
 //! (env: POLYGLOT_BENCH_CALLS, default 300; POLYGLOT_BENCH_CONCURRENCY, default 8).
 
