@@ -6,7 +6,7 @@ CARGO ?= cargo
 WORKSPACE := --workspace --exclude 'trellis-fixture-*'
 TEST_RUNNER ?= $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo "$(CARGO) nextest run" || echo "$(CARGO) test")
 
-.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login bench-issuance bench-delivery bench-discovery bench-acme bench-verifier bench-attestation bench-pki lint fmt fuzz-api
+.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login bench-issuance bench-delivery bench-discovery bench-acme bench-verifier bench-attestation bench-pki bench-polyglot lint fmt fuzz-api
 
 ## Serve on 127.0.0.1:8080 with SQLite at ./data/trellis.db and the first-party plugins.
 run: plugins
@@ -28,6 +28,9 @@ test:
 	# oidc-provider and playwright-core (npm), the OpenID provider and the Chromium driver of the
 	# sign-in tests (tests/it/oidc.rs), into target/oidc-provider/node_modules.
 	scripts/oidc-provider.sh >/dev/null
+	# componentize-py (PyPI) and jco + componentize-js (npm), which build the Python and JavaScript
+	# plugins (sdk-python, sdk-js; scripts/build-polyglot-plugins.sh), into target/.
+	scripts/polyglot.sh >/dev/null
 	# The wasm plugins and the native crates (binaries and tests) build side by side: separate
 	# target directories, and each build alone leaves a core idle much of the time.
 	scripts/build-plugins.sh & plugins=$$!; \
@@ -120,3 +123,9 @@ bench-login:
 bench-pki:
 	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin pki-bench
 	./target/release/pki-bench 3
+
+## Plugins in Python and JavaScript (issue 27): the same policy in Rust, Python and JS, same run: size,
+## install, first call, p50/p99, cold start after restart, memory.
+bench-polyglot: plugins
+	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin polyglot-bench
+	TRELLIS_BIN=target/release/trellis ./target/release/polyglot-bench

@@ -91,3 +91,8 @@ for dir in "${DIRS[@]}"; do
     mv "$OUT/$name.wasm.tmp" "$OUT/$name.wasm"
     printf 'build-plugins: %-28s %8d bytes\n' "target/plugins/$name.wasm" "$(stat -c %s "$OUT/$name.wasm")" >&2
 done
+
+# Building every plugin includes the Python and JavaScript ones (plugins-py/, plugins-js/).
+if [ "$#" -eq 0 ]; then
+    "$ROOT/scripts/build-polyglot-plugins.sh" "$OUT"
+fi

@@ -27,6 +27,8 @@ mod pki_lint;
 mod plugins;
 mod plugins_out_of_tree;
 mod plugins_slack;
+mod policy_conformance;
+mod polyglot_plugins;
 mod readme;
 mod renewal_info;
 mod vault;
