@@ -50,7 +50,7 @@ impl PluginRuntime {
         let (pre, wit_version) = self.compile(wasm.to_vec()).await?;
         let kind = pre.kind();
         let mut loaded = LoadedPlugin {
-            info: placeholder_info(kind),
+            info: Arc::new(placeholder_info(kind)),
             sha256,
             size: wasm.len(),
             wit_version,
@@ -67,7 +67,7 @@ impl PluginRuntime {
             .value;
         let info = validate_info(described, kind)?;
         loaded.label = Arc::from(format!("{}@{}", info.id, info.version));
-        loaded.info = info;
+        loaded.info = Arc::new(info);
         let loaded = Arc::new(loaded);
 
         let active = self.write_registry().insert(loaded.clone(), |active| match activation {
@@ -90,7 +90,7 @@ impl PluginRuntime {
         let loaded = Arc::new(LoadedPlugin {
             label: Arc::from(format!("{}@{}", info.id, info.version)),
             kind: info.kind,
-            info,
+            info: Arc::new(info),
             sha256: version.sha256,
             size: version.size_bytes,
             wit_version,

@@ -16,7 +16,8 @@ use crate::worlds::{ConnectorPre, NotifierPre, PolicyPre, VerifierPre, WorldPre}
 /// One installed version, typed by its world; compiled at install, or (a version registered
 /// from the database at start) on its first call.
 pub(crate) struct LoadedPlugin {
-    pub(crate) info: PluginInfo,
+    /// Shared: every call that resolves the plugin hands it out (`PluginHost::serving`).
+    pub(crate) info: Arc<PluginInfo>,
     pub(crate) sha256: String,
     pub(crate) size: usize,
     /// The contract version the component was built against.
@@ -77,7 +78,7 @@ impl LoadedPlugin {
 
     pub(crate) fn describe(&self, active: bool) -> InstalledVersion {
         InstalledVersion {
-            info: self.info.clone(),
+            info: PluginInfo::clone(&self.info),
             sha256: self.sha256.clone(),
             size_bytes: self.size,
             wit_version: self.wit_version.to_string(),

@@ -276,7 +276,12 @@ impl PluginHost for PluginRuntime {
         self.read_registry().list()
     }
 
-    fn serving(&self, workspace_id: &str, kind: PluginKind, service_type: &str) -> Result<PluginInfo, PluginError> {
+    fn serving(
+        &self,
+        workspace_id: &str,
+        kind: PluginKind,
+        service_type: &str,
+    ) -> Result<Arc<PluginInfo>, PluginError> {
         let target =
             CallTarget::new(workspace_id, PluginRef::Serving(service_type.to_owned()), serde_json::Value::Null);
         Ok(self.read_registry().resolve(&target, kind)?.info.clone())

@@ -1,6 +1,8 @@
 //! Use cases of the CA registry (§4.1). Every call checks the caller's scope and confines
 //! itself to the caller's workspace; every change commits with its audit row and event.
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
 use super::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus};
@@ -96,7 +98,7 @@ impl RecordBinding for CertificateAuthority {
 }
 
 /// The plugin that serves `ca_type` here, or a 400 listing the types that are served.
-pub fn connector_for(ctx: &Context, workspace_id: &str, ca_type: &str) -> Result<PluginInfo> {
+pub fn connector_for(ctx: &Context, workspace_id: &str, ca_type: &str) -> Result<Arc<PluginInfo>> {
     binding::resolve_plugin::<CertificateAuthority>(ctx.plugins.host(), workspace_id, ca_type)
 }
 
@@ -228,7 +230,7 @@ async fn resolve_fields(
     workspace_id: &str,
     input: CaInput,
     previous: Option<&CertificateAuthority>,
-) -> Result<(CaFields, Value, PluginInfo)> {
+) -> Result<(CaFields, Value, Arc<PluginInfo>)> {
     let name = bounded_text("name", input.name.as_deref().unwrap_or_default(), MAX_NAME)?;
     if name.is_empty() {
         return Err(Error::invalid_field("name", "is required"));

@@ -132,7 +132,7 @@ async fn issue_input(fixture: &Fixture, input: IssueInput) -> Result<Issued, Err
     let caller = owner(WORKSPACE);
     let run = Run {
         ca: fixture.ca.clone(),
-        connector: connector(),
+        connector: Arc::new(connector()),
         requester: super::requester(&caller),
         actor: Audit::of(&caller),
         source: IssuanceSource::Api,

@@ -6,6 +6,8 @@
 //! for approval are outcomes to act on, not errors to catch; an `Err` is a failure (the CA, the
 //! plugin runtime or the store).
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
 use super::pending::{self, Completion};
@@ -69,7 +71,7 @@ impl Decision {
 pub struct Run {
     pub(crate) ca: CertificateAuthority,
     /// The connector plugin serving the CA's type for its workspace.
-    pub(crate) connector: PluginInfo,
+    pub(crate) connector: Arc<PluginInfo>,
     /// Who asks, as policies see it (the requester of an approved request, whoever approved it).
     pub(crate) requester: Requester,
     /// Whom the change's audit rows name.
@@ -145,7 +147,7 @@ impl Run {
     pub(crate) async fn for_renewal(
         ctx: &Context,
         ca: CertificateAuthority,
-        connector: PluginInfo,
+        connector: Arc<PluginInfo>,
         input: &IssueInput,
         lifetime_days: u32,
     ) -> Result<(Run, IssueInput)> {
@@ -174,7 +176,7 @@ impl Run {
     /// change recorded on behalf of the requester.
     pub(crate) fn resumed(
         ca: CertificateAuthority,
-        connector: PluginInfo,
+        connector: Arc<PluginInfo>,
         order: &pending::Order,
         completion: Completion,
     ) -> Result<Run> {

@@ -6,6 +6,8 @@
 //! record's type where the plugin asks for it, the record's id and the record's hosts (the
 //! outbound allowlist beside the operator's grants).
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
 use super::record_config::{self as secrets, Owner};
@@ -52,7 +54,7 @@ pub fn resolve_plugin<R: RecordBinding>(
     host: &dyn PluginHost,
     workspace_id: &str,
     service_type: &str,
-) -> Result<PluginInfo> {
+) -> Result<Arc<PluginInfo>> {
     host.serving(workspace_id, R::KIND, service_type).map_err(|err| match err {
         PluginError::NotBound { .. } | PluginError::NotFound { .. } => {
             let available = host.served_types(R::KIND);
@@ -74,7 +76,7 @@ pub fn resolve_plugin<R: RecordBinding>(
 }
 
 /// The plugin serving `record`.
-pub fn plugin_for<R: RecordBinding>(host: &dyn PluginHost, record: &R) -> Result<PluginInfo> {
+pub fn plugin_for<R: RecordBinding>(host: &dyn PluginHost, record: &R) -> Result<Arc<PluginInfo>> {
     resolve_plugin::<R>(host, record.workspace_id(), record.service_type())
 }
 

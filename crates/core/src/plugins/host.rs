@@ -74,8 +74,13 @@ pub trait PluginHost: Send + Sync + 'static {
     /// Replaces every binding: `(workspace, kind, service type, plugin id)`.
     fn replace_bindings(&self, bindings: Vec<(String, PluginKind, String, String)>);
     /// What the plugin serving `service_type` for the workspace says about itself (its active
-    /// version), as a call would resolve it.
-    fn serving(&self, workspace_id: &str, kind: PluginKind, service_type: &str) -> Result<PluginInfo, PluginError>;
+    /// version), as a call would resolve it. Shared, not copied: every issuance asks.
+    fn serving(
+        &self,
+        workspace_id: &str,
+        kind: PluginKind,
+        service_type: &str,
+    ) -> Result<std::sync::Arc<PluginInfo>, PluginError>;
     /// Every type some active plugin of `kind` serves, sorted.
     fn served_types(&self, kind: PluginKind) -> Vec<String>;
 

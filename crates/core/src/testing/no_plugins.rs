@@ -102,14 +102,19 @@ impl PluginHost for NoPlugins {
         Err(none())
     }
     fn replace_bindings(&self, _: Vec<(String, PluginKind, String, String)>) {}
-    fn serving(&self, _: &str, kind: PluginKind, service_type: &str) -> Result<PluginInfo, PluginError> {
+    fn serving(
+        &self,
+        _: &str,
+        kind: PluginKind,
+        service_type: &str,
+    ) -> Result<std::sync::Arc<PluginInfo>, PluginError> {
         let policy = self.policy.as_ref().map(|(info, _)| info);
         match [self.connector.as_ref(), policy]
             .into_iter()
             .flatten()
             .find(|info| info.kind == kind && info.serves.iter().any(|t| t == service_type))
         {
-            Some(info) => Ok(info.clone()),
+            Some(info) => Ok(std::sync::Arc::new(info.clone())),
             None => Err(PluginError::NotBound { kind, service_type: service_type.to_owned() }),
         }
     }

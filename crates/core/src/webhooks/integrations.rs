@@ -5,6 +5,8 @@
 //! CA's are. Events reach the plugin's `notify` through the same outbox worker, retry
 //! schedule and delivery log as webhooks.
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
 use crate::audit::Audit;
@@ -66,7 +68,7 @@ impl RecordBinding for ExternalIntegration {
 }
 
 /// The plugin serving `integration_type` here, or a 400 listing the served types.
-pub fn plugin_for(host: &dyn PluginHost, workspace_id: &str, integration_type: &str) -> Result<PluginInfo> {
+pub fn plugin_for(host: &dyn PluginHost, workspace_id: &str, integration_type: &str) -> Result<Arc<PluginInfo>> {
     binding::resolve_plugin::<ExternalIntegration>(host, workspace_id, integration_type)
 }
 
