@@ -90,13 +90,13 @@ pub(crate) fn workspace_from_row(row: &AnyRow, with_role: bool) -> StoreResult<W
 #[async_trait]
 impl AuthReads for Store {
     async fn count_users(&self) -> StoreResult<i64> {
-        Ok(sqlx::query("SELECT COUNT(*) FROM users").fetch_one(&self.pool).await.db()?.try_get(0).db()?)
+        Ok(sqlx::query("SELECT COUNT(*) FROM users").fetch_one(&mut *self.reader().await?).await.db()?.try_get(0).db()?)
     }
 
     /// The user and their password hash, by normalised email.
     async fn find_user_credentials(&self, email: &str) -> StoreResult<Option<(User, String)>> {
         let sql = format!("SELECT {USER_COLUMNS}, u.password_hash FROM users u WHERE u.email = $1");
-        let row = sqlx::query(&sql).bind(email).fetch_optional(&self.pool).await.db()?;
+        let row = sqlx::query(&sql).bind(email).fetch_optional(&mut *self.reader().await?).await.db()?;
         match row {
             Some(row) => Ok(Some((user_from_row(&row)?, row.try_get("password_hash").db()?))),
             None => Ok(None),
@@ -107,7 +107,7 @@ impl AuthReads for Store {
         let sql = format!(
             "SELECT {USER_COLUMNS} FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = $1 AND s.expires_at > $2"
         );
-        let row = sqlx::query(&sql).bind(token_hash).bind(now).fetch_optional(&self.pool).await.db()?;
+        let row = sqlx::query(&sql).bind(token_hash).bind(now).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(user_from_row).transpose()
     }
 
@@ -115,7 +115,7 @@ impl AuthReads for Store {
         let row = sqlx::query("SELECT role FROM workspace_members WHERE workspace_id = $1 AND user_id = $2")
             .bind(workspace_id.as_str())
             .bind(user_id.as_str())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.reader().await?)
             .await
             .db()?;
         match row {
@@ -130,7 +130,7 @@ impl AuthReads for Store {
     async fn find_workspace(&self, id: &str) -> StoreResult<Option<Workspace>> {
         let row = sqlx::query("SELECT id, name, created_at FROM workspaces WHERE id = $1")
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.reader().await?)
             .await
             .db()?;
         row.as_ref().map(|row| workspace_from_row(row, false)).transpose()
@@ -139,7 +139,7 @@ impl AuthReads for Store {
     async fn find_workspaces_by_name(&self, name: &str) -> StoreResult<Vec<Workspace>> {
         let rows = sqlx::query("SELECT id, name, created_at FROM workspaces WHERE name = $1 ORDER BY created_at, id")
             .bind(name)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.reader().await?)
             .await
             .db()?;
         rows.iter().map(|row| workspace_from_row(row, false)).collect()
@@ -182,7 +182,7 @@ impl AuthReads for Store {
              JOIN workspace_members m ON m.workspace_id = w.id WHERE m.user_id = $1 ORDER BY w.created_at DESC, w.id",
         )
         .bind(user_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.reader().await?)
         .await
         .db()?;
         rows.iter().map(|row| workspace_from_row(row, true)).collect()
@@ -190,13 +190,13 @@ impl AuthReads for Store {
 
     async fn find_api_key_by_hash(&self, key_hash: &str) -> StoreResult<Option<ApiKey>> {
         let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE key_hash = $1");
-        let row = sqlx::query(&sql).bind(key_hash).fetch_optional(&self.pool).await.db()?;
+        let row = sqlx::query(&sql).bind(key_hash).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(key_from_row).transpose()
     }
 
     async fn list_api_keys(&self, workspace_id: &str) -> StoreResult<Vec<ApiKey>> {
         let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE workspace_id = $1 ORDER BY created_at DESC, id");
-        let rows = sqlx::query(&sql).bind(workspace_id).fetch_all(&self.pool).await.db()?;
+        let rows = sqlx::query(&sql).bind(workspace_id).fetch_all(&mut *self.reader().await?).await.db()?;
         rows.iter().map(key_from_row).collect()
     }
 }

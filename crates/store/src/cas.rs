@@ -88,7 +88,7 @@ fn patterns_json(fields: &CaFields) -> String {
 impl CaReads for Store {
     async fn find_ca(&self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateAuthority>> {
         let sql = format!("SELECT {CA_COLUMNS} FROM certificate_authorities WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(ca_from_row).transpose()
     }
 
@@ -105,13 +105,13 @@ impl CaReads for Store {
              FROM certificate_authorities WHERE workspace_id = $1",
         )
         .bind(workspace_id)
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *self.reader().await?)
         .await
         .db()?;
         let issued: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM certificates WHERE workspace_id = $1 AND ca_id IS NOT NULL")
                 .bind(workspace_id)
-                .fetch_one(&self.pool)
+                .fetch_one(&mut *self.reader().await?)
                 .await
                 .db()?;
         Ok(CaStats {
@@ -129,7 +129,7 @@ impl CaReads for Store {
              FROM internal_authorities WHERE ca_id = $1",
         )
         .bind(ca_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.reader().await?)
         .await
         .db()?;
         row.as_ref().map(authority_from_row).transpose()
@@ -137,14 +137,14 @@ impl CaReads for Store {
 
     async fn find_issued(&self, ca_id: i64, serial_number: &str) -> StoreResult<Option<IssuedRecord>> {
         let sql = format!("SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE ca_id = $1 AND serial_number = $2");
-        let row = sqlx::query(&sql).bind(ca_id).bind(serial_number).fetch_optional(&self.pool).await.db()?;
+        let row = sqlx::query(&sql).bind(ca_id).bind(serial_number).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(issued_from_row).transpose()
     }
 
     async fn list_issued(&self, ca_id: i64, after: i64, limit: i64) -> StoreResult<Vec<IssuedRecord>> {
         let sql =
             format!("SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE ca_id = $1 AND id > $2 ORDER BY id LIMIT $3");
-        let rows = sqlx::query(&sql).bind(ca_id).bind(after).bind(limit).fetch_all(&self.pool).await.db()?;
+        let rows = sqlx::query(&sql).bind(ca_id).bind(after).bind(limit).fetch_all(&mut *self.reader().await?).await.db()?;
         rows.iter().map(issued_from_row).collect()
     }
 
@@ -153,7 +153,7 @@ impl CaReads for Store {
             "SELECT {ISSUED_COLUMNS} FROM internal_issued \
              WHERE ca_id = $1 AND revoked_at IS NOT NULL AND not_after > $2 ORDER BY id"
         );
-        let rows = sqlx::query(&sql).bind(ca_id).bind(now_secs).fetch_all(&self.pool).await.db()?;
+        let rows = sqlx::query(&sql).bind(ca_id).bind(now_secs).fetch_all(&mut *self.reader().await?).await.db()?;
         rows.iter().map(issued_from_row).collect()
     }
 
@@ -166,7 +166,7 @@ impl CaReads for Store {
         let sql = format!(
             "SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE workspace_id = $1 AND serial_number = $2 ORDER BY id"
         );
-        let rows = sqlx::query(&sql).bind(workspace_id).bind(serial_number).fetch_all(&self.pool).await.db()?;
+        let rows = sqlx::query(&sql).bind(workspace_id).bind(serial_number).fetch_all(&mut *self.reader().await?).await.db()?;
         rows.iter().map(issued_from_row).collect()
     }
 
@@ -178,7 +178,7 @@ impl CaReads for Store {
             "SELECT revocations, crl_revision, crl_number, this_update, next_update, {der_column} AS crl_der \
              FROM internal_crls WHERE ca_id = $1"
         );
-        let Some(row) = sqlx::query(&sql).bind(ca_id).fetch_optional(&self.pool).await.db()? else {
+        let Some(row) = sqlx::query(&sql).bind(ca_id).fetch_optional(&mut *self.reader().await?).await.db()? else {
             return Ok(CrlState::default());
         };
         let revocations: i64 = row.try_get("revocations").db()?;

@@ -229,7 +229,7 @@ impl Store {
         }
         let number: Option<Option<i64>> = sqlx::query_scalar("SELECT number FROM workspaces WHERE id = $1")
             .bind(workspace_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.reader().await?)
             .await
             .db()?;
         let Some(Some(number)) = number else { return Ok(None) };
@@ -244,7 +244,7 @@ impl Store {
 impl CertificateReads for Store {
     async fn find_certificate(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>> {
         let sql = format!("SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(certificate_from_row).transpose()
     }
 
@@ -286,7 +286,7 @@ impl CertificateReads for Store {
         let rows = bind_all(sqlx::query(&list_sql), &list.binds)
             .bind(page.limit)
             .bind(page.offset)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.reader().await?)
             .await
             .db()?;
         let items = rows.iter().map(certificate_from_row).collect::<StoreResult<Vec<_>>>()?;
@@ -309,7 +309,7 @@ impl CertificateReads for Store {
                     search_range_clause(&mut count.binds, workspace_number),
                     SEARCH_COUNT_SCAN_LIMIT + 1
                 );
-                let row = bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&self.pool).await.db()?;
+                let row = bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&mut *self.reader().await?).await.db()?;
                 let (scanned, hits): (i64, i64) = (row.try_get(0).db()?, row.try_get(1).db()?);
                 (hits, scanned <= SEARCH_COUNT_SCAN_LIMIT)
             }
@@ -321,7 +321,7 @@ impl CertificateReads for Store {
                     EXACT_TOTAL_LIMIT + 1
                 );
                 let matches: i64 = bind_all(sqlx::query(&count_sql), &count.binds)
-                    .fetch_one(&self.pool)
+                    .fetch_one(&mut *self.reader().await?)
                     .await
                     .db()?
                     .try_get(0)
@@ -351,7 +351,7 @@ impl CertificateReads for Store {
         .bind(now)
         .bind(soon)
         .bind(week)
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *self.reader().await?)
         .await
         .db()?;
         let mut stats = Statistics {
@@ -372,7 +372,7 @@ impl CertificateReads for Store {
             ("key_algorithm", &mut stats.by_key_algorithm),
         ] {
             let sql = format!("SELECT {column}, COUNT(*) FROM certificates WHERE workspace_id = $1 GROUP BY {column} ORDER BY {column}");
-            for row in sqlx::query(&sql).bind(workspace_id).fetch_all(&self.pool).await.db()? {
+            for row in sqlx::query(&sql).bind(workspace_id).fetch_all(&mut *self.reader().await?).await.db()? {
                 target.push((row.try_get(0).db()?, row.try_get(1).db()?));
             }
         }
@@ -405,7 +405,7 @@ impl CertificateReads for Store {
 
     async fn find_identity(&self, workspace_id: &str, id: i64) -> StoreResult<Option<MachineIdentity>> {
         let sql = format!("SELECT {IDENTITY_COLUMNS} FROM {IDENTITY_FROM} WHERE m.workspace_id = $1 AND m.id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(identity_from_row).transpose()
     }
 

@@ -27,7 +27,7 @@ impl DbChallengeAnswers {
     ) -> StoreResult<PresentOutcome> {
         let owner = sqlx::query("SELECT plugin_id, workspace_id, record_id FROM acme_http01_answers WHERE token = $1")
             .bind(&answer.token)
-            .fetch_optional(&self.store.pool)
+            .fetch_optional(&mut *self.store.reader().await?)
             .await
             .db()?;
         if owner.is_none() {
@@ -95,7 +95,7 @@ impl ChallengeAnswers for DbChallengeAnswers {
             )
             .bind(token)
             .bind(not_before_ms)
-            .fetch_optional(&self.store.pool)
+            .fetch_optional(&mut *self.store.reader().await.map_err(unavailable)?)
             .await
             .db()
             .map_err(unavailable)?;

@@ -56,7 +56,7 @@ impl DomainClaims for DbDomainClaims {
             "SELECT {COLUMNS} FROM domain_claims WHERE workspace_id = $1 ORDER BY created_at, id"
         ))
         .bind(workspace_id)
-        .fetch_all(&self.store.pool)
+        .fetch_all(&mut *self.store.reader().await?)
         .await
         .db()?;
         rows.iter().map(claim).collect()
@@ -64,7 +64,7 @@ impl DomainClaims for DbDomainClaims {
 
     async fn verified_claims(&self) -> StoreResult<Vec<DomainClaim>> {
         let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM domain_claims WHERE verified_at IS NOT NULL"))
-            .fetch_all(&self.store.pool)
+            .fetch_all(&mut *self.store.reader().await?)
             .await
             .db()?;
         rows.iter().map(claim).collect()

@@ -85,13 +85,13 @@ impl IssuanceReads for Store {
         let sql = format!(
             "SELECT {POLICY_COLUMNS} FROM issuance_policies WHERE workspace_id = $1 ORDER BY position, id LIMIT 100"
         );
-        let rows = sqlx::query(&sql).bind(workspace_id).fetch_all(&self.pool).await.db()?;
+        let rows = sqlx::query(&sql).bind(workspace_id).fetch_all(&mut *self.reader().await?).await.db()?;
         rows.iter().map(policy_from_row).collect()
     }
 
     async fn find_request(&self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateRequest>> {
         let sql = format!("SELECT {REQUEST_COLUMNS} FROM certificate_requests WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(request_from_row).transpose()
     }
 
@@ -110,7 +110,7 @@ impl IssuanceReads for Store {
         let row = sqlx::query(
             "SELECT COUNT(*) AS n, MIN(issuing_since) AS oldest FROM certificate_requests WHERE status = 'issuing'",
         )
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *self.reader().await?)
         .await
         .db()?;
         Ok((row.try_get("n").db()?, row.try_get("oldest").db()?))
@@ -120,7 +120,7 @@ impl IssuanceReads for Store {
         let sql = format!(
             "SELECT {TEMPLATE_COLUMNS} FROM certificate_templates WHERE workspace_id = $1 ORDER BY id LIMIT 500"
         );
-        let rows = sqlx::query(&sql).bind(workspace_id).fetch_all(&self.pool).await.db()?;
+        let rows = sqlx::query(&sql).bind(workspace_id).fetch_all(&mut *self.reader().await?).await.db()?;
         rows.iter().map(template_from_row).collect()
     }
 
@@ -129,13 +129,13 @@ impl IssuanceReads for Store {
             Ok(id) => {
                 let sql =
                     format!("SELECT {TEMPLATE_COLUMNS} FROM certificate_templates WHERE workspace_id = $1 AND id = $2");
-                sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await.db()?
+                sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?
             }
             Err(_) => {
                 let sql = format!(
                     "SELECT {TEMPLATE_COLUMNS} FROM certificate_templates WHERE workspace_id = $1 AND name = $2"
                 );
-                sqlx::query(&sql).bind(workspace_id).bind(id_or_name).fetch_optional(&self.pool).await.db()?
+                sqlx::query(&sql).bind(workspace_id).bind(id_or_name).fetch_optional(&mut *self.reader().await?).await.db()?
             }
         };
         row.as_ref().map(template_from_row).transpose()

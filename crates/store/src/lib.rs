@@ -19,6 +19,7 @@ mod issuance;
 mod oidc;
 mod outbox;
 mod plugins;
+mod readers;
 mod webhooks;
 mod writer;
 
@@ -191,7 +192,22 @@ pub struct Store {
     writer: Option<writer::JobSender>,
     /// SQLite: workspace numbers of the trigram index, read once each (they never change).
     workspace_numbers: Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>,
+    /// SQLite: connections for single reads, without the pool's ping on release.
+    readers: Option<Arc<readers::ReadConnections>>,
 }
+
+/// Every SQLite connection's settings (pool and readers alike).
+/// Reads go through a memory map of the database file (up to 16 GiB; the ceiling is compiled
+/// in, see .cargo/config.toml): no read syscall or copy per page, and the pages are the
+/// kernel's page cache, shared by every connection, rather than heap. The 8 MiB page cache
+/// then mostly holds pages written since the last checkpoint.
+pub(crate) const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+     PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; \
+     PRAGMA cache_size = -8192; PRAGMA temp_store = MEMORY; PRAGMA mmap_size = 17179869184; \
+     PRAGMA wal_autocheckpoint = 10000;";
+
+/// SQLite: how many kept read connections at most (beyond, reads take the pool's).
+const SQLITE_READERS: usize = 8;
 
 /// A write transaction. Dropping it without `commit` rolls back.
 pub struct Tx {
@@ -207,10 +223,12 @@ impl Store {
         let dialect = if url.starts_with("sqlite:") { Dialect::Sqlite } else { Dialect::Postgres };
         let connect_err =
             |source: sqlx::Error| StoreError::Connect { url: redact_url(url), message: source.to_string() };
+        let mut readers = None;
         let pool = match dialect {
             Dialect::Sqlite => {
                 let url = sqlite_url(url);
                 let options = AnyConnectOptions::from_str(&url).map_err(connect_err)?;
+                readers = Some(readers::ReadConnections::new(options.clone(), SQLITE_READERS));
                 AnyPoolOptions::new()
                     .max_connections(8)
                     .min_connections(1)
@@ -218,20 +236,9 @@ impl Store {
                     // An embedded database has no link to go stale: no ping (a round trip to
                     // the connection's thread) before every query's acquire.
                     .test_before_acquire(false)
-                    // Reads go through a memory map of the database file (up to 16 GiB; the
-                    // ceiling is compiled in, see .cargo/config.toml): no read syscall or copy
-                    // per page, and the pages are the kernel's page cache, shared by every
-                    // connection, rather than heap. The 8 MiB page cache then mostly holds
-                    // pages written since the last checkpoint.
                     .after_connect(|conn, _meta| {
                         Box::pin(async move {
-                            conn.execute(
-                                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-                                 PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; \
-                                 PRAGMA cache_size = -8192; PRAGMA temp_store = MEMORY; PRAGMA mmap_size = 17179869184; \
-                                 PRAGMA wal_autocheckpoint = 10000;",
-                            )
-                            .await?;
+                            conn.execute(SQLITE_PRAGMAS).await?;
                             Ok(())
                         })
                     })
@@ -247,7 +254,8 @@ impl Store {
                 .map_err(connect_err)?,
         };
         let write_gate = (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(())));
-        let mut store = Store { pool, dialect, write_gate, writer: None, workspace_numbers: Default::default() };
+        let mut store =
+            Store { pool, dialect, write_gate, writer: None, workspace_numbers: Default::default(), readers };
         store.migrate().await?;
         if dialect == Dialect::Sqlite {
             store.writer = Some(writer::spawn(store.clone()));
@@ -258,6 +266,15 @@ impl Store {
 
     pub fn dialect(&self) -> Dialect {
         self.dialect
+    }
+
+    /// A connection for one read outside a transaction: `query.fetch_one(&mut *self.reader().await?)`.
+    /// SQLite lends a kept connection (see [`readers`]); PostgreSQL the pool's.
+    pub(crate) async fn reader(&self) -> StoreResult<readers::Reader> {
+        match &self.readers {
+            Some(readers) => readers.reader(&self.pool).await,
+            None => Ok(readers::Reader::Pooled(self.pool.acquire().await.db()?)),
+        }
     }
 
     /// A write transaction of this store's own type (the writer and migrations need it).

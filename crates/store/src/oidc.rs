@@ -15,7 +15,7 @@ const ATTEMPT_COLUMNS: &str = "state_digest, browser_digest, nonce, code_verifie
 impl OidcReads for Store {
     async fn find_login_attempt(&self, state_digest: &str) -> StoreResult<Option<LoginAttempt>> {
         let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM oidc_login_attempts WHERE state_digest = $1");
-        let row = sqlx::query(&sql).bind(state_digest).fetch_optional(&self.pool).await.db()?;
+        let row = sqlx::query(&sql).bind(state_digest).fetch_optional(&mut *self.reader().await?).await.db()?;
         let Some(row) = row else { return Ok(None) };
         Ok(Some(LoginAttempt {
             state_digest: row.try_get("state_digest").db()?,
@@ -33,7 +33,7 @@ impl OidcReads for Store {
             "SELECT {USER_COLUMNS} FROM user_identities i JOIN users u ON u.id = i.user_id \
              WHERE i.issuer = $1 AND i.subject = $2"
         );
-        let row = sqlx::query(&sql).bind(issuer).bind(subject).fetch_optional(&self.pool).await.db()?;
+        let row = sqlx::query(&sql).bind(issuer).bind(subject).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(user_from_row).transpose()
     }
 
@@ -41,7 +41,7 @@ impl OidcReads for Store {
         let row = sqlx::query("SELECT 1 FROM user_identities WHERE user_id = $1 AND issuer = $2")
             .bind(user_id.as_str())
             .bind(issuer)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.reader().await?)
             .await
             .db()?;
         Ok(row.is_some())
@@ -52,7 +52,7 @@ impl OidcReads for Store {
             "SELECT workspace_id, role, source FROM workspace_members WHERE user_id = $1 ORDER BY created_at, workspace_id",
         )
         .bind(user_id.as_str())
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.reader().await?)
         .await
         .db()?;
         rows.iter()

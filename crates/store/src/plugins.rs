@@ -39,7 +39,7 @@ impl PluginReads for Store {
              FROM plugin_versions v JOIN plugin_components c ON c.sha256 = v.sha256 \
              ORDER BY v.plugin_id, v.installed_at",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.reader().await?)
         .await
         .db()?;
         rows.iter()
@@ -60,7 +60,7 @@ impl PluginReads for Store {
     async fn plugin_component(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>> {
         let row = sqlx::query("SELECT bytes FROM plugin_components WHERE sha256 = $1")
             .bind(sha256)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.reader().await?)
             .await
             .db()?;
         Ok(match row {
@@ -73,7 +73,7 @@ impl PluginReads for Store {
         let rows = sqlx::query(
             "SELECT plugin_id, kind, active_version, previous_versions, granted_hosts FROM plugins ORDER BY plugin_id",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.reader().await?)
         .await
         .db()?;
         rows.iter()
@@ -93,7 +93,7 @@ impl PluginReads for Store {
 
     async fn list_plugin_bindings(&self) -> StoreResult<Vec<StoredBinding>> {
         let rows = sqlx::query("SELECT workspace_id, kind, service_type, plugin_id FROM plugin_bindings")
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.reader().await?)
             .await
             .db()?;
         rows.iter().map(binding_from_row).collect()
@@ -105,7 +105,7 @@ impl PluginReads for Store {
              ORDER BY kind, service_type",
         )
         .bind(workspace_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.reader().await?)
         .await
         .db()?;
         rows.iter().map(binding_from_row).collect()
@@ -114,7 +114,7 @@ impl PluginReads for Store {
     /// Whether any plugin was ever installed (first start installs the first-party ones).
     async fn any_plugin_installed(&self) -> StoreResult<bool> {
         let count: i64 =
-            sqlx::query("SELECT COUNT(*) FROM plugin_versions").fetch_one(&self.pool).await.db()?.try_get(0).db()?;
+            sqlx::query("SELECT COUNT(*) FROM plugin_versions").fetch_one(&mut *self.reader().await?).await.db()?.try_get(0).db()?;
         Ok(count > 0)
     }
 }
@@ -319,7 +319,7 @@ impl DbPluginState {
             .bind(&scope.workspace_id)
             .bind(&scope.record_id)
             .bind(key)
-            .fetch_optional(&self.store.pool)
+            .fetch_optional(&mut *self.store.reader().await?)
             .await
             .db()?;
         Ok(match row {
@@ -337,7 +337,7 @@ impl DbPluginState {
         .bind(&scope.workspace_id)
         .bind(&scope.record_id)
         .bind(key)
-        .fetch_one(&self.store.pool)
+        .fetch_one(&mut *self.store.reader().await?)
         .await
         .and_then(|row| row.try_get(0))
         .db()?;
@@ -464,7 +464,7 @@ impl PluginStateStore for DbPluginState {
             .bind(&scope.record_id)
             .bind(after.filter(|after| *after >= prefix).unwrap_or(prefix).to_owned())
             .bind(i64::from(limit.min(10_000)) + 1)
-            .fetch_all(&self.store.pool)
+            .fetch_all(&mut *self.store.reader().await.map_err(unavailable)?)
             .await
             .db()
             .map_err(unavailable)?;
@@ -546,7 +546,7 @@ impl DbPluginKeys {
             .bind(&scope.workspace_id)
             .bind(&scope.record_id)
             .bind(label)
-            .fetch_optional(&self.store.pool)
+            .fetch_optional(&mut *self.store.reader().await?)
             .await
             .db()?;
         row.map(|row| Ok(SealedKey { algorithm: row.try_get("algorithm").db()?, sealed: row.try_get("sealed").db()? }))
@@ -558,7 +558,7 @@ impl DbPluginKeys {
             .bind(&scope.plugin_id)
             .bind(&scope.workspace_id)
             .bind(&scope.record_id)
-            .fetch_all(&self.store.pool)
+            .fetch_all(&mut *self.store.reader().await?)
             .await
             .db()?;
         rows.iter().map(|row| row.try_get("label").db()).collect()

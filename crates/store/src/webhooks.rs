@@ -113,7 +113,7 @@ fn target_table(kind: TargetKind) -> &'static str {
 impl WebhookReads for Store {
     async fn find_webhook(&self, workspace_id: &str, id: &str) -> StoreResult<Option<WebhookEndpoint>> {
         let sql = format!("SELECT {WEBHOOK_COLUMNS} FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(webhook_from_row).transpose()
     }
 
@@ -134,7 +134,7 @@ impl WebhookReads for Store {
     async fn find_integration(&self, workspace_id: &str, id: &str) -> StoreResult<Option<ExternalIntegration>> {
         let sql =
             format!("SELECT {INTEGRATION_COLUMNS} FROM external_integrations WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(integration_from_row).transpose()
     }
 
@@ -173,7 +173,7 @@ impl WebhookReads for Store {
         for id in target_ids {
             query = query.bind(id.as_str());
         }
-        let rows = query.fetch_all(&self.pool).await.db()?;
+        let rows = query.fetch_all(&mut *self.reader().await?).await.db()?;
         rows.iter()
             .map(|row| {
                 Ok((
@@ -216,13 +216,13 @@ impl WebhookReads for Store {
 
     async fn find_delivery(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Delivery>> {
         let sql = format!("SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&self.pool).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(delivery_from_row).transpose()
     }
 
     async fn has_undelivered_events(&self) -> StoreResult<bool> {
         let row = sqlx::query("SELECT id FROM event_outbox WHERE processed_at IS NULL LIMIT 1")
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.reader().await?)
             .await
             .db()?;
         Ok(row.is_some())
@@ -234,7 +234,7 @@ impl WebhookReads for Store {
              AND (lease_until IS NULL OR lease_until < $1) LIMIT 1",
         )
         .bind(now)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.reader().await?)
         .await
         .db()?;
         Ok(row.is_some())
@@ -244,7 +244,7 @@ impl WebhookReads for Store {
         let row = sqlx::query(
             "SELECT COUNT(*) AS pending, MIN(created_at) AS oldest FROM webhook_deliveries WHERE status = 'pending'",
         )
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *self.reader().await?)
         .await
         .db()?;
         Ok((row.try_get("pending").db()?, row.try_get("oldest").db()?))
