@@ -204,6 +204,10 @@ enum ApiKeyCommand {
     },
 }
 
+/// See crates/trellis/Cargo.toml for why not the system allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
