@@ -28,6 +28,9 @@ test:
 	# oidc-provider and playwright-core (npm), the OpenID provider and the Chromium driver of the
 	# sign-in tests (tests/it/oidc.rs), into target/oidc-provider/node_modules.
 	scripts/oidc-provider.sh >/dev/null
+	# playwright-core and axe-core (npm), the console's browser tests (tests/it/console.rs), into
+	# target/console-deps/node_modules.
+	scripts/console-deps.sh >/dev/null
 	# The wasm plugins and the native crates (binaries and tests) build side by side: separate
 	# target directories, and each build alone leaves a core idle much of the time.
 	scripts/build-plugins.sh & plugins=$$!; \

@@ -10,6 +10,7 @@ mod aws_pca;
 mod ca_probes;
 mod cas;
 mod certificates;
+mod console;
 mod commercial_acme;
 mod discovery;
 mod errors;
