@@ -89,6 +89,26 @@ try {
   out.revoked = (await page.locator('#revoked').innerText()).trim();
   out.steps.push('revoked');
 
+  // The administration pages: a CA with its test run again, the audit log, a new API key
+  // (shown once), members.
+  await page.goto(`${config.base}/cas`);
+  await audit(page, 'cas');
+  await Promise.all([page.waitForURL(/\/cas\/\d+$/), page.click('table a')]);
+  await Promise.all([page.waitForURL(/\/cas\/\d+\/test$/), page.click('text=Run the test')]);
+  out.caTest = (await page.locator('#test-result').innerText()).trim();
+  await audit(page, 'ca');
+  await page.goto(`${config.base}/audit?action=certificate.revoked`);
+  out.auditRows = await page.locator('tbody tr').count();
+  await audit(page, 'audit');
+  await page.goto(`${config.base}/api-keys`);
+  await page.fill('#key-name', 'from the console');
+  await page.fill('#key-scopes', 'certificates:read');
+  await Promise.all([page.waitForLoadState('load'), page.click('text=Create the key')]);
+  out.newKey = await page.locator('#new-key').inputValue();
+  await audit(page, 'api-keys');
+  await page.goto(`${config.base}/members`);
+  await audit(page, 'members');
+
   // A second person approves the pending request.
   const second = await newPage(await browser.newContext({ viewport: { width: 1280, height: 900 } }));
   await signIn(second, config.approver);

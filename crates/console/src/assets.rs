@@ -19,7 +19,12 @@ struct Asset {
 
 /// htmx 2.0.8 from npm (`htmx.org`, dist/htmx.min.js), vendored unchanged.
 const FILES: [Asset; 2] = [
-    Asset { stem: "console", extension: "css", content_type: "text/css; charset=utf-8", body: include_bytes!("../static/console.css") },
+    Asset {
+        stem: "console",
+        extension: "css",
+        content_type: "text/css; charset=utf-8",
+        body: include_bytes!("../static/console.css"),
+    },
     Asset {
         stem: "htmx-2.0.8.min",
         extension: "js",

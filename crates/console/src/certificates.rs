@@ -81,7 +81,13 @@ pub async fn list(
         usage_category: params.usage_category.clone(),
         issuance_source: params.issuance_source.clone(),
     };
-    let found = inventory::list(&ctx, &console.caller, query, PageRequest::new(Some(page_number), Some(PAGE_SIZE), None, PAGE_SIZE)?).await?;
+    let found = inventory::list(
+        &ctx,
+        &console.caller,
+        query,
+        PageRequest::new(Some(page_number), Some(PAGE_SIZE), None, PAGE_SIZE)?,
+    )
+    .await?;
     let now = ctx.clock.now();
     let pages = ((found.total + PAGE_SIZE - 1) / PAGE_SIZE).max(1);
     let filters = [
@@ -222,7 +228,11 @@ pub async fn show(
         Some(
             page.items
                 .into_iter()
-                .map(|e| HistoryRow { at: when(e.created_at), action: e.action, actor: format!("{} {}", e.actor_type, e.actor_id) })
+                .map(|e| HistoryRow {
+                    at: when(e.created_at),
+                    action: e.action,
+                    actor: format!("{} {}", e.actor_type, e.actor_id),
+                })
                 .collect(),
         )
     } else {
@@ -243,7 +253,14 @@ pub async fn show(
         can_write: console.can(Scope::CertificatesWrite),
         key_downloadable: key.downloadable && key.issuance_source == IssuanceSource::Internal,
         key_reason: key.reason,
-        reasons: ["unspecified", "keyCompromise", "affiliationChanged", "superseded", "cessationOfOperation", "certificateHold"],
+        reasons: [
+            "unspecified",
+            "keyCompromise",
+            "affiliationChanged",
+            "superseded",
+            "cessationOfOperation",
+            "certificateHold",
+        ],
         c,
     };
     render(&page)
@@ -273,7 +290,10 @@ fn attachment(bytes: Vec<u8>, file_name: &str, content_type: &'static str) -> Re
         file_name.chars().map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' }).collect();
     let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{safe}\""))
         .unwrap_or(HeaderValue::from_static("attachment"));
-    ([(header::CONTENT_TYPE, HeaderValue::from_static(content_type)), (header::CONTENT_DISPOSITION, disposition)], bytes)
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static(content_type)), (header::CONTENT_DISPOSITION, disposition)],
+        bytes,
+    )
         .into_response()
 }
 

@@ -83,7 +83,13 @@ pub async fn show(
         None => (60, None),
         Some(text) => match text.parse::<i64>() {
             Ok(days) if (1..=365).contains(&days) => (days, None),
-            _ => (60, Some(format!("“{}” is not a number of days from 1 to 365; showing 60.", text.chars().take(20).collect::<String>()))),
+            _ => (
+                60,
+                Some(format!(
+                    "“{}” is not a number of days from 1 to 365; showing 60.",
+                    text.chars().take(20).collect::<String>()
+                )),
+            ),
         },
     };
     let stats = inventory::statistics(&ctx, caller).await?;
@@ -125,7 +131,8 @@ pub async fn show(
     let pending_issuance = requests::list(&ctx, caller, Some("pending"), one).await?.total;
     let pending_revocation = revocation_requests::list(&ctx, caller, Some("pending"), one).await?.total;
     let events = if console.can(Scope::AuditRead) {
-        let page = audit::list(&ctx, caller, AuditFilter::default(), PageRequest::new(None, Some(10), None, 10)?).await?;
+        let page =
+            audit::list(&ctx, caller, AuditFilter::default(), PageRequest::new(None, Some(10), None, 10)?).await?;
         Some(
             page.items
                 .into_iter()

@@ -80,7 +80,10 @@ pub struct StartForm {
     ca_id: String,
 }
 
-pub async fn start(State(ctx): State<SharedContext>, Posted(console, form): Posted<StartForm>) -> Result<Response, PageError> {
+pub async fn start(
+    State(ctx): State<SharedContext>,
+    Posted(console, form): Posted<StartForm>,
+) -> Result<Response, PageError> {
     let scan = match form.ca_id.trim() {
         "" => {
             let targets: Vec<String> =
@@ -113,7 +116,11 @@ struct ScanPage {
     finished: String,
 }
 
-pub async fn show(State(ctx): State<SharedContext>, console: Console, Path(id): Path<String>) -> Result<Response, PageError> {
+pub async fn show(
+    State(ctx): State<SharedContext>,
+    console: Console,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
     let id = numeric_id(&id).map_err(PageError::Api)?;
     let scan = discovery::get(&ctx, &console.caller, id).await?;
     let live = matches!(scan.status.as_str(), "pending" | "running");

@@ -53,11 +53,18 @@ struct IssuePage {
     templates: Vec<TemplateRow>,
     algorithms: [&'static str; 4],
     form: IssueForm,
+    /// The CA the form had chosen (0: none yet).
+    ca_selected: i64,
     error: Option<String>,
     reasons: Vec<String>,
 }
 
-async fn page(ctx: &SharedContext, console: &Console, form: IssueForm, error: Option<(String, Vec<String>)>) -> Result<IssuePage, PageError> {
+async fn page(
+    ctx: &SharedContext,
+    console: &Console,
+    form: IssueForm,
+    error: Option<(String, Vec<String>)>,
+) -> Result<IssuePage, PageError> {
     let caller = &console.caller;
     let cas = cas::list(ctx, caller, PageRequest::new(None, Some(100), None, 100)?)
         .await?
@@ -74,7 +81,11 @@ async fn page(ctx: &SharedContext, console: &Console, form: IssueForm, error: Op
                 t.max_validity_days,
                 t.default_validity_days,
                 t.allowed_key_algorithms.join(", "),
-                if t.allowed_key_algorithms.iter().any(|k| k == "rsa") { format!(" (RSA ≥ {} bits)", t.min_rsa_bits) } else { String::new() }
+                if t.allowed_key_algorithms.iter().any(|k| k == "rsa") {
+                    format!(" (RSA ≥ {} bits)", t.min_rsa_bits)
+                } else {
+                    String::new()
+                }
             ),
             id: t.id,
             name: t.name,
@@ -87,6 +98,7 @@ async fn page(ctx: &SharedContext, console: &Console, form: IssueForm, error: Op
         cas,
         templates,
         algorithms: ["ecdsa-p256", "ecdsa-p384", "ed25519", "rsa"],
+        ca_selected: form.ca_id.trim().parse().unwrap_or(0),
         form,
         error,
         reasons,
@@ -95,7 +107,8 @@ async fn page(ctx: &SharedContext, console: &Console, form: IssueForm, error: Op
 
 pub async fn show(State(ctx): State<SharedContext>, console: Console) -> Result<Response, PageError> {
     console.caller.require(Scope::CertificatesWrite)?;
-    let form = IssueForm { template_id: "tls-server".into(), key_algorithm: "ecdsa-p256".into(), ..IssueForm::default() };
+    let form =
+        IssueForm { template_id: "tls-server".into(), key_algorithm: "ecdsa-p256".into(), ..IssueForm::default() };
     render(&page(&ctx, &console, form, None).await?)
 }
 
@@ -116,12 +129,18 @@ fn reasons_of(err: &Error) -> Vec<String> {
             .iter()
             .map(|item| item.get("message").and_then(|m| m.as_str()).map_or_else(|| item.to_string(), str::to_string))
             .collect(),
-        serde_json::Value::Object(map) => map.iter().map(|(k, v)| format!("{k}: {}", v.as_str().map_or_else(|| v.to_string(), str::to_string))).collect(),
+        serde_json::Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+            .collect(),
         other => vec![other.to_string()],
     }
 }
 
-pub async fn submit(State(ctx): State<SharedContext>, Posted(console, form): Posted<IssueForm>) -> Result<Response, PageError> {
+pub async fn submit(
+    State(ctx): State<SharedContext>,
+    Posted(console, form): Posted<IssueForm>,
+) -> Result<Response, PageError> {
     let validity_days = match optional(&form.validity_days) {
         None => None,
         Some(text) => match text.parse::<u32>() {
@@ -138,7 +157,13 @@ pub async fn submit(State(ctx): State<SharedContext>, Posted(console, form): Pos
         ca_id,
         template_id: optional(&form.template_id),
         common_name: optional(&form.common_name),
-        subject_alt_names: form.names.split(|c: char| c == '\n' || c == ',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect(),
+        subject_alt_names: form
+            .names
+            .split(['\n', ','])
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect(),
         // A pasted CSR carries its own key: the algorithm field is for a key made here.
         key_algorithm: if csr.is_some() { None } else { optional(&form.key_algorithm) },
         csr,
@@ -148,7 +173,9 @@ pub async fn submit(State(ctx): State<SharedContext>, Posted(console, form): Pos
     };
     match issuance::issue(&ctx, &console.caller, input).await {
         Ok(Outcome::Issued(issued)) => Ok(see_other(&format!("/certificates/{}?done=issued", issued.certificate.id))),
-        Ok(Outcome::AwaitingApproval(_)) | Ok(Outcome::Issuing(_)) => Ok(see_other("/requests?status=all&done=submitted")),
+        Ok(Outcome::AwaitingApproval(_)) | Ok(Outcome::Issuing(_)) => {
+            Ok(see_other("/requests?status=all&done=submitted"))
+        }
         Err(err @ (Error::Validation { .. } | Error::PolicyDenied(_) | Error::NotFound(_) | Error::Conflict(_))) => {
             let status = trellis_http::error::status_of(&err);
             let reasons = reasons_of(&err);

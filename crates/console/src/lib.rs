@@ -4,6 +4,7 @@
 //! (`trellis_http::extract`); the console adds a per-session token on its forms. Assets (one CSS
 //! file and the vendored htmx) are embedded in the binary: `cargo build` needs no Node.
 
+mod admin;
 mod assets;
 mod auth;
 mod certificates;
@@ -46,6 +47,13 @@ pub fn routes() -> Router<SharedContext> {
         .route("/requests/{kind}/{id}/reject", post(requests::reject))
         .route("/discovery", get(discovery::list).post(discovery::start))
         .route("/discovery/{id}", get(discovery::show))
+        .route("/cas", get(admin::cas_list))
+        .route("/cas/{id}", get(admin::ca_show))
+        .route("/cas/{id}/test", post(admin::ca_test))
+        .route("/audit", get(admin::audit_log))
+        .route("/api-keys", get(admin::api_keys).post(admin::create_api_key))
+        .route("/api-keys/{id}/delete", post(admin::delete_api_key))
+        .route("/members", get(admin::members_list).post(admin::add_member))
         .route("/assets/{file}", get(assets::serve))
         .layer(axum::middleware::map_response(security_headers))
 }

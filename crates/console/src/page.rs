@@ -31,6 +31,9 @@ pub struct SignedIn {
     pub csrf: String,
     /// Shown the Issue entry (members and owners).
     pub can_issue: bool,
+    pub can_audit: bool,
+    pub can_keys: bool,
+    pub can_members: bool,
 }
 
 impl Chrome {
@@ -47,6 +50,9 @@ impl Chrome {
                 workspaces: console.workspaces.iter().map(|w| (w.id.to_string(), w.name.clone())).collect(),
                 csrf: console.csrf.clone(),
                 can_issue: console.can(Scope::CertificatesWrite),
+                can_audit: console.can(Scope::AuditRead),
+                can_keys: console.can(Scope::ApiKeysRead),
+                can_members: console.can(Scope::MembersRead),
             }),
             flash: None,
         }
@@ -86,7 +92,9 @@ pub fn render<T: Template>(template: &T) -> Result<Response, PageError> {
 #[derive(Debug)]
 pub enum PageError {
     /// No (valid) session: to the sign-in page, then back to `next`.
-    SignIn { next: String },
+    SignIn {
+        next: String,
+    },
     /// Signed in, but a member of no workspace yet.
     NoWorkspace,
     Api(ApiError),
@@ -141,7 +149,8 @@ impl IntoResponse for PageError {
                 (status, status.canonical_reason().unwrap_or("Error").to_string(), message, advice)
             }
         };
-        let page = ErrorPage { chrome: Chrome::anonymous(heading.clone()), status: status.as_u16(), heading, message, advice };
+        let page =
+            ErrorPage { chrome: Chrome::anonymous(heading.clone()), status: status.as_u16(), heading, message, advice };
         match page.render() {
             Ok(html) => (status, Html(html)).into_response(),
             Err(_) => (status, "error").into_response(),
@@ -179,7 +188,8 @@ pub fn when(millis: i64) -> String {
 
 /// `2026-11-28`.
 pub fn day(millis: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(millis).map_or_else(|| "—".to_string(), |t| t.format("%Y-%m-%d").to_string())
+    chrono::DateTime::from_timestamp_millis(millis)
+        .map_or_else(|| "—".to_string(), |t| t.format("%Y-%m-%d").to_string())
 }
 
 #[cfg(test)]

@@ -61,11 +61,7 @@ fn reasons_text(reasons: &serde_json::Value) -> String {
     reasons
         .as_array()
         .map(|items| {
-            items
-                .iter()
-                .filter_map(|r| r.get("message").and_then(|m| m.as_str()))
-                .collect::<Vec<_>>()
-                .join("; ")
+            items.iter().filter_map(|r| r.get("message").and_then(|m| m.as_str())).collect::<Vec<_>>().join("; ")
         })
         .unwrap_or_default()
 }
@@ -118,7 +114,9 @@ pub async fn list(
     let flash = match query.done.as_deref() {
         Some("approved") => Some("Approved.".to_string()),
         Some("rejected") => Some("Rejected.".to_string()),
-        Some("submitted") => Some("The request was submitted: it waits for approval, or for the CA to issue.".to_string()),
+        Some("submitted") => {
+            Some("The request was submitted: it waits for approval, or for the CA to issue.".to_string())
+        }
         _ => None,
     };
     render(&RequestsPage {

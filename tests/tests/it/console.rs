@@ -74,7 +74,8 @@ async fn signed_out_the_console_sends_to_sign_in_and_password_sign_in_opens_it()
     assert!(!page.contains("Sign in with"), "no identity provider is configured: {page}");
 
     // The stylesheet and htmx are embedded, named by their hash, cached for a year.
-    let css_href = page.split("rel=\"stylesheet\" href=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or_default();
+    let css_href =
+        page.split("rel=\"stylesheet\" href=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or_default();
     assert!(css_href.starts_with("/assets/console.") && css_href.ends_with(".css"), "{css_href}");
     let css = anonymous.get(css_href).await;
     assert_eq!(css.status, 200);
@@ -88,7 +89,8 @@ async fn signed_out_the_console_sends_to_sign_in_and_password_sign_in_opens_it()
     assert!(html(&js).contains("htmx"), "htmx is served");
 
     // Wrong password: the form again, with the reason in words.
-    let wrong = post_form(&anonymous, "/login", &[("email", "admin@example.com"), ("password", "nope"), ("next", "/")]).await;
+    let wrong =
+        post_form(&anonymous, "/login", &[("email", "admin@example.com"), ("password", "nope"), ("next", "/")]).await;
     assert_eq!(wrong.status, 401);
     assert!(html(&wrong).contains("Wrong e-mail or password"), "{}", html(&wrong));
 
@@ -186,7 +188,8 @@ async fn a_viewer_sees_no_action_and_is_refused_anyway() {
     let server = Server::start();
     let admin = server.admin().await;
     let id = one_certificate(&admin).await;
-    let workspace = admin.get("/api/auth/user").await.body["data"]["currentWorkspaceId"].as_str().unwrap_or_default().to_string();
+    let workspace =
+        admin.get("/api/auth/user").await.body["data"]["currentWorkspaceId"].as_str().unwrap_or_default().to_string();
     let viewer = server.new_member("viewer@example.com", &workspace, "viewer").await;
     // The switcher's choice is a cookie; the viewer picks the admin's workspace.
     let own = viewer.get("/").await;
@@ -203,7 +206,12 @@ async fn a_viewer_sees_no_action_and_is_refused_anyway() {
     }
     assert!(!body.contains("action=\"/certificates/"), "a form for a viewer: {body}");
     // The server refuses what the page does not offer.
-    let refused = post_form(&viewer, &format!("/certificates/{id}/revoke"), &[("csrf", &csrf_of(&page)), ("reason", "superseded")]).await;
+    let refused = post_form(
+        &viewer,
+        &format!("/certificates/{id}/revoke"),
+        &[("csrf", &csrf_of(&page)), ("reason", "superseded")],
+    )
+    .await;
     assert_eq!(refused.status, 403, "{}", html(&refused));
     assert!(html(&refused).contains("certificates:write"), "{}", html(&refused));
     let certificate = admin.get(&format!("/api/certificates/{id}")).await;
@@ -226,7 +234,8 @@ async fn forms_without_the_session_token_or_from_another_site_are_refused() {
     let no_token = post_form(&admin, &format!("/certificates/{id}/revoke"), &[("reason", "superseded")]).await;
     assert_eq!(no_token.status, 403);
     assert!(html(&no_token).contains("was not sent from this console"), "{}", html(&no_token));
-    let wrong = post_form(&admin, &format!("/certificates/{id}/revoke"), &[("csrf", "0123"), ("reason", "superseded")]).await;
+    let wrong =
+        post_form(&admin, &format!("/certificates/{id}/revoke"), &[("csrf", "0123"), ("reason", "superseded")]).await;
     assert_eq!(wrong.status, 403);
     let cross_site = admin
         .send(
@@ -241,7 +250,9 @@ async fn forms_without_the_session_token_or_from_another_site_are_refused() {
     assert_eq!(admin.get(&format!("/api/certificates/{id}")).await.body["data"]["status"], "active");
 
     // With the token: revoked, with the reason, and the page says so.
-    let done = post_form(&admin, &format!("/certificates/{id}/revoke"), &[("csrf", &token), ("reason", "keyCompromise")]).await;
+    let done =
+        post_form(&admin, &format!("/certificates/{id}/revoke"), &[("csrf", &token), ("reason", "keyCompromise")])
+            .await;
     assert_eq!(done.status, 200, "{}", html(&done));
     assert!(html(&done).contains("The certificate is revoked."), "{}", html(&done));
     let certificate: Value = admin.get(&format!("/api/certificates/{id}")).await.body;
@@ -250,10 +261,12 @@ async fn forms_without_the_session_token_or_from_another_site_are_refused() {
     // Its history shows the revocation (the audit rows of the same use case).
     assert!(html(&done).contains("certificate.revoked"), "{}", html(&done));
 
-    let toggled = post_form(&admin, &format!("/certificates/{id}/auto-renew"), &[("csrf", &token), ("enabled", "true")]).await;
+    let toggled =
+        post_form(&admin, &format!("/certificates/{id}/auto-renew"), &[("csrf", &token), ("enabled", "true")]).await;
     // A registered certificate has no CA to renew it: refused in words.
     assert!(toggled.status == 400 || toggled.status == 200, "{}", html(&toggled));
-    let deleted = post_form(&admin, &format!("/certificates/{id}/delete"), &[("csrf", &token), ("confirm", "yes")]).await;
+    let deleted =
+        post_form(&admin, &format!("/certificates/{id}/delete"), &[("csrf", &token), ("confirm", "yes")]).await;
     assert_eq!(deleted.status, 200, "{}", html(&deleted));
     assert_eq!(admin.get(&format!("/api/certificates/{id}")).await.status, 404);
 }
@@ -348,7 +361,70 @@ async fn in_chromium_sign_in_filter_issue_download_revoke_approve_and_scan_with_
     for (page, violations) in seen["violations"].as_object().into_iter().flatten() {
         assert_eq!(violations, &serde_json::json!([]), "{page}: {violations:#}");
     }
-    assert_eq!(seen["violations"].as_object().map(|v| v.len()), Some(8), "{seen}");
+    assert_eq!(seen["violations"].as_object().map(|v| v.len()), Some(13), "{seen}");
+    assert!(seen["caTest"].as_str().unwrap_or_default().starts_with("Passed"), "{seen}");
+    assert_eq!(seen["auditRows"], 1, "{seen}");
+    // The key shown once works against the API.
+    let key = seen["newKey"].as_str().unwrap_or_default().to_string();
+    assert_eq!(Client::new(&server, Some(key)).get("/api/certificates").await.status, 200, "{seen}");
     // The scan's progress reached its end, and it found the endpoint's certificate.
     assert_eq!((seen["scan"]["percent"].as_str(), seen["scan"]["found"].as_i64()), (Some("100"), Some(1)), "{seen}");
+}
+
+#[tokio::test]
+async fn administration_pages_follow_the_role() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let workspace =
+        admin.get("/api/auth/user").await.body["data"]["currentWorkspaceId"].as_str().unwrap_or_default().to_string();
+    // The owner: every entry, the forms, a key shown once, a member added.
+    let home = admin.get("/").await;
+    for entry in ["href=\"/audit\"", "href=\"/api-keys\"", "href=\"/members\"", "href=\"/cas\""] {
+        assert!(html(&home).contains(entry), "{entry}: {}", html(&home));
+    }
+    let token = csrf_of(&home);
+    let created =
+        post_form(&admin, "/api-keys", &[("csrf", &token), ("name", "ci"), ("scopes", "certificates:read")]).await;
+    assert_eq!(created.status, 200, "{}", html(&created));
+    let key = html(&created)
+        .split("id=\"new-key\" class=\"mono\" readonly value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_default()
+        .to_string();
+    assert!(key.starts_with("ck_"), "{}", html(&created));
+    assert_eq!(Client::new(&server, Some(key.clone())).get("/api/certificates").await.status, 200);
+    // Listed afterwards by its prefix only.
+    let listed = admin.get("/api-keys").await;
+    assert!(!html(&listed).contains(&key), "the key is shown once");
+    let added =
+        post_form(&admin, "/members", &[("csrf", &token), ("email", "later@example.com"), ("role", "viewer")]).await;
+    assert_eq!(added.status, 200, "{}", html(&added));
+    assert!(html(&added).contains("later@example.com"), "{}", html(&added));
+    let audit = admin.get("/audit?action=api_key.created").await;
+    assert_eq!(audit.status, 200);
+    assert!(html(&audit).contains("api_key.created"), "{}", html(&audit));
+
+    // A viewer: no entry for what its role cannot read, no form, and refused anyway.
+    let viewer = server.new_member("v@example.com", &workspace, "viewer").await;
+    let own = viewer.get("/").await;
+    post_form(&viewer, "/workspace", &[("csrf", &csrf_of(&own)), ("workspace", &workspace)]).await;
+    let home = viewer.get("/").await;
+    for entry in ["href=\"/audit\"", "href=\"/issue\""] {
+        assert!(!html(&home).contains(entry), "{entry} shown to a viewer");
+    }
+    assert_eq!(viewer.get("/audit").await.status, 403);
+    let keys = viewer.get("/api-keys").await;
+    assert_eq!(keys.status, 200, "{}", html(&keys));
+    assert!(!html(&keys).contains("Create the key"), "{}", html(&keys));
+    let refused =
+        post_form(&viewer, "/api-keys", &[("csrf", &csrf_of(&keys)), ("name", "x"), ("scopes", "certificates:read")])
+            .await;
+    assert_eq!(refused.status, 403);
+    let members = viewer.get("/members").await;
+    assert!(!html(&members).contains("action=\"/members\""), "{}", html(&members));
+    let refused =
+        post_form(&viewer, "/members", &[("csrf", &csrf_of(&members)), ("email", "x@example.com"), ("role", "owner")])
+            .await;
+    assert_eq!(refused.status, 403);
 }
