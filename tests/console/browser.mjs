@@ -108,6 +108,8 @@ try {
   await audit(page, 'api-keys');
   await page.goto(`${config.base}/members`);
   await audit(page, 'members');
+  await page.goto(`${config.base}/events-out`);
+  await audit(page, 'events-out');
 
   // A second person approves the pending request.
   const second = await newPage(await browser.newContext({ viewport: { width: 1280, height: 900 } }));

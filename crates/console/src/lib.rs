@@ -10,6 +10,7 @@ mod auth;
 mod certificates;
 mod dashboard;
 mod discovery;
+mod events_out;
 mod issue;
 mod page;
 mod requests;
@@ -54,6 +55,8 @@ pub fn routes() -> Router<SharedContext> {
         .route("/api-keys", get(admin::api_keys).post(admin::create_api_key))
         .route("/api-keys/{id}/delete", post(admin::delete_api_key))
         .route("/members", get(admin::members_list).post(admin::add_member))
+        .route("/events-out", get(events_out::show).post(events_out::create))
+        .route("/events-out/deliveries/{id}/redeliver", post(events_out::redeliver))
         .route("/assets/{file}", get(assets::serve))
         .layer(axum::middleware::map_response(security_headers))
 }

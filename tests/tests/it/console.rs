@@ -361,7 +361,7 @@ async fn in_chromium_sign_in_filter_issue_download_revoke_approve_and_scan_with_
     for (page, violations) in seen["violations"].as_object().into_iter().flatten() {
         assert_eq!(violations, &serde_json::json!([]), "{page}: {violations:#}");
     }
-    assert_eq!(seen["violations"].as_object().map(|v| v.len()), Some(13), "{seen}");
+    assert_eq!(seen["violations"].as_object().map(|v| v.len()), Some(14), "{seen}");
     assert!(seen["caTest"].as_str().unwrap_or_default().starts_with("Passed"), "{seen}");
     assert_eq!(seen["auditRows"], 1, "{seen}");
     // The key shown once works against the API.
@@ -401,6 +401,9 @@ async fn administration_pages_follow_the_role() {
         post_form(&admin, "/members", &[("csrf", &token), ("email", "later@example.com"), ("role", "viewer")]).await;
     assert_eq!(added.status, 200, "{}", html(&added));
     assert!(html(&added).contains("later@example.com"), "{}", html(&added));
+    let hooks = admin.get("/events-out").await;
+    assert_eq!(hooks.status, 200, "{}", html(&hooks));
+    assert!(html(&hooks).contains("Add the endpoint"), "{}", html(&hooks));
     let audit = admin.get("/audit?action=api_key.created").await;
     assert_eq!(audit.status, 200);
     assert!(html(&audit).contains("api_key.created"), "{}", html(&audit));
@@ -421,6 +424,9 @@ async fn administration_pages_follow_the_role() {
         post_form(&viewer, "/api-keys", &[("csrf", &csrf_of(&keys)), ("name", "x"), ("scopes", "certificates:read")])
             .await;
     assert_eq!(refused.status, 403);
+    let events_out = viewer.get("/events-out").await;
+    assert_eq!(events_out.status, 200, "{}", html(&events_out));
+    assert!(!html(&events_out).contains("action=\"/events-out\""), "{}", html(&events_out));
     let members = viewer.get("/members").await;
     assert!(!html(&members).contains("action=\"/members\""), "{}", html(&members));
     let refused =
