@@ -110,6 +110,10 @@ try {
   await audit(page, 'members');
   await page.goto(`${config.base}/events-out`);
   await audit(page, 'events-out');
+  await page.goto(`${config.base}/plugins`);
+  await audit(page, 'plugins');
+  await page.goto(`${config.base}/attestation`);
+  await audit(page, 'attestation');
 
   // A second person approves the pending request.
   const second = await newPage(await browser.newContext({ viewport: { width: 1280, height: 900 } }));

@@ -11,6 +11,7 @@ mod certificates;
 mod dashboard;
 mod discovery;
 mod events_out;
+mod fleet;
 mod issue;
 mod page;
 mod requests;
@@ -57,6 +58,9 @@ pub fn routes() -> Router<SharedContext> {
         .route("/members", get(admin::members_list).post(admin::add_member))
         .route("/events-out", get(events_out::show).post(events_out::create))
         .route("/events-out/deliveries/{id}/redeliver", post(events_out::redeliver))
+        .route("/plugins", get(fleet::plugins_list))
+        .route("/plugins/{id}/rollback", post(fleet::roll_back))
+        .route("/attestation", get(fleet::attestation))
         .route("/assets/{file}", get(assets::serve))
         .layer(axum::middleware::map_response(security_headers))
 }

@@ -34,6 +34,8 @@ pub struct SignedIn {
     pub can_audit: bool,
     pub can_keys: bool,
     pub can_members: bool,
+    /// Instance administrators see the plugins.
+    pub admin: bool,
 }
 
 impl Chrome {
@@ -53,6 +55,7 @@ impl Chrome {
                 can_audit: console.can(Scope::AuditRead),
                 can_keys: console.can(Scope::ApiKeysRead),
                 can_members: console.can(Scope::MembersRead),
+                admin: console.caller.instance_admin,
             }),
             flash: None,
         }

@@ -361,7 +361,7 @@ async fn in_chromium_sign_in_filter_issue_download_revoke_approve_and_scan_with_
     for (page, violations) in seen["violations"].as_object().into_iter().flatten() {
         assert_eq!(violations, &serde_json::json!([]), "{page}: {violations:#}");
     }
-    assert_eq!(seen["violations"].as_object().map(|v| v.len()), Some(14), "{seen}");
+    assert_eq!(seen["violations"].as_object().map(|v| v.len()), Some(16), "{seen}");
     assert!(seen["caTest"].as_str().unwrap_or_default().starts_with("Passed"), "{seen}");
     assert_eq!(seen["auditRows"], 1, "{seen}");
     // The key shown once works against the API.
@@ -404,6 +404,10 @@ async fn administration_pages_follow_the_role() {
     let hooks = admin.get("/events-out").await;
     assert_eq!(hooks.status, 200, "{}", html(&hooks));
     assert!(html(&hooks).contains("Add the endpoint"), "{}", html(&hooks));
+    let plugins = admin.get("/plugins").await;
+    assert_eq!(plugins.status, 200, "{}", html(&plugins));
+    assert!(html(&plugins).contains("trellis.internal"), "{}", html(&plugins));
+    assert_eq!(admin.get("/attestation").await.status, 200);
     let audit = admin.get("/audit?action=api_key.created").await;
     assert_eq!(audit.status, 200);
     assert!(html(&audit).contains("api_key.created"), "{}", html(&audit));
@@ -413,9 +417,12 @@ async fn administration_pages_follow_the_role() {
     let own = viewer.get("/").await;
     post_form(&viewer, "/workspace", &[("csrf", &csrf_of(&own)), ("workspace", &workspace)]).await;
     let home = viewer.get("/").await;
-    for entry in ["href=\"/audit\"", "href=\"/issue\""] {
+    for entry in ["href=\"/audit\"", "href=\"/issue\"", "href=\"/plugins\""] {
         assert!(!html(&home).contains(entry), "{entry} shown to a viewer");
     }
+    // Plugins are the instance administrators'.
+    assert_eq!(viewer.get("/plugins").await.status, 403);
+    assert_eq!(viewer.get("/attestation").await.status, 200);
     assert_eq!(viewer.get("/audit").await.status, 403);
     let keys = viewer.get("/api-keys").await;
     assert_eq!(keys.status, 200, "{}", html(&keys));
