@@ -31,6 +31,9 @@ test:
 	# componentize-py (PyPI) and jco + componentize-js (npm), which build the Python and JavaScript
 	# plugins (sdk-python, sdk-js; scripts/build-polyglot-plugins.sh), into target/.
 	scripts/polyglot.sh >/dev/null
+	# playwright-core and axe-core (npm), the console's browser tests (tests/it/console.rs), into
+	# target/console-deps/node_modules.
+	scripts/console-deps.sh >/dev/null
 	# The wasm plugins and the native crates (binaries and tests) build side by side: separate
 	# target directories, and each build alone leaves a core idle much of the time.
 	scripts/build-plugins.sh & plugins=$$!; \

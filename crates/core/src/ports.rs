@@ -69,6 +69,15 @@ pub trait CertificateReads: Send + Sync {
         page: PageRequest,
     ) -> StoreResult<Page<Certificate>>;
     async fn certificate_statistics(&self, workspace_id: &str, now: i64) -> StoreResult<Statistics>;
+    /// Unrevoked certificates expiring in `(now, now + buckets × bucket_ms]`, counted per bucket
+    /// of `bucket_ms` (bucket 0 ends at `now + bucket_ms`): `(bucket, count)` for non-empty ones.
+    async fn expiry_histogram(
+        &self,
+        workspace_id: &str,
+        now: i64,
+        bucket_ms: i64,
+        buckets: i64,
+    ) -> StoreResult<Vec<(i64, i64)>>;
     async fn list_usage(
         &self,
         workspace_id: &str,

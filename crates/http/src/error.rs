@@ -148,7 +148,7 @@ fn plugin_status(err: &PluginError) -> StatusCode {
 }
 
 impl ApiError {
-    pub(crate) fn status_and_code(&self) -> (StatusCode, &'static str) {
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::Domain(err) => (status_of(err), err.code()),
             ApiError::RouteNotFound => (StatusCode::NOT_FOUND, "NOT_FOUND"),
@@ -161,7 +161,7 @@ impl ApiError {
         }
     }
 
-    pub(crate) fn message(&self) -> String {
+    pub fn message(&self) -> String {
         match self {
             ApiError::Domain(err) => err.to_string(),
             ApiError::RouteNotFound => "Route not found".into(),

@@ -82,7 +82,7 @@ impl FromRequestParts<SharedContext> for SessionPerson {
 /// A session's token and the workspace it asks for (`X-Workspace-Id`); a cookie-borne request
 /// that changes state must be same-origin.
 fn session_of(parts: &Parts) -> Result<(String, Option<String>), ApiError> {
-    let token = session_token(&parts.headers, cookie_name(parts)).ok_or(Error::Unauthorized)?;
+    let token = session_token(&parts.headers, session_cookie_name(parts)).ok_or(Error::Unauthorized)?;
     check_same_origin(&parts.method, &parts.headers)?;
     let workspace = parts
         .headers
@@ -107,8 +107,9 @@ fn api_key(headers: &HeaderMap) -> Option<String> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_string())
 }
 
-/// The session cookie's name as configured (see `HttpSettings::session_cookie`).
-fn cookie_name(parts: &Parts) -> &'static str {
+/// The session cookie's name as configured (see `HttpSettings::session_cookie`); the console
+/// reads the same cookie.
+pub fn session_cookie_name(parts: &Parts) -> &'static str {
     parts.extensions.get::<crate::HttpSettings>().map_or(SESSION_COOKIE, crate::HttpSettings::session_cookie)
 }
 

@@ -120,6 +120,12 @@ fn in_network(address: std::net::IpAddr, network: std::net::IpAddr, prefix: u8) 
 }
 
 pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
+    router_with(ctx, settings, Router::new())
+}
+
+/// The API's router with `extra` routes (the web console, `trellis-console`) merged in, so they
+/// go through the same admission, body limit, settings and request-id layers.
+pub fn router_with(ctx: SharedContext, settings: HttpSettings, extra: Router<SharedContext>) -> Router {
     let body_limit = settings.body_limit_bytes;
     let ops = if settings.metrics_on_api { ops::routes().merge(ops::metrics_routes()) } else { ops::routes() };
     Router::new()
@@ -138,6 +144,7 @@ pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
         .merge(audit::routes())
         .merge(plugins::routes())
         .merge(docs::routes())
+        .merge(extra)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))

@@ -379,6 +379,32 @@ impl CertificateReads for Store {
         Ok(stats)
     }
 
+    /// A range scan of `certificates_status` (workspace, revoked, expires_at): the cost follows
+    /// the certificates in the window, not the inventory.
+    async fn expiry_histogram(
+        &self,
+        workspace_id: &str,
+        now: i64,
+        bucket_ms: i64,
+        buckets: i64,
+    ) -> StoreResult<Vec<(i64, i64)>> {
+        let bucket_ms = bucket_ms.max(1);
+        let until = now.saturating_add(bucket_ms.saturating_mul(buckets.max(0)));
+        let rows = sqlx::query(
+            "SELECT (expires_at - $2 - 1) / $3, COUNT(*) FROM certificates \
+             WHERE workspace_id = $1 AND revoked = 0 AND expires_at > $2 AND expires_at <= $4 \
+             GROUP BY 1",
+        )
+        .bind(workspace_id)
+        .bind(now)
+        .bind(bucket_ms)
+        .bind(until)
+        .fetch_all(&self.pool)
+        .await
+        .db()?;
+        rows.iter().map(|row| Ok((row.try_get(0).db()?, row.try_get(1).db()?))).collect()
+    }
+
     async fn list_usage(
         &self,
         workspace_id: &str,

@@ -460,7 +460,8 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         }
         None => None,
     };
-    let app = trellis_http::router(ctx.clone(), wiring::http_settings(&config));
+    // The web console (`/`, `/login`, …) shares the API's layers and session.
+    let app = trellis_http::router_with(ctx.clone(), wiring::http_settings(&config), trellis_console::routes());
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
     let listener = trellis_http::listener::LimitedListener::new(listener, config.max_connections);

@@ -11,6 +11,7 @@ mod ca_probes;
 mod cas;
 mod certificates;
 mod commercial_acme;
+mod console;
 mod discovery;
 mod errors;
 mod gates;

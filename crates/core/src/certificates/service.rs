@@ -417,6 +417,22 @@ pub async fn statistics(ctx: &Context, caller: &Caller) -> Result<Statistics> {
     Ok(ctx.store.certificate_statistics(&caller.workspace_id, ctx.now_millis()).await?)
 }
 
+/// How many unrevoked certificates expire on each of the next `days` days (1 to 366), day 0
+/// being the 24 hours from now: the dashboard's windows and its timeline.
+pub async fn expiry_outlook(ctx: &Context, caller: &Caller, days: i64) -> Result<Vec<i64>> {
+    caller.require(Scope::CertificatesRead)?;
+    const DAY_MS: i64 = 24 * 3600 * 1000;
+    let days = days.clamp(1, 366);
+    let counts = ctx.store.expiry_histogram(&caller.workspace_id, ctx.now_millis(), DAY_MS, days).await?;
+    let mut outlook = vec![0; days as usize];
+    for (day, count) in counts {
+        if let Some(slot) = usize::try_from(day).ok().and_then(|day| outlook.get_mut(day)) {
+            *slot += count;
+        }
+    }
+    Ok(outlook)
+}
+
 pub struct NewUsage {
     pub certificate_id: i64,
     pub host: String,

@@ -158,6 +158,9 @@ impl CertificateReads for MemoryStore {
     async fn certificate_statistics(&self, _: &str, _: i64) -> StoreResult<Statistics> {
         not_faked("certificate_statistics")
     }
+    async fn expiry_histogram(&self, _: &str, _: i64, _: i64, _: i64) -> StoreResult<Vec<(i64, i64)>> {
+        not_faked("expiry_histogram")
+    }
     async fn list_usage(&self, _: &str, _: Option<i64>, _: PageRequest) -> StoreResult<Page<UsageRecord>> {
         not_faked("list_usage")
     }

@@ -1,0 +1,145 @@
+// The console in a real browser: Debian's Chromium (/usr/bin/chromium) driven by playwright-core
+// through executablePath (no browser download), axe-core run in every page. Driven by
+// tests/it/console.rs, which prepares the server and checks what this prints (one JSON object).
+//
+// Usage: TRELLIS_NODE_MODULES=target/console-deps/node_modules node browser.mjs CONFIG_JSON
+// CONFIG: { base, admin: {email, password}, approver: {email, password}, workspace, requestId, search, scanTarget,
+//           screenshots?: directory for one PNG per page }
+import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+
+const config = JSON.parse(process.argv[2]);
+const modules = process.env.TRELLIS_NODE_MODULES;
+const { chromium } = await import(pathToFileURL(join(modules, 'playwright-core', 'index.mjs')).href);
+const axeSource = readFileSync(join(modules, 'axe-core', 'axe.min.js'), 'utf8');
+
+const out = { numbers: {}, violations: {}, csp: [], steps: [] };
+const browser = await chromium.launch({
+  executablePath: '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync'],
+});
+
+/// axe-core in the page (evaluated over the DevTools protocol, which the page's CSP does not
+/// govern); keeps the serious and critical violations by page name.
+async function audit(page, name) {
+  await page.evaluate(axeSource);
+  const result = await page.evaluate(async () => {
+    const r = await window.axe.run(document, { resultTypes: ['violations'] });
+    return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target.join(' ')).slice(0, 5) }));
+  });
+  out.violations[name] = result;
+  if (config.screenshots) {
+    await page.screenshot({ path: join(config.screenshots, `${name}.png`), fullPage: true });
+  }
+}
+
+async function signIn(page, who) {
+  await page.goto(`${config.base}/login`);
+  await page.fill('#email', who.email);
+  await page.fill('#password', who.password);
+  await Promise.all([page.waitForURL(`${config.base}/`), page.click('button[type="submit"]')]);
+}
+
+async function newPage(context) {
+  const page = await context.newPage();
+  page.setDefaultTimeout(20000);
+  // A CSP refusal shows up as a console error: any is a failure of the page.
+  page.on('console', (m) => { if (/Content Security Policy/i.test(m.text())) out.csp.push(m.text()); });
+  return page;
+}
+
+try {
+  const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1280, height: 900 } });
+  const page = await newPage(context);
+  await page.goto(`${config.base}/login`);
+  await audit(page, 'login');
+  await signIn(page, config.admin);
+  out.steps.push('signed in');
+  for (const id of ['count-total', 'count-active', 'count-expiring', 'count-expired', 'count-revoked', 'within-7', 'within-30']) {
+    out.numbers[id] = Number((await page.locator(`#${id}`).innerText()).trim());
+  }
+  await audit(page, 'dashboard');
+
+  // The inventory, filtered live (htmx swaps the results and pushes the URL).
+  await page.goto(`${config.base}/certificates`);
+  await page.fill('#search', config.search);
+  await page.press('#search', 'Enter');
+  await page.waitForURL(/search=/);
+  await page.waitForFunction((s) => [...document.querySelectorAll('table.inventory tbody th')].every((c) => c.innerText.includes(s)), config.search);
+  out.filtered = await page.locator('table.inventory tbody th').allInnerTexts();
+  await audit(page, 'certificates');
+
+  // Issue from the form, then download the certificate.
+  await page.goto(`${config.base}/issue`);
+  await audit(page, 'issue');
+  await page.fill('#commonName', 'web.console.example');
+  await page.fill('#names', 'web.console.example');
+  await Promise.all([page.waitForURL(/\/certificates\/\d+\?done=issued/), page.click('button[type="submit"].primary')]);
+  out.issuedUrl = page.url();
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('text=Certificate (PEM)')]);
+  out.downloaded = readFileSync(await download.path(), 'utf8').split('\n')[0];
+  await audit(page, 'certificate');
+
+  // Revoke it with a reason.
+  await page.selectOption('#reason', 'superseded');
+  await Promise.all([page.waitForURL(/done=revoked/), page.click('button.danger:text("Revoke")')]);
+  out.revoked = (await page.locator('#revoked').innerText()).trim();
+  out.steps.push('revoked');
+
+  // The administration pages: a CA with its test run again, the audit log, a new API key
+  // (shown once), members.
+  await page.goto(`${config.base}/cas`);
+  await audit(page, 'cas');
+  await Promise.all([page.waitForURL(/\/cas\/\d+$/), page.click('table a')]);
+  await Promise.all([page.waitForURL(/\/cas\/\d+\/test$/), page.click('text=Run the test')]);
+  out.caTest = (await page.locator('#test-result').innerText()).trim();
+  await audit(page, 'ca');
+  await page.goto(`${config.base}/audit?action=certificate.revoked`);
+  out.auditRows = await page.locator('tbody tr').count();
+  await audit(page, 'audit');
+  await page.goto(`${config.base}/api-keys`);
+  await page.fill('#key-name', 'from the console');
+  await page.fill('#key-scopes', 'certificates:read');
+  await Promise.all([page.waitForLoadState('load'), page.click('text=Create the key')]);
+  out.newKey = await page.locator('#new-key').inputValue();
+  await audit(page, 'api-keys');
+  await page.goto(`${config.base}/members`);
+  await audit(page, 'members');
+  await page.goto(`${config.base}/events-out`);
+  await audit(page, 'events-out');
+  await page.goto(`${config.base}/plugins`);
+  await audit(page, 'plugins');
+  await page.goto(`${config.base}/attestation`);
+  await audit(page, 'attestation');
+
+  // A second person approves the pending request.
+  const second = await newPage(await browser.newContext({ viewport: { width: 1280, height: 900 } }));
+  await signIn(second, config.approver);
+  // The approver's own workspace opens first: the switcher moves to the shared one.
+  await second.selectOption('#workspace-switch', config.workspace);
+  await Promise.all([second.waitForURL(`${config.base}/`), second.click('.switcher button[type="submit"]')]);
+  await second.goto(`${config.base}/requests`);
+  await audit(second, 'requests');
+  await Promise.all([second.waitForURL(/done=approved/), second.click(`button[aria-label="Approve issuance request ${config.requestId}"]`)]);
+  out.steps.push('approved');
+
+  // Start a scan and watch its progress reach the end (the scan page polls itself with htmx).
+  await second.goto(`${config.base}/discovery`);
+  await audit(second, 'discovery');
+  await second.fill('#targets', config.scanTarget);
+  await Promise.all([second.waitForURL(/\/discovery\/\d+$/), second.click('button[type="submit"].primary')]);
+  await second.waitForFunction(() => document.querySelector('#scan-status')?.innerText.trim() === 'completed', null, { timeout: 30000 });
+  out.scan = {
+    percent: await second.locator('#scan-bar').getAttribute('value'),
+    found: Number((await second.locator('#scan-found').innerText()).trim()),
+  };
+  await audit(second, 'scan');
+} catch (err) {
+  out.error = String(err && err.stack || err);
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(out));
