@@ -399,7 +399,7 @@ impl CertificateReads for Store {
         .bind(now)
         .bind(bucket_ms)
         .bind(until)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.reader().await?)
         .await
         .db()?;
         rows.iter().map(|row| Ok((row.try_get(0).db()?, row.try_get(1).db()?))).collect()

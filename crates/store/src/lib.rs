@@ -501,7 +501,7 @@ impl Store {
         );
         let counted: i64 = bind_all(sqlx::query(&count_sql), binds)
             .bind(count_cap.saturating_add(1))
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *self.reader().await?)
             .await
             .db()?
             .try_get(0)
@@ -516,7 +516,7 @@ impl Store {
         let rows = bind_all(sqlx::query(&list_sql), binds)
             .bind(page.limit)
             .bind(page.offset)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.reader().await?)
             .await
             .db()?;
         let items = rows.iter().map(map).collect::<StoreResult<Vec<_>>>()?;
