@@ -204,10 +204,6 @@ enum ApiKeyCommand {
     },
 }
 
-/// See crates/trellis/Cargo.toml for why not the system allocator.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
