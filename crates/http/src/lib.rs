@@ -2,6 +2,7 @@
 //! Handlers translate HTTP to domain calls and back; they hold no business rules.
 
 pub mod acme_challenges;
+mod acme_server;
 mod attestation;
 mod audit;
 mod auth;
@@ -137,6 +138,7 @@ pub fn router(ctx: SharedContext, settings: HttpSettings) -> Router {
         .merge(certificates::routes())
         .merge(audit::routes())
         .merge(plugins::routes())
+        .merge(acme_server::routes())
         .merge(docs::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
