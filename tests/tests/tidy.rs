@@ -32,7 +32,10 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
             ("error", "the domain error, mapped to problem documents"),
             ("issuance", "finalize is an issuance Run; orders wait on certificate requests"),
-            ("lifecycle", "revokeCert revokes through lifecycle::revocation (acme sits above the areas, like lifecycle)"),
+            (
+                "lifecycle",
+                "revokeCert revokes through lifecycle::revocation (acme sits above the areas, like lifecycle)",
+            ),
             ("plugins", "newOrder's policy screen builds an EvaluationRequest"),
             ("ports", "StoreResult, and the inventory and request reads"),
             ("unit_of_work", "changes recorded with their audit rows"),
@@ -125,7 +128,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         "context",
         &[
             ("acme", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
-            ("audit", "the Context holds the ports of every area"), // two-way edge, not in issue 22's list
+            ("audit", "the Context holds the ports of every area"),     // two-way edge, not in issue 22's list
             ("auth", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
             ("clock", "the Context holds every area's port or service"),
             ("crypto", "the Context holds every area's port or service"),

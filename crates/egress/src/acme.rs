@@ -245,7 +245,9 @@ impl HostValidator {
         let answer = match tokio::time::timeout(TIMEOUT, exchange).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(err)) => return Err(ValidationFailure::Connection(format!("{host} ({ip}:{port}): {err}"))),
-            Err(_) => return Err(ValidationFailure::Connection(format!("{host} ({ip}:{port}) did not answer in time"))),
+            Err(_) => {
+                return Err(ValidationFailure::Connection(format!("{host} ({ip}:{port}) did not answer in time")))
+            }
         };
         let text = String::from_utf8_lossy(&answer);
         let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
@@ -271,7 +273,12 @@ impl HostValidator {
         }
     }
 
-    async fn tls_alpn01_at(&self, ip: IpAddr, identifier: &Identifier, expected: &[u8]) -> Result<(), ValidationFailure> {
+    async fn tls_alpn01_at(
+        &self,
+        ip: IpAddr,
+        identifier: &Identifier,
+        expected: &[u8],
+    ) -> Result<(), ValidationFailure> {
         let port = self.config.tls_port;
         let stream = self.connect(ip, port).await?;
         let server_name = match identifier.value.parse::<IpAddr>() {

@@ -231,7 +231,11 @@ async fn challenge(State(ctx): State<SharedContext>, Path((ca, id)): Path<(Strin
     answer(ctx, &ca, Endpoint::Challenge(id), body).await
 }
 
-async fn certificate(State(ctx): State<SharedContext>, Path((ca, id)): Path<(String, String)>, body: Bytes) -> Response {
+async fn certificate(
+    State(ctx): State<SharedContext>,
+    Path((ca, id)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
     answer(ctx, &ca, Endpoint::Certificate(id), body).await
 }
 

@@ -6,9 +6,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 use trellis_core::acme::jws::Jwk;
-use trellis_core::acme::{
-    Account, AcmeStore, Authorization, Challenge, DirectoryConfig, EabKey, Identifier, Order,
-};
+use trellis_core::acme::{Account, AcmeStore, Authorization, Challenge, DirectoryConfig, EabKey, Identifier, Order};
 use trellis_core::ports::StoreError;
 
 use crate::{DbResult, Store, StoreResult};
@@ -134,10 +132,7 @@ fn authz(row: &AnyRow) -> StoreResult<Authorization> {
         id: row.try_get("id").db()?,
         ca_id: row.try_get("ca_id").db()?,
         account_id: row.try_get("account_id").db()?,
-        identifier: Identifier {
-            kind: row.try_get("identifier_type").db()?,
-            value: row.try_get("identifier").db()?,
-        },
+        identifier: Identifier { kind: row.try_get("identifier_type").db()?, value: row.try_get("identifier").db()? },
         wildcard: row.try_get::<i64, _>("wildcard").db()? != 0,
         status: row.try_get("status").db()?,
         expires_at: row.try_get("expires_at").db()?,
@@ -159,12 +154,7 @@ fn challenge(row: &AnyRow) -> StoreResult<Challenge> {
 }
 
 impl DbAcme {
-    async fn one<T>(
-        &self,
-        sql: &str,
-        binds: &[&str],
-        map: fn(&AnyRow) -> StoreResult<T>,
-    ) -> StoreResult<Option<T>> {
+    async fn one<T>(&self, sql: &str, binds: &[&str], map: fn(&AnyRow) -> StoreResult<T>) -> StoreResult<Option<T>> {
         let mut query = sqlx::query(sql);
         for bind in binds {
             query = query.bind(*bind);
@@ -229,11 +219,7 @@ impl AcmeStore for DbAcme {
             .await
             .db()?;
         // Expired nonces go on the way (bounded by the expiry index).
-        sqlx::query("DELETE FROM acme_nonces WHERE expires_at <= $1")
-            .bind(now)
-            .execute(&self.store.pool)
-            .await
-            .db()?;
+        sqlx::query("DELETE FROM acme_nonces WHERE expires_at <= $1").bind(now).execute(&self.store.pool).await.db()?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -333,8 +319,12 @@ impl AcmeStore for DbAcme {
     }
 
     async fn account_in_workspace(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Account>> {
-        self.one(&format!("SELECT {ACCOUNT} FROM acme_accounts WHERE id = $1 AND workspace_id = $2"), &[id, workspace_id], account)
-            .await
+        self.one(
+            &format!("SELECT {ACCOUNT} FROM acme_accounts WHERE id = $1 AND workspace_id = $2"),
+            &[id, workspace_id],
+            account,
+        )
+        .await
     }
 
     async fn account_by_thumbprint(&self, ca_id: i64, thumbprint: &str) -> StoreResult<Option<Account>> {
@@ -350,12 +340,13 @@ impl AcmeStore for DbAcme {
     }
 
     async fn accounts(&self, workspace_id: &str) -> StoreResult<Vec<Account>> {
-        let rows =
-            sqlx::query(&format!("SELECT {ACCOUNT} FROM acme_accounts WHERE workspace_id = $1 ORDER BY created_at, id"))
-                .bind(workspace_id)
-                .fetch_all(&self.store.pool)
-                .await
-                .db()?;
+        let rows = sqlx::query(&format!(
+            "SELECT {ACCOUNT} FROM acme_accounts WHERE workspace_id = $1 ORDER BY created_at, id"
+        ))
+        .bind(workspace_id)
+        .fetch_all(&self.store.pool)
+        .await
+        .db()?;
         rows.iter().map(account).collect()
     }
 

@@ -46,10 +46,16 @@ pub struct DirectoryInput {
 
 /// `PUT /api/certificate-authorities/{id}/acme`: templates must resolve, the CA's connector
 /// must issue.
-pub async fn put_directory(ctx: &Context, caller: &Caller, ca_id: i64, input: DirectoryInput) -> Result<DirectoryConfig> {
+pub async fn put_directory(
+    ctx: &Context,
+    caller: &Caller,
+    ca_id: i64,
+    input: DirectoryInput,
+) -> Result<DirectoryConfig> {
     caller.require(Scope::CasWrite)?;
     let ca = crate::cas::service::find(ctx, &caller.workspace_id, ca_id).await?;
-    let mut config = acme(ctx)?.directory(ca.id).await?.unwrap_or_else(|| DirectoryConfig::off(ca.id, &ca.workspace_id));
+    let mut config =
+        acme(ctx)?.directory(ca.id).await?.unwrap_or_else(|| DirectoryConfig::off(ca.id, &ca.workspace_id));
     if let Some(enabled) = input.enabled {
         config.enabled = enabled;
     }
@@ -80,7 +86,10 @@ pub async fn put_directory(ctx: &Context, caller: &Caller, ca_id: i64, input: Di
         let mut kept = Vec::new();
         for kind in types {
             if !CHALLENGE_TYPES.contains(&kind.as_str()) {
-                return Err(Error::invalid_field("challengeTypes", format!("`{kind}` is not one of {CHALLENGE_TYPES:?}")));
+                return Err(Error::invalid_field(
+                    "challengeTypes",
+                    format!("`{kind}` is not one of {CHALLENGE_TYPES:?}"),
+                ));
             }
             if !kept.contains(&kind) {
                 kept.push(kind);

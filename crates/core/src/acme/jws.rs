@@ -68,7 +68,8 @@ impl Jws {
                 malformed(format!("the JWS has no `{name}` member (flattened JSON serialization is required)"))
             })
         };
-        let (protected_b64, payload_b64, signature_b64) = (member("protected")?, member("payload")?, member("signature")?);
+        let (protected_b64, payload_b64, signature_b64) =
+            (member("protected")?, member("payload")?, member("signature")?);
         let protected = unb64(&protected_b64).ok_or_else(|| malformed("the protected header is not base64url"))?;
         let protected: Value =
             serde_json::from_slice(&protected).map_err(|_| malformed("the protected header is not JSON"))?;
@@ -191,8 +192,13 @@ impl Jwk {
                 point.extend(Self::decoded(y));
                 UnparsedPublicKey::new(algorithm, point).verify(message, signature_bytes)
             }
-            (Jwk::Rsa { n, e }, "RS256") => signature::RsaPublicKeyComponents { n: Self::decoded(n), e: Self::decoded(e) }
-                .verify(&signature::RSA_PKCS1_2048_8192_SHA256, message, signature_bytes),
+            (Jwk::Rsa { n, e }, "RS256") => {
+                signature::RsaPublicKeyComponents { n: Self::decoded(n), e: Self::decoded(e) }.verify(
+                    &signature::RSA_PKCS1_2048_8192_SHA256,
+                    message,
+                    signature_bytes,
+                )
+            }
             (Jwk::Okp { x, .. }, "EdDSA") => {
                 UnparsedPublicKey::new(&signature::ED25519, Self::decoded(x)).verify(message, signature_bytes)
             }

@@ -79,8 +79,12 @@ pub enum ValidationFailure {
 pub trait ChallengeValidator: Send + Sync + 'static {
     /// GET `http://{identifier}:{port}/.well-known/acme-challenge/{token}` must answer
     /// `key_authorization`.
-    async fn http01(&self, identifier: &Identifier, token: &str, key_authorization: &str)
-        -> Result<(), ValidationFailure>;
+    async fn http01(
+        &self,
+        identifier: &Identifier,
+        token: &str,
+        key_authorization: &str,
+    ) -> Result<(), ValidationFailure>;
     /// `_acme-challenge.{name}` must have a TXT record equal to `digest` (base64url SHA-256 of
     /// the key authorization).
     async fn dns01(&self, name: &str, digest: &str) -> Result<(), ValidationFailure>;

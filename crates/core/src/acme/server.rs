@@ -106,8 +106,11 @@ pub async fn directory(ctx: &Context, ca_id: i64) -> Result<Value, Problem> {
     let base = base_url(ctx, ca_id);
     let mut meta = json!({ "externalAccountRequired": config.external_account_required });
     if !config.profiles.is_empty() {
-        let profiles: serde_json::Map<String, Value> =
-            config.profiles.iter().map(|(name, template)| (name.clone(), json!(format!("template {template}")))).collect();
+        let profiles: serde_json::Map<String, Value> = config
+            .profiles
+            .iter()
+            .map(|(name, template)| (name.clone(), json!(format!("template {template}"))))
+            .collect();
         meta["profiles"] = Value::Object(profiles);
     }
     Ok(json!({
@@ -160,7 +163,10 @@ async fn verify(
     let base = base_url(ctx, config.ca_id);
     let expected = format!("{base}/{}", endpoint.path());
     if jws.header.url.as_deref() != Some(expected.as_str()) {
-        return Err(problem(ProblemType::Unauthorized, format!("the JWS `url` is not this request's URL ({expected})")));
+        return Err(problem(
+            ProblemType::Unauthorized,
+            format!("the JWS `url` is not this request's URL ({expected})"),
+        ));
     }
     match (&jws.header.jwk, &jws.header.kid) {
         (Some(_), Some(_)) => Err(problem(ProblemType::Malformed, "the JWS carries both `jwk` and `kid`")),
@@ -342,7 +348,10 @@ async fn new_account(ctx: &Context, config: &DirectoryConfig, base: &str, jws: &
     };
     if let Some(key) = &eab {
         if !acme.bind_eab_key(&key.id, &id).await? {
-            return Err(problem(ProblemType::Unauthorized, "the external account binding key is already used or revoked"));
+            return Err(problem(
+                ProblemType::Unauthorized,
+                "the external account binding key is already used or revoked",
+            ));
         }
     }
     if let Err(err) = acme.insert_account(&account).await {
@@ -360,7 +369,11 @@ async fn new_account(ctx: &Context, config: &DirectoryConfig, base: &str, jws: &
         json!({ "caId": config.ca_id, "eabKeyId": account.eab_key_id, "contact": account.contact }),
     )
     .await;
-    Ok(Reply { created: true, location: Some(format!("{base}/account/{id}")), ..Reply::json(account_json(base, &account)) })
+    Ok(Reply {
+        created: true,
+        location: Some(format!("{base}/account/{id}")),
+        ..Reply::json(account_json(base, &account))
+    })
 }
 
 /// RFC 8555 §7.3.4: an HS256 JWS over the account key, by an EAB key of this CA's directory.
@@ -436,7 +449,8 @@ async fn update_account(ctx: &Context, base: &str, mut account: Account, jws: &J
 async fn key_change(ctx: &Context, base: &str, mut account: Account, jws: &Jws) -> Result<Reply, Problem> {
     let inner = Jws::from_value(&jws.payload_json()?)?;
     inner.check_alg()?;
-    let new_key = inner.header.jwk.clone().ok_or_else(|| problem(ProblemType::Malformed, "the inner JWS has no `jwk`"))?;
+    let new_key =
+        inner.header.jwk.clone().ok_or_else(|| problem(ProblemType::Malformed, "the inner JWS has no `jwk`"))?;
     if inner.header.kid.is_some() || inner.header.nonce.is_some() {
         return Err(problem(ProblemType::Malformed, "the inner JWS carries neither `kid` nor `nonce`"));
     }
@@ -557,7 +571,10 @@ async fn new_order(
         None | Some(Value::Null) => None,
         Some(Value::String(name)) if config.profiles.contains_key(name) => Some(name.clone()),
         Some(other) => {
-            return Err(problem(ProblemType::InvalidProfile, format!("profile {other} is not offered by this directory")))
+            return Err(problem(
+                ProblemType::InvalidProfile,
+                format!("profile {other} is not offered by this directory"),
+            ))
         }
     };
     // Limits: orders per hour per account (an EAB key binds one account, so this is the EAB
@@ -584,12 +601,15 @@ async fn new_order(
     for identifier in &identifiers {
         let (_, wildcard) = identifier.base();
         if wildcard && !config.challenge_types.iter().any(|t| t == "dns-01") {
-            return Err(problem(ProblemType::RejectedIdentifier, "wildcards need dns-01, which this directory does not offer")
-                .with_subproblems(vec![Subproblem {
-                    kind: ProblemType::RejectedIdentifier,
-                    detail: "wildcards are validated only by dns-01".into(),
-                    identifier: identifier.clone(),
-                }]));
+            return Err(problem(
+                ProblemType::RejectedIdentifier,
+                "wildcards need dns-01, which this directory does not offer",
+            )
+            .with_subproblems(vec![Subproblem {
+                kind: ProblemType::RejectedIdentifier,
+                detail: "wildcards are validated only by dns-01".into(),
+                identifier: identifier.clone(),
+            }]));
         }
     }
     super::validation::screen(ctx, config, account, &identifiers).await?;
@@ -706,7 +726,8 @@ pub(crate) async fn refresh_order(ctx: &Context, mut order: Order) -> Result<Ord
                 _ => {
                     order.status = "invalid".into();
                     order.error = Some(
-                        problem(ProblemType::Unauthorized, "an authorization of the order failed or expired").document(),
+                        problem(ProblemType::Unauthorized, "an authorization of the order failed or expired")
+                            .document(),
                     );
                     all_valid = false;
                     break;
@@ -901,7 +922,10 @@ async fn finalize(
             trellis_pki::SubjectAltName::Dns(dns) => named.insert(("dns".to_owned(), dns.to_ascii_lowercase())),
             trellis_pki::SubjectAltName::Ip(ip) => named.insert(("ip".to_owned(), ip.to_string())),
             other => {
-                return Err(problem(ProblemType::BadCsr, format!("the CSR names `{other}`, which ACME cannot validate")))
+                return Err(problem(
+                    ProblemType::BadCsr,
+                    format!("the CSR names `{other}`, which ACME cannot validate"),
+                ))
             }
         };
     }
@@ -912,7 +936,10 @@ async fn finalize(
             Err(_) => ("dns".to_owned(), cn.clone()),
         };
         if !wanted.contains(&as_identifier) {
-            return Err(problem(ProblemType::BadCsr, format!("the CSR's common name `{cn}` is not an identifier of the order")));
+            return Err(problem(
+                ProblemType::BadCsr,
+                format!("the CSR's common name `{cn}` is not an identifier of the order"),
+            ));
         }
         named.insert(as_identifier);
     }
@@ -1011,7 +1038,12 @@ async fn revoke_cert(ctx: &Context, config: &DirectoryConfig, verified: Verified
             Some(3) => "affiliationChanged",
             Some(4) => "superseded",
             Some(5) => "cessationOfOperation",
-            _ => return Err(problem(ProblemType::BadRevocationReason, format!("reason {code} is not accepted (0, 1, 3, 4, 5)"))),
+            _ => {
+                return Err(problem(
+                    ProblemType::BadRevocationReason,
+                    format!("reason {code} is not accepted (0, 1, 3, 4, 5)"),
+                ))
+            }
         },
     };
     let fingerprint = hex::encode(Sha256::digest(&der));
@@ -1021,7 +1053,9 @@ async fn revoke_cert(ctx: &Context, config: &DirectoryConfig, verified: Verified
         .ok_or_else(|| problem(ProblemType::Unauthorized, "this directory did not issue the certificate"))?;
     let actor_id = match (&verified.account, &verified.jws.header.jwk) {
         (Some(account), _) if account.id == order.account_id => account.id.clone(),
-        (Some(_), _) => return Err(problem(ProblemType::Unauthorized, "the certificate was ordered by another account")),
+        (Some(_), _) => {
+            return Err(problem(ProblemType::Unauthorized, "the certificate was ordered by another account"))
+        }
         (None, Some(jwk)) if jwk.matches_spki(parsed.public_key()) => "certificate-key".to_owned(),
         (None, _) => return Err(problem(ProblemType::Unauthorized, "the JWS key is not the certificate's")),
     };

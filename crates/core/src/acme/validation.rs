@@ -170,7 +170,13 @@ pub async fn screen(
     if rejected.is_empty() {
         Ok(())
     } else {
-        Err(Problem::new(ProblemType::RejectedIdentifier, "an issuance policy denies some identifiers")
-            .with_subproblems(rejected))
+        // The detail names each identifier and why: clients show the detail, not always the
+        // subproblems.
+        let each = rejected.iter().map(|r| format!("{}: {}", r.identifier.value, r.detail)).collect::<Vec<_>>();
+        Err(Problem::new(
+            ProblemType::RejectedIdentifier,
+            format!("an issuance policy denies some identifiers ({})", each.join("; ")),
+        )
+        .with_subproblems(rejected))
     }
 }
