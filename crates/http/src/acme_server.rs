@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::ApiResult;
-use crate::extract::{Authenticated, Json};
+use crate::extract::{numeric_id, Authenticated, Json};
 use crate::{created, data, Data};
 use trellis_core::acme::server::{self, Endpoint, Reply, ReplyBody};
 use trellis_core::acme::{admin, DirectoryConfig, EabKey, Problem, ProblemType};
@@ -293,26 +293,25 @@ pub struct AcmeDirectoryBody {
 
 /// A CA's ACME directory settings.
 #[utoipa::path(get, path = "/api/certificate-authorities/{id}/acme", tag = "acme",
-    params(("id" = i64, Path, description = "CA id")),
-    responses((status = 200, body = Data<AcmeDirectoryDto>), (status = 404, description = "No such CA")))]
+    responses((status = 200, body = Data<AcmeDirectoryDto>), (status = 400, description = "Not a CA id"),
+        (status = 404, description = "No such CA")))]
 async fn get_directory(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
-    Path(id): Path<i64>,
+    Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let config = admin::get_directory(&ctx, &caller, id).await?;
+    let config = admin::get_directory(&ctx, &caller, numeric_id(&id)?).await?;
     Ok(data(directory_dto(&ctx, config)).into_response())
 }
 
 /// Enables or changes a CA's ACME directory (`/acme/{caId}/directory`).
 #[utoipa::path(put, path = "/api/certificate-authorities/{id}/acme", tag = "acme", request_body = AcmeDirectoryBody,
-    params(("id" = i64, Path, description = "CA id")),
     responses((status = 200, body = Data<AcmeDirectoryDto>), (status = 400, description = "Invalid settings"),
         (status = 404, description = "No such CA")))]
 async fn put_directory(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
-    Path(id): Path<i64>,
+    Path(id): Path<String>,
     Json(body): Json<AcmeDirectoryBody>,
 ) -> ApiResult<Response> {
     let input = admin::DirectoryInput {
@@ -323,7 +322,7 @@ async fn put_directory(
         challenge_types: body.challenge_types,
         order_lifetime_seconds: body.order_lifetime_seconds,
     };
-    let config = admin::put_directory(&ctx, &caller, id, input).await?;
+    let config = admin::put_directory(&ctx, &caller, numeric_id(&id)?, input).await?;
     Ok(data(directory_dto(&ctx, config)).into_response())
 }
 

@@ -85,8 +85,8 @@ pub struct Problem {
     pub subproblems: Vec<Subproblem>,
     /// Seconds, for `rateLimited` (and orders still processing).
     pub retry_after: Option<u64>,
-    /// Extra members (`algorithms` of badSignatureAlgorithm).
-    pub extra: Option<Value>,
+    /// Extra members (`algorithms` of badSignatureAlgorithm); boxed, as few problems have any.
+    pub extra: Option<Box<Value>>,
     /// A URL for `Location` (keyChange's conflict names the account holding the key).
     pub location: Option<String>,
 }
@@ -102,7 +102,7 @@ impl Problem {
     }
 
     pub fn with_algorithms(mut self) -> Problem {
-        self.extra = Some(json!({ "algorithms": ["ES256", "ES384", "RS256", "EdDSA"] }));
+        self.extra = Some(Box::new(json!({ "algorithms": ["ES256", "ES384", "RS256", "EdDSA"] })));
         self
     }
 
@@ -117,7 +117,7 @@ impl Problem {
                     .collect(),
             );
         }
-        if let Some(Value::Object(extra)) = &self.extra {
+        if let Some(Value::Object(extra)) = self.extra.as_deref() {
             for (k, v) in extra {
                 doc[k] = v.clone();
             }
