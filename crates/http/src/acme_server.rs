@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::ApiResult;
-use crate::extract::{numeric_id, Authenticated, Json};
+use crate::extract::{Authenticated, Json};
 use crate::{created, data, Data};
 use trellis_core::acme::server::{self, Endpoint, Reply, ReplyBody};
 use trellis_core::acme::{admin, DirectoryConfig, EabKey, Problem, ProblemType};
@@ -291,16 +291,25 @@ pub struct AcmeDirectoryBody {
     order_lifetime_seconds: Option<i64>,
 }
 
+/// The CA id of a management path: anything but a positive integer names no CA (404).
+fn ca_path_id(text: &str) -> Result<i64, crate::error::ApiError> {
+    match text.parse::<i64>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ => Err(crate::error::ApiError::Domain(trellis_core::Error::NotFound(
+            trellis_core::error::Entity::CertificateAuthority,
+        ))),
+    }
+}
+
 /// A CA's ACME directory settings.
 #[utoipa::path(get, path = "/api/certificate-authorities/{id}/acme", tag = "acme",
-    responses((status = 200, body = Data<AcmeDirectoryDto>), (status = 400, description = "Not a CA id"),
-        (status = 404, description = "No such CA")))]
+    responses((status = 200, body = Data<AcmeDirectoryDto>), (status = 404, description = "No such CA")))]
 async fn get_directory(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let config = admin::get_directory(&ctx, &caller, numeric_id(&id)?).await?;
+    let config = admin::get_directory(&ctx, &caller, ca_path_id(&id)?).await?;
     Ok(data(directory_dto(&ctx, config)).into_response())
 }
 
@@ -322,7 +331,7 @@ async fn put_directory(
         challenge_types: body.challenge_types,
         order_lifetime_seconds: body.order_lifetime_seconds,
     };
-    let config = admin::put_directory(&ctx, &caller, numeric_id(&id)?, input).await?;
+    let config = admin::put_directory(&ctx, &caller, ca_path_id(&id)?, input).await?;
     Ok(data(directory_dto(&ctx, config)).into_response())
 }
 
