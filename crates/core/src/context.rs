@@ -28,6 +28,8 @@ pub struct Settings {
     /// `TRELLIS_PASSWORD_LOGIN=false`: only instance administrators (the break-glass accounts)
     /// may sign in with a password; everyone else signs in through the IdP.
     pub password_login_disabled: bool,
+    /// The ACME server: public URL, limits.
+    pub acme: crate::acme::AcmeSettings,
 }
 
 pub struct Context {
@@ -52,6 +54,10 @@ pub struct Context {
     pub txt_resolver: Arc<dyn crate::domain_claims::TxtResolver>,
     /// The OpenID Connect identity provider, when one is configured.
     pub oidc: Option<Arc<crate::auth::oidc::Provider>>,
+    /// The ACME server's storage (none: the `/acme` endpoints answer 404).
+    pub acme: Option<Arc<dyn crate::acme::AcmeStore>>,
+    /// Validates ACME challenges under the egress rules; validates nothing by default.
+    pub acme_validator: Arc<dyn crate::acme::ChallengeValidator>,
 }
 
 pub type SharedContext = Arc<Context>;
@@ -80,6 +86,8 @@ impl Context {
             domain_claims: crate::domain_claims::InMemoryDomainClaims::shared(),
             txt_resolver: Arc::new(crate::domain_claims::NoResolver),
             oidc: None,
+            acme: None,
+            acme_validator: Arc::new(crate::acme::NoValidator),
         }
     }
 
@@ -115,6 +123,17 @@ impl Context {
     /// Signs people in through `provider` (OpenID Connect).
     pub fn with_oidc(mut self, provider: Arc<crate::auth::oidc::Provider>) -> Self {
         self.oidc = Some(provider);
+        self
+    }
+
+    /// Serves ACME directories from `store`, validating challenges through `validator`.
+    pub fn with_acme(
+        mut self,
+        store: Arc<dyn crate::acme::AcmeStore>,
+        validator: Arc<dyn crate::acme::ChallengeValidator>,
+    ) -> Self {
+        self.acme = Some(store);
+        self.acme_validator = validator;
         self
     }
 

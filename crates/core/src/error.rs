@@ -28,6 +28,8 @@ pub enum Entity {
     DomainClaim,
     Member,
     Invitation,
+    AcmeEabKey,
+    AcmeAccount,
 }
 
 impl Entity {
@@ -51,6 +53,8 @@ impl Entity {
             Entity::DomainClaim => "Domain claim",
             Entity::Member => "Member",
             Entity::Invitation => "Invitation",
+            Entity::AcmeEabKey => "EAB key",
+            Entity::AcmeAccount => "ACME account",
             Entity::Plugin => "Plugin",
             Entity::PrivateKey => "Private key",
             Entity::Workspace => "Workspace",

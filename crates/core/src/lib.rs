@@ -6,6 +6,7 @@
 //! Data flows one way: `trellis-http` calls the use cases here with a [`auth::Caller`]; the use
 //! cases call the ports, which `trellis-store` and `trellis-plugin-host` implement.
 
+pub mod acme;
 pub mod approvals;
 pub mod attestation;
 pub mod audit;

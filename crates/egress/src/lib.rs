@@ -14,6 +14,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+pub mod acme;
 pub mod oidc;
 pub mod webhook;
 

@@ -2,6 +2,7 @@
 //! Handlers translate HTTP to domain calls and back; they hold no business rules.
 
 pub mod acme_challenges;
+mod acme_server;
 mod attestation;
 mod audit;
 mod auth;
@@ -143,6 +144,7 @@ pub fn router_with(ctx: SharedContext, settings: HttpSettings, extra: Router<Sha
         .merge(certificates::routes())
         .merge(audit::routes())
         .merge(plugins::routes())
+        .merge(acme_server::routes())
         .merge(docs::routes())
         .merge(extra)
         .fallback(not_found)

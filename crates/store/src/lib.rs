@@ -7,6 +7,7 @@
 //! Writes go through [`Tx`], so a change, its audit row and its outbox event commit together.
 //! `redact_url` keeps credentials out of connection errors.
 
+mod acme;
 mod attestation;
 mod audit;
 mod auth;
@@ -34,6 +35,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 use trellis_core::ports;
 use trellis_core::Error;
 
+pub use self::acme::DbAcme;
 pub use self::challenges::DbChallengeAnswers;
 pub use self::domain_claims::DbDomainClaims;
 pub use self::plugins::{DbPluginKeys, DbPluginState};
@@ -178,6 +180,12 @@ const MIGRATIONS: &[Migration] = &[
         name: "pki_crl_cache",
         sqlite: include_str!("../../../migrations/sqlite/0510_pki_crl_cache.sql"),
         postgres: include_str!("../../../migrations/postgres/0510_pki_crl_cache.sql"),
+    },
+    Migration {
+        version: 520,
+        name: "acme_server",
+        sqlite: include_str!("../../../migrations/sqlite/0520_acme_server.sql"),
+        postgres: include_str!("../../../migrations/postgres/0520_acme_server.sql"),
     },
 ];
 

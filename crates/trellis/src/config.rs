@@ -134,6 +134,14 @@ pub struct Config {
     /// Where the ACME HTTP-01 challenge listener binds (`TRELLIS_ACME_HTTP01_LISTEN`); none
     /// when unset, and connectors then see HTTP-01 as unsupported.
     pub acme_http01_listen: Option<SocketAddr>,
+    /// The ACME server's challenge validator: `TRELLIS_ACME_VALIDATION_HTTP_PORT` (80),
+    /// `TRELLIS_ACME_VALIDATION_TLS_PORT` (443), `TRELLIS_ACME_DNS_RESOLVER` (host:port; the
+    /// system's when unset), `TRELLIS_ACME_VALIDATION_ALLOW` (private networks it may reach).
+    pub acme_validation: trellis_egress::acme::ValidatorConfig,
+    /// The ACME server's limits: `TRELLIS_ACME_ORDERS_PER_HOUR` (300 per account, and so per
+    /// EAB key), `TRELLIS_ACME_PENDING_AUTHORIZATIONS` (1000 per account).
+    pub acme_orders_per_hour: i64,
+    pub acme_pending_authorizations: i64,
     pub database_url: String,
     pub data_dir: PathBuf,
     /// Master key given directly (`TRELLIS_MASTER_KEY`); otherwise `master_key_file` is used.
@@ -419,6 +427,34 @@ impl Config {
             }
             _ => None,
         };
+        let acme_dns_resolver = match env("TRELLIS_ACME_DNS_RESOLVER") {
+            Some(text) if !text.trim().is_empty() => {
+                let text = text.trim();
+                let parsed = text
+                    .parse::<SocketAddr>()
+                    .or_else(|_| text.parse::<std::net::IpAddr>().map(|ip| SocketAddr::new(ip, 53)));
+                Some(parsed.map_err(|_| ConfigError::Invalid {
+                    name: "TRELLIS_ACME_DNS_RESOLVER",
+                    message: format!("`{text}` is not an address like 10.0.0.53:53"),
+                })?)
+            }
+            _ => None,
+        };
+        let acme_validation = trellis_egress::acme::ValidatorConfig {
+            http_port: parse_env(&env, "TRELLIS_ACME_VALIDATION_HTTP_PORT")?.unwrap_or(80),
+            tls_port: parse_env(&env, "TRELLIS_ACME_VALIDATION_TLS_PORT")?.unwrap_or(443),
+            dns_resolver: acme_dns_resolver,
+            allow: trellis_egress::acme::parse_networks(&env("TRELLIS_ACME_VALIDATION_ALLOW").unwrap_or_default())
+                .map_err(|message| ConfigError::Invalid { name: "TRELLIS_ACME_VALIDATION_ALLOW", message })?,
+        };
+        let acme_orders_per_hour: i64 = parse_env(&env, "TRELLIS_ACME_ORDERS_PER_HOUR")?.unwrap_or(300);
+        let acme_pending_authorizations: i64 = parse_env(&env, "TRELLIS_ACME_PENDING_AUTHORIZATIONS")?.unwrap_or(1000);
+        if acme_orders_per_hour < 1 || acme_pending_authorizations < 1 {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_ACME_ORDERS_PER_HOUR",
+                message: "the ACME limits must be at least 1".into(),
+            });
+        }
         let max_connections: usize =
             parse_env(&env, "TRELLIS_MAX_CONNECTIONS")?.or(file.max_connections).unwrap_or(4096);
         if max_connections == 0 {
@@ -552,6 +588,9 @@ impl Config {
             issuance_poll_interval: Duration::from_secs(issuance_poll_secs),
             listen,
             acme_http01_listen,
+            acme_validation,
+            acme_orders_per_hour,
+            acme_pending_authorizations,
             database_url,
             data_dir,
             master_key: env("TRELLIS_MASTER_KEY"),

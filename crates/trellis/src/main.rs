@@ -407,6 +407,8 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     let expiry_scanner = trellis::jobs::spawn_expiry_scanner(ctx.clone(), config.expiry_scan_interval);
     let renewal = trellis::jobs::spawn_renewal(ctx.clone(), config.renewal_interval);
     let ledger_backlog = trellis::jobs::spawn_pki_ledger_backlog(ctx.clone(), std::time::Duration::from_secs(5));
+    // The task is detached on purpose: a validation it runs records its outcome or nothing.
+    let _acme_validation = trellis::jobs::spawn_acme_validation(ctx.clone(), std::time::Duration::from_secs(30));
     let issuance_poller =
         trellis::jobs::spawn_issuance_poller(ctx.clone(), config.issuance_poll_interval, ctx.new_id("poller_"));
     let discovery = trellis::jobs::spawn_discovery(ctx.clone(), std::time::Duration::from_secs(60));

@@ -42,6 +42,12 @@ pub fn settings(config: &Config) -> Settings {
         login_window: config.login_window,
         discovery: config.discovery,
         password_login_disabled: !config.password_login,
+        acme: trellis_core::acme::AcmeSettings {
+            public_url: config.public_url.clone(),
+            orders_per_hour: config.acme_orders_per_hour,
+            pending_authorizations: config.acme_pending_authorizations,
+            ..trellis_core::acme::AcmeSettings::default()
+        },
     }
 }
 
@@ -111,6 +117,9 @@ pub async fn open_service(config: &Config, clock: SharedClock) -> Result<Service
             .map_err(StartError::Outbound)?;
         context = context.with_oidc(Arc::new(Provider::new(oidc.provider.clone(), Arc::new(transport))));
     }
+    let validator =
+        trellis_egress::acme::HostValidator::new(config.acme_validation.clone()).map_err(StartError::Outbound)?;
+    context = context.with_acme(Arc::new(trellis_store::DbAcme::new(store.clone())), Arc::new(validator));
     let ctx = Arc::new(
         context.with_pki(pki).with_outbound(Arc::new(outbound)).with_tls_prober(Arc::new(prober)).with_domain_claims(
             Arc::new(trellis_store::DbDomainClaims::new(store.clone())),

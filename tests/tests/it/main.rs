@@ -2,6 +2,7 @@
 
 mod acme;
 mod acme_http01;
+mod acme_server;
 mod attestation;
 mod attestation_tpm;
 mod audit;

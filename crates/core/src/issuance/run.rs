@@ -112,6 +112,37 @@ impl Run {
         })
     }
 
+    /// An ACME finalize (`acme::server`): the order's CSR through the CA of the directory, as
+    /// the ACME account asks (policies see an API requester named by the account).
+    pub(crate) async fn for_acme(
+        ctx: &Context,
+        workspace_id: &str,
+        ca_id: i64,
+        input: &IssueInput,
+        actor: Audit,
+    ) -> Result<Run> {
+        let ca = find(ctx, workspace_id, ca_id).await?;
+        let connector = connector_for(ctx, workspace_id, &ca.ca_type)?;
+        if !connector.capabilities.issue {
+            return Err(cannot_issue(&ca, &connector));
+        }
+        let template = templates::resolve(ctx, workspace_id, input.template_id.as_deref()).await?;
+        let request = request::prepare(input, &template)?;
+        Ok(Run {
+            ca,
+            connector,
+            requester: Requester {
+                kind: crate::plugins::RequesterKind::ApiKey,
+                id: format!("acme:{}", actor.actor_id),
+                display_name: Some("ACME account".into()),
+            },
+            actor,
+            source: IssuanceSource::Api,
+            request,
+            approval: Approval::Open { template: Box::new(template) },
+        })
+    }
+
     /// An approval request `approver` just approved: its body as submitted, under the template
     /// as it was when the request was made (what the approver saw), judged as its requester
     /// made it.

@@ -62,6 +62,17 @@ pub fn spawn_pki_ledger_backlog(ctx: SharedContext, interval: Duration) -> Optio
     }))
 }
 
+/// Validates again the ACME challenges a stopped replica left `processing`, every `interval`.
+pub fn spawn_acme_validation(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHandle<()> {
+    spawn_periodic("acme validation", interval, move || {
+        let ctx = ctx.clone();
+        async move {
+            trellis_core::acme::validation::resume_stale(&ctx).await;
+            Ok::<_, trellis_core::Error>(())
+        }
+    })
+}
+
 /// Renews due auto-renewing certificates now and then every `interval`.
 pub fn spawn_renewal(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHandle<()> {
     spawn_periodic("renewal", interval, move || {
