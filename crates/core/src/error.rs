@@ -28,6 +28,7 @@ pub enum Entity {
     DomainClaim,
     Member,
     Invitation,
+    PluginSigningKey,
 }
 
 impl Entity {
@@ -52,6 +53,7 @@ impl Entity {
             Entity::Member => "Member",
             Entity::Invitation => "Invitation",
             Entity::Plugin => "Plugin",
+            Entity::PluginSigningKey => "Plugin signing key",
             Entity::PrivateKey => "Private key",
             Entity::Workspace => "Workspace",
         }

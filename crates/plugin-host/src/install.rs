@@ -58,6 +58,7 @@ impl PluginRuntime {
             kind,
             pre: OnceCell::new_with(Some(pre)),
             source: None,
+            signer: std::sync::Mutex::new(None),
         };
         let target = CallTarget::new("", PluginRef::Id(String::new()), serde_json::Value::Null);
         let described = self
@@ -96,6 +97,7 @@ impl PluginRuntime {
             wit_version,
             pre: OnceCell::new(),
             source: Some(version.source),
+            signer: std::sync::Mutex::new(version.signer_key_id),
         });
         let active = self.write_registry().insert(loaded.clone(), |_| false)?;
         Ok(loaded.describe(active))

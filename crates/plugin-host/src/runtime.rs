@@ -246,6 +246,10 @@ impl PluginHost for PluginRuntime {
         self.install_deferred_version(version)
     }
 
+    fn set_signer(&self, id: &str, version: &semver::Version, signer: Option<String>) -> Result<(), PluginError> {
+        self.write_registry().set_signer(id, version, signer)
+    }
+
     fn release_compiled(&self, source: Arc<dyn ComponentSource>) -> usize {
         self.write_registry().release_compiled(&source)
     }

@@ -178,6 +178,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0510_pki_crl_cache.sql"),
         postgres: include_str!("../../../migrations/postgres/0510_pki_crl_cache.sql"),
     },
+    Migration {
+        version: 530,
+        name: "plugin_signatures",
+        sqlite: include_str!("../../../migrations/sqlite/0530_plugin_signatures.sql"),
+        postgres: include_str!("../../../migrations/postgres/0530_plugin_signatures.sql"),
+    },
 ];
 
 #[derive(Clone)]

@@ -69,7 +69,10 @@ pub fn start_runtime(
     if let Some(answers) = http01_answers {
         runtime = runtime.with_http01_answers(answers, clock);
     }
-    Ok(PluginService::new(Arc::new(runtime)))
+    if config.plugin_signatures != trellis_core::plugins::signatures::SignatureMode::Require {
+        tracing::warn!(target: "trellis::security", mode = config.plugin_signatures.as_str(), "plugins are installed without requiring a trusted signature; set TRELLIS_PLUGIN_SIGNATURES=require in production");
+    }
+    Ok(PluginService::new(Arc::new(runtime)).with_signature_mode(config.plugin_signatures))
 }
 
 /// `target/` when the binary runs from `target/<profile>/` next to built plugins.
@@ -141,7 +144,17 @@ pub async fn install_first_party(ctx: &Context, first_party: Option<&Path>) -> u
         let path = dir.join(format!("{name}.wasm"));
         match tokio::fs::read(&path).await {
             Ok(bytes) => {
-                match install_as(ctx, &Audit::system("first-start"), None, &bytes, Activation::IfNewer).await {
+                let signature = detached_signature_beside(&path).await;
+                let outcome = install_as(
+                    ctx,
+                    &Audit::system("first-start"),
+                    None,
+                    &bytes,
+                    signature.as_deref(),
+                    Activation::IfNewer,
+                )
+                .await;
+                match outcome {
                     Ok(v) => {
                         installed += 1;
                         tracing::info!(plugin = %v.info.id, version = %v.info.version, "installed first-party plugin")
@@ -157,6 +170,13 @@ pub async fn install_first_party(ctx: &Context, first_party: Option<&Path>) -> u
         }
     }
     installed
+}
+
+/// The detached signature `FILE.sig` beside a component `FILE`, if there is one.
+pub async fn detached_signature_beside(component: &Path) -> Option<Vec<u8>> {
+    let mut name = component.as_os_str().to_owned();
+    name.push(".sig");
+    tokio::fs::read(PathBuf::from(name)).await.ok()
 }
 
 /// Follows the database every `interval` (installs made by other replicas or the CLI).
@@ -183,7 +203,17 @@ pub fn spawn_directory_watcher(ctx: SharedContext, dir: PathBuf, interval: Durat
             ticker.tick().await;
             for path in changed_wasm_files(&dir, &mut seen) {
                 let Ok(bytes) = tokio::fs::read(&path).await else { continue };
-                match install_as(&ctx, &Audit::system("plugin-dir"), None, &bytes, Activation::IfNewer).await {
+                let signature = detached_signature_beside(&path).await;
+                let installed = install_as(
+                    &ctx,
+                    &Audit::system("plugin-dir"),
+                    None,
+                    &bytes,
+                    signature.as_deref(),
+                    Activation::IfNewer,
+                )
+                .await;
+                match installed {
                     Ok(v) => {
                         tracing::info!(file = %path.display(), plugin = %v.info.id, version = %v.info.version, "installed plugin from TRELLIS_PLUGIN_DIR")
                     }
