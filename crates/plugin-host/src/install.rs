@@ -47,7 +47,7 @@ impl PluginRuntime {
             return Err(InstallError::DuplicateVersion { id, version: version.to_string() }.into());
         }
 
-        let (pre, wit_version) = self.compile(wasm.to_vec()).await?;
+        let (pre, wit_version) = self.compile(wasm.to_vec(), &sha256).await?;
         let kind = pre.kind();
         let mut loaded = LoadedPlugin {
             info: placeholder_info(kind),
@@ -118,7 +118,8 @@ impl PluginRuntime {
                 if hex::encode(Sha256::digest(&bytes)) != plugin.sha256 {
                     return Err(unloadable(format!("the stored component does not match its digest {}", plugin.sha256)));
                 }
-                let (pre, wit_version) = self.compile(bytes).await.map_err(|err| unloadable(err.to_string()))?;
+                let (pre, wit_version) =
+                    self.compile(bytes, &plugin.sha256).await.map_err(|err| unloadable(err.to_string()))?;
                 if pre.kind() != plugin.kind || wit_version != plugin.wit_version {
                     return Err(unloadable(format!(
                         "the stored component is a {} {wit_version} component, not the {} {} its version row says",
@@ -127,7 +128,7 @@ impl PluginRuntime {
                         plugin.wit_version
                     )));
                 }
-                tracing::info!(plugin = %plugin.label, elapsed_ms = started.elapsed().as_millis() as u64, "plugin loaded on its first call");
+                tracing::info!(plugin = %plugin.label, elapsed_ms = started.elapsed().as_millis() as u64, cached = self.artefact_stats().map(|s| s.hits), "plugin loaded on its first call");
                 Ok(pre)
             })
             .await
@@ -135,25 +136,16 @@ impl PluginRuntime {
 
     /// Compiles (or loads from the cache) a component, checks what it imports and exports, and
     /// binds it to its world's typed exports.
-    async fn compile(&self, bytes: Vec<u8>) -> Result<(WorldPre, semver::Version), PluginError> {
-        let engine = self.engine().clone();
-        // Compilation is CPU-bound (hundreds of ms per MB); keep it off the async workers.
-        let component = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
-            .await
-            .map_err(|err| PluginError::Internal(format!("compile task: {err}")))?
-            .map_err(|err| InstallError::CompileFailed(format!("{err:#}")))?;
+    async fn compile(&self, bytes: Vec<u8>, sha256: &str) -> Result<(WorldPre, semver::Version), PluginError> {
+        let component = self.component(bytes, sha256.to_owned()).await?;
 
         let unsupported = self.unsupported_imports(&component);
         if !unsupported.is_empty() {
             return Err(InstallError::UnsupportedImports { imports: unsupported.join(", ") }.into());
         }
         let (kind, wit_version) = self.exported_world(&component)?;
-        let io = self.io_imports(&component);
-        if matches!(kind, PluginKind::AttestationVerifier | PluginKind::IssuancePolicy) && !io.is_empty() {
-            return Err(InstallError::UnsupportedImports {
-                imports: format!("{} (a {kind} is pure computation: no outbound I/O, state or keys)", io.join(", ")),
-            }
-            .into());
+        if let Some(refusal) = forbidden_imports(kind, &self.import_names(&component)) {
+            return Err(refusal.into());
         }
         let instance_pre = self
             .linker()
@@ -165,6 +157,69 @@ impl PluginRuntime {
                 supported: supported_versions(),
             })?;
         Ok((pre, wit_version))
+    }
+
+    /// The compiled component: from an authenticated artefact of the cache, else compiled (and
+    /// the artefact written). `bytes` must be the component whose digest is `sha256`.
+    async fn component(&self, bytes: Vec<u8>, sha256: String) -> Result<Component, PluginError> {
+        let runtime = self.clone();
+        // Compilation is CPU-bound (hundreds of ms per MB, ~10 s for an 18 MB Python guest), and
+        // so is reading and checking an artefact: keep both off the async workers.
+        tokio::task::spawn_blocking(move || {
+            let engine = runtime.engine();
+            if let Some(component) = runtime.artefacts().and_then(|cache| cache.load(engine, &sha256)) {
+                return Ok(component);
+            }
+            let started = std::time::Instant::now();
+            let component =
+                Component::new(engine, &bytes).map_err(|err| InstallError::CompileFailed(format!("{err:#}")))?;
+            tracing::info!(sha256 = %sha256, size_bytes = bytes.len(), elapsed_ms = started.elapsed().as_millis() as u64, "plugin component compiled");
+            if let Some(cache) = runtime.artefacts() {
+                cache.store(&sha256, &component);
+            }
+            Ok(component)
+        })
+        .await
+        .map_err(|err| PluginError::Internal(format!("compile task: {err}")))?
+    }
+
+    /// Compiles into the cache every registered version that has no artefact yet, one at a
+    /// time, without keeping the compiled code: the first call then loads it in milliseconds
+    /// instead of compiling on the request path, and idle memory does not grow. Returns how
+    /// many were compiled.
+    pub(crate) async fn precompile_deferred(&self) -> usize {
+        let Some(cache) = self.artefacts() else { return 0 };
+        let pending: Vec<Arc<LoadedPlugin>> = self
+            .read_registry()
+            .all_versions()
+            .into_iter()
+            .filter(|v| !v.pre.initialized() && v.source.is_some() && !cache.contains(&v.sha256))
+            .collect();
+        let mut compiled = 0;
+        for plugin in pending {
+            let Some(source) = plugin.source.as_ref() else { continue };
+            let bytes = match source.component(&plugin.sha256).await {
+                Ok(bytes) if hex::encode(Sha256::digest(&bytes)) == plugin.sha256 => bytes,
+                Ok(_) => {
+                    tracing::error!(plugin = %plugin.label, "stored component does not match its digest; not precompiling it");
+                    continue;
+                }
+                Err(err) => {
+                    tracing::warn!(plugin = %plugin.label, error = %err, "cannot read a stored component to precompile it");
+                    continue;
+                }
+            };
+            match self.component(bytes, plugin.sha256.clone()).await {
+                Ok(_) => compiled += 1,
+                Err(err) => {
+                    tracing::warn!(plugin = %plugin.label, code = err.code(), error = %err, "precompiling a plugin failed")
+                }
+            }
+        }
+        if compiled > 0 {
+            tracing::info!(compiled, "plugins precompiled into the cache in the background");
+        }
+        compiled
     }
 
     /// Installs every `*.wasm` file in `dir` (sorted by name). Already-installed bytes and
@@ -280,22 +335,6 @@ impl PluginRuntime {
         component.component_type().imports(self.engine()).map(|(name, _)| name.to_owned()).collect()
     }
 
-    /// The imports through which a component reaches the outside or keeps something: what the
-    /// pure worlds (verifier, policy) must not import.
-    fn io_imports(&self, component: &Component) -> Vec<String> {
-        const IO: [&str; 5] = [
-            "wasi:http/",
-            "trellis:plugin/state",
-            "trellis:plugin/keystore",
-            "trellis:plugin/challenge-solver",
-            "trellis:plugin/pki-core",
-        ];
-        self.import_names(component)
-            .into_iter()
-            .filter(|name| IO.iter().any(|prefix| name.starts_with(prefix)))
-            .collect()
-    }
-
     fn unsupported_imports(&self, component: &Component) -> Vec<String> {
         const KNOWN: [&str; 8] = [
             "wasi:cli/",
@@ -312,6 +351,53 @@ impl PluginRuntime {
             .filter(|name| !KNOWN.iter().any(|prefix| name.starts_with(prefix)))
             .collect()
     }
+}
+
+/// How an author removes an import from a component, per language: named in every refusal.
+const BUILD_FLAGS: &str =
+    "Python: build with componentize-py --stub-wasi; JavaScript: jco componentize --disable http \
+     (or --disable all); Rust: drop the dependency or feature that pulls it in";
+
+/// The imports a world may not use, refused at install (before anything is stored) with the
+/// import named and how to build without it:
+///
+/// - `wasi:sockets/*`, in every world: the host grants no sockets; plugins reach the network
+///   only through `wasi:http`, under the egress policy. componentize-py imports them unless
+///   `--stub-wasi`.
+/// - in the pure worlds (attestation verifier, issuance policy), everything that reaches out or
+///   keeps something: `wasi:http/*` (componentize-js imports it unless `--disable http`), plugin
+///   state, keystore, challenge solver, `pki-core`.
+///
+/// `wasi:filesystem/*` stays allowed: every Rust guest built with std imports `preopens` and
+/// `types` (std's runtime references them), and the host grants no preopened directory, so the
+/// interface reaches nothing.
+pub(crate) fn forbidden_imports(kind: PluginKind, imports: &[String]) -> Option<InstallError> {
+    const EVERY_WORLD: [(&str, &str); 1] =
+        [("wasi:sockets/", "the host grants no sockets; plugins reach the network only through wasi:http")];
+    const PURE_WORLDS: [(&str, &str); 5] = [
+        ("wasi:http/", "a {kind} is pure computation: no outbound requests"),
+        ("trellis:plugin/state", "a {kind} is pure computation: no state"),
+        ("trellis:plugin/keystore", "a {kind} is pure computation: no keys"),
+        ("trellis:plugin/challenge-solver", "a {kind} is pure computation: no challenges"),
+        ("trellis:plugin/pki-core", "a {kind} is pure computation: no internal PKI"),
+    ];
+    let pure = matches!(kind, PluginKind::AttestationVerifier | PluginKind::IssuancePolicy);
+    let rules = EVERY_WORLD.iter().chain(PURE_WORLDS.iter().filter(|_| pure));
+    let refused: Vec<String> = imports
+        .iter()
+        .filter_map(|name| {
+            rules
+                .clone()
+                .find(|(prefix, _)| name.starts_with(prefix))
+                .map(|(_, why)| format!("{name} ({})", why.replace("{kind}", kind.as_str())))
+        })
+        .collect();
+    if refused.is_empty() {
+        return None;
+    }
+    Some(InstallError::UnsupportedImports {
+        imports: format!("{}, which a {kind} may not import; rebuild without it ({BUILD_FLAGS})", refused.join(", ")),
+    })
 }
 
 fn placeholder_info(kind: PluginKind) -> PluginInfo {

@@ -315,6 +315,11 @@ impl Registry {
         Ok(())
     }
 
+    /// Every registered version of every plugin.
+    pub(crate) fn all_versions(&self) -> Vec<Arc<LoadedPlugin>> {
+        self.plugins.values().flat_map(|entry| entry.versions.values().cloned()).collect()
+    }
+
     pub(crate) fn list(&self) -> Vec<PluginSummary> {
         self.plugins.iter().map(|(id, entry)| self.summarize(id, entry)).collect()
     }

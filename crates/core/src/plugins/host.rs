@@ -58,6 +58,12 @@ pub trait PluginHost: Send + Sync + 'static {
     /// compiled-code cache) on its first call. A restart so costs no memory or time for plugins
     /// nobody calls.
     fn install_deferred(&self, version: DeferredVersion) -> Result<InstalledVersion, PluginError>;
+    /// Compiles into the on-disk cache every registered version that has no compiled artefact
+    /// there yet (in the background, after a start or a sync), keeping none of it in memory.
+    /// Returns how many were compiled.
+    async fn precompile(&self) -> usize {
+        0
+    }
     /// Drops the compiled code of every version (calls in flight keep theirs); each is compiled
     /// again from `source` on its next call. Returns how many were released.
     fn release_compiled(&self, source: Arc<dyn ComponentSource>) -> usize;
