@@ -117,11 +117,13 @@ impl Artefacts {
             Ok(file) => file,
             Err(_) => {
                 self.misses.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("trellis_plugin_cache_total", "outcome" => "miss").increment(1);
                 return None;
             }
         };
         let refuse = |why: &str| {
             self.rejected.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("trellis_plugin_cache_total", "outcome" => "rejected").increment(1);
             tracing::warn!(target: "trellis::security", file = %path.display(), reason = why, "compiled plugin artefact refused; compiling again");
             None
         };
@@ -138,6 +140,7 @@ impl Artefacts {
         match deserialize_authenticated(engine, compiled) {
             Ok(component) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("trellis_plugin_cache_total", "outcome" => "hit").increment(1);
                 Some(component)
             }
             Err(err) => {
@@ -267,5 +270,47 @@ mod tests {
         assert!(other.load(&other_engine, &sha256).is_none());
         assert_eq!(other.stats().misses, 1);
         assert!(cache.load(&engine, &sha256).is_some());
+    }
+}
+
+/// The figure of docs/plugin-operators.md ("Compiled-code cache"): what a restart pays per large
+/// component without the cache (a compile) and with it (an authenticated load). Run with
+/// `TRELLIS_MEASURE_WASM=a.wasm,b.wasm cargo test -p trellis-plugin-host --lib -- --ignored
+/// measure_restart_cost --nocapture`.
+#[cfg(test)]
+mod measure {
+    use super::*;
+
+    #[test]
+    #[ignore = "a measurement: needs TRELLIS_MEASURE_WASM"]
+    fn measure_restart_cost() {
+        let Ok(files) = std::env::var("TRELLIS_MEASURE_WASM") else { return };
+        let engine = crate::engine::build_engine(&crate::RuntimeConfig::without_cache()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Artefacts::new(&engine, dir.path().to_owned(), &ArtefactKey::new([1; 32])).unwrap();
+        for file in files.split(',') {
+            let bytes = std::fs::read(file).unwrap();
+            let sha256 = hex::encode(Sha256::digest(&bytes));
+            let started = std::time::Instant::now();
+            let component = Component::new(&engine, &bytes).unwrap();
+            let compile = started.elapsed();
+            cache.store(&sha256, &component);
+            drop(component);
+            let artefact = std::fs::metadata(cache.path(&sha256)).unwrap().len();
+            let mut loads = Vec::new();
+            for _ in 0..3 {
+                let started = std::time::Instant::now();
+                assert!(cache.load(&engine, &sha256).is_some());
+                loads.push(started.elapsed());
+            }
+            loads.sort();
+            println!(
+                "{file}: {} bytes; compile {:.2} s; artefact {} bytes; load from the cache (median of 3) {:.1} ms",
+                bytes.len(),
+                compile.as_secs_f64(),
+                artefact,
+                loads[1].as_secs_f64() * 1000.0
+            );
+        }
     }
 }

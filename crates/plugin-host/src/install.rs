@@ -118,8 +118,12 @@ impl PluginRuntime {
                 if hex::encode(Sha256::digest(&bytes)) != plugin.sha256 {
                     return Err(unloadable(format!("the stored component does not match its digest {}", plugin.sha256)));
                 }
+                let hits_before = self.artefact_stats().map(|s| s.hits);
                 let (pre, wit_version) =
                     self.compile(bytes, &plugin.sha256).await.map_err(|err| unloadable(err.to_string()))?;
+                // Another first call may load concurrently; the counter moving is evidence enough
+                // for a log line.
+                let from_cache = self.artefact_stats().map(|s| s.hits) > hits_before;
                 if pre.kind() != plugin.kind || wit_version != plugin.wit_version {
                     return Err(unloadable(format!(
                         "the stored component is a {} {wit_version} component, not the {} {} its version row says",
@@ -128,7 +132,7 @@ impl PluginRuntime {
                         plugin.wit_version
                     )));
                 }
-                tracing::info!(plugin = %plugin.label, elapsed_ms = started.elapsed().as_millis() as u64, cached = self.artefact_stats().map(|s| s.hits), "plugin loaded on its first call");
+                tracing::info!(plugin = %plugin.label, elapsed_ms = started.elapsed().as_millis() as u64, from_cache, "plugin loaded on its first call");
                 Ok(pre)
             })
             .await

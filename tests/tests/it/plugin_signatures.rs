@@ -242,3 +242,46 @@ async fn warn_mode_installs_with_a_warning_and_the_cli_manages_keys() {
     let refused = server.cli_raw(&["plugin-keys", "revoke", &key_id]).expect("run");
     assert!(!refused.status.success());
 }
+
+/// The compiled-code cache across a restart: the install compiles and writes the artefact; after
+/// a restart the first call loads it (the log says `from_cache`) and nothing is compiled again.
+#[tokio::test]
+async fn a_restart_loads_compiled_plugins_from_the_cache() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let cache_dir = cache.path().display().to_string();
+    // No first-party plugins: a cold cache would compile all of them at the first start.
+    let no_plugins = tempfile::tempdir().expect("tempdir");
+    let no_plugins = no_plugins.path().display().to_string();
+    let mut server = Server::start_with(&[
+        ("TRELLIS_PLUGIN_CACHE_DIR", cache_dir.as_str()),
+        ("TRELLIS_FIRST_PARTY_PLUGIN_DIR", no_plugins.as_str()),
+    ]);
+    let admin = server.admin().await;
+    let res = install(&admin, unsigned("fixture-noop")).await;
+    assert_eq!(res.status, 201, "{}", res.body);
+    let sha256 = res.body["data"]["sha256"].as_str().expect("sha256").to_owned();
+    let artefacts: Vec<String> = std::fs::read_dir(cache.path())
+        .expect("cache dir")
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    assert!(artefacts.iter().any(|name| name.starts_with(&sha256) && name.ends_with(".cwasm")), "{artefacts:?}");
+
+    server.kill_and_restart();
+    let admin = server.admin().await;
+    let test = admin.post("/api/plugin-bindings/integration/fixture-noop/test", json!({ "config": {} })).await;
+    assert_eq!(test.status, 200, "{}", test.body);
+    assert!(
+        server.wait_for_log("plugin loaded on its first call", std::time::Duration::from_secs(30)),
+        "no first-call load logged: {}",
+        server.log()
+    );
+    let log = server.log();
+    let loaded =
+        log.lines().find(|l| l.contains("plugin loaded on its first call") && l.contains("trellis.fixture.noop"));
+    let loaded = loaded.unwrap_or_else(|| panic!("no load line for the fixture: {log}"));
+    assert!(loaded.contains("\"from_cache\":true"), "{loaded}");
+    assert!(
+        !log.lines().any(|l| l.contains("plugin component compiled") && l.contains(&sha256)),
+        "the restart compiled the fixture again: {log}"
+    );
+}
