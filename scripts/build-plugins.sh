@@ -78,6 +78,22 @@ if [ -n "$EXTERNAL" ]; then
     exit 0
 fi
 
+# First-party components are signed with the development key (wasmsign2 format, embedded), so
+# that an operator who trusts that key (docs/plugin-operators.md) can run them with
+# TRELLIS_PLUGIN_SIGNATURES=require. The signer is a tiny native bin (wasmsign2 only) built in its
+# own target directory, so it never waits for the service's build that `make test` runs beside.
+DEV_KEY="$ROOT/keys/INSECURE-dev-plugin-signing.secret.pem"
+SIGN_TARGET="${TRELLIS_SIGN_TARGET_DIR:-$ROOT/target/sign}"
+signer=""
+sign_first_party() {
+    if [ -z "$signer" ]; then
+        CARGO_TARGET_DIR="$SIGN_TARGET" cargo build --quiet -p trellis-plugin-sign
+        signer="$SIGN_TARGET/debug/trellis-plugin-sign"
+    fi
+    "$signer" sign "$DEV_KEY" "$1" "$1.signed"
+    mv "$1.signed" "$1"
+}
+
 mkdir -p "$OUT"
 for dir in "${DIRS[@]}"; do
     pkg="$(sed -n 's/^name *= *"\(.*\)"/\1/p' "$dir/Cargo.toml" | head -n1)"
@@ -88,6 +104,10 @@ for dir in "${DIRS[@]}"; do
         *) name="$(basename "$dir")" ;;
     esac
     cp "$artifact" "$OUT/$name.wasm.tmp"
+    case "$dir" in
+        plugins/fixtures/*) ;;
+        *) sign_first_party "$OUT/$name.wasm.tmp" ;;
+    esac
     mv "$OUT/$name.wasm.tmp" "$OUT/$name.wasm"
     printf 'build-plugins: %-28s %8d bytes\n' "target/plugins/$name.wasm" "$(stat -c %s "$OUT/$name.wasm")" >&2
 done

@@ -248,9 +248,11 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
             ("crypto", "sealing and digests under the master key"),
             ("error", "the domain error"), // two-way edge, not in issue 22's list
+            ("events", "revoking a signing key emits plugin.version_deactivated"),
             ("pki", "a call target carries the pki-core grant (PkiGrant)"),
             ("ports", "its storage port and records"), // two-way edge, not in issue 22's list
             ("unit_of_work", "changes recorded with their audit rows and events"),
+            ("validation", "the trust store's key names are free text"),
         ],
     ),
     (

@@ -108,6 +108,16 @@ impl MasterKey {
             .map_err(|_| CryptoError::Decrypt)
     }
 
+    /// A 256-bit key for one purpose, derived from the master key (HMAC-SHA256 of `label`):
+    /// whoever holds a derived key learns nothing of the master key or of other purposes' keys.
+    pub fn derive_key(&self, label: &str) -> [u8; 32] {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &self.0);
+        let tag = ring::hmac::sign(&key, label.as_bytes());
+        let mut out = [0u8; 32];
+        out.copy_from_slice(tag.as_ref());
+        out
+    }
+
     pub fn open(&self, sealed: &str) -> Result<Vec<u8>, CryptoError> {
         let raw = B64.decode(sealed).map_err(|_| CryptoError::Decrypt)?;
         if raw.len() < 24 {

@@ -30,6 +30,7 @@ pub enum Entity {
     Invitation,
     AcmeEabKey,
     AcmeAccount,
+    PluginSigningKey,
 }
 
 impl Entity {
@@ -56,6 +57,7 @@ impl Entity {
             Entity::AcmeEabKey => "EAB key",
             Entity::AcmeAccount => "ACME account",
             Entity::Plugin => "Plugin",
+            Entity::PluginSigningKey => "Plugin signing key",
             Entity::PrivateKey => "Private key",
             Entity::Workspace => "Workspace",
         }

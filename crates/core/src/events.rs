@@ -59,6 +59,8 @@ event_types! {
     WebhookDisabled => "webhook.disabled",
     /// Beyond §6: the same for an external integration.
     IntegrationDisabled => "integration.disabled",
+    /// Beyond §6: a plugin version was deactivated (its signing key was revoked).
+    PluginVersionDeactivated => "plugin.version_deactivated",
 }
 
 impl EventType {
@@ -122,6 +124,7 @@ pub enum Event {
     WebhookTest(WebhookTest),
     WebhookDisabled(TargetDisabled),
     IntegrationDisabled(TargetDisabled),
+    PluginVersionDeactivated(PluginVersionDeactivated),
 }
 
 impl Event {
@@ -144,6 +147,7 @@ impl Event {
             Event::WebhookTest(_) => EventType::WebhookTest,
             Event::WebhookDisabled(_) => EventType::WebhookDisabled,
             Event::IntegrationDisabled(_) => EventType::IntegrationDisabled,
+            Event::PluginVersionDeactivated(_) => EventType::PluginVersionDeactivated,
         }
     }
 
@@ -166,6 +170,7 @@ impl Event {
             Event::AttestationFailed(p) => serde_json::to_value(p),
             Event::WebhookTest(p) => serde_json::to_value(p),
             Event::WebhookDisabled(p) | Event::IntegrationDisabled(p) => serde_json::to_value(p),
+            Event::PluginVersionDeactivated(p) => serde_json::to_value(p),
         };
         data.map_err(|err| {
             crate::error::Error::Internal(format!("cannot serialize a {} event: {err}", self.event_type()))
@@ -346,6 +351,18 @@ pub struct TargetDisabled {
     pub last_error: Option<String>,
 }
 
+/// `plugin.version_deactivated`: a version no longer served because the key that signed it was
+/// revoked (plugins are instance-wide; the event goes to the revoking administrator's workspace).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginVersionDeactivated {
+    pub plugin_id: String,
+    pub version: String,
+    pub key_id: String,
+    /// `signing_key_revoked`.
+    pub reason: String,
+}
+
 /// An event to append to the outbox.
 pub struct NewEvent<'a> {
     pub workspace_id: &'a str,
@@ -441,7 +458,7 @@ mod tests {
         assert!("*".parse::<EventType>().is_err(), "`*` is a subscription, not a type");
         assert!("certificate.issued".parse::<EventType>().is_err());
         assert!("Certificate.Created".parse::<EventType>().is_err());
-        assert_eq!(EventType::ALL.len(), 18);
+        assert_eq!(EventType::ALL.len(), 19);
     }
 
     #[test]

@@ -26,6 +26,7 @@ use crate::events::{NewEvent, OutboxEvent};
 pub use crate::issuance::port::{IssuanceReads, IssuanceWrites};
 use crate::pagination::{Page, PageRequest};
 use crate::pki::{IssuedRecord, StoredAuthority};
+use crate::plugins::signatures::SigningKey;
 use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 /// The webhooks area's port lives next to it; re-exported here for the `Store`/`Tx` composites.
 pub use crate::webhooks::port::{WebhookReads, WebhookWrites};
@@ -234,6 +235,12 @@ pub trait PluginReads: Send + Sync {
     /// Bindings of one workspace.
     async fn list_workspace_plugin_bindings(&self, workspace_id: &str) -> StoreResult<Vec<StoredBinding>>;
     async fn any_plugin_installed(&self) -> StoreResult<bool>;
+    /// The trust store of plugin publisher keys, revoked ones included, oldest first.
+    async fn list_plugin_signing_keys(&self) -> StoreResult<Vec<SigningKey>>;
+    /// `(plugin id, version)` of every version the key signed.
+    async fn plugin_versions_signed_by(&self, key_id: &str) -> StoreResult<Vec<(String, String)>>;
+    /// The key that signed a version (none: unsigned or unknown version).
+    async fn plugin_version_signer(&self, plugin_id: &str, version: &str) -> StoreResult<Option<String>>;
 }
 
 #[async_trait]
@@ -250,6 +257,9 @@ pub trait PluginWrites: Send {
     async fn delete_plugin(&mut self, plugin_id: &str, version: Option<&str>) -> StoreResult<()>;
     async fn upsert_plugin_binding(&mut self, binding: &StoredBinding, at: i64) -> StoreResult<()>;
     async fn delete_plugin_binding(&mut self, workspace_id: &str, kind: &str, service_type: &str) -> StoreResult<bool>;
+    /// Adds a key; false when the trust store already holds one with its id.
+    async fn insert_plugin_signing_key(&mut self, key: &SigningKey) -> StoreResult<bool>;
+    async fn revoke_plugin_signing_key(&mut self, key_id: &str, at: i64) -> StoreResult<()>;
 }
 
 #[async_trait]

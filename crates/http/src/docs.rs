@@ -154,6 +154,9 @@ use trellis_core::context::SharedContext;
         super::plugins::bind,
         super::plugins::unbind,
         super::plugins::test_binding,
+        super::plugins::list_keys,
+        super::plugins::add_key,
+        super::plugins::revoke_key,
     ),
     modifiers(&ApiContract)
 )]

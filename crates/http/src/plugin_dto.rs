@@ -3,6 +3,7 @@
 //! API (and the OpenAPI document describes exactly what is sent).
 
 use serde::Serialize;
+use trellis_core::plugins::signatures::{Revocation, SigningKey};
 use trellis_core::plugins::{Check, CheckStatus, InstalledVersion, PluginInfo, PluginSummary, TestReport};
 use utoipa::ToSchema;
 
@@ -86,6 +87,21 @@ pub struct PluginVersionDto {
     /// The `trellis:plugin` WIT version the component was built against.
     pub wit_version: String,
     pub active: bool,
+    /// Id of the trust-store key that signed the component (`GET /api/plugin-keys`); null when
+    /// unsigned or installed without a trusted signature (`TRELLIS_PLUGIN_SIGNATURES` warn/off).
+    pub signer_key_id: Option<String>,
+    /// In an install's answer under `TRELLIS_PLUGIN_SIGNATURES=warn`: why `require` would have
+    /// refused the component. Null otherwise.
+    pub signature_warning: Option<SignatureWarningDto>,
+}
+
+/// A signature problem an install in `warn` mode let through.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SignatureWarningDto {
+    /// The refusal code `require` would give: `plugin.unsigned`, `plugin.signature_unknown_key`,
+    /// `plugin.signature_key_revoked`, `plugin.signature_invalid` or `plugin.signature_out_of_scope`.
+    pub code: String,
+    pub message: String,
 }
 
 impl From<InstalledVersion> for PluginVersionDto {
@@ -96,6 +112,8 @@ impl From<InstalledVersion> for PluginVersionDto {
             size_bytes: version.size_bytes,
             wit_version: version.wit_version,
             active: version.active,
+            signer_key_id: version.signer_key_id,
+            signature_warning: version.signature_warning.map(|(code, message)| SignatureWarningDto { code, message }),
         }
     }
 }
@@ -168,6 +186,77 @@ impl From<TestReport> for TestReportDto {
             message: report.message,
             checks: report.checks.into_iter().map(Into::into).collect(),
             details: report.details,
+        }
+    }
+}
+
+/// A publisher key of the instance's plugin trust store.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginKeyDto {
+    /// wasmsign2's default key id of the public key (24 hex characters).
+    pub key_id: String,
+    pub name: String,
+    /// The ed25519 public key, PEM.
+    pub public_key: String,
+    /// Plugin ids the key may sign start with one of these.
+    pub id_prefixes: Vec<String>,
+    /// Kinds the key may sign; empty: every kind.
+    pub kinds: Vec<String>,
+    /// RFC 3339.
+    pub created_at: String,
+    pub created_by: String,
+    /// RFC 3339; null while the key is trusted.
+    pub revoked_at: Option<String>,
+}
+
+fn rfc3339(secs: i64) -> String {
+    chrono::DateTime::from_timestamp(secs, 0)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_default()
+}
+
+impl From<SigningKey> for PluginKeyDto {
+    fn from(key: SigningKey) -> Self {
+        PluginKeyDto {
+            key_id: key.key_id,
+            name: key.name,
+            public_key: key.public_key_pem,
+            id_prefixes: key.id_prefixes,
+            kinds: key.kinds.iter().map(|k| k.as_str().to_owned()).collect(),
+            created_at: rfc3339(key.created_at),
+            created_by: key.created_by,
+            revoked_at: key.revoked_at.map(rfc3339),
+        }
+    }
+}
+
+/// A version a revocation deactivated.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeactivatedVersionDto {
+    pub plugin_id: String,
+    pub version: String,
+}
+
+/// What `POST /api/plugin-keys/{keyId}/revoke` did.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevocationDto {
+    pub key: PluginKeyDto,
+    /// Every version the key signed: none of them is active any more or can be activated.
+    pub deactivated_versions: Vec<DeactivatedVersionDto>,
+}
+
+impl From<Revocation> for RevocationDto {
+    fn from(revocation: Revocation) -> Self {
+        RevocationDto {
+            key: revocation.key.into(),
+            deactivated_versions: revocation
+                .deactivated
+                .into_iter()
+                .map(|(plugin_id, version)| DeactivatedVersionDto { plugin_id, version })
+                .collect(),
         }
     }
 }

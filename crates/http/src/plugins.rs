@@ -1,7 +1,9 @@
 //! `/api/plugins` (instance administrators) and `/api/plugin-bindings` (per workspace).
 //!
 //! Install takes the component bytes as the raw request body (`application/wasm` or
-//! `application/octet-stream`), up to 32 MiB.
+//! `application/octet-stream`), up to 32 MiB; a detached wasmsign2 signature travels beside
+//! it, base64 in the `Trellis-Plugin-Signature` header (an embedded one needs nothing).
+//! `/api/plugin-keys` is the trust store of publisher keys (instance administrators).
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -13,10 +15,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Authenticated, Json, Query};
-use crate::plugin_dto::{PluginDto, PluginVersionDto, TestReportDto};
+use crate::plugin_dto::{PluginDto, PluginKeyDto, PluginVersionDto, RevocationDto, TestReportDto};
 use crate::{created, data, Data};
 use trellis_core::context::SharedContext;
 use trellis_core::plugins::service;
+use trellis_core::plugins::signatures::{self, NewSigningKey};
 use trellis_core::plugins::Activation;
 use trellis_core::plugins::StoredBinding;
 
@@ -39,6 +42,33 @@ pub fn routes() -> Router<SharedContext> {
         .route("/api/plugin-bindings", get(list_bindings).put(bind))
         .route("/api/plugin-bindings/{kind}/{service_type}", delete(unbind))
         .route("/api/plugin-bindings/{kind}/{service_type}/test", post(test_binding))
+        .route("/api/plugin-keys", get(list_keys).post(add_key))
+        .route("/api/plugin-keys/{key_id}/revoke", post(revoke_key))
+}
+
+/// The header carrying a detached signature (base64 of wasmsign2's detached signature bytes).
+pub const SIGNATURE_HEADER: &str = "trellis-plugin-signature";
+
+/// The detached signature of an install, if one was sent. Signatures are a few hundred bytes;
+/// anything over 16 KiB is refused rather than decoded.
+fn detached_signature(headers: &axum::http::HeaderMap) -> ApiResult<Option<Vec<u8>>> {
+    use base64::Engine as _;
+    let Some(value) = headers.get(SIGNATURE_HEADER) else { return Ok(None) };
+    let invalid = || {
+        ApiError::Domain(trellis_core::Error::invalid_field(
+            "Trellis-Plugin-Signature",
+            "must be the base64 of a detached wasmsign2 signature (at most 16 KiB)",
+        ))
+    };
+    let text = value.to_str().map_err(|_| invalid())?.trim();
+    if text.len() > 22 << 10 {
+        return Err(invalid());
+    }
+    let bytes = base64::engine::general_purpose::STANDARD.decode(text).map_err(|_| invalid())?;
+    if bytes.is_empty() {
+        return Err(invalid());
+    }
+    Ok(Some(bytes))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -48,7 +78,7 @@ struct InstallParams {
     activate: Option<bool>,
 }
 
-#[utoipa::path(post, path = "/api/plugins", tag = "plugins", request_body(content((Vec<u8> = "application/octet-stream"), (Vec<u8> = "application/wasm")), description = "The component bytes (up to 32 MiB)"), params(("activate" = Option<bool>, Query, description = "false: store without activating; true: always activate; absent: activate when newer")), responses((status = 201, body = Data<PluginVersionDto>, description = "Installed version: info (describe()), sha256, sizeBytes, witVersion, active"), (status = 400, description = "Refused: details.code is plugin.not_a_component, plugin.unsupported_import, plugin.incompatible_wit_version, plugin.unknown_world, plugin.invalid_metadata, …"), (status = 409, description = "Same id and version (or same bytes) already installed"), (status = 403, description = "Not an instance administrator")))]
+#[utoipa::path(post, path = "/api/plugins", tag = "plugins", request_body(content((Vec<u8> = "application/octet-stream"), (Vec<u8> = "application/wasm")), description = "The component bytes (up to 32 MiB)"), params(("activate" = Option<bool>, Query, description = "false: store without activating; true: always activate; absent: activate when newer"), ("Trellis-Plugin-Signature" = Option<String>, Header, description = "Base64 of a detached wasmsign2 signature of the body (an embedded signature needs none)")), responses((status = 201, body = Data<PluginVersionDto>, description = "Installed version: info (describe()), sha256, sizeBytes, witVersion, active, signerKeyId, signatureWarning"), (status = 400, description = "Refused: details.code is plugin.not_a_component, plugin.unsupported_import, plugin.incompatible_wit_version, plugin.unknown_world, plugin.invalid_metadata, …; with TRELLIS_PLUGIN_SIGNATURES=require, error.code PLUGIN_SIGNATURE_REFUSED and details.code plugin.unsigned, plugin.signature_unknown_key, plugin.signature_key_revoked, plugin.signature_invalid or plugin.signature_out_of_scope"), (status = 409, description = "Same id and version (or same bytes) already installed"), (status = 403, description = "Not an instance administrator")))]
 async fn install_plugin(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
@@ -77,7 +107,8 @@ async fn install_plugin(
         Some(true) => Activation::Always,
         None => Activation::IfNewer,
     };
-    let installed = service::install(&ctx, &caller, &body, activation).await?;
+    let signature = detached_signature(&headers)?;
+    let installed = service::install(&ctx, &caller, &body, signature.as_deref(), activation).await?;
     Ok(created(PluginVersionDto::from(installed)))
 }
 
@@ -214,4 +245,55 @@ async fn test_binding(
     Json(body): Json<TestBody>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
     Ok(data(TestReportDto::from(service::test_binding(&ctx, &caller, &kind, &service_type, body.config).await?)))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct NewKeyBody {
+    /// What the key is (the publisher), for people.
+    #[schema(min_length = 1, max_length = 200)]
+    name: String,
+    /// The ed25519 public key, PEM (`-----BEGIN PUBLIC KEY-----`).
+    #[schema(min_length = 1)]
+    public_key: String,
+    /// Plugin ids the key may sign start with one of these (e.g. `com.example.`).
+    #[schema(min_items = 1, max_items = 32)]
+    id_prefixes: Vec<String>,
+    /// Kinds the key may sign (`ca-connector`, `integration`, `attestation-verifier`,
+    /// `issuance-policy`); absent or empty: every kind.
+    #[serde(default)]
+    kinds: Vec<String>,
+}
+
+#[utoipa::path(get, path = "/api/plugin-keys", tag = "plugins", responses((status = 200, body = Data<Vec<PluginKeyDto>>, description = "The trust store of plugin publisher keys, revoked ones included (instance administrators)"), (status = 403, description = "Not an instance administrator")))]
+async fn list_keys(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    let keys: Vec<PluginKeyDto> = signatures::list_keys(&ctx, &caller).await?.into_iter().map(Into::into).collect();
+    Ok(data(keys))
+}
+
+#[utoipa::path(post, path = "/api/plugin-keys", tag = "plugins", request_body = NewKeyBody, responses((status = 201, body = Data<PluginKeyDto>, description = "The key, trusted from now on for its scope"), (status = 400, description = "Not an ed25519 public key, bad prefixes or kinds"), (status = 409, description = "The trust store already holds this key"), (status = 403, description = "Not an instance administrator")))]
+async fn add_key(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Json(body): Json<NewKeyBody>,
+) -> ApiResult<Response> {
+    let new = NewSigningKey {
+        name: body.name,
+        public_key: body.public_key.into_bytes(),
+        id_prefixes: body.id_prefixes,
+        kinds: body.kinds,
+    };
+    Ok(created(PluginKeyDto::from(signatures::add_key(&ctx, &caller, new).await?)))
+}
+
+#[utoipa::path(post, path = "/api/plugin-keys/{key_id}/revoke", tag = "plugins", params(("key_id" = String, Path)), responses((status = 200, body = Data<RevocationDto>, description = "The revoked key and the versions it signed, deactivated (plugin.version_deactivated events)"), (status = 404, description = "No such key"), (status = 409, description = "Already revoked"), (status = 403, description = "Not an instance administrator")))]
+async fn revoke_key(
+    State(ctx): State<SharedContext>,
+    Authenticated(caller): Authenticated,
+    Path(key_id): Path<String>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    Ok(data(RevocationDto::from(signatures::revoke_key(&ctx, &caller, &key_id).await?)))
 }

@@ -122,6 +122,7 @@ fn main() {
     }
     let mut config = RuntimeConfig::without_cache();
     config.cache_dir = Some(cache.path().to_owned());
+    config.cache_key = Some(trellis_plugin_host::ArtefactKey::new([3; 32]));
     rt.block_on(async {
         let warm = new_runtime(config.clone());
         for (path, result) in warm.install_directory(plugin_dir.path()).await {

@@ -122,11 +122,35 @@ impl Default for EgressConfig {
     }
 }
 
+/// The key that authenticates compiled artefacts in the cache (derived from the master key by
+/// the binary). Its `Debug` never shows the bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ArtefactKey([u8; 32]);
+
+impl ArtefactKey {
+    pub fn new(bytes: [u8; 32]) -> ArtefactKey {
+        ArtefactKey(bytes)
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ArtefactKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ArtefactKey(<redacted>)")
+    }
+}
+
 /// Everything the plugin runtime needs to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeConfig {
-    /// Directory for compiled code; `None` disables the on-disk cache.
+    /// Directory for compiled code; `None` (or no `cache_key`) disables the on-disk cache.
     pub cache_dir: Option<PathBuf>,
+    /// Authenticates the cache's artefacts (see `artefacts`): files it does not verify are
+    /// recompiled, never loaded.
+    pub cache_key: Option<ArtefactKey>,
     /// Calls running at once; more calls wait (admission queue) instead of failing.
     pub max_concurrent_calls: usize,
     /// Calls one workspace may run at once: its fair share, so that one tenant's slow or
@@ -154,6 +178,7 @@ impl RuntimeConfig {
     pub fn without_cache() -> RuntimeConfig {
         RuntimeConfig {
             cache_dir: None,
+            cache_key: None,
             max_concurrent_calls: 256,
             max_calls_per_workspace: None,
             admission_timeout: Duration::from_secs(30),

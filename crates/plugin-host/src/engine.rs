@@ -1,5 +1,5 @@
 //! The one wasmtime engine (pooling allocator when the address space allows, epoch
-//! interruption, compiled-code cache), the linker serving every contract version, and the
+//! interruption), the linker serving every contract version, and the
 //! epoch ticker that enforces CPU budgets.
 
 use std::time::Duration;
@@ -11,27 +11,12 @@ use crate::call::CallState;
 use crate::config::RuntimeConfig;
 use crate::PluginError;
 
-pub(crate) fn build_engine(config: &RuntimeConfig) -> Result<(Engine, Option<wasmtime::Cache>), PluginError> {
-    let cache = match &config.cache_dir {
-        Some(dir) => {
-            std::fs::create_dir_all(dir)
-                .map_err(|err| PluginError::Internal(format!("cannot create plugin cache {}: {err}", dir.display())))?;
-            let mut cache_config = wasmtime::CacheConfig::new();
-            cache_config.with_directory(dir.clone());
-            Some(
-                wasmtime::Cache::new(cache_config)
-                    .map_err(|err| PluginError::Internal(format!("plugin cache: {err:#}")))?,
-            )
-        }
-        None => None,
-    };
-    let base = |cache: Option<wasmtime::Cache>| {
+/// The engine. Compiled code is cached by `artefacts` (authenticated files), not by wasmtime's
+/// own cache, whose files are loaded without any check of who wrote them.
+pub(crate) fn build_engine(config: &RuntimeConfig) -> Result<Engine, PluginError> {
+    let base = || {
         let mut c = Config::new();
-        c.epoch_interruption(true)
-            .wasm_component_model(true)
-            .parallel_compilation(true)
-            .memory_init_cow(true)
-            .cache(cache);
+        c.epoch_interruption(true).wasm_component_model(true).parallel_compilation(true).memory_init_cow(true);
         c
     };
 
@@ -49,16 +34,14 @@ pub(crate) fn build_engine(config: &RuntimeConfig) -> Result<(Engine, Option<was
         .decommit_batch_size(32)
         .linear_memory_keep_resident(0)
         .table_keep_resident(0);
-    let mut pooled = base(cache.clone());
+    let mut pooled = base();
     pooled.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     match Engine::new(&pooled) {
-        Ok(engine) => Ok((engine, cache)),
+        Ok(engine) => Ok(engine),
         Err(err) => {
             // Small address spaces (39-bit VA, strict overcommit) cannot reserve the pool.
             tracing::warn!(error = %format!("{err:#}"), "pooling allocator unavailable; using on-demand allocation");
-            let engine = Engine::new(&base(cache.clone()))
-                .map_err(|err| PluginError::Internal(format!("wasm engine: {err:#}")))?;
-            Ok((engine, cache))
+            Engine::new(&base()).map_err(|err| PluginError::Internal(format!("wasm engine: {err:#}")))
         }
     }
 }

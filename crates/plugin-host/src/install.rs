@@ -47,7 +47,7 @@ impl PluginRuntime {
             return Err(InstallError::DuplicateVersion { id, version: version.to_string() }.into());
         }
 
-        let (pre, wit_version) = self.compile(wasm.to_vec()).await?;
+        let (pre, wit_version) = self.compile(wasm.to_vec(), &sha256).await?;
         let kind = pre.kind();
         let mut loaded = LoadedPlugin {
             info: Arc::new(placeholder_info(kind)),
@@ -58,6 +58,7 @@ impl PluginRuntime {
             kind,
             pre: OnceCell::new_with(Some(pre)),
             source: None,
+            signer: std::sync::Mutex::new(None),
         };
         let target = CallTarget::new("", PluginRef::Id(String::new()), serde_json::Value::Null);
         let described = self
@@ -96,6 +97,7 @@ impl PluginRuntime {
             wit_version,
             pre: OnceCell::new(),
             source: Some(version.source),
+            signer: std::sync::Mutex::new(version.signer_key_id),
         });
         let active = self.write_registry().insert(loaded.clone(), |_| false)?;
         Ok(loaded.describe(active))
@@ -116,7 +118,12 @@ impl PluginRuntime {
                 if hex::encode(Sha256::digest(&bytes)) != plugin.sha256 {
                     return Err(unloadable(format!("the stored component does not match its digest {}", plugin.sha256)));
                 }
-                let (pre, wit_version) = self.compile(bytes).await.map_err(|err| unloadable(err.to_string()))?;
+                let hits_before = self.artefact_stats().map(|s| s.hits);
+                let (pre, wit_version) =
+                    self.compile(bytes, &plugin.sha256).await.map_err(|err| unloadable(err.to_string()))?;
+                // Another first call may load concurrently; the counter moving is evidence enough
+                // for a log line.
+                let from_cache = self.artefact_stats().map(|s| s.hits) > hits_before;
                 if pre.kind() != plugin.kind || wit_version != plugin.wit_version {
                     return Err(unloadable(format!(
                         "the stored component is a {} {wit_version} component, not the {} {} its version row says",
@@ -125,7 +132,7 @@ impl PluginRuntime {
                         plugin.wit_version
                     )));
                 }
-                tracing::info!(plugin = %plugin.label, elapsed_ms = started.elapsed().as_millis() as u64, "plugin loaded on its first call");
+                tracing::info!(plugin = %plugin.label, elapsed_ms = started.elapsed().as_millis() as u64, from_cache, "plugin loaded on its first call");
                 Ok(pre)
             })
             .await
@@ -133,25 +140,16 @@ impl PluginRuntime {
 
     /// Compiles (or loads from the cache) a component, checks what it imports and exports, and
     /// binds it to its world's typed exports.
-    async fn compile(&self, bytes: Vec<u8>) -> Result<(WorldPre, semver::Version), PluginError> {
-        let engine = self.engine().clone();
-        // Compilation is CPU-bound (hundreds of ms per MB); keep it off the async workers.
-        let component = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
-            .await
-            .map_err(|err| PluginError::Internal(format!("compile task: {err}")))?
-            .map_err(|err| InstallError::CompileFailed(format!("{err:#}")))?;
+    async fn compile(&self, bytes: Vec<u8>, sha256: &str) -> Result<(WorldPre, semver::Version), PluginError> {
+        let component = self.component(bytes, sha256.to_owned()).await?;
 
         let unsupported = self.unsupported_imports(&component);
         if !unsupported.is_empty() {
             return Err(InstallError::UnsupportedImports { imports: unsupported.join(", ") }.into());
         }
         let (kind, wit_version) = self.exported_world(&component)?;
-        let io = self.io_imports(&component);
-        if matches!(kind, PluginKind::AttestationVerifier | PluginKind::IssuancePolicy) && !io.is_empty() {
-            return Err(InstallError::UnsupportedImports {
-                imports: format!("{} (a {kind} is pure computation: no outbound I/O, state or keys)", io.join(", ")),
-            }
-            .into());
+        if let Some(refusal) = forbidden_imports(kind, &self.import_names(&component)) {
+            return Err(refusal.into());
         }
         let instance_pre = self
             .linker()
@@ -163,6 +161,69 @@ impl PluginRuntime {
                 supported: supported_versions(),
             })?;
         Ok((pre, wit_version))
+    }
+
+    /// The compiled component: from an authenticated artefact of the cache, else compiled (and
+    /// the artefact written). `bytes` must be the component whose digest is `sha256`.
+    async fn component(&self, bytes: Vec<u8>, sha256: String) -> Result<Component, PluginError> {
+        let runtime = self.clone();
+        // Compilation is CPU-bound (hundreds of ms per MB, ~10 s for an 18 MB Python guest), and
+        // so is reading and checking an artefact: keep both off the async workers.
+        tokio::task::spawn_blocking(move || {
+            let engine = runtime.engine();
+            if let Some(component) = runtime.artefacts().and_then(|cache| cache.load(engine, &sha256)) {
+                return Ok(component);
+            }
+            let started = std::time::Instant::now();
+            let component =
+                Component::new(engine, &bytes).map_err(|err| InstallError::CompileFailed(format!("{err:#}")))?;
+            tracing::info!(sha256 = %sha256, size_bytes = bytes.len(), elapsed_ms = started.elapsed().as_millis() as u64, "plugin component compiled");
+            if let Some(cache) = runtime.artefacts() {
+                cache.store(&sha256, &component);
+            }
+            Ok(component)
+        })
+        .await
+        .map_err(|err| PluginError::Internal(format!("compile task: {err}")))?
+    }
+
+    /// Compiles into the cache every registered version that has no artefact yet, one at a
+    /// time, without keeping the compiled code: the first call then loads it in milliseconds
+    /// instead of compiling on the request path, and idle memory does not grow. Returns how
+    /// many were compiled.
+    pub(crate) async fn precompile_deferred(&self) -> usize {
+        let Some(cache) = self.artefacts() else { return 0 };
+        let pending: Vec<Arc<LoadedPlugin>> = self
+            .read_registry()
+            .all_versions()
+            .into_iter()
+            .filter(|v| !v.pre.initialized() && v.source.is_some() && !cache.contains(&v.sha256))
+            .collect();
+        let mut compiled = 0;
+        for plugin in pending {
+            let Some(source) = plugin.source.as_ref() else { continue };
+            let bytes = match source.component(&plugin.sha256).await {
+                Ok(bytes) if hex::encode(Sha256::digest(&bytes)) == plugin.sha256 => bytes,
+                Ok(_) => {
+                    tracing::error!(plugin = %plugin.label, "stored component does not match its digest; not precompiling it");
+                    continue;
+                }
+                Err(err) => {
+                    tracing::warn!(plugin = %plugin.label, error = %err, "cannot read a stored component to precompile it");
+                    continue;
+                }
+            };
+            match self.component(bytes, plugin.sha256.clone()).await {
+                Ok(_) => compiled += 1,
+                Err(err) => {
+                    tracing::warn!(plugin = %plugin.label, code = err.code(), error = %err, "precompiling a plugin failed")
+                }
+            }
+        }
+        if compiled > 0 {
+            tracing::info!(compiled, "plugins precompiled into the cache in the background");
+        }
+        compiled
     }
 
     /// Installs every `*.wasm` file in `dir` (sorted by name). Already-installed bytes and
@@ -278,22 +339,6 @@ impl PluginRuntime {
         component.component_type().imports(self.engine()).map(|(name, _)| name.to_owned()).collect()
     }
 
-    /// The imports through which a component reaches the outside or keeps something: what the
-    /// pure worlds (verifier, policy) must not import.
-    fn io_imports(&self, component: &Component) -> Vec<String> {
-        const IO: [&str; 5] = [
-            "wasi:http/",
-            "trellis:plugin/state",
-            "trellis:plugin/keystore",
-            "trellis:plugin/challenge-solver",
-            "trellis:plugin/pki-core",
-        ];
-        self.import_names(component)
-            .into_iter()
-            .filter(|name| IO.iter().any(|prefix| name.starts_with(prefix)))
-            .collect()
-    }
-
     fn unsupported_imports(&self, component: &Component) -> Vec<String> {
         const KNOWN: [&str; 8] = [
             "wasi:cli/",
@@ -310,6 +355,51 @@ impl PluginRuntime {
             .filter(|name| !KNOWN.iter().any(|prefix| name.starts_with(prefix)))
             .collect()
     }
+}
+
+/// How an author removes an import from a component, per language: named in every refusal.
+const BUILD_FLAGS: &str =
+    "Python: build with componentize-py --stub-wasi; JavaScript: jco componentize --disable http \
+     (or --disable all); Rust: drop the dependency or feature that pulls it in";
+
+/// The imports a world may not use, refused at install (before anything is stored) with the
+/// import named and how to build without it: in the pure worlds (attestation verifier,
+/// issuance policy), everything that reaches out or keeps something: `wasi:sockets/*`
+/// (componentize-py imports it unless `--stub-wasi`), `wasi:http/*` (componentize-js imports it
+/// unless `--disable http`), plugin state, keystore, challenge solver, `pki-core`.
+///
+/// `wasi:sockets/*` and `wasi:filesystem/*` stay allowed in the worlds that may reach out
+/// (connectors, integrations), granted nothing: every Rust guest built with std imports
+/// `preopens` and `types`, and componentize-py 0.25 has no switch that stubs sockets without
+/// stubbing `wasi:http` too, which these worlds need. The per-call WASI context grants no
+/// directory and no network, so a socket call fails with access denied; plugins reach the
+/// network only through `wasi:http`, under the egress policy.
+pub(crate) fn forbidden_imports(kind: PluginKind, imports: &[String]) -> Option<InstallError> {
+    const PURE_WORLDS: [(&str, &str); 6] = [
+        ("wasi:sockets/", "a {kind} is pure computation: no sockets"),
+        ("wasi:http/", "a {kind} is pure computation: no outbound requests"),
+        ("trellis:plugin/state", "a {kind} is pure computation: no state"),
+        ("trellis:plugin/keystore", "a {kind} is pure computation: no keys"),
+        ("trellis:plugin/challenge-solver", "a {kind} is pure computation: no challenges"),
+        ("trellis:plugin/pki-core", "a {kind} is pure computation: no internal PKI"),
+    ];
+    let pure = matches!(kind, PluginKind::AttestationVerifier | PluginKind::IssuancePolicy);
+    let rules = PURE_WORLDS.iter().filter(|_| pure);
+    let refused: Vec<String> = imports
+        .iter()
+        .filter_map(|name| {
+            rules
+                .clone()
+                .find(|(prefix, _)| name.starts_with(prefix))
+                .map(|(_, why)| format!("{name} ({})", why.replace("{kind}", kind.as_str())))
+        })
+        .collect();
+    if refused.is_empty() {
+        return None;
+    }
+    Some(InstallError::UnsupportedImports {
+        imports: format!("{}, which a {kind} may not import; rebuild without it ({BUILD_FLAGS})", refused.join(", ")),
+    })
 }
 
 fn placeholder_info(kind: PluginKind) -> PluginInfo {

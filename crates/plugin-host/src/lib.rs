@@ -18,6 +18,7 @@
 //! Versions are swapped atomically: a call clones the `Arc` of the active version when it
 //! starts, so in-flight calls finish on their version while new calls use the new one.
 
+mod artefacts;
 #[doc(hidden)]
 pub mod bench_support;
 mod bindings;
@@ -38,7 +39,8 @@ mod worlds;
 #[cfg(test)]
 mod tests;
 
-pub use config::{CallLimits, EgressConfig, KindLimits, RuntimeConfig};
+pub use artefacts::CacheStats;
+pub use config::{ArtefactKey, CallLimits, EgressConfig, KindLimits, RuntimeConfig};
 pub use runtime::{PluginRuntime, WIT_PACKAGE_VERSION};
 // The plugin vocabulary is the domain's (`trellis_core::plugins`); re-exported so that users of
 // the runtime need one import path.

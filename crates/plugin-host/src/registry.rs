@@ -29,6 +29,8 @@ pub(crate) struct LoadedPlugin {
     pub(crate) source: Option<Arc<dyn ComponentSource>>,
     /// `id@version`, for logs and metrics.
     pub(crate) label: Arc<str>,
+    /// The trust-store key that signed the component (set by the domain after its checks).
+    pub(crate) signer: std::sync::Mutex<Option<String>>,
 }
 
 impl LoadedPlugin {
@@ -83,6 +85,8 @@ impl LoadedPlugin {
             size_bytes: self.size,
             wit_version: self.wit_version.to_string(),
             active,
+            signer_key_id: self.signer.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            signature_warning: None,
         }
     }
 }
@@ -166,6 +170,7 @@ impl Registry {
         for entry in self.plugins.values_mut() {
             for loaded in entry.versions.values_mut() {
                 if loaded.pre.initialized() {
+                    let signer = loaded.signer.lock().unwrap_or_else(|p| p.into_inner()).clone();
                     *loaded = Arc::new(LoadedPlugin {
                         info: loaded.info.clone(),
                         sha256: loaded.sha256.clone(),
@@ -175,6 +180,7 @@ impl Registry {
                         pre: OnceCell::new(),
                         source: Some(source.clone()),
                         label: loaded.label.clone(),
+                        signer: std::sync::Mutex::new(signer),
                     });
                     released += 1;
                 }
@@ -237,6 +243,20 @@ impl Registry {
         self.plugins.get_mut(id).ok_or_else(|| PluginError::NotFound { id: id.to_owned() })
     }
 
+    /// Records the key that signed a version.
+    pub(crate) fn set_signer(
+        &mut self,
+        id: &str,
+        version: &semver::Version,
+        signer: Option<String>,
+    ) -> Result<(), PluginError> {
+        let entry = self.entry_mut(id)?;
+        let loaded =
+            entry.versions.get(version).ok_or_else(|| PluginError::NotFound { id: format!("{id}@{version}") })?;
+        *loaded.signer.lock().unwrap_or_else(|p| p.into_inner()) = signer;
+        Ok(())
+    }
+
     /// Makes `version` active; returns false when it already was.
     pub(crate) fn activate(&mut self, id: &str, version: &semver::Version) -> Result<bool, PluginError> {
         let entry = self.entry_mut(id)?;
@@ -294,6 +314,11 @@ impl Registry {
             self.grants.remove(id);
         }
         Ok(())
+    }
+
+    /// Every registered version of every plugin.
+    pub(crate) fn all_versions(&self) -> Vec<Arc<LoadedPlugin>> {
+        self.plugins.values().flat_map(|entry| entry.versions.values().cloned()).collect()
     }
 
     pub(crate) fn list(&self) -> Vec<PluginSummary> {

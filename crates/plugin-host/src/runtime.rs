@@ -13,6 +13,7 @@ use trellis_core::plugins::{ComponentSource, DeferredVersion, Keystore, PkiCore,
 use wasmtime::component::Linker;
 use wasmtime::Engine;
 
+use crate::artefacts::{Artefacts, CacheStats};
 use crate::call::CallState;
 use crate::config::RuntimeConfig;
 use crate::egress::EgressPolicy;
@@ -56,7 +57,8 @@ struct Inner {
     /// Per-workspace shares of the admission slots (see `RuntimeConfig::max_calls_per_workspace`).
     workspace_slots: std::sync::Mutex<HashMap<String, Arc<Semaphore>>>,
     registry: RwLock<Registry>,
-    cache: Option<wasmtime::Cache>,
+    /// Compiled components on disk (`artefacts`); none without a cache directory and key.
+    artefacts: Option<Artefacts>,
 }
 
 impl PluginRuntime {
@@ -68,7 +70,15 @@ impl PluginRuntime {
         state_store: Arc<dyn PluginStateStore>,
         keystore: Keystore,
     ) -> Result<PluginRuntime, PluginError> {
-        let (engine, cache) = build_engine(&config)?;
+        let engine = build_engine(&config)?;
+        let artefacts = match (&config.cache_dir, &config.cache_key) {
+            (Some(dir), Some(key)) => Some(Artefacts::new(&engine, dir.clone(), key)?),
+            (Some(dir), None) => {
+                tracing::warn!(dir = %dir.display(), "plugin cache directory without a key; compiled plugins are not cached");
+                None
+            }
+            (None, _) => None,
+        };
         let linker = build_linker(&engine).map_err(|err| PluginError::Internal(format!("linker: {err:#}")))?;
         let egress = Arc::new(EgressPolicy::new(config.egress.clone()).map_err(PluginError::Internal)?);
         spawn_epoch_ticker(&engine, config.epoch_tick);
@@ -89,7 +99,7 @@ impl PluginRuntime {
                 domain_claims: None,
                 pki_core: None,
                 registry: RwLock::new(Registry::default()),
-                cache,
+                artefacts,
             }),
         })
     }
@@ -137,7 +147,16 @@ impl PluginRuntime {
 
     /// Compiled-code cache hits and misses since start (`None` without a cache).
     pub fn cache_stats(&self) -> Option<(usize, usize)> {
-        self.inner.cache.as_ref().map(|c| (c.cache_hits(), c.cache_misses()))
+        self.artefact_stats().map(|s| (s.hits as usize, s.misses as usize))
+    }
+
+    /// The compiled-code cache's counters, refused artefacts included (`None` without a cache).
+    pub fn artefact_stats(&self) -> Option<CacheStats> {
+        self.inner.artefacts.as_ref().map(Artefacts::stats)
+    }
+
+    pub(crate) fn artefacts(&self) -> Option<&Artefacts> {
+        self.inner.artefacts.as_ref()
     }
 
     /// Calls currently running (not queued).
@@ -244,6 +263,14 @@ impl PluginHost for PluginRuntime {
 
     fn install_deferred(&self, version: DeferredVersion) -> Result<InstalledVersion, PluginError> {
         self.install_deferred_version(version)
+    }
+
+    async fn precompile(&self) -> usize {
+        self.precompile_deferred().await
+    }
+
+    fn set_signer(&self, id: &str, version: &semver::Version, signer: Option<String>) -> Result<(), PluginError> {
+        self.write_registry().set_signer(id, version, signer)
     }
 
     fn release_compiled(&self, source: Arc<dyn ComponentSource>) -> usize {

@@ -187,6 +187,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0520_acme_server.sql"),
         postgres: include_str!("../../../migrations/postgres/0520_acme_server.sql"),
     },
+    Migration {
+        version: 530,
+        name: "plugin_signatures",
+        sqlite: include_str!("../../../migrations/sqlite/0530_plugin_signatures.sql"),
+        postgres: include_str!("../../../migrations/postgres/0530_plugin_signatures.sql"),
+    },
 ];
 
 #[derive(Clone)]

@@ -8,6 +8,8 @@ use crate::{Store, StoreResult, Tx};
 use async_trait::async_trait;
 use trellis_core::clock::OsEntropy;
 use trellis_core::crypto::MasterKey;
+use trellis_core::plugins::signatures::SigningKey;
+use trellis_core::plugins::PluginKind;
 use trellis_core::plugins::{
     KeyInsert, NewPluginVersion, PluginKeyRecords, PluginStateStore, SealedKey, StateError, StateFuture, StateScope,
     StoredBinding, StoredPlugin, StoredPluginVersion,
@@ -34,7 +36,7 @@ impl PluginReads for Store {
         // `size_bytes`, stored after the bytes: SQLite reaches a column that follows a large
         // blob by walking the blob's overflow pages, while length() reads only the row header.
         let rows = sqlx::query(
-            "SELECT v.plugin_id, v.version, v.sha256, v.wit_version, v.info, \
+            "SELECT v.plugin_id, v.version, v.sha256, v.wit_version, v.info, v.signer_key_id, \
              CAST(length(c.bytes) AS BIGINT) AS size_bytes \
              FROM plugin_versions v JOIN plugin_components c ON c.sha256 = v.sha256 \
              ORDER BY v.plugin_id, v.installed_at",
@@ -52,6 +54,7 @@ impl PluginReads for Store {
                     info: serde_json::from_str(&info).unwrap_or(serde_json::Value::Null),
                     wit_version: row.try_get("wit_version").db()?,
                     size_bytes: row.try_get("size_bytes").db()?,
+                    signer_key_id: row.try_get("signer_key_id").db()?,
                 })
             })
             .collect()
@@ -117,6 +120,57 @@ impl PluginReads for Store {
             sqlx::query("SELECT COUNT(*) FROM plugin_versions").fetch_one(&mut *self.reader().await?).await.db()?.try_get(0).db()?;
         Ok(count > 0)
     }
+
+    async fn list_plugin_signing_keys(&self) -> StoreResult<Vec<SigningKey>> {
+        let rows = sqlx::query(
+            "SELECT key_id, name, public_key_pem, id_prefixes, kinds, created_at, created_by, revoked_at \
+             FROM plugin_signing_keys ORDER BY created_at, key_id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .db()?;
+        rows.iter()
+            .map(|row| {
+                let prefixes: String = row.try_get("id_prefixes").db()?;
+                let kinds: String = row.try_get("kinds").db()?;
+                Ok(SigningKey {
+                    key_id: row.try_get("key_id").db()?,
+                    name: row.try_get("name").db()?,
+                    public_key_pem: row.try_get("public_key_pem").db()?,
+                    id_prefixes: string_list(&prefixes),
+                    // An unknown stored kind widens nothing: it matches no plugin.
+                    kinds: string_list(&kinds).iter().filter_map(|k| PluginKind::parse(k)).collect(),
+                    created_at: row.try_get("created_at").db()?,
+                    created_by: row.try_get("created_by").db()?,
+                    revoked_at: row.try_get("revoked_at").db()?,
+                })
+            })
+            .collect()
+    }
+
+    async fn plugin_versions_signed_by(&self, key_id: &str) -> StoreResult<Vec<(String, String)>> {
+        let rows = sqlx::query(
+            "SELECT plugin_id, version FROM plugin_versions WHERE signer_key_id = $1 ORDER BY plugin_id, installed_at",
+        )
+        .bind(key_id)
+        .fetch_all(&self.pool)
+        .await
+        .db()?;
+        rows.iter().map(|row| Ok((row.try_get("plugin_id").db()?, row.try_get("version").db()?))).collect()
+    }
+
+    async fn plugin_version_signer(&self, plugin_id: &str, version: &str) -> StoreResult<Option<String>> {
+        let row = sqlx::query("SELECT signer_key_id FROM plugin_versions WHERE plugin_id = $1 AND version = $2")
+            .bind(plugin_id)
+            .bind(version)
+            .fetch_optional(&self.pool)
+            .await
+            .db()?;
+        Ok(match row {
+            Some(row) => row.try_get("signer_key_id").db()?,
+            None => None,
+        })
+    }
 }
 
 #[async_trait]
@@ -144,8 +198,8 @@ impl PluginWrites for Tx {
         .execute(&mut *self.inner)
         .await.db()?;
         sqlx::query(
-            "INSERT INTO plugin_versions (plugin_id, version, sha256, wit_version, info, installed_by, installed_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO plugin_versions (plugin_id, version, sha256, wit_version, info, installed_by, installed_at, signer_key_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(new.plugin_id)
         .bind(new.version)
@@ -154,6 +208,7 @@ impl PluginWrites for Tx {
         .bind(new.info.to_string())
         .bind(new.installed_by)
         .bind(new.at)
+        .bind(new.signer_key_id)
         .execute(&mut *self.inner)
         .await
         .db()?;
@@ -246,6 +301,36 @@ impl PluginWrites for Tx {
                 .await
                 .db()?;
         Ok(done.rows_affected() > 0)
+    }
+
+    async fn insert_plugin_signing_key(&mut self, key: &SigningKey) -> StoreResult<bool> {
+        let kinds: Vec<&str> = key.kinds.iter().map(|k| k.as_str()).collect();
+        let done = sqlx::query(
+            "INSERT INTO plugin_signing_keys \
+             (key_id, name, public_key_pem, id_prefixes, kinds, created_at, created_by, revoked_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, NULL) ON CONFLICT (key_id) DO NOTHING",
+        )
+        .bind(&key.key_id)
+        .bind(&key.name)
+        .bind(&key.public_key_pem)
+        .bind(serde_json::to_string(&key.id_prefixes).unwrap_or_else(|_| "[]".into()))
+        .bind(serde_json::to_string(&kinds).unwrap_or_else(|_| "[]".into()))
+        .bind(key.created_at)
+        .bind(&key.created_by)
+        .execute(&mut *self.inner)
+        .await
+        .db()?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn revoke_plugin_signing_key(&mut self, key_id: &str, at: i64) -> StoreResult<()> {
+        sqlx::query("UPDATE plugin_signing_keys SET revoked_at = $1 WHERE key_id = $2 AND revoked_at IS NULL")
+            .bind(at)
+            .bind(key_id)
+            .execute(&mut *self.inner)
+            .await
+            .db()?;
+        Ok(())
     }
 }
 

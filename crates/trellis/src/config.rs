@@ -43,6 +43,7 @@ pub struct FileConfig {
     pub plugin_cache_dir: Option<PathBuf>,
     pub plugin_max_concurrent_calls: Option<usize>,
     pub plugin_max_calls_per_workspace: Option<usize>,
+    pub plugin_signatures: Option<String>,
     pub first_party_plugin_dir: Option<PathBuf>,
     pub expiry_scan_interval_secs: Option<u64>,
     pub renewal_interval_secs: Option<u64>,
@@ -162,6 +163,8 @@ pub struct Config {
     pub plugin_ca_bundle: Option<PathBuf>,
     /// Compiled-code cache; default `<data dir>/plugin-cache` (or `target/plugin-cache` in a build tree).
     pub plugin_cache_dir: Option<PathBuf>,
+    /// `TRELLIS_PLUGIN_SIGNATURES`: `require`, `warn` (default) or `off`.
+    pub plugin_signatures: trellis_core::plugins::signatures::SignatureMode,
     pub plugin_max_concurrent_calls: Option<usize>,
     /// One workspace's share of the plugin call slots (default a quarter).
     pub plugin_max_calls_per_workspace: Option<usize>,
@@ -234,6 +237,7 @@ impl std::fmt::Debug for Config {
             .field("plugin_dir", &self.plugin_dir)
             .field("plugin_allow_private_networks", &self.plugin_allow_private_networks)
             .field("plugin_record_private_networks", &self.plugin_record_private_networks)
+            .field("plugin_signatures", &self.plugin_signatures)
             .field("password_login", &self.password_login)
             .field("oidc", &self.oidc)
             .finish_non_exhaustive()
@@ -308,6 +312,15 @@ impl Config {
                     message: format!("`{other}` is neither json nor pretty"),
                 })
             }
+        };
+        let plugin_signatures = match env("TRELLIS_PLUGIN_SIGNATURES").or(file.plugin_signatures) {
+            None => trellis_core::plugins::signatures::SignatureMode::default(),
+            Some(text) => trellis_core::plugins::signatures::SignatureMode::parse(text.trim()).ok_or_else(|| {
+                ConfigError::Invalid {
+                    name: "TRELLIS_PLUGIN_SIGNATURES",
+                    message: format!("`{text}` is none of require, warn, off"),
+                }
+            })?,
         };
         let admin_email = env("TRELLIS_ADMIN_EMAIL");
         let admin_password = env("TRELLIS_ADMIN_PASSWORD");
@@ -577,6 +590,7 @@ impl Config {
             trusted_proxies,
             plugin_ca_bundle,
             plugin_cache_dir: env("TRELLIS_PLUGIN_CACHE_DIR").map(PathBuf::from).or(file.plugin_cache_dir),
+            plugin_signatures,
             plugin_max_concurrent_calls,
             plugin_max_calls_per_workspace,
             plugin_limits,

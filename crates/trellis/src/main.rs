@@ -11,9 +11,10 @@ use trellis_core::audit::Audit;
 use trellis_core::auth::{self, KeyKind, NewApiKey, NewUser};
 use trellis_core::clock::{FixedClock, SharedClock, SystemClock};
 use trellis_core::plugins::service as plugin_service;
+use trellis_core::plugins::signatures;
 use trellis_core::plugins::Activation;
 use trellis_core::SharedContext;
-use trellis_http::plugin_dto::{PluginDto, PluginVersionDto};
+use trellis_http::plugin_dto::{PluginDto, PluginKeyDto, PluginVersionDto, RevocationDto};
 
 #[derive(Parser)]
 #[command(name = "trellis", version, about = "Trellis certificate lifecycle management")]
@@ -54,6 +55,34 @@ enum Command {
         #[command(subcommand)]
         command: PluginCommand,
     },
+    /// Manage the trust store of plugin publisher keys (TRELLIS_PLUGIN_SIGNATURES); prints JSON.
+    PluginKeys {
+        #[command(subcommand)]
+        command: PluginKeysCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PluginKeysCommand {
+    /// Trust an ed25519 public key (PEM file) for plugin ids starting with a prefix.
+    Add {
+        /// Who the key belongs to.
+        #[arg(long)]
+        name: String,
+        /// The public key file (PEM "BEGIN PUBLIC KEY", DER or wasmsign2 raw).
+        #[arg(long, value_name = "FILE")]
+        public_key: PathBuf,
+        /// A plugin id prefix the key may sign (repeat for several), e.g. com.example.
+        #[arg(long = "prefix", required = true)]
+        prefixes: Vec<String>,
+        /// A kind the key may sign (repeat for several); none: every kind.
+        #[arg(long = "kind")]
+        kinds: Vec<String>,
+    },
+    /// List the keys, revoked ones included.
+    List,
+    /// Revoke a key: the versions it signed are deactivated.
+    Revoke { key_id: String },
 }
 
 #[derive(Subcommand)]
@@ -64,6 +93,10 @@ enum PluginCommand {
         /// Store the version without making it active.
         #[arg(long)]
         no_activate: bool,
+        /// A detached wasmsign2 signature of FILE (default: FILE.sig when it exists; an embedded
+        /// signature needs none).
+        #[arg(long, value_name = "SIG")]
+        signature: Option<PathBuf>,
     },
     /// List installed plugins as JSON.
     List,
@@ -246,12 +279,25 @@ async fn main() -> anyhow::Result<()> {
             let ctx = open(&config).await?;
             plugin_service::sync(&ctx).await.context("loading plugins")?;
             match command {
-                PluginCommand::Install { file, no_activate } => {
+                PluginCommand::Install { file, no_activate, signature } => {
                     let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
                     let activation = if no_activate { Activation::Never } else { Activation::IfNewer };
-                    let installed = plugin_service::install_as(&ctx, &Audit::system("cli"), None, &bytes, activation)
-                        .await
-                        .with_context(|| format!("cannot install {}", file.display()))?;
+                    let signature = match signature {
+                        Some(path) => {
+                            Some(std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?)
+                        }
+                        None => plugin_workers::detached_signature_beside(&file).await,
+                    };
+                    let installed = plugin_service::install_as(
+                        &ctx,
+                        &Audit::system("cli"),
+                        None,
+                        &bytes,
+                        signature.as_deref(),
+                        activation,
+                    )
+                    .await
+                    .with_context(|| format!("cannot install {}", file.display()))?;
                     println!("{}", serde_json::to_string(&PluginVersionDto::from(installed))?);
                 }
                 PluginCommand::List => {
@@ -264,6 +310,33 @@ async fn main() -> anyhow::Result<()> {
                     println!("{}", serde_json::json!({ "installed": installed }));
                 }
             }
+            ctx.store.close().await;
+            Ok(())
+        }
+        Command::PluginKeys { command } => {
+            let ctx = open(&config).await?;
+            plugin_service::sync(&ctx).await.context("loading plugins")?;
+            let actor = Audit::system("cli");
+            let printed = match command {
+                PluginKeysCommand::Add { name, public_key, prefixes, kinds } => {
+                    let public_key =
+                        std::fs::read(&public_key).with_context(|| format!("cannot read {}", public_key.display()))?;
+                    let new = signatures::NewSigningKey { name, public_key, id_prefixes: prefixes, kinds };
+                    let key = signatures::add_key_as(&ctx, &actor, None, new).await.context("cannot add the key")?;
+                    serde_json::to_string(&PluginKeyDto::from(key))?
+                }
+                PluginKeysCommand::List => {
+                    let keys = ctx.store.list_plugin_signing_keys().await.context("cannot list the keys")?;
+                    serde_json::to_string(&keys.into_iter().map(PluginKeyDto::from).collect::<Vec<_>>())?
+                }
+                PluginKeysCommand::Revoke { key_id } => {
+                    let revocation = signatures::revoke_key_as(&ctx, &actor, None, &key_id)
+                        .await
+                        .with_context(|| format!("cannot revoke key {key_id}"))?;
+                    serde_json::to_string(&RevocationDto::from(revocation))?
+                }
+            };
+            println!("{printed}");
             ctx.store.close().await;
             Ok(())
         }

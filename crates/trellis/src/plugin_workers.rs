@@ -14,7 +14,7 @@ use trellis_core::plugins::challenges::ChallengeAnswers;
 use trellis_core::plugins::service::{install_as, sync, PluginService};
 use trellis_core::plugins::{Activation, Keystore, PkiCore, PluginError, BUILT_PLUGINS_DIR, FIRST_PARTY_PLUGINS};
 use trellis_core::{Context, Error, Result, SharedContext};
-use trellis_plugin_host::{PluginRuntime, RuntimeConfig};
+use trellis_plugin_host::{ArtefactKey, PluginRuntime, RuntimeConfig};
 use trellis_store::{DbPluginKeys, DbPluginState, Store};
 
 use crate::config::Config;
@@ -29,10 +29,23 @@ pub fn start_runtime(
     pki: Arc<dyn PkiCore>,
 ) -> std::result::Result<PluginService, PluginError> {
     let mut runtime_config = RuntimeConfig::with_data_dir(&config.data_dir);
+    // Compiled artefacts are authenticated with a key derived from the master key: replicas
+    // (which share the master key) share them; a file anyone else wrote is recompiled.
+    runtime_config.cache_key = Some(ArtefactKey::new(master_key.derive_key("trellis plugin artefact cache v1")));
     // Running from a cargo build tree (development, tests): share one compiled-code cache
-    // across every server started from it, so only the first start compiles.
-    if let Some(target_dir) = build_tree_target_dir() {
-        runtime_config.cache_dir = Some(target_dir.join("plugin-cache"));
+    // across every server started from it, so only the first start compiles. Each of those
+    // servers has its own master key, so the build tree's cache has its own key file instead.
+    if let Some(target_dir) = build_tree_target_dir().filter(|_| config.plugin_cache_dir.is_none()) {
+        let dir = target_dir.join("plugin-cache");
+        match build_tree_cache_key(&dir) {
+            Ok(key) => {
+                runtime_config.cache_dir = Some(dir);
+                runtime_config.cache_key = Some(key);
+            }
+            Err(err) => {
+                tracing::warn!(dir = %dir.display(), error = %err, "cannot use the build tree's plugin cache; using the data directory's")
+            }
+        }
     }
     if let Some(dir) = &config.plugin_cache_dir {
         runtime_config.cache_dir = Some(dir.clone());
@@ -69,7 +82,40 @@ pub fn start_runtime(
     if let Some(answers) = http01_answers {
         runtime = runtime.with_http01_answers(answers, clock);
     }
-    Ok(PluginService::new(Arc::new(runtime)))
+    if config.plugin_signatures != trellis_core::plugins::signatures::SignatureMode::Require {
+        tracing::warn!(target: "trellis::security", mode = config.plugin_signatures.as_str(), "plugins are installed without requiring a trusted signature; set TRELLIS_PLUGIN_SIGNATURES=require in production");
+    }
+    Ok(PluginService::new(Arc::new(runtime)).with_signature_mode(config.plugin_signatures))
+}
+
+/// The build tree's cache key: `target/plugin-cache/artefact.key` (32 random bytes, 0600),
+/// created by the first server started from the tree. Development and tests only: a service
+/// installed anywhere else derives its key from the master key.
+fn build_tree_cache_key(dir: &Path) -> std::io::Result<ArtefactKey> {
+    use std::io::Write as _;
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("artefact.key");
+    let mut fresh = [0u8; 32];
+    trellis_core::clock::Entropy::fill(&trellis_core::clock::OsEntropy, &mut fresh);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(&path) {
+        // Written through a temporary name would be nicer, but create_new already makes the
+        // first writer win; a reader racing it sees a short file and retries below.
+        Ok(mut file) => file.write_all(&fresh)?,
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(err),
+    }
+    for _ in 0..50 {
+        let bytes = std::fs::read(&path)?;
+        if let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) {
+            return Ok(ArtefactKey::new(key));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err(std::io::Error::other(format!("{} is not a 32-byte key", path.display())))
 }
 
 /// `target/` when the binary runs from `target/<profile>/` next to built plugins.
@@ -109,6 +155,16 @@ pub async fn load(ctx: &Context, config_file: Option<&Path>, first_party: Option
     sync(ctx).await
 }
 
+/// Compiles what the database holds into the on-disk cache, in the background, so that no
+/// request pays a compile (a large Python or JavaScript guest takes seconds). Runs after the
+/// start's load and after every sync; with everything cached it only checks that the files exist.
+pub async fn precompile(ctx: &Context) {
+    let compiled = ctx.plugins.host().precompile().await;
+    if compiled > 0 {
+        tracing::info!(compiled, "plugin cache warmed");
+    }
+}
+
 /// Runs `<this binary> plugin install-first-party` with this process's settings; its count.
 async fn install_first_party_in_child(config_file: Option<&Path>) -> std::result::Result<u64, String> {
     let exe = std::env::current_exe().map_err(|err| format!("cannot find this binary: {err}"))?;
@@ -141,7 +197,17 @@ pub async fn install_first_party(ctx: &Context, first_party: Option<&Path>) -> u
         let path = dir.join(format!("{name}.wasm"));
         match tokio::fs::read(&path).await {
             Ok(bytes) => {
-                match install_as(ctx, &Audit::system("first-start"), None, &bytes, Activation::IfNewer).await {
+                let signature = detached_signature_beside(&path).await;
+                let outcome = install_as(
+                    ctx,
+                    &Audit::system("first-start"),
+                    None,
+                    &bytes,
+                    signature.as_deref(),
+                    Activation::IfNewer,
+                )
+                .await;
+                match outcome {
                     Ok(v) => {
                         installed += 1;
                         tracing::info!(plugin = %v.info.id, version = %v.info.version, "installed first-party plugin")
@@ -159,16 +225,26 @@ pub async fn install_first_party(ctx: &Context, first_party: Option<&Path>) -> u
     installed
 }
 
+/// The detached signature `FILE.sig` beside a component `FILE`, if there is one.
+pub async fn detached_signature_beside(component: &Path) -> Option<Vec<u8>> {
+    let mut name = component.as_os_str().to_owned();
+    name.push(".sig");
+    tokio::fs::read(PathBuf::from(name)).await.ok()
+}
+
 /// Follows the database every `interval` (installs made by other replicas or the CLI).
 pub fn spawn_sync(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(interval);
         ticker.tick().await;
+        // What the start loaded, compiled into the cache before the first sync.
+        precompile(&ctx).await;
         loop {
             ticker.tick().await;
             if let Err(err) = sync(&ctx).await {
                 tracing::warn!(error = %err, "plugin sync failed");
             }
+            precompile(&ctx).await;
         }
     })
 }
@@ -183,7 +259,17 @@ pub fn spawn_directory_watcher(ctx: SharedContext, dir: PathBuf, interval: Durat
             ticker.tick().await;
             for path in changed_wasm_files(&dir, &mut seen) {
                 let Ok(bytes) = tokio::fs::read(&path).await else { continue };
-                match install_as(&ctx, &Audit::system("plugin-dir"), None, &bytes, Activation::IfNewer).await {
+                let signature = detached_signature_beside(&path).await;
+                let installed = install_as(
+                    &ctx,
+                    &Audit::system("plugin-dir"),
+                    None,
+                    &bytes,
+                    signature.as_deref(),
+                    Activation::IfNewer,
+                )
+                .await;
+                match installed {
                     Ok(v) => {
                         tracing::info!(file = %path.display(), plugin = %v.info.id, version = %v.info.version, "installed plugin from TRELLIS_PLUGIN_DIR")
                     }

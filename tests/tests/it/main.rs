@@ -26,6 +26,7 @@ mod pagination;
 mod pending_issuance;
 mod pki;
 mod pki_lint;
+mod plugin_signatures;
 mod plugins;
 mod plugins_out_of_tree;
 mod plugins_slack;

@@ -132,6 +132,7 @@ impl PluginError {
             PluginError::Install(InstallError::DuplicateVersion { .. })
             | PluginError::VersionActive { .. }
             | PluginError::NoPreviousVersion { .. } => "CONFLICT",
+            PluginError::Install(err) if err.is_signature_refusal() => "PLUGIN_SIGNATURE_REFUSED",
             PluginError::Install(_)
             | PluginError::NotBound { .. }
             | PluginError::AmbiguousBinding { .. }
@@ -228,9 +229,43 @@ pub enum InstallError {
     /// Compilation failed (the component is malformed or uses disabled wasm features).
     #[error("component failed to compile: {0}")]
     CompileFailed(String),
+
+    /// `TRELLIS_PLUGIN_SIGNATURES=require` and the component carries no signature (embedded or
+    /// detached).
+    #[error("the component is not signed; sign it with a key of the instance's trust store (docs/plugin-authors.md)")]
+    Unsigned,
+
+    /// Signed, but by no key of the trust store.
+    #[error("the component is signed by a key the trust store does not hold (key ids: {key_ids})")]
+    UnknownSigningKey { key_ids: String },
+
+    /// Signed by a key the administrators revoked.
+    #[error("the component is signed by key {key_id}, which is revoked")]
+    SigningKeyRevoked { key_id: String },
+
+    /// The signature does not verify: unreadable, or the bytes changed after signing.
+    #[error("the signature is invalid: {detail}")]
+    SignatureInvalid { detail: String },
+
+    /// Signed by a trusted key whose scope does not cover this plugin id or kind.
+    #[error("key {key_id} may not sign {kind} plugin {plugin} (outside its id prefixes or kinds)")]
+    SigningKeyOutOfScope { key_id: String, plugin: String, kind: PluginKind },
 }
 
 impl InstallError {
+    /// The refusals of `TRELLIS_PLUGIN_SIGNATURES=require` (and of activating a version whose
+    /// signing key is revoked).
+    pub fn is_signature_refusal(&self) -> bool {
+        matches!(
+            self,
+            InstallError::Unsigned
+                | InstallError::UnknownSigningKey { .. }
+                | InstallError::SigningKeyRevoked { .. }
+                | InstallError::SignatureInvalid { .. }
+                | InstallError::SigningKeyOutOfScope { .. }
+        )
+    }
+
     /// Stable identifier. Never change a value.
     pub fn code(&self) -> &'static str {
         match self {
@@ -242,6 +277,11 @@ impl InstallError {
             InstallError::InvalidMetadata(_) => "plugin.invalid_metadata",
             InstallError::DescribeFailed(_) => "plugin.describe_failed",
             InstallError::CompileFailed(_) => "plugin.compile_failed",
+            InstallError::Unsigned => "plugin.unsigned",
+            InstallError::UnknownSigningKey { .. } => "plugin.signature_unknown_key",
+            InstallError::SigningKeyRevoked { .. } => "plugin.signature_key_revoked",
+            InstallError::SignatureInvalid { .. } => "plugin.signature_invalid",
+            InstallError::SigningKeyOutOfScope { .. } => "plugin.signature_out_of_scope",
         }
     }
 }

@@ -24,6 +24,8 @@ pub struct DeferredVersion {
     pub size_bytes: usize,
     pub wit_version: String,
     pub source: Arc<dyn ComponentSource>,
+    /// The trust-store key that signed it, as stored.
+    pub signer_key_id: Option<String>,
 }
 
 /// Where a deferred version's component bytes come from on its first call.
@@ -40,11 +42,28 @@ pub trait PluginHost: Send + Sync + 'static {
 
     /// Validates and compiles a component and adds it to the registry.
     async fn install(&self, wasm: &[u8], activation: Activation) -> Result<InstalledVersion, PluginError>;
+    /// Records the trust-store key that signed an installed version (checked by the domain), so
+    /// that the version shows it.
+    fn set_signer(
+        &self,
+        id: &str,
+        version: &semver::Version,
+        signer_key_id: Option<String>,
+    ) -> Result<(), PluginError> {
+        let _ = (id, version, signer_key_id);
+        Ok(())
+    }
     /// Adds a version validated at an earlier install (the database's) without compiling it:
     /// its component is fetched from `version.source` and compiled (or loaded from the
     /// compiled-code cache) on its first call. A restart so costs no memory or time for plugins
     /// nobody calls.
     fn install_deferred(&self, version: DeferredVersion) -> Result<InstalledVersion, PluginError>;
+    /// Compiles into the on-disk cache every registered version that has no compiled artefact
+    /// there yet (in the background, after a start or a sync), keeping none of it in memory.
+    /// Returns how many were compiled.
+    async fn precompile(&self) -> usize {
+        0
+    }
     /// Drops the compiled code of every version (calls in flight keep theirs); each is compiled
     /// again from `source` on its next call. Returns how many were released.
     fn release_compiled(&self, source: Arc<dyn ComponentSource>) -> usize;

@@ -13,6 +13,7 @@ mod keystore;
 mod policy;
 pub mod record_config;
 pub mod service;
+pub mod signatures;
 mod state;
 mod stored;
 mod types;

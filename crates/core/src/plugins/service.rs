@@ -9,6 +9,7 @@ use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
+use crate::plugins::signatures::{self, SignatureMode, VerifiedSigner};
 use crate::plugins::{
     Activation, CallTarget, Check, CheckStatus, ComponentSource, DeferredVersion, InstallError, InstalledVersion,
     NewPluginVersion, PluginError, PluginHost, PluginInfo, PluginKind, PluginRef, PluginSummary, StoredBinding,
@@ -24,11 +25,27 @@ pub struct PluginService {
     /// Serializes lifecycle changes with `sync`, so a sync never sees a version that is
     /// installed in the runtime but not yet committed (and drops it).
     lifecycle: Arc<tokio::sync::Mutex<()>>,
+    /// `TRELLIS_PLUGIN_SIGNATURES`.
+    signatures: SignatureMode,
 }
 
 impl PluginService {
     pub fn new(host: Arc<dyn PluginHost>) -> PluginService {
-        PluginService { host, lifecycle: Arc::new(tokio::sync::Mutex::new(())) }
+        PluginService { host, lifecycle: Arc::new(tokio::sync::Mutex::new(())), signatures: SignatureMode::default() }
+    }
+
+    /// What installs do about signatures.
+    pub fn with_signature_mode(mut self, mode: SignatureMode) -> PluginService {
+        self.signatures = mode;
+        self
+    }
+
+    pub fn signature_mode(&self) -> SignatureMode {
+        self.signatures
+    }
+
+    pub(crate) fn lifecycle(&self) -> &tokio::sync::Mutex<()> {
+        &self.lifecycle
     }
 
     /// The runtime, for domain services that call plugins (CA issuance, integrations).
@@ -52,10 +69,36 @@ pub fn authorize_install(caller: &Caller) -> Result<()> {
     caller.require_instance_admin()
 }
 
-/// Installs a component (instance administrators only).
-pub async fn install(ctx: &Context, caller: &Caller, wasm: &[u8], activation: Activation) -> Result<InstalledVersion> {
+/// Installs a component (instance administrators only), with its detached signature if it has
+/// one.
+pub async fn install(
+    ctx: &Context,
+    caller: &Caller,
+    wasm: &[u8],
+    detached_signature: Option<&[u8]>,
+    activation: Activation,
+) -> Result<InstalledVersion> {
     authorize_install(caller)?;
-    install_as(ctx, &Audit::of(caller), Some(&caller.workspace_id), wasm, activation).await
+    install_as(ctx, &Audit::of(caller), Some(&caller.workspace_id), wasm, detached_signature, activation).await
+}
+
+/// The signature check of an install, before compilation: the trusted signer, or (in `warn`
+/// mode) the refusal `require` would have made, as a warning. `off` looks at nothing.
+async fn check_signature(
+    ctx: &Context,
+    wasm: &[u8],
+    detached: Option<&[u8]>,
+) -> Result<(Option<VerifiedSigner>, Option<InstallError>)> {
+    let mode = ctx.plugins.signature_mode();
+    if mode == SignatureMode::Off {
+        return Ok((None, None));
+    }
+    let keys = ctx.store.list_plugin_signing_keys().await?;
+    match signatures::verify(wasm, detached, &keys) {
+        Ok(signer) => Ok((Some(signer), None)),
+        Err(refusal) if mode == SignatureMode::Require => Err(PluginError::from(refusal).into()),
+        Err(refusal) => Ok((None, Some(refusal))),
+    }
 }
 
 /// Installs a component on behalf of `actor`: validates it in the runtime, then stores bytes,
@@ -66,31 +109,91 @@ pub async fn install_as(
     actor: &Audit,
     audit_workspace: Option<&str>,
     wasm: &[u8],
+    detached_signature: Option<&[u8]>,
     activation: Activation,
 ) -> Result<InstalledVersion> {
     let runtime = ctx.plugins.host();
     let _lifecycle = ctx.plugins.lifecycle.lock().await;
-    let installed = runtime.install(wasm, activation).await?;
+    // Before compilation: an unsigned or untrusted component costs no compile in `require` mode.
+    let (signer, mut warning) = check_signature(ctx, wasm, detached_signature).await?;
+    // The scope needs the id and kind the component describes: known only once it is compiled
+    // and described, and checked before anything is stored or served.
+    let in_scope = |installed: &InstalledVersion| match &signer {
+        Some(signer) => signatures::check_scope(signer, &installed.info).map(|()| Some(signer.key.key_id.clone())),
+        None => Ok(None),
+    };
+    // Registered inactive until the scope is known, so that no call is served by it before.
+    let mut installed = runtime.install(wasm, Activation::Never).await?;
     let id = installed.info.id.clone();
     let version = installed.info.version.clone();
+    let signer_key_id = match in_scope(&installed) {
+        Ok(key_id) => key_id,
+        Err(refusal) if ctx.plugins.signature_mode() == SignatureMode::Require => {
+            if let Err(remove_err) = runtime.remove(&id, Some(&version)) {
+                tracing::error!(plugin = %id, %version, error = %remove_err, "cannot unload a version refused for its signer's scope");
+            }
+            return Err(PluginError::from(refusal).into());
+        }
+        Err(refusal) => {
+            warning = Some(refusal);
+            None
+        }
+    };
+    if let Some(warning) = &warning {
+        tracing::warn!(target: "trellis::security", plugin = %id, %version, code = warning.code(), reason = %warning, "plugin installed without a trusted signature (TRELLIS_PLUGIN_SIGNATURES=warn)");
+    }
+    // Now that the version may be served: the activation the caller asked for, and the signer.
+    let activated = runtime.set_signer(&id, &version, signer_key_id.clone()).and_then(|()| {
+        let active = runtime.show(&id).and_then(|s| s.active_version).and_then(|v| semver::Version::parse(&v).ok());
+        let activate = match activation {
+            Activation::Always => true,
+            Activation::Never => false,
+            Activation::IfNewer => active.as_ref().is_none_or(|active| version > *active),
+        };
+        if activate {
+            runtime.activate(&id, &version)?;
+        }
+        Ok(activate)
+    });
+    match activated {
+        Ok(active) => installed.active = active,
+        Err(err) => {
+            if let Err(remove_err) = runtime.remove(&id, Some(&version)) {
+                tracing::error!(plugin = %id, %version, error = %remove_err, "cannot unload a version that failed to activate");
+            }
+            return Err(err.into());
+        }
+    }
+    installed.signer_key_id = signer_key_id.clone();
+    installed.signature_warning = warning.as_ref().map(|w| (w.code().to_owned(), w.to_string()));
     let persisted: Result<()> = async {
         let info = serde_json::to_value(&installed.info).map_err(|err| Error::Internal(err.to_string()))?;
         let mut change = ctx.change(actor.clone(), audit_workspace).await?;
         let at = change.at();
-        change.tx().insert_plugin_version(&NewPluginVersion {
-            plugin_id: &id,
-            kind: installed.info.kind.as_str(),
-            version: &version.to_string(),
-            sha256: &installed.sha256,
-            bytes: wasm,
-            wit_version: &installed.wit_version,
-            info: &info,
-            installed_by: &actor.actor_id,
-            at,
-        })
-        .await?;
+        change
+            .tx()
+            .insert_plugin_version(&NewPluginVersion {
+                plugin_id: &id,
+                kind: installed.info.kind.as_str(),
+                version: &version.to_string(),
+                sha256: &installed.sha256,
+                bytes: wasm,
+                wit_version: &installed.wit_version,
+                info: &info,
+                installed_by: &actor.actor_id,
+                at,
+                signer_key_id: signer_key_id.as_deref(),
+            })
+            .await?;
         persist_activation(change.tx(), runtime, &id, at).await?;
-        let details = serde_json::json!({ "version": version.to_string(), "sha256": installed.sha256, "active": installed.active });
+        let details = serde_json::json!({
+            "version": version.to_string(),
+            "sha256": installed.sha256,
+            "active": installed.active,
+            "signerKeyId": signer_key_id,
+            "signatureMode": ctx.plugins.signature_mode().as_str(),
+            "signatureWarning": warning.as_ref().map(InstallError::code),
+        });
         change.audit("plugin.installed", Target::new("plugin", &id), details);
         change.commit().await
     }
@@ -110,6 +213,7 @@ pub async fn activate(ctx: &Context, caller: &Caller, id: &str, version: &str) -
     caller.require_instance_admin()?;
     let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let version = parse_version(version)?;
+    signatures::check_activatable(ctx, id, &version.to_string()).await?;
     let runtime = ctx.plugins.host();
     runtime.activate(id, &version)?;
     record_activation(ctx, caller, id, "plugin.activated", &version).await
@@ -137,6 +241,10 @@ pub async fn rollback(ctx: &Context, caller: &Caller, id: &str) -> Result<Plugin
     caller.require_instance_admin()?;
     let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let runtime = ctx.plugins.host();
+    // The version rollback would make active: refused if its signing key is revoked.
+    if let Some(previous) = runtime.show(id).and_then(|s| s.previous_versions.last().cloned()) {
+        signatures::check_activatable(ctx, id, &previous).await?;
+    }
     let version = runtime.rollback(id)?;
     record_activation(ctx, caller, id, "plugin.rolled_back", &version).await
 }
@@ -366,6 +474,7 @@ pub async fn sync(ctx: &Context) -> Result<()> {
             size_bytes: usize::try_from(stored.size_bytes).unwrap_or_default(),
             wit_version: stored.wit_version.clone(),
             source: Arc::new(StoredComponents(ctx.store.clone())),
+            signer_key_id: stored.signer_key_id.clone(),
         };
         match runtime.install_deferred(deferred) {
             Ok(_) | Err(PluginError::Install(InstallError::DuplicateVersion { .. })) => {}

@@ -10,6 +10,9 @@ pub struct StoredPluginVersion {
     pub info: serde_json::Value,
     pub wit_version: String,
     pub size_bytes: i64,
+    /// The trust-store key that signed the component at install (none: unsigned, or installed
+    /// in `warn`/`off` mode without a trusted signature).
+    pub signer_key_id: Option<String>,
 }
 
 /// A stored plugin's lifecycle state.
@@ -42,4 +45,5 @@ pub struct NewPluginVersion<'a> {
     pub info: &'a serde_json::Value,
     pub installed_by: &'a str,
     pub at: i64,
+    pub signer_key_id: Option<&'a str>,
 }

@@ -416,6 +416,11 @@ pub struct InstalledVersion {
     /// The `trellis:plugin` version the component was built against.
     pub wit_version: String,
     pub active: bool,
+    /// The trust-store key that signed the component (see `signatures`).
+    pub signer_key_id: Option<String>,
+    /// Why an install in `warn` mode would have been refused in `require` mode (the refusal's
+    /// code and message); only in the install's answer.
+    pub signature_warning: Option<(String, String)>,
 }
 
 /// One installed plugin with all its versions, newest first.

@@ -651,6 +651,15 @@ impl PluginReads for MemoryStore {
     async fn any_plugin_installed(&self) -> StoreResult<bool> {
         not_faked("any_plugin_installed")
     }
+    async fn list_plugin_signing_keys(&self) -> StoreResult<Vec<crate::plugins::signatures::SigningKey>> {
+        not_faked("list_plugin_signing_keys")
+    }
+    async fn plugin_versions_signed_by(&self, _: &str) -> StoreResult<Vec<(String, String)>> {
+        not_faked("plugin_versions_signed_by")
+    }
+    async fn plugin_version_signer(&self, _: &str, _: &str) -> StoreResult<Option<String>> {
+        not_faked("plugin_version_signer")
+    }
 }
 
 #[async_trait]
@@ -672,6 +681,12 @@ impl PluginWrites for MemoryTx {
     }
     async fn delete_plugin_binding(&mut self, _: &str, _: &str, _: &str) -> StoreResult<bool> {
         not_faked("delete_plugin_binding")
+    }
+    async fn insert_plugin_signing_key(&mut self, _: &crate::plugins::signatures::SigningKey) -> StoreResult<bool> {
+        not_faked("insert_plugin_signing_key")
+    }
+    async fn revoke_plugin_signing_key(&mut self, _: &str, _: i64) -> StoreResult<()> {
+        not_faked("revoke_plugin_signing_key")
     }
 }
 

@@ -284,6 +284,12 @@ pub fn summary(event_type: &str, data: &Value) -> String {
         EventType::WebhookTest => "Trellis test event".to_owned(),
         EventType::WebhookDisabled => format!("Webhook endpoint {} was disabled: {}", text("id"), text("reason")),
         EventType::IntegrationDisabled => format!("Integration {} was disabled: {}", text("id"), text("reason")),
+        EventType::PluginVersionDeactivated => format!(
+            "Plugin {} version {} was deactivated: its signing key {} was revoked",
+            text("pluginId"),
+            text("version"),
+            text("keyId")
+        ),
         EventType::WorkflowExecutionCompleted => format!("Trellis event {event_type}"),
     }
 }

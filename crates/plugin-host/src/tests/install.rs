@@ -128,3 +128,46 @@ async fn watched_directory_installs_dropped_components() {
     watcher.abort();
     assert_eq!(runtime.list().len(), 1, "junk is refused, not installed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sockets_are_refused_in_a_policy_naming_the_import_and_the_build_flag() {
+    let component = wat::parse_str(
+        r#"(component
+            (import "wasi:sockets/tcp@0.2.0" (instance))
+            (instance $i)
+            (export "trellis:plugin/policy@0.2.0" (instance $i)))"#,
+    )
+    .expect("wat");
+    let (code, message) = refusal(&component).await;
+    assert_eq!(code, "plugin.unsupported_import");
+    assert!(message.contains("wasi:sockets/tcp@0.2.0"), "{message}");
+    assert!(message.contains("--stub-wasi") && message.contains("--disable http"), "{message}");
+}
+
+#[test]
+fn what_each_world_may_import() {
+    use crate::install::forbidden_imports;
+    let names = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    // What every Rust std guest imports passes in every world.
+    let rust_std = names(&["wasi:cli/environment@0.2.6", "wasi:filesystem/preopens@0.2.6", "wasi:io/streams@0.2.6"]);
+    for kind in
+        [PluginKind::CaConnector, PluginKind::Integration, PluginKind::IssuancePolicy, PluginKind::AttestationVerifier]
+    {
+        assert!(forbidden_imports(kind, &rust_std).is_none(), "{kind}");
+    }
+    // wasi:http: connectors and integrations only.
+    let http = names(&["wasi:http/outgoing-handler@0.2.0"]);
+    assert!(forbidden_imports(PluginKind::Integration, &http).is_none());
+    let refused = forbidden_imports(PluginKind::IssuancePolicy, &http).expect("a policy may not reach out");
+    assert!(
+        refused.to_string().contains("wasi:http/outgoing-handler@0.2.0 (a issuance-policy is pure computation"),
+        "{refused}"
+    );
+    // Sockets: linked but granted nothing where the world may reach out (componentize-py cannot
+    // drop them without dropping wasi:http); refused in the pure worlds.
+    let sockets = names(&["wasi:sockets/udp@0.2.0"]);
+    assert!(forbidden_imports(PluginKind::Integration, &sockets).is_none());
+    assert!(forbidden_imports(PluginKind::CaConnector, &sockets).is_none());
+    assert!(forbidden_imports(PluginKind::IssuancePolicy, &sockets).is_some());
+    assert!(forbidden_imports(PluginKind::AttestationVerifier, &sockets).is_some());
+}

@@ -149,6 +149,7 @@ async fn second_start_loads_compiled_code_from_the_cache() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = test_config();
     config.cache_dir = Some(dir.path().to_owned());
+    config.cache_key = Some(crate::ArtefactKey::new([3; 32]));
     {
         let first = runtime(config.clone());
         install(&first, "fixture-noop").await;
@@ -159,6 +160,57 @@ async fn second_start_loads_compiled_code_from_the_cache() {
     install(&second, "fixture-noop").await;
     let (hits, misses) = second.cache_stats().expect("cache on");
     assert_eq!((hits, misses), (1, 0), "second start must load, not compile");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_precompiles_in_the_background_and_the_first_call_loads_the_artefact() {
+    use trellis_core::plugins::{ComponentSource, DeferredVersion};
+    struct Bytes(Vec<u8>);
+    #[async_trait::async_trait]
+    impl ComponentSource for Bytes {
+        async fn component(&self, _: &str) -> Result<Vec<u8>, crate::PluginError> {
+            Ok(self.0.clone())
+        }
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = test_config();
+    config.cache_dir = Some(dir.path().to_owned());
+    config.cache_key = Some(crate::ArtefactKey::new([5; 32]));
+    // What an earlier install stored: its description and bytes (no artefact yet).
+    let described = install(&runtime(test_config()), "fixture-noop").await;
+    let deferred = |source: Vec<u8>| DeferredVersion {
+        info: described.info.clone(),
+        sha256: described.sha256.clone(),
+        size_bytes: described.size_bytes,
+        wit_version: described.wit_version.clone(),
+        source: Arc::new(Bytes(source)),
+        signer_key_id: None,
+    };
+
+    let restarted = runtime(config.clone());
+    restarted.install_deferred(deferred(plugin_bytes("fixture-noop"))).expect("registered");
+    restarted.activate("trellis.fixture.noop", &described.info.version).expect("active");
+    assert_eq!(restarted.precompile().await, 1, "compiled into the cache off the request path");
+    assert_eq!(restarted.precompile().await, 0, "nothing left to compile");
+    let target = target("trellis.fixture.noop", serde_json::json!({}));
+    restarted.notify(&target, &event("certificate.expiring")).await.expect("first call");
+    let stats = restarted.artefact_stats().expect("cache on");
+    assert_eq!((stats.hits, stats.rejected), (1, 0), "the first call loads the artefact: {stats:?}");
+
+    // A tampered artefact is refused and the component compiled again, never loaded.
+    for entry in std::fs::read_dir(dir.path()).expect("cache dir") {
+        let path = entry.expect("entry").path();
+        let mut bytes = std::fs::read(&path).expect("artefact");
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        std::fs::write(&path, bytes).expect("tamper");
+    }
+    let again = runtime(config);
+    again.install_deferred(deferred(plugin_bytes("fixture-noop"))).expect("registered");
+    again.activate("trellis.fixture.noop", &described.info.version).expect("active");
+    again.notify(&target, &event("certificate.expiring")).await.expect("call after tampering");
+    let stats = again.artefact_stats().expect("cache on");
+    assert_eq!((stats.hits, stats.rejected), (0, 1), "{stats:?}");
 }
 
 /// Awaits spawned tasks, turning a panicked task into a failed call.
