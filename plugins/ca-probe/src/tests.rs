@@ -57,24 +57,6 @@ fn unreachable_and_missing_urls_fail() {
 }
 
 #[test]
-fn root_certificate_checks_are_separate() {
-    let good = certificate(true, NOW - 86_400, NOW + 400 * 86_400);
-    let (checks, _) = root_checks(&good, NOW);
-    assert!(checks.iter().all(|c| c.status == CheckStatus::Pass), "{checks:?}");
-    let expired = certificate(true, NOW - 400 * 86_400, NOW - 86_400);
-    let (checks, _) = root_checks(&expired, NOW);
-    assert_eq!(checks.iter().find(|c| c.name == "root-validity").map(|c| c.status), Some(CheckStatus::Fail));
-    let soon = certificate(true, NOW - 86_400, NOW + 5 * 86_400);
-    let (checks, _) = root_checks(&soon, NOW);
-    assert_eq!(checks.iter().find(|c| c.name == "root-validity").map(|c| c.status), Some(CheckStatus::Warn));
-    let leaf = certificate(false, NOW - 86_400, NOW + 86_400);
-    let (checks, _) = root_checks(&leaf, NOW);
-    assert_eq!(checks.iter().find(|c| c.name == "root-is-ca").map(|c| c.status), Some(CheckStatus::Fail));
-    let (checks, _) = root_checks("not a certificate", NOW);
-    assert_eq!(checks[0].status, CheckStatus::Fail);
-}
-
-#[test]
 fn validate_config_refuses_unusable_roots_but_not_expired_ones() {
     let leaf = Config { root_certificate: Some(certificate(false, 0, NOW)), ..Config::default() };
     assert!(
