@@ -132,7 +132,7 @@ impl<'a, T: ?Sized + ChangeTx> UnitOfWork<'a, T> {
     pub fn tx(&mut self) -> &mut T {
         match &mut self.slot {
             Slot::Owned(tx) => tx.as_mut(),
-            Slot::Borrowed(tx) => *tx,
+            Slot::Borrowed(tx) => tx,
         }
     }
 
