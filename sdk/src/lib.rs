@@ -70,6 +70,7 @@ pub mod log;
 pub mod pki;
 pub mod policy;
 pub mod poll;
+pub mod root_certificate;
 pub mod sigv4;
 pub mod state;
 #[cfg(not(target_arch = "wasm32"))]
@@ -83,7 +84,7 @@ pub use schemars;
 
 /// Everything a plugin usually needs: `use trellis_plugin_sdk::prelude::*;`.
 pub mod prelude {
-    pub use crate::{challenge, clock, http, jws, keystore, log, pki, poll, sigv4, state, util};
+    pub use crate::{challenge, clock, http, jws, keystore, log, pki, poll, root_certificate, sigv4, state, util};
     pub use crate::{
         CaConnector, CallContext, Capability, CertificatePage, CertificateProfile, CertificateRef, Check, CheckStatus,
         ConfigIssue, Delivery, DiscoveredCertificate, Event, Integration, IssueOutcome, IssueRequest,

@@ -11,13 +11,41 @@
 //!
 //! Audit rows and events are buffered and written by [`UnitOfWork::commit`], in the same
 //! transaction as the change: a failed request writes none of the three.
+//!
+//! A unit of work runs over the full transaction (`dyn Tx`, the default) or over an area's
+//! narrow one (`UnitOfWork<dyn WebhookTx>`): whatever [`ChangeTx`] it is, its audit rows and
+//! events are built here and nowhere else.
 
+use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::audit::{Audit, NewAuditEntry};
 use crate::error::Result;
 use crate::events::{self, Event, NewEvent};
-use crate::ports::{NewRow, Tx};
+use crate::ports::{NewRow, StoreResult, Tx};
+
+/// What a unit of work needs of its transaction: to write the change's rows and to commit.
+/// The full transaction is one; an area's narrow transaction (`webhooks::port::WebhookTx`) is
+/// another, so a use case that sees only its area's port still records its change here.
+#[async_trait]
+pub trait ChangeTx: Send {
+    /// Inserts `rows` in order (see [`Tx::insert_rows`]). A narrow transaction writes the audit
+    /// rows and events a unit of work builds; only the full one takes the others
+    /// ([`UnitOfWork::commit_with`]).
+    async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()>;
+    async fn commit(self: Box<Self>) -> StoreResult<()>;
+}
+
+#[async_trait]
+impl<'t> ChangeTx for dyn Tx + 't {
+    async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()> {
+        Tx::insert_rows(self, rows).await
+    }
+
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
+        Tx::commit(self).await
+    }
+}
 
 /// What an audit row is about.
 #[derive(Debug, Clone)]
@@ -50,16 +78,16 @@ struct PendingEvent {
     event: Event,
 }
 
-enum Slot<'a> {
+enum Slot<'a, T: ?Sized> {
     /// Opened by the unit of work, committed by it.
-    Owned(Box<dyn Tx>),
+    Owned(Box<T>),
     /// A group-commit job's transaction: the writer commits it.
-    Borrowed(&'a mut dyn Tx),
+    Borrowed(&'a mut T),
 }
 
 /// A change in progress. Dropping it without [`UnitOfWork::commit`] rolls everything back.
-pub struct UnitOfWork<'a> {
-    slot: Slot<'a>,
+pub struct UnitOfWork<'a, T: ?Sized + ChangeTx = dyn Tx + 'a> {
+    slot: Slot<'a, T>,
     actor: Audit,
     workspace_id: Option<String>,
     at: i64,
@@ -67,20 +95,29 @@ pub struct UnitOfWork<'a> {
     events: Vec<PendingEvent>,
 }
 
-impl UnitOfWork<'static> {
+impl<T: ?Sized + ChangeTx> UnitOfWork<'static, T> {
     /// A unit of work over a transaction it owns (see `Context::change`).
-    pub fn owning(tx: Box<dyn Tx>, actor: Audit, workspace_id: Option<&str>, at: i64) -> Self {
+    pub fn owning(tx: Box<T>, actor: Audit, workspace_id: Option<&str>, at: i64) -> Self {
         UnitOfWork::new(Slot::Owned(tx), actor, workspace_id, at)
     }
 }
 
 impl<'a> UnitOfWork<'a> {
     /// A unit of work inside a group-commit job's transaction.
-    pub fn within(tx: &'a mut dyn Tx, actor: Audit, workspace_id: Option<&str>, at: i64) -> Self {
+    pub fn within(tx: &'a mut (dyn Tx + 'a), actor: Audit, workspace_id: Option<&str>, at: i64) -> Self {
         UnitOfWork::new(Slot::Borrowed(tx), actor, workspace_id, at)
     }
 
-    fn new(slot: Slot<'a>, actor: Audit, workspace_id: Option<&str>, at: i64) -> Self {
+    /// [`UnitOfWork::commit`] that also writes `rows` (the change's own rows that need no
+    /// answer), before the audit rows and events and together with them: one call to the store
+    /// (one round trip on SQLite).
+    pub async fn commit_with(self, rows: Vec<NewRow<'_>>) -> Result<()> {
+        self.write_and_commit(rows).await
+    }
+}
+
+impl<'a, T: ?Sized + ChangeTx> UnitOfWork<'a, T> {
+    fn new(slot: Slot<'a, T>, actor: Audit, workspace_id: Option<&str>, at: i64) -> Self {
         UnitOfWork {
             slot,
             actor,
@@ -92,10 +129,10 @@ impl<'a> UnitOfWork<'a> {
     }
 
     /// The transaction, for the change's own statements.
-    pub fn tx(&mut self) -> &mut dyn Tx {
+    pub fn tx(&mut self) -> &mut T {
         match &mut self.slot {
             Slot::Owned(tx) => tx.as_mut(),
-            Slot::Borrowed(tx) => *tx,
+            Slot::Borrowed(tx) => tx,
         }
     }
 
@@ -140,13 +177,11 @@ impl<'a> UnitOfWork<'a> {
     /// Writes the audit rows and events, then commits (unless a group-commit writer owns the
     /// transaction, which commits it with its batch).
     pub async fn commit(self) -> Result<()> {
-        self.commit_with(Vec::new()).await
+        self.write_and_commit(Vec::new()).await
     }
 
-    /// [`UnitOfWork::commit`] that also writes `rows` (the change's own rows that need no
-    /// answer), before the audit rows and events and together with them: one call to the store
-    /// (one round trip on SQLite).
-    pub async fn commit_with(mut self, mut rows: Vec<NewRow<'_>>) -> Result<()> {
+    /// Writes `rows`, then the audit rows and events, in one call to the store, and commits.
+    async fn write_and_commit(mut self, mut rows: Vec<NewRow<'_>>) -> Result<()> {
         let audits = std::mem::take(&mut self.audits);
         let pending_events = std::mem::take(&mut self.events);
         let (actor, workspace_id, at) = (self.actor.clone(), self.workspace_id.clone(), self.at);
@@ -180,11 +215,11 @@ impl<'a> UnitOfWork<'a> {
             }));
         }
         if !rows.is_empty() {
-            self.tx().insert_rows(&rows).await?;
+            ChangeTx::insert_rows(self.tx(), &rows).await?;
         }
         drop(rows);
         if let Slot::Owned(tx) = self.slot {
-            tx.commit().await?;
+            ChangeTx::commit(tx).await?;
         }
         Ok(())
     }

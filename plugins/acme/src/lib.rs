@@ -18,7 +18,6 @@
 mod client;
 pub mod commercial;
 mod order;
-mod root;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -183,16 +182,7 @@ impl CaConnector for Acme {
                 issues.extend(config.missing_eab(ca.ca_type, Some(ca.eab_from)));
             }
         }
-        if let Some(pem) = config.root_certificate.as_deref().filter(|p| !p.trim().is_empty()) {
-            match root::parse(pem) {
-                Ok(facts) if !facts.is_ca => issues.push(ConfigIssue::new(
-                    "/rootCertificate",
-                    "is not a CA certificate (basicConstraints CA:TRUE is missing)",
-                )),
-                Ok(_) => {}
-                Err(problem) => issues.push(ConfigIssue::new("/rootCertificate", problem)),
-            }
-        }
+        issues.extend(root_certificate::config_issue(config.root_certificate.as_deref()));
         for member in config.other.keys() {
             issues.push(ConfigIssue::new(&format!("/{member}"), "is not a member of an ACME CA's configuration"));
         }
@@ -271,11 +261,7 @@ impl CaConnector for Acme {
                 Check::warn("termsOfService", format!("not agreed (termsOfServiceAgreed): {terms}"))
             });
         }
-        let root = config
-            .root_certificate
-            .as_deref()
-            .filter(|p| !p.trim().is_empty())
-            .map(|pem| root::checks(pem, clock::unix_seconds()));
+        let root = root_certificate::checks(config.root_certificate.as_deref(), clock::unix_seconds());
         let mut details = json!({ "directoryUrl": url, "endpoints": endpoints, "externalAccountRequired": required });
         if let Some((root_checks, root_details)) = root {
             checks.extend(root_checks);

@@ -17,9 +17,10 @@
 //! `hashicorp_vault` was probed here until it got its issuing connector, `plugins/vault`; its
 //! records are served by that plugin now (a record finds its connector by type at each call).
 //!
-//! Every type: a bundled `config.rootCertificate` (PEM) is checked on its own: it parses, is a CA
-//! (basicConstraints CA:TRUE), and is within its validity (a warning inside 30 days of expiry).
-//! `validate-config` refuses one that does not parse or is not a CA; expiry is the test's.
+//! Every type: a bundled `config.rootCertificate` (PEM) is checked on its own, by the SDK's
+//! `root_certificate` (shared with `plugins/acme`): it parses, is a CA (basicConstraints
+//! CA:TRUE), and is within its validity (a warning inside 30 days of expiry). `validate-config`
+//! refuses one that does not parse or is not a CA; expiry is the test's.
 //!
 //! One plugin serves several types: its configuration declares `caType` with the schema
 //! annotation `x-trellis-record-type`, which the host fills with the record's type on every call.
@@ -51,8 +52,6 @@ pub const TYPES: [(&str, Probe, &[&str]); 4] = [
     ("aws_acm", Probe::Https, &["Amazon"]),
 ];
 
-/// A root certificate expiring sooner than this is a warning.
-const EXPIRY_WARNING_DAYS: i64 = 30;
 const PROBE_TIMEOUT_MS: u64 = 10_000;
 
 /// A probed CA's configuration. Credentials the CA type needs later (`apiKey`, …) may be stored
@@ -75,61 +74,6 @@ fn probe_of(ca_type: &str) -> Option<Probe> {
 
 fn now_secs() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
-}
-
-/// What the root certificate check finds.
-pub struct RootFacts {
-    pub subject: String,
-    pub is_ca: bool,
-    pub not_before: i64,
-    pub not_after: i64,
-}
-
-/// Parses the first certificate of `pem`.
-pub fn parse_root(pem: &str) -> Result<RootFacts, String> {
-    let (_, block) =
-        x509_parser::pem::parse_x509_pem(pem.trim().as_bytes()).map_err(|_| "is not a PEM certificate".to_owned())?;
-    if block.label != "CERTIFICATE" {
-        return Err(format!("is a PEM `{}` block, not a CERTIFICATE", block.label));
-    }
-    let (_, certificate) = x509_parser::parse_x509_certificate(&block.contents)
-        .map_err(|err| format!("does not parse as an X.509 certificate: {err}"))?;
-    let is_ca = certificate.basic_constraints().ok().flatten().is_some_and(|bc| bc.value.ca);
-    Ok(RootFacts {
-        subject: certificate.subject().to_string(),
-        is_ca,
-        not_before: certificate.validity().not_before.timestamp(),
-        not_after: certificate.validity().not_after.timestamp(),
-    })
-}
-
-/// The root certificate's checks (`root-certificate`, `root-is-ca`, `root-validity`) at `now`.
-pub fn root_checks(pem: &str, now: i64) -> (Vec<Check>, serde_json::Value) {
-    let facts = match parse_root(pem) {
-        Ok(facts) => facts,
-        Err(problem) => {
-            return (vec![Check::fail("root-certificate", format!("rootCertificate {problem}"))], json!(null))
-        }
-    };
-    let mut checks = vec![Check::pass("root-certificate", format!("parses: {}", facts.subject))];
-    checks.push(if facts.is_ca {
-        Check::pass("root-is-ca", "basicConstraints CA:TRUE")
-    } else {
-        Check::fail("root-is-ca", "rootCertificate is not a CA certificate (basicConstraints CA:TRUE is missing)")
-    });
-    let days_left = (facts.not_after - now).div_euclid(86_400);
-    checks.push(if facts.not_after <= now {
-        Check::fail("root-validity", format!("rootCertificate expired {} days ago", -days_left))
-    } else if facts.not_before > now {
-        Check::fail("root-validity", "rootCertificate is not valid yet")
-    } else if days_left < EXPIRY_WARNING_DAYS {
-        Check::warn("root-validity", format!("rootCertificate expires in {days_left} days"))
-    } else {
-        Check::pass("root-validity", format!("valid for {days_left} more days"))
-    });
-    let details = json!({ "subject": facts.subject, "notAfter": util::rfc3339(facts.not_after * 1000),
-        "daysUntilExpiry": days_left });
-    (checks, details)
 }
 
 fn base_url(ctx: &CallContext) -> Option<&str> {
@@ -222,8 +166,7 @@ pub fn run_test(ctx: &CallContext, config: &Config, now: i64) -> TestReport {
     if let (Some(map), serde_json::Value::Object(extra)) = (details.as_object_mut(), probe_details) {
         map.extend(extra);
     }
-    if let Some(pem) = config.root_certificate.as_deref().filter(|p| !p.trim().is_empty()) {
-        let (root, root_details) = root_checks(pem, now);
+    if let Some((root, root_details)) = root_certificate::checks(config.root_certificate.as_deref(), now) {
         checks.extend(root);
         if let Some(map) = details.as_object_mut() {
             map.insert("rootCertificate".into(), root_details);
@@ -257,21 +200,9 @@ impl CaConnector for CaProbe {
     }
 
     fn validate_config(config: &Config) -> Result<(), PluginError> {
-        let mut issues = Vec::new();
-        if let Some(pem) = config.root_certificate.as_deref().filter(|p| !p.trim().is_empty()) {
-            match parse_root(pem) {
-                Ok(facts) if !facts.is_ca => issues.push(ConfigIssue::new(
-                    "/rootCertificate",
-                    "is not a CA certificate (basicConstraints CA:TRUE is missing)",
-                )),
-                Ok(_) => {}
-                Err(problem) => issues.push(ConfigIssue::new("/rootCertificate", problem)),
-            }
-        }
-        if issues.is_empty() {
-            Ok(())
-        } else {
-            Err(PluginError::InvalidConfig(issues))
+        match root_certificate::config_issue(config.root_certificate.as_deref()) {
+            Some(issue) => Err(PluginError::InvalidConfig(vec![issue])),
+            None => Ok(()),
         }
     }
 

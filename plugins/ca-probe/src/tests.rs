@@ -16,19 +16,6 @@ fn status_of(report: &TestReport, name: &str) -> Option<CheckStatus> {
     report.checks().iter().find(|c| c.name == name).map(|c| c.status)
 }
 
-/// A self-signed certificate valid from `not_before` to `not_after` (Unix seconds).
-fn certificate(is_ca: bool, not_before: i64, not_after: i64) -> String {
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.distinguished_name.push(rcgen::DnType::CommonName, "Probe Test Root");
-    if is_ca {
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    }
-    params.not_before = rcgen::date_time_ymd(1970, 1, 1) + std::time::Duration::from_secs(not_before as u64);
-    params.not_after = rcgen::date_time_ymd(1970, 1, 1) + std::time::Duration::from_secs(not_after as u64);
-    let key = rcgen::KeyPair::generate().unwrap();
-    params.self_signed(&key).unwrap().pem()
-}
-
 #[test]
 fn certsrv_401_with_a_challenge_is_reachable() {
     testing::reset();
@@ -56,37 +43,21 @@ fn unreachable_and_missing_urls_fail() {
     assert_eq!(status_of(&report, "endpoint"), Some(CheckStatus::Fail));
 }
 
+/// The root's own cases are the SDK's (`root_certificate`'s tests); here, that both the
+/// configuration check and the test use it.
 #[test]
-fn root_certificate_checks_are_separate() {
-    let good = certificate(true, NOW - 86_400, NOW + 400 * 86_400);
-    let (checks, _) = root_checks(&good, NOW);
-    assert!(checks.iter().all(|c| c.status == CheckStatus::Pass), "{checks:?}");
-    let expired = certificate(true, NOW - 400 * 86_400, NOW - 86_400);
-    let (checks, _) = root_checks(&expired, NOW);
-    assert_eq!(checks.iter().find(|c| c.name == "root-validity").map(|c| c.status), Some(CheckStatus::Fail));
-    let soon = certificate(true, NOW - 86_400, NOW + 5 * 86_400);
-    let (checks, _) = root_checks(&soon, NOW);
-    assert_eq!(checks.iter().find(|c| c.name == "root-validity").map(|c| c.status), Some(CheckStatus::Warn));
-    let leaf = certificate(false, NOW - 86_400, NOW + 86_400);
-    let (checks, _) = root_checks(&leaf, NOW);
-    assert_eq!(checks.iter().find(|c| c.name == "root-is-ca").map(|c| c.status), Some(CheckStatus::Fail));
-    let (checks, _) = root_checks("not a certificate", NOW);
-    assert_eq!(checks[0].status, CheckStatus::Fail);
-}
-
-#[test]
-fn validate_config_refuses_unusable_roots_but_not_expired_ones() {
-    let leaf = Config { root_certificate: Some(certificate(false, 0, NOW)), ..Config::default() };
-    assert!(
-        matches!(CaProbe::validate_config(&leaf), Err(PluginError::InvalidConfig(issues)) if issues[0].field == "/rootCertificate")
-    );
+fn a_bundled_root_is_checked_when_saved_and_by_the_test() {
     let garbage = Config {
         root_certificate: Some("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----".into()),
-        ..Config::default()
+        ..config("aws_acm")
     };
-    assert!(CaProbe::validate_config(&garbage).is_err());
-    let expired = Config { root_certificate: Some(certificate(true, 0, 100)), ..Config::default() };
-    assert!(CaProbe::validate_config(&expired).is_ok());
+    assert!(
+        matches!(CaProbe::validate_config(&garbage), Err(PluginError::InvalidConfig(issues)) if issues[0].field == "/rootCertificate")
+    );
+    assert_eq!(CaProbe::validate_config(&Config { root_certificate: Some(" ".into()), ..config("aws_acm") }), Ok(()));
+    let report = run_test(&testing::context("ca_1"), &garbage, NOW);
+    assert_eq!(status_of(&report, "root-certificate"), Some(CheckStatus::Fail));
+    assert_eq!(report.details()["rootCertificate"], serde_json::Value::Null);
 }
 
 #[test]

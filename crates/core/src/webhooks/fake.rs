@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use crate::audit::{AuditEntry, NewAuditEntry};
 use crate::events::{NewEvent, OutboxEvent};
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{AuditWrites, EventWrites, StoreResult};
+use crate::ports::{AuditWrites, EventWrites, NewRow, StoreError, StoreResult};
+use crate::unit_of_work::ChangeTx;
 
 use super::deliveries::{Completion, Delivery, DeliveryFilter, DeliveryStatus, NewDelivery};
 use super::port::{WebhookReads, WebhookStore, WebhookTx, WebhookWrites};
@@ -284,18 +285,24 @@ pub struct MemoryWebhooksTx {
     working: WebhookTables,
 }
 
-#[async_trait]
 impl WebhookTx for MemoryWebhooksTx {
     fn webhooks(&mut self) -> &mut dyn WebhookWrites {
         self
     }
+}
 
-    fn audit(&mut self) -> &mut dyn AuditWrites {
-        self
-    }
-
-    fn events(&mut self) -> &mut dyn EventWrites {
-        self
+#[async_trait]
+impl ChangeTx for MemoryWebhooksTx {
+    /// A unit of work's audit rows and events; the area writes no ledger rows.
+    async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()> {
+        for row in rows {
+            match row {
+                NewRow::Audit(entry) => self.insert_audit(entry).await?,
+                NewRow::Event(event) => self.insert_event(event).await?,
+                NewRow::Issued(_) => return Err(StoreError::Database("the webhooks fake keeps no ledger".into())),
+            }
+        }
+        Ok(())
     }
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {

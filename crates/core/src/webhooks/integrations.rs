@@ -17,7 +17,7 @@ use crate::error::{Entity, Error, Result};
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::binding::{self, RecordBinding};
 use crate::plugins::record_config as secrets;
-use crate::plugins::{CallTarget, PluginHost, PluginInfo, PluginKind, PluginRef, TestReport};
+use crate::plugins::{CallTarget, PluginHost, PluginInfo, PluginKind, TestReport};
 use crate::unit_of_work::Target;
 use crate::validation::bounded_text;
 
@@ -174,20 +174,9 @@ async fn resolve(
             None,
         )?;
     }
-    let target = CallTarget::new(workspace_id, PluginRef::Id(info.id.clone()), secrets::for_plugin(&clear, &pointers));
-    ctx.plugins
-        .host()
-        .validate_config(&target, PluginKind::Integration)
-        .await
-        .map_err(|err| secrets::invalid_config(err, "configuration"))?;
-    let sealed = secrets::seal(
-        clear,
-        same_type.map(|p| &p.config),
-        &pointers,
-        &owner(workspace_id, id),
-        &ctx.master_key,
-        ctx.entropy.as_ref(),
-    )?;
+    // The plugin validates what it will receive: secrets in the clear, withheld ones removed.
+    binding::validate_config::<ExternalIntegration>(ctx, workspace_id, &info, &integration_type, &clear).await?;
+    let sealed = binding::seal_config(ctx, &info, clear, same_type.map(|p| &p.config), &owner(workspace_id, id))?;
     let events = match input.events {
         Some(events) => check_event_list("events", Some(events), true)?,
         None => previous.map(|p| p.events.clone()).unwrap_or_else(|| vec!["*".to_owned()]),

@@ -4,8 +4,9 @@
 //! `WebhookReads`/`WebhookWrites` are the area's share of the `Store`/`Tx` composites
 //! (`crate::ports` re-exports them). The use cases of the delivery worker see storage only
 //! through [`WebhookStore`] and [`WebhookTx`]: those reads and writes, plus the audit rows and
-//! events a change records. The full store is one implementation (below); the in-memory fake
-//! of the area's tests is the other.
+//! events a change records, which a [`UnitOfWork`](crate::unit_of_work::UnitOfWork) over the
+//! transaction builds and writes ([`ChangeTx`]). The full store is one implementation (below);
+//! the in-memory fake of the area's tests is the other.
 
 use std::sync::Arc;
 
@@ -13,7 +14,8 @@ use async_trait::async_trait;
 
 use crate::events::OutboxEvent;
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{AuditWrites, EventWrites, Store, StoreResult, Tx};
+use crate::ports::{NewRow, Store, StoreResult, Tx};
+use crate::unit_of_work::ChangeTx;
 
 use super::deliveries::{Completion, Delivery, DeliveryFilter, NewDelivery};
 use super::worker::Subscriber;
@@ -104,13 +106,10 @@ pub trait WebhookStore: Send + Sync {
     async fn begin(&self) -> StoreResult<Box<dyn WebhookTx>>;
 }
 
-/// A transaction of [`WebhookStore`]. Dropping it without [`WebhookTx::commit`] rolls it back.
-#[async_trait]
-pub trait WebhookTx: Send {
+/// A transaction of [`WebhookStore`]: the area's writes, and (as a [`ChangeTx`]) the rows of a
+/// unit of work and the commit. Dropping it without [`ChangeTx::commit`] rolls it back.
+pub trait WebhookTx: ChangeTx {
     fn webhooks(&mut self) -> &mut dyn WebhookWrites;
-    fn audit(&mut self) -> &mut dyn AuditWrites;
-    fn events(&mut self) -> &mut dyn EventWrites;
-    async fn commit(self: Box<Self>) -> StoreResult<()>;
 }
 
 /// The full store, seen through the area's port.
@@ -126,18 +125,16 @@ impl WebhookStore for Arc<dyn Store> {
     }
 }
 
-#[async_trait]
 impl WebhookTx for Box<dyn Tx> {
     fn webhooks(&mut self) -> &mut dyn WebhookWrites {
         self.as_mut()
     }
+}
 
-    fn audit(&mut self) -> &mut dyn AuditWrites {
-        self.as_mut()
-    }
-
-    fn events(&mut self) -> &mut dyn EventWrites {
-        self.as_mut()
+#[async_trait]
+impl ChangeTx for Box<dyn Tx> {
+    async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()> {
+        Tx::insert_rows(self.as_mut(), rows).await
     }
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {

@@ -528,6 +528,10 @@ async fn a_target_failing_longer_than_the_limit_is_disabled_at_its_next_final_fa
     assert_eq!(event.workspace_id, "ws_a");
     assert_eq!(event.payload["data"]["id"], "whk_a");
     assert_eq!(event.payload["data"]["lastError"], "the receiver answered HTTP 500; a 2xx status is required");
+    // One unit of work recorded both: the audit row carries the event's data, at the same instant.
+    let audit = audit.unwrap_or_else(|| panic!("no webhook.disabled audit row"));
+    assert_eq!(audit.details, event.payload["data"]);
+    assert_eq!(audit.created_at, event.created_at);
 }
 
 #[tokio::test]

@@ -26,14 +26,16 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::{mpsc, Notify, Semaphore};
 
-use crate::audit::{Audit, NewAuditEntry};
+use crate::audit::Audit;
 use crate::clock::{SharedClock, SharedEntropy};
 use crate::context::{Context, SharedContext};
 use crate::crypto::MasterKey;
 use crate::error::Result;
-use crate::events::{self, EventType, NewEvent, OutboxEvent, TargetDisabled};
+use crate::events::{self, EventType, OutboxEvent, TargetDisabled};
 use crate::plugins::service::PluginService;
 use crate::plugins::{CallTarget, Event};
+
+use crate::unit_of_work::{Target, UnitOfWork};
 
 use super::deliveries::{self, AttemptResult, Completion, Delivery, DeliveryStatus, NewDelivery, RECEIVER_TIMEOUT};
 use super::port::WebhookStore;
@@ -457,14 +459,13 @@ async fn write_batch(deps: &DeliveryDeps, settings: &WorkerSettings, batch: &[Fi
 }
 
 /// Switches a target off with its audit row and `webhook.disabled` / `integration.disabled`
-/// event, in one transaction (the rows a unit of work would write for the change).
+/// event, one unit of work over the area's transaction.
 async fn disable(deps: &DeliveryDeps, f: &Finished, now: i64) -> Result<()> {
     let days = (now - f.failing_since.unwrap_or(now)) / (24 * 3600 * 1000);
     let reason = format!("disabled automatically: every delivery failed for {days} days");
-    let actor = Audit::system("delivery-worker");
-    let at = deps.now_millis();
-    let mut tx = deps.store.begin().await?;
-    if !tx.webhooks().disable_target(f.kind, &f.target_id, &reason, now).await? {
+    let tx = deps.store.begin().await?;
+    let mut change = UnitOfWork::owning(tx, Audit::system("delivery-worker"), Some(&f.workspace_id), deps.now_millis());
+    if !change.tx().webhooks().disable_target(f.kind, &f.target_id, &reason, now).await? {
         return Ok(());
     }
     let (action, event, target_type): (_, fn(TargetDisabled) -> events::Event, _) = match f.kind {
@@ -472,30 +473,10 @@ async fn disable(deps: &DeliveryDeps, f: &Finished, now: i64) -> Result<()> {
         TargetKind::Integration => ("integration.disabled", events::Event::IntegrationDisabled, "integration"),
     };
     let event = event(TargetDisabled { id: f.target_id.clone(), reason, last_error: f.completion.error.clone() });
-    let data = event.data()?;
-    tx.audit()
-        .insert_audit(&NewAuditEntry {
-            workspace_id: Some(&f.workspace_id),
-            actor_type: actor.actor_type,
-            actor_id: &actor.actor_id,
-            action,
-            target_type,
-            target_id: Some(&f.target_id),
-            request_id: actor.request_id.as_deref(),
-            details: &data,
-            created_at: at,
-        })
-        .await?;
-    let payload = events::envelope(None, &f.workspace_id, event.event_type().as_str(), &data, at);
-    tx.events()
-        .insert_event(&NewEvent {
-            workspace_id: &f.workspace_id,
-            event_type: event.event_type(),
-            payload: &payload,
-            created_at: at,
-        })
-        .await?;
-    tx.commit().await?;
+    // The audit row says what the event says: which target, why, and its last error.
+    let details = event.data()?;
+    change.audit(action, Target::new(target_type, &f.target_id), details).emit(event);
+    change.commit().await?;
     tracing::warn!(target_kind = f.kind.as_str(), target_id = %f.target_id, "delivery target disabled after failing for days");
     Ok(())
 }
