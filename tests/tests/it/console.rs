@@ -361,7 +361,7 @@ async fn in_chromium_sign_in_filter_issue_download_revoke_approve_and_scan_with_
     for (page, violations) in seen["violations"].as_object().into_iter().flatten() {
         assert_eq!(violations, &serde_json::json!([]), "{page}: {violations:#}");
     }
-    assert_eq!(seen["violations"].as_object().map(|v| v.len()), Some(16), "{seen}");
+    assert_eq!(seen["violations"].as_object().map(|v| v.len()), Some(17), "{seen}");
     assert!(seen["caTest"].as_str().unwrap_or_default().starts_with("Passed"), "{seen}");
     // The CA form: the connector's refusal shown in words, then the CA created.
     assert!(seen["caRefused"].as_str().unwrap_or_default().contains("validityDays"), "{seen}");
