@@ -115,6 +115,25 @@ try {
   await page.goto(`${config.base}/attestation`);
   await audit(page, 'attestation');
 
+  // A CA created from the form generated from its connector's schema: a number the form cannot
+  // read is refused on its field, then the CA is created and its page opens.
+  await page.goto(`${config.base}/cas/new`);
+  await page.selectOption('#type', 'internal');
+  await Promise.all([page.waitForURL(/\/cas\/new\?type=internal$/), page.click('text=Continue')]);
+  await page.fill('#name', 'Console root');
+  await page.fill('#config-subject-commonName', 'Console Root CA');
+  await page.selectOption('#config-keyAlgorithm', 'ecdsa-p384');
+  // The number input refuses letters in the browser; an out-of-range number reaches the
+  // connector's validation, whose refusal lands on the field.
+  await page.fill('#config-validityDays', '0');
+  await page.evaluate(() => document.querySelector('#config-validityDays').removeAttribute('min'));
+  await Promise.all([page.waitForLoadState('load'), page.click('text=Create the CA')]);
+  out.caRefused = (await page.locator('#ca-error').innerText()).trim();
+  await audit(page, 'ca-form');
+  await page.fill('#config-validityDays', '400');
+  await Promise.all([page.waitForURL(/\/cas\/\d+\?done=saved$/), page.click('text=Create the CA')]);
+  out.caCreated = (await page.locator('h1').innerText()).trim();
+
   // A second person approves the pending request.
   const second = await newPage(await browser.newContext({ viewport: { width: 1280, height: 900 } }));
   await signIn(second, config.approver);

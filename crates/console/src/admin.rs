@@ -36,6 +36,7 @@ struct CasPage {
     total: i64,
     healthy: i64,
     issued: i64,
+    can_write: bool,
 }
 
 pub async fn cas_list(State(ctx): State<SharedContext>, console: Console) -> Result<Response, PageError> {
@@ -60,6 +61,7 @@ pub async fn cas_list(State(ctx): State<SharedContext>, console: Console) -> Res
         total: stats.total,
         healthy: stats.healthy,
         issued: stats.certificates_issued,
+        can_write: console.can(Scope::CasWrite),
     })
 }
 

@@ -7,6 +7,7 @@
 mod admin;
 mod assets;
 mod auth;
+mod ca_form;
 mod certificates;
 mod dashboard;
 mod discovery;
@@ -50,7 +51,9 @@ pub fn routes() -> Router<SharedContext> {
         .route("/discovery", get(discovery::list).post(discovery::start))
         .route("/discovery/{id}", get(discovery::show))
         .route("/cas", get(admin::cas_list))
+        .route("/cas/new", get(ca_form::new_form).post(ca_form::create))
         .route("/cas/{id}", get(admin::ca_show))
+        .route("/cas/{id}/edit", get(ca_form::edit_form).post(ca_form::update))
         .route("/cas/{id}/test", post(admin::ca_test))
         .route("/audit", get(admin::audit_log))
         .route("/api-keys", get(admin::api_keys).post(admin::create_api_key))

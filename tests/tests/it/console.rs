@@ -361,8 +361,11 @@ async fn in_chromium_sign_in_filter_issue_download_revoke_approve_and_scan_with_
     for (page, violations) in seen["violations"].as_object().into_iter().flatten() {
         assert_eq!(violations, &serde_json::json!([]), "{page}: {violations:#}");
     }
-    assert_eq!(seen["violations"].as_object().map(|v| v.len()), Some(16), "{seen}");
+    assert_eq!(seen["violations"].as_object().map(|v| v.len()), Some(17), "{seen}");
     assert!(seen["caTest"].as_str().unwrap_or_default().starts_with("Passed"), "{seen}");
+    // The CA form: the connector's refusal shown in words, then the CA created.
+    assert!(seen["caRefused"].as_str().unwrap_or_default().contains("validityDays"), "{seen}");
+    assert_eq!(seen["caCreated"].as_str(), Some("Console root"), "{seen}");
     assert_eq!(seen["auditRows"], 1, "{seen}");
     // The key shown once works against the API.
     let key = seen["newKey"].as_str().unwrap_or_default().to_string();
@@ -439,5 +442,123 @@ async fn administration_pages_follow_the_role() {
     let refused =
         post_form(&viewer, "/members", &[("csrf", &csrf_of(&members)), ("email", "x@example.com"), ("role", "owner")])
             .await;
+    assert_eq!(refused.status, 403);
+}
+
+#[tokio::test]
+async fn a_ca_is_created_and_edited_from_forms_generated_from_its_connectors_schema() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let workspace =
+        admin.get("/api/auth/user").await.body["data"]["currentWorkspaceId"].as_str().unwrap_or_default().to_string();
+    let count = |res: Response| res.body["data"].as_array().map_or(0, Vec::len);
+    let before = count(admin.get("/api/certificate-authorities").await);
+    let list = admin.get("/cas").await;
+    assert!(html(&list).contains("href=\"/cas/new\""), "{}", html(&list));
+    let chooser = admin.get("/cas/new").await;
+    assert_eq!(chooser.status, 200, "{}", html(&chooser));
+    assert!(html(&chooser).contains("<option>internal</option>"), "{}", html(&chooser));
+
+    // The internal connector's schema: nested subject, an enum, a bounded number, and the
+    // imported key as a write-only secret (a password input, never filled).
+    let form = admin.get("/cas/new?type=internal").await;
+    assert_eq!(form.status, 200, "{}", html(&form));
+    assert_console_headers(&form);
+    let page = html(&form);
+    for control in [
+        "name=\"config/subject/commonName\"",
+        "name=\"config/keyAlgorithm\"",
+        "<option>ecdsa-p384</option>",
+        "name=\"config/validityDays\" type=\"number\" min=\"1\" max=\"36500\"",
+        "name=\"config/privateKeyPem\" type=\"password\"",
+    ] {
+        assert!(page.contains(control), "{control}: {page}");
+    }
+    let token = csrf_of(&form);
+
+    // Input the form itself cannot read: the form again, the error on its field.
+    let bad = post_form(
+        &admin,
+        "/cas/new",
+        &[("csrf", &token), ("type", "internal"), ("name", "Form root"), ("config/validityDays", "ten")],
+    )
+    .await;
+    assert_eq!(bad.status, 400, "{}", html(&bad));
+    assert!(html(&bad).contains("id=\"config-validityDays-error\">Enter a number."), "{}", html(&bad));
+    assert!(html(&bad).contains("value=\"Form root\""), "what was typed stays: {}", html(&bad));
+    // The domain's refusal (the connector's validation): shown in words, nothing created.
+    let refused = post_form(
+        &admin,
+        "/cas/new",
+        &[("csrf", &token), ("type", "internal"), ("name", "Form root"), ("url", "not a url")],
+    )
+    .await;
+    assert_eq!(refused.status, 400, "{}", html(&refused));
+    assert!(html(&refused).contains("id=\"url-error\""), "{}", html(&refused));
+    assert_eq!(count(admin.get("/api/certificate-authorities").await), before, "nothing created");
+
+    // Sent: to the new CA's page (303, followed).
+    let created = post_form(
+        &admin,
+        "/cas/new",
+        &[
+            ("csrf", &token),
+            ("type", "internal"),
+            ("name", "Form root"),
+            ("config/subject/commonName", "Form Root CA"),
+            ("config/keyAlgorithm", "ecdsa-p384"),
+            ("config/validityDays", "400"),
+        ],
+    )
+    .await;
+    assert_eq!(created.status, 200, "{}", html(&created));
+    assert!(html(&created).contains("<h1>Form root</h1>"), "{}", html(&created));
+    let listed = admin.get("/api/certificate-authorities?limit=100").await;
+    let id = listed.body["data"]
+        .as_array()
+        .and_then(|cas| cas.iter().find(|ca| ca["name"] == "Form root"))
+        .and_then(|ca| ca["id"].as_i64())
+        .unwrap_or_else(|| panic!("created: {}", listed.body));
+    let api = admin.get(&format!("/api/certificate-authorities/{id}")).await;
+    assert_eq!(api.status, 200, "{}", api.body);
+    assert_eq!(api.body["data"]["config"]["subject"]["commonName"], "Form Root CA", "{}", api.body);
+    assert_eq!(api.body["data"]["config"]["validityDays"], 400, "{}", api.body);
+
+    // Edit: the form is filled from the stored configuration; a change is saved by the use case.
+    let edit = admin.get(&format!("/cas/{id}/edit")).await;
+    assert_eq!(edit.status, 200, "{}", html(&edit));
+    assert!(html(&edit).contains("value=\"Form Root CA\""), "{}", html(&edit));
+    let saved = post_form(
+        &admin,
+        &format!("/cas/{id}/edit"),
+        &[
+            ("csrf", &token),
+            ("name", "Form root"),
+            ("description", "made in the console"),
+            ("status", "active"),
+            ("config/subject/commonName", "Form Root CA"),
+            ("config/keyAlgorithm", "ecdsa-p384"),
+            ("config/validityDays", "400"),
+        ],
+    )
+    .await;
+    assert_eq!(saved.status, 200, "{}", html(&saved));
+    let api = admin.get(&format!("/api/certificate-authorities/{id}")).await;
+    assert_eq!(api.body["data"]["description"], "made in the console", "{}", api.body);
+
+    // A viewer has no entry to the forms and is refused anyway.
+    let viewer = server.new_member("cv@example.com", &workspace, "viewer").await;
+    let own = viewer.get("/").await;
+    post_form(&viewer, "/workspace", &[("csrf", &csrf_of(&own)), ("workspace", &workspace)]).await;
+    let list = viewer.get("/cas").await;
+    assert!(!html(&list).contains("href=\"/cas/new\""), "{}", html(&list));
+    assert_eq!(viewer.get("/cas/new?type=internal").await.status, 403);
+    assert_eq!(viewer.get(&format!("/cas/{id}/edit")).await.status, 403);
+    let refused = post_form(
+        &viewer,
+        "/cas/new",
+        &[("csrf", &csrf_of(&list)), ("type", "internal"), ("name", "x"), ("config/subject/commonName", "x")],
+    )
+    .await;
     assert_eq!(refused.status, 403);
 }

@@ -102,6 +102,25 @@ pub fn connector_for(ctx: &Context, workspace_id: &str, ca_type: &str) -> Result
     binding::resolve_plugin::<CertificateAuthority>(ctx.plugins.host(), workspace_id, ca_type)
 }
 
+/// The CA types a caller who may create CAs can choose from here, each with the connector that
+/// serves it (its configuration schema and secret members drive the console's CA forms).
+pub fn connector_types(ctx: &Context, caller: &Caller) -> Result<Vec<(String, Arc<PluginInfo>)>> {
+    caller.require(Scope::CasWrite)?;
+    let workspace_id = caller.workspace_id.to_string();
+    let mut types: Vec<(String, Arc<PluginInfo>)> = ctx
+        .plugins
+        .host()
+        .served_types(PluginKind::CaConnector)
+        .into_iter()
+        // A type served by an installed plugin the workspace has not bound (several serve it)
+        // cannot be created here: it is left out rather than offered and then refused.
+        .filter_map(|ca_type| connector_for(ctx, &workspace_id, &ca_type).ok().map(|info| (ca_type, info)))
+        .collect();
+    types.sort_by(|a, b| a.0.cmp(&b.0));
+    types.dedup_by(|a, b| a.0 == b.0);
+    Ok(types)
+}
+
 /// Everything a call into a CA's connector needs: the target with the clear configuration
 /// (withheld members removed) and, for internal CAs, the grant to `pki-core`.
 pub fn call_target(ctx: &Context, ca: &CertificateAuthority, info: &PluginInfo) -> Result<CallTarget> {
