@@ -175,7 +175,8 @@ fn json_text<T: serde::Serialize>(value: &T) -> String {
 impl AttestationReads for Store {
     async fn find_device(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Device>> {
         let sql = format!("SELECT {DEVICE_COLUMNS} FROM iot_devices WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
+        let row =
+            sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(device_from_row).transpose()
     }
 
@@ -187,7 +188,8 @@ impl AttestationReads for Store {
 
     async fn find_attestation_policy(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Policy>> {
         let sql = format!("SELECT {POLICY_COLUMNS} FROM attestation_policies WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
+        let row =
+            sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(policy_from_row).transpose()
     }
 
@@ -213,7 +215,13 @@ impl AttestationReads for Store {
         let sql = format!(
             "SELECT {RECORD_COLUMNS} FROM attestation_records WHERE workspace_id = $1 AND device_id = $2 ORDER BY id DESC LIMIT $3"
         );
-        let rows = sqlx::query(&sql).bind(workspace_id).bind(device_id).bind(limit).fetch_all(&mut *self.reader().await?).await.db()?;
+        let rows = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(device_id)
+            .bind(limit)
+            .fetch_all(&mut *self.reader().await?)
+            .await
+            .db()?;
         rows.iter().map(record_from_row).collect()
     }
 }

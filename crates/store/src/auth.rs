@@ -90,7 +90,12 @@ pub(crate) fn workspace_from_row(row: &AnyRow, with_role: bool) -> StoreResult<W
 #[async_trait]
 impl AuthReads for Store {
     async fn count_users(&self) -> StoreResult<i64> {
-        Ok(sqlx::query("SELECT COUNT(*) FROM users").fetch_one(&mut *self.reader().await?).await.db()?.try_get(0).db()?)
+        Ok(sqlx::query("SELECT COUNT(*) FROM users")
+            .fetch_one(&mut *self.reader().await?)
+            .await
+            .db()?
+            .try_get(0)
+            .db()?)
     }
 
     /// The user and their password hash, by normalised email.

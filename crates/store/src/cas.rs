@@ -88,7 +88,8 @@ fn patterns_json(fields: &CaFields) -> String {
 impl CaReads for Store {
     async fn find_ca(&self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateAuthority>> {
         let sql = format!("SELECT {CA_COLUMNS} FROM certificate_authorities WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
+        let row =
+            sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(ca_from_row).transpose()
     }
 
@@ -137,14 +138,16 @@ impl CaReads for Store {
 
     async fn find_issued(&self, ca_id: i64, serial_number: &str) -> StoreResult<Option<IssuedRecord>> {
         let sql = format!("SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE ca_id = $1 AND serial_number = $2");
-        let row = sqlx::query(&sql).bind(ca_id).bind(serial_number).fetch_optional(&mut *self.reader().await?).await.db()?;
+        let row =
+            sqlx::query(&sql).bind(ca_id).bind(serial_number).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(issued_from_row).transpose()
     }
 
     async fn list_issued(&self, ca_id: i64, after: i64, limit: i64) -> StoreResult<Vec<IssuedRecord>> {
         let sql =
             format!("SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE ca_id = $1 AND id > $2 ORDER BY id LIMIT $3");
-        let rows = sqlx::query(&sql).bind(ca_id).bind(after).bind(limit).fetch_all(&mut *self.reader().await?).await.db()?;
+        let rows =
+            sqlx::query(&sql).bind(ca_id).bind(after).bind(limit).fetch_all(&mut *self.reader().await?).await.db()?;
         rows.iter().map(issued_from_row).collect()
     }
 
@@ -166,7 +169,12 @@ impl CaReads for Store {
         let sql = format!(
             "SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE workspace_id = $1 AND serial_number = $2 ORDER BY id"
         );
-        let rows = sqlx::query(&sql).bind(workspace_id).bind(serial_number).fetch_all(&mut *self.reader().await?).await.db()?;
+        let rows = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(serial_number)
+            .fetch_all(&mut *self.reader().await?)
+            .await
+            .db()?;
         rows.iter().map(issued_from_row).collect()
     }
 

@@ -244,7 +244,8 @@ impl Store {
 impl CertificateReads for Store {
     async fn find_certificate(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>> {
         let sql = format!("SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
+        let row =
+            sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(certificate_from_row).transpose()
     }
 
@@ -309,7 +310,8 @@ impl CertificateReads for Store {
                     search_range_clause(&mut count.binds, workspace_number),
                     SEARCH_COUNT_SCAN_LIMIT + 1
                 );
-                let row = bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&mut *self.reader().await?).await.db()?;
+                let row =
+                    bind_all(sqlx::query(&count_sql), &count.binds).fetch_one(&mut *self.reader().await?).await.db()?;
                 let (scanned, hits): (i64, i64) = (row.try_get(0).db()?, row.try_get(1).db()?);
                 (hits, scanned <= SEARCH_COUNT_SCAN_LIMIT)
             }
@@ -431,7 +433,8 @@ impl CertificateReads for Store {
 
     async fn find_identity(&self, workspace_id: &str, id: i64) -> StoreResult<Option<MachineIdentity>> {
         let sql = format!("SELECT {IDENTITY_COLUMNS} FROM {IDENTITY_FROM} WHERE m.workspace_id = $1 AND m.id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
+        let row =
+            sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(identity_from_row).transpose()
     }
 

@@ -50,7 +50,8 @@ fn scan_from_row(row: &AnyRow) -> StoreResult<Scan> {
 impl DiscoveryReads for Store {
     async fn find_scan(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Scan>> {
         let sql = format!("SELECT {SCAN_COLUMNS} FROM discovery_scans WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
+        let row =
+            sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(scan_from_row).transpose()
     }
 

@@ -91,7 +91,8 @@ impl IssuanceReads for Store {
 
     async fn find_request(&self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateRequest>> {
         let sql = format!("SELECT {REQUEST_COLUMNS} FROM certificate_requests WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
+        let row =
+            sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(request_from_row).transpose()
     }
 
@@ -135,7 +136,12 @@ impl IssuanceReads for Store {
                 let sql = format!(
                     "SELECT {TEMPLATE_COLUMNS} FROM certificate_templates WHERE workspace_id = $1 AND name = $2"
                 );
-                sqlx::query(&sql).bind(workspace_id).bind(id_or_name).fetch_optional(&mut *self.reader().await?).await.db()?
+                sqlx::query(&sql)
+                    .bind(workspace_id)
+                    .bind(id_or_name)
+                    .fetch_optional(&mut *self.reader().await?)
+                    .await
+                    .db()?
             }
         };
         row.as_ref().map(template_from_row).transpose()

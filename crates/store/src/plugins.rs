@@ -116,8 +116,12 @@ impl PluginReads for Store {
 
     /// Whether any plugin was ever installed (first start installs the first-party ones).
     async fn any_plugin_installed(&self) -> StoreResult<bool> {
-        let count: i64 =
-            sqlx::query("SELECT COUNT(*) FROM plugin_versions").fetch_one(&mut *self.reader().await?).await.db()?.try_get(0).db()?;
+        let count: i64 = sqlx::query("SELECT COUNT(*) FROM plugin_versions")
+            .fetch_one(&mut *self.reader().await?)
+            .await
+            .db()?
+            .try_get(0)
+            .db()?;
         Ok(count > 0)
     }
 

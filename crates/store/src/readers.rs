@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sqlx::any::AnyConnectOptions;
-use sqlx::AnyConnection;
 use sqlx::pool::PoolConnection;
+use sqlx::AnyConnection;
 use sqlx::{Any, ConnectOptions, Executor};
 
 use crate::{DbResult, StoreResult, SQLITE_PRAGMAS};

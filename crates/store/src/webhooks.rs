@@ -113,7 +113,8 @@ fn target_table(kind: TargetKind) -> &'static str {
 impl WebhookReads for Store {
     async fn find_webhook(&self, workspace_id: &str, id: &str) -> StoreResult<Option<WebhookEndpoint>> {
         let sql = format!("SELECT {WEBHOOK_COLUMNS} FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
+        let row =
+            sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(webhook_from_row).transpose()
     }
 
@@ -134,7 +135,8 @@ impl WebhookReads for Store {
     async fn find_integration(&self, workspace_id: &str, id: &str) -> StoreResult<Option<ExternalIntegration>> {
         let sql =
             format!("SELECT {INTEGRATION_COLUMNS} FROM external_integrations WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
+        let row =
+            sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(integration_from_row).transpose()
     }
 
@@ -216,7 +218,8 @@ impl WebhookReads for Store {
 
     async fn find_delivery(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Delivery>> {
         let sql = format!("SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
+        let row =
+            sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.reader().await?).await.db()?;
         row.as_ref().map(delivery_from_row).transpose()
     }
 

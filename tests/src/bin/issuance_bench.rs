@@ -30,10 +30,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use serde_json::{json, Value};
-use trellis_tests::openbao::{self, OpenBao};
 use trellis_tests::bench::{
     clock_ticks, env_or, load_average, machine_jiffies, max, median, min, percentile, sorted, Samples,
 };
+use trellis_tests::openbao::{self, OpenBao};
 
 const HELP: &str = "\
 issuance-bench: issuance figures of issue 8 against target/release/trellis
@@ -602,7 +602,8 @@ impl Conn {
     async fn open(url: &str) -> Result<Conn> {
         let uri: hyper::Uri = url.parse().with_context(|| format!("parsing {url}"))?;
         let authority = uri.authority().ok_or_else(|| anyhow!("{url} has no host"))?.to_string();
-        let stream = tokio::net::TcpStream::connect(&authority).await.with_context(|| format!("connecting to {authority}"))?;
+        let stream =
+            tokio::net::TcpStream::connect(&authority).await.with_context(|| format!("connecting to {authority}"))?;
         stream.set_nodelay(true)?;
         let (sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
         tokio::spawn(connection);
@@ -1018,7 +1019,9 @@ async fn set_up_vault_tenant(http: &reqwest::Client, base: &str, api_key: String
 /// template gives.
 fn openbao_bodies(csrs: &Csrs, clients: usize) -> Vec<Vec<u8>> {
     (0..clients)
-        .map(|i| serde_json::to_vec(&json!({ "csr": csrs.pem[i % csrs.pem.len()], "ttl": "2160h" })).unwrap_or_default())
+        .map(|i| {
+            serde_json::to_vec(&json!({ "csr": csrs.pem[i % csrs.pem.len()], "ttl": "2160h" })).unwrap_or_default()
+        })
         .collect()
 }
 
@@ -1140,7 +1143,8 @@ async fn run_once(options: &Options, run: usize, csrs: &Csrs, samples: &mut Samp
                 http_phase(options, &trellis, &one.api_key, csr_bodies(one.ca_id, csrs, clients), phase, run).await?
             }
             "policy3" => {
-                http_phase(options, &trellis, &three.api_key, csr_bodies(three.ca_id, csrs, clients), phase, run).await?
+                http_phase(options, &trellis, &three.api_key, csr_bodies(three.ca_id, csrs, clients), phase, run)
+                    .await?
             }
             "lat" => {
                 let cycles = (0..options.latency_clients)
