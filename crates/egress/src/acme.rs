@@ -14,9 +14,7 @@ use hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
 use hickory_resolver::name_server::TokioConnectionProvider;
 use hickory_resolver::proto::xfer::Protocol;
 use hickory_resolver::TokioResolver;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::ServerName;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -79,50 +77,6 @@ fn in_network(address: IpAddr, network: IpAddr, prefix: u8) -> bool {
     }
 }
 
-struct AcceptAnything(Vec<SignatureScheme>);
-
-impl std::fmt::Debug for AcceptAnything {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AcceptAnything")
-    }
-}
-
-/// tls-alpn-01 checks the certificate itself (RFC 8737 §3: a self-signed one is expected).
-impl ServerCertVerifier for AcceptAnything {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.clone()
-    }
-}
-
 /// The validator.
 pub struct HostValidator {
     config: ValidatorConfig,
@@ -151,14 +105,8 @@ impl HostValidator {
                 .with_options(options)
                 .build(),
         };
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let schemes = provider.signature_verification_algorithms.supported_schemes();
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|err| format!("TLS setup: {err}"))?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnything(schemes)))
-            .with_no_client_auth();
+        // tls-alpn-01 checks the certificate itself (RFC 8737 §3: a self-signed one is expected).
+        let mut tls = crate::tls_accepting_any_certificate()?;
         tls.alpn_protocols = vec![b"acme-tls/1".to_vec()];
         Ok(HostValidator { config, resolver, tls: Arc::new(tls) })
     }

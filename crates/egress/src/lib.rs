@@ -221,6 +221,60 @@ pub fn check_address(ip: IpAddr, allow_private_networks: bool) -> Result<(), Den
     }
 }
 
+/// A TLS client configuration that accepts whatever certificate the server presents, for the
+/// two callers that inspect the certificate themselves instead of trusting it: the discovery
+/// prober (records what is served) and the ACME tls-alpn-01 validator (RFC 8737 §3 expects a
+/// self-signed certificate). Handshake signatures are not checked either; nothing sent over such
+/// a connection may be secret.
+pub fn tls_accepting_any_certificate() -> Result<rustls::ClientConfig, String> {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let schemes = provider.signature_verification_algorithms.supported_schemes();
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|err| format!("TLS setup: {err}"))?
+        .dangerous()
+        .with_custom_certificate_verifier(std::sync::Arc::new(AcceptAnything(schemes)))
+        .with_no_client_auth())
+}
+
+#[derive(Debug)]
+struct AcceptAnything(Vec<rustls::SignatureScheme>);
+
+impl rustls::client::danger::ServerCertVerifier for AcceptAnything {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::IpAddr;

@@ -13,9 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -28,45 +26,6 @@ use trellis_egress::{classify_ip, AddressClass, DenyReason};
 pub struct TlsProbeConfig {
     /// Probe private, loopback and link-local addresses (`TRELLIS_DISCOVERY_ALLOW_PRIVATE_NETWORKS`).
     pub allow_private_networks: bool,
-}
-
-/// Records whatever certificate is served.
-#[derive(Debug)]
-struct AcceptAnything(Vec<SignatureScheme>);
-
-impl ServerCertVerifier for AcceptAnything {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.clone()
-    }
 }
 
 /// The prober.
@@ -83,14 +42,8 @@ impl std::fmt::Debug for HostTlsProber {
 
 impl HostTlsProber {
     pub fn new(config: TlsProbeConfig) -> Result<HostTlsProber, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let schemes = provider.signature_verification_algorithms.supported_schemes();
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|err| format!("TLS setup: {err}"))?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnything(schemes)))
-            .with_no_client_auth();
+        // Records whatever certificate is served.
+        let tls = trellis_egress::tls_accepting_any_certificate()?;
         Ok(HostTlsProber { config, tls: Arc::new(tls) })
     }
 
