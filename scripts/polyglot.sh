@@ -13,6 +13,11 @@ JCO=1.35.0
 COMPONENTIZE_JS=0.23.0
 VENV="$ROOT/target/venv-componentize-py"
 JS_DIR="$ROOT/target/jco"
+# `make test` runs this in the background (scripts/test-tools.sh) while build-plugins.sh may call
+# it too: one installer at a time, the second finds the tools installed.
+mkdir -p "$ROOT/target"
+exec 9>"$ROOT/target/.polyglot.lock"
+flock 9
 
 py_installed() {
     "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('componentize-py') != '$COMPONENTIZE_PY')" 2>/dev/null
