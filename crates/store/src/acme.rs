@@ -621,3 +621,66 @@ impl AcmeStore for DbAcme {
         rows.iter().map(challenge).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(id: &str, replaces: Option<&str>) -> Order {
+        Order {
+            id: id.into(),
+            workspace_id: "ws".into(),
+            ca_id: 7,
+            account_id: "acct_1".into(),
+            status: "pending".into(),
+            identifiers: vec![Identifier { kind: "dns".into(), value: "a.example.test".into() }],
+            authorizations: Vec::new(),
+            profile: None,
+            not_before: None,
+            not_after: None,
+            expires_at: 1,
+            error: None,
+            certificate_id: None,
+            certificate_pem: None,
+            fingerprint: None,
+            request_id: None,
+            cert_id: None,
+            replaces: replaces.map(str::to_owned),
+            created_at: 1,
+        }
+    }
+
+    /// RFC 9773 §5's "once" is the database's: a second live order replacing the same
+    /// certificate is a uniqueness violation, an `invalid` one frees the certificate.
+    #[tokio::test]
+    async fn a_certificate_is_replaced_once_while_the_replacement_lives() {
+        let (_dir, store) = crate::testing::store().await;
+        let acme = DbAcme::new(store);
+        acme.insert_order(&order("order_plain_1", None)).await.expect("no replaces");
+        acme.insert_order(&order("order_plain_2", None)).await.expect("many orders replace nothing");
+        let mut first = order("order_r1", Some("aki.serial"));
+        acme.insert_order(&first).await.expect("the first replacement");
+        let second = acme.insert_order(&order("order_r2", Some("aki.serial"))).await;
+        assert!(matches!(second, Err(StoreError::Unique(_))), "{second:?}");
+        acme.insert_order(&order("order_other", Some("aki.other"))).await.expect("another certificate");
+        assert_eq!(
+            acme.replacing_order(7, "aki.serial").await.expect("read").map(|o| o.id).as_deref(),
+            Some("order_r1")
+        );
+
+        first.status = "invalid".into();
+        acme.update_order(&first).await.expect("invalid");
+        assert!(acme.replacing_order(7, "aki.serial").await.expect("read").is_none());
+        acme.insert_order(&order("order_r3", Some("aki.serial"))).await.expect("a failed replacement frees it");
+
+        let mut issued = order("order_issued", None);
+        issued.cert_id = Some("aki.issued".into());
+        issued.status = "valid".into();
+        acme.insert_order(&issued).await.expect("issued");
+        assert_eq!(
+            acme.order_by_cert_id(7, "aki.issued").await.expect("read").map(|o| o.id).as_deref(),
+            Some("order_issued")
+        );
+        assert!(acme.order_by_cert_id(8, "aki.issued").await.expect("read").is_none(), "another CA's");
+    }
+}
