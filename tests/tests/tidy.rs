@@ -31,6 +31,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("certificates", "an issued certificate's chain for the download"),
             ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
             ("error", "the domain error, mapped to problem documents"),
+            ("events", "a finalized ARI replacement (RFC 9773 `replaces`) emits certificate.renewed"),
             ("issuance", "finalize is an issuance Run; orders wait on certificate requests"),
             (
                 "lifecycle",

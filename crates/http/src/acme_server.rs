@@ -38,6 +38,7 @@ pub fn routes() -> Router<SharedContext> {
         .route("/acme/{ca}/chall/{id}", post(challenge))
         .route("/acme/{ca}/cert/{id}", post(certificate))
         .route("/acme/{ca}/revoke-cert", post(revoke_cert))
+        .route("/acme/{ca}/renewal-info/{cert_id}", get(renewal_info))
         .route("/api/certificate-authorities/{id}/acme", get(get_directory).put(put_directory))
         .route("/api/acme/eab-keys", get(list_eab_keys).post(create_eab_key))
         .route("/api/acme/eab-keys/{id}", axum::routing::delete(revoke_eab_key))
@@ -52,7 +53,8 @@ fn status_of(kind: ProblemType) -> StatusCode {
         ProblemType::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         ProblemType::ServerInternal => StatusCode::INTERNAL_SERVER_ERROR,
         ProblemType::NotFound => StatusCode::NOT_FOUND,
-        ProblemType::Conflict => StatusCode::CONFLICT,
+        // Boulder answers alreadyReplaced with 409 too: the order conflicts with another.
+        ProblemType::Conflict | ProblemType::AlreadyReplaced => StatusCode::CONFLICT,
         _ => StatusCode::BAD_REQUEST,
     }
 }
@@ -141,6 +143,20 @@ async fn directory(State(ctx): State<SharedContext>, Path(ca): Path<String>) -> 
     };
     match answer {
         Ok(response) => response,
+        Err(problem) => problem_response(&problem),
+    }
+}
+
+/// `GET /acme/{caId}/renewal-info/{certID}` (RFC 9773): a plain GET, no JWS.
+async fn renewal_info(State(ctx): State<SharedContext>, Path((ca, cert_id)): Path<(String, String)>) -> Response {
+    let ca = match ca_id(&ca) {
+        Ok(ca) => ca,
+        Err(problem) => return problem_response(&problem),
+    };
+    // No Replay-Nonce: nothing is signed here, and clients poll this on a timer (a nonce is a
+    // database row).
+    match trellis_core::acme::renewal_info::renewal_info(&ctx, ca, &cert_id).await {
+        Ok(reply) => reply_response(reply),
         Err(problem) => problem_response(&problem),
     }
 }

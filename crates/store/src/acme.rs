@@ -46,7 +46,8 @@ const DIRECTORY: &str = "ca_id, workspace_id, enabled, external_account_required
 const EAB: &str = "id, workspace_id, ca_id, name, key_id, hmac_sealed, account_id, revoked_at, created_at";
 const ACCOUNT: &str = "id, workspace_id, ca_id, thumbprint, jwk, status, contact, eab_key_id, created_at";
 const ORDER: &str = "id, workspace_id, ca_id, account_id, status, identifiers, authorizations, profile, not_before, \
-                     not_after, expires_at, error, certificate_id, certificate_pem, fingerprint, request_id, created_at";
+                     not_after, expires_at, error, certificate_id, certificate_pem, fingerprint, request_id, created_at, \
+                     cert_id, replaces";
 const AUTHZ: &str = "id, ca_id, account_id, identifier_type, identifier, wildcard, status, expires_at, created_at";
 const CHALLENGE: &str = "id, authz_id, kind, token, status, validated_at, error, updated_at";
 
@@ -123,6 +124,8 @@ fn order(row: &AnyRow) -> StoreResult<Order> {
         certificate_pem: row.try_get("certificate_pem").db()?,
         fingerprint: row.try_get("fingerprint").db()?,
         request_id: row.try_get("request_id").db()?,
+        cert_id: row.try_get("cert_id").db()?,
+        replaces: row.try_get("replaces").db()?,
         created_at: row.try_get("created_at").db()?,
     })
 }
@@ -367,7 +370,7 @@ impl AcmeStore for DbAcme {
         let identifiers: Vec<serde_json::Value> = o.identifiers.iter().map(Identifier::to_value).collect();
         sqlx::query(&format!(
             "INSERT INTO acme_orders ({ORDER}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
-             $15, $16, $17)"
+             $15, $16, $17, $18, $19)"
         ))
         .bind(&o.id)
         .bind(&o.workspace_id)
@@ -386,6 +389,8 @@ impl AcmeStore for DbAcme {
         .bind(&o.fingerprint)
         .bind(o.request_id)
         .bind(o.created_at)
+        .bind(&o.cert_id)
+        .bind(&o.replaces)
         .execute(&self.store.pool)
         .await
         .db()
@@ -419,7 +424,7 @@ impl AcmeStore for DbAcme {
     async fn update_order(&self, o: &Order) -> StoreResult<()> {
         sqlx::query(
             "UPDATE acme_orders SET status = $1, error = $2, certificate_id = $3, certificate_pem = $4, \
-             fingerprint = $5, request_id = $6 WHERE id = $7",
+             fingerprint = $5, request_id = $6, cert_id = $7 WHERE id = $8",
         )
         .bind(&o.status)
         .bind(o.error.as_ref().map(|e| e.to_string()))
@@ -427,11 +432,38 @@ impl AcmeStore for DbAcme {
         .bind(&o.certificate_pem)
         .bind(&o.fingerprint)
         .bind(o.request_id)
+        .bind(&o.cert_id)
         .bind(&o.id)
         .execute(&self.store.pool)
         .await
         .db()
         .map(|_| ())
+    }
+
+    async fn order_by_cert_id(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>> {
+        sqlx::query(&format!("SELECT {ORDER} FROM acme_orders WHERE ca_id = $1 AND cert_id = $2"))
+            .bind(ca_id)
+            .bind(cert_id)
+            .fetch_optional(&self.store.pool)
+            .await
+            .db()?
+            .as_ref()
+            .map(order)
+            .transpose()
+    }
+
+    async fn replacing_order(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>> {
+        sqlx::query(&format!(
+            "SELECT {ORDER} FROM acme_orders WHERE ca_id = $1 AND replaces = $2 AND status <> 'invalid'"
+        ))
+        .bind(ca_id)
+        .bind(cert_id)
+        .fetch_optional(&self.store.pool)
+        .await
+        .db()?
+        .as_ref()
+        .map(order)
+        .transpose()
     }
 
     async fn count_orders_since(&self, account_id: &str, since: i64) -> StoreResult<i64> {
@@ -587,5 +619,68 @@ impl AcmeStore for DbAcme {
         .await
         .db()?;
         rows.iter().map(challenge).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(id: &str, replaces: Option<&str>) -> Order {
+        Order {
+            id: id.into(),
+            workspace_id: "ws".into(),
+            ca_id: 7,
+            account_id: "acct_1".into(),
+            status: "pending".into(),
+            identifiers: vec![Identifier { kind: "dns".into(), value: "a.example.test".into() }],
+            authorizations: Vec::new(),
+            profile: None,
+            not_before: None,
+            not_after: None,
+            expires_at: 1,
+            error: None,
+            certificate_id: None,
+            certificate_pem: None,
+            fingerprint: None,
+            request_id: None,
+            cert_id: None,
+            replaces: replaces.map(str::to_owned),
+            created_at: 1,
+        }
+    }
+
+    /// RFC 9773 §5's "once" is the database's: a second live order replacing the same
+    /// certificate is a uniqueness violation, an `invalid` one frees the certificate.
+    #[tokio::test]
+    async fn a_certificate_is_replaced_once_while_the_replacement_lives() {
+        let (_dir, store) = crate::testing::store().await;
+        let acme = DbAcme::new(store);
+        acme.insert_order(&order("order_plain_1", None)).await.expect("no replaces");
+        acme.insert_order(&order("order_plain_2", None)).await.expect("many orders replace nothing");
+        let mut first = order("order_r1", Some("aki.serial"));
+        acme.insert_order(&first).await.expect("the first replacement");
+        let second = acme.insert_order(&order("order_r2", Some("aki.serial"))).await;
+        assert!(matches!(second, Err(StoreError::Unique(_))), "{second:?}");
+        acme.insert_order(&order("order_other", Some("aki.other"))).await.expect("another certificate");
+        assert_eq!(
+            acme.replacing_order(7, "aki.serial").await.expect("read").map(|o| o.id).as_deref(),
+            Some("order_r1")
+        );
+
+        first.status = "invalid".into();
+        acme.update_order(&first).await.expect("invalid");
+        assert!(acme.replacing_order(7, "aki.serial").await.expect("read").is_none());
+        acme.insert_order(&order("order_r3", Some("aki.serial"))).await.expect("a failed replacement frees it");
+
+        let mut issued = order("order_issued", None);
+        issued.cert_id = Some("aki.issued".into());
+        issued.status = "valid".into();
+        acme.insert_order(&issued).await.expect("issued");
+        assert_eq!(
+            acme.order_by_cert_id(7, "aki.issued").await.expect("read").map(|o| o.id).as_deref(),
+            Some("order_issued")
+        );
+        assert!(acme.order_by_cert_id(8, "aki.issued").await.expect("read").is_none(), "another CA's");
     }
 }

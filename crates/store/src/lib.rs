@@ -193,6 +193,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0530_plugin_signatures.sql"),
         postgres: include_str!("../../../migrations/postgres/0530_plugin_signatures.sql"),
     },
+    Migration {
+        version: 550,
+        name: "acme_renewal_info",
+        sqlite: include_str!("../../../migrations/sqlite/0550_acme_renewal_info.sql"),
+        postgres: include_str!("../../../migrations/postgres/0550_acme_renewal_info.sql"),
+    },
 ];
 
 #[derive(Clone)]

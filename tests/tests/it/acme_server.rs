@@ -212,6 +212,21 @@ async fn certbot_issues_renews_revokes_and_unregisters() {
     assert_eq!(key["accountId"], account_id.as_str());
     assert!(key.get("hmacKey").is_none(), "the MAC key is shown once: {key}");
 
+    // certbot (5.x) asks renewalInfo (RFC 9773) in a plain `renew`: the window is ahead, so
+    // nothing is due, and the server answered its GET (the route's request counter says so).
+    let not_due = certbot.run(&["renew"]);
+    assert_ok(&not_due, "certbot renew (not due)");
+    assert!(text(&not_due).contains("not yet due"), "{}", text(&not_due));
+    let metrics = acme.admin.get("/metrics").await;
+    let metrics = String::from_utf8_lossy(&metrics.bytes);
+    assert!(
+        metrics.lines().any(|l| l.starts_with("http_requests_total")
+            && l.contains(r#"route="/acme/{ca}/renewal-info/{cert_id}""#)
+            && l.contains(r#"method="GET""#)
+            && l.contains(r#"status="200""#)),
+        "certbot's renew asked renewalInfo: {metrics}"
+    );
+
     let renewed = certbot.run(&["renew", "--force-renewal"]);
     assert_ok(&renewed, "certbot renew");
     let second = inventory_entry(&acme.admin, name).await;
@@ -680,4 +695,188 @@ async fn a_policy_denial_is_a_rejected_identifier_the_client_shows() {
     let (_, kid, hmac) = acme.eab(ca, "policy").await;
     let denied = certonly(&Certbot::new(), &acme, ca, (&kid, &hmac), &["www.elsewhere.test"]);
     assert_refused(&denied, "a name the policy denies", &["issuance policy", "www.elsewhere.test"]);
+}
+
+/// The leaf of a PEM chain, as DER.
+fn first_der(pem: &str) -> Vec<u8> {
+    use base64::Engine;
+    let body: String = pem
+        .lines()
+        .skip_while(|l| !l.starts_with("-----BEGIN CERTIFICATE"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("-----END"))
+        .collect();
+    base64::engine::general_purpose::STANDARD.decode(body).expect("PEM body")
+}
+
+/// RFC 9773 §4.1, computed here independently of the server: base64url(AKI keyIdentifier) "."
+/// base64url(serial content octets); with the certificate's validity in ms.
+fn ari_cert_id(der: &[u8]) -> (String, i64, i64) {
+    use x509_parser::prelude::{FromDer, ParsedExtension, X509Certificate};
+    let (_, cert) = X509Certificate::from_der(der).expect("a certificate");
+    let aki = cert
+        .extensions()
+        .iter()
+        .find_map(|e| match e.parsed_extension() {
+            ParsedExtension::AuthorityKeyIdentifier(aki) => aki.key_identifier.as_ref().map(|k| k.0.to_vec()),
+            _ => None,
+        })
+        .expect("an authorityKeyIdentifier");
+    let id = format!("{}.{}", raw::b64(&aki), raw::b64(cert.tbs_certificate.raw_serial()));
+    let validity = cert.validity();
+    (id, validity.not_before.timestamp() * 1000, validity.not_after.timestamp() * 1000)
+}
+
+/// Takes a new order (201 expected) to `valid` through dns-01 (challtestsrv) and answers the
+/// final order and the leaf's DER.
+async fn complete_order(acme: &Acme, client: &raw::Client, order: &raw::Answer, name: &str) -> (raw::Answer, Vec<u8>) {
+    use sha2::{Digest, Sha256};
+    assert_eq!(order.status, 201, "{}", order.text);
+    let order_url = order.location.clone().expect("order URL");
+    for authz_url in order.body["authorizations"].as_array().cloned().unwrap_or_default() {
+        let authz = client.post(authz_url.as_str().unwrap_or_default(), None).await;
+        if authz.body["status"] != "pending" {
+            continue;
+        }
+        let challenge =
+            authz.body["challenges"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "dns-01")).cloned();
+        let challenge = challenge.unwrap_or_else(|| panic!("a dns-01 challenge: {}", authz.text));
+        let key_authorization =
+            format!("{}.{}", challenge["token"].as_str().unwrap_or_default(), client.key.thumbprint());
+        let digest = raw::b64(&Sha256::digest(key_authorization.as_bytes()));
+        let set = client
+            .http
+            .post(format!("{}/set-txt", acme.dns.management_url))
+            .body(json!({ "host": format!("_acme-challenge.{name}."), "value": digest }).to_string())
+            .send()
+            .await
+            .expect("set-txt");
+        assert!(set.status().is_success());
+        let posted = client.post(challenge["url"].as_str().unwrap_or_default(), Some(&json!({}))).await;
+        assert_eq!(posted.status, 200, "{}", posted.text);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let now = client.post(&order_url, None).await;
+        if now.body["status"] == "ready" {
+            break;
+        }
+        assert_ne!(now.body["status"], "invalid", "{}", now.text);
+        assert!(std::time::Instant::now() < deadline, "the order never became ready: {}", now.text);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::new(vec![name.to_owned()]).expect("params");
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    let csr = params.serialize_request(&key).expect("CSR").der().to_vec();
+    let finalize_url = order.body["finalize"].as_str().expect("finalize").to_owned();
+    let finalized = client.post(&finalize_url, Some(&json!({ "csr": raw::b64(&csr) }))).await;
+    assert_eq!(finalized.status, 200, "{}", finalized.text);
+    assert_eq!(finalized.body["status"], "valid", "{}", finalized.text);
+    let chain = client.post(finalized.body["certificate"].as_str().unwrap_or_default(), None).await;
+    assert_eq!(chain.status, 200, "{}", chain.text);
+    let der = first_der(&chain.text);
+    (finalized, der)
+}
+
+/// `GET renewalInfo/{certID}`: (status, body, Retry-After).
+async fn renewal_info(client: &raw::Client, base: &str, cert_id: &str) -> (u16, Value, Option<String>) {
+    let answer = client.http.get(format!("{base}/{cert_id}")).send().await.expect("renewalInfo GET");
+    let retry_after = answer.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let status = answer.status().as_u16();
+    let body = answer.json().await.unwrap_or(Value::Null);
+    (status, body, retry_after)
+}
+
+fn rfc3339_ms(value: &Value) -> i64 {
+    let text = value.as_str().unwrap_or_else(|| panic!("an RFC 3339 time: {value}"));
+    let at = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| panic!("RFC 3339: {text}"));
+    (at.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+#[tokio::test]
+async fn renewal_information_and_replaces_once() {
+    let acme = Acme::start(&[]).await;
+    let ca = acme.ca("ACME ARI Root").await;
+    let other_ca = acme.ca("ACME ARI Other").await;
+    let (_, kid, hmac) = acme.eab(ca, "ari").await;
+    let mut client = raw::Client::new(&acme.directory(ca)).await;
+    assert_eq!(client.register(&kid, &hmac).await.status, 201);
+    let base = client.url("renewalInfo");
+    assert_eq!(base, acme.server.url(&format!("/acme/{ca}/renewal-info")), "the directory has renewalInfo");
+    let name = "ari.example.test";
+    let new_order = client.url("newOrder");
+    let identifiers = json!([{ "type": "dns", "value": name }]);
+
+    let first = client.post(&new_order, Some(&json!({ "identifiers": identifiers }))).await;
+    let (first_order, first_der) = complete_order(&acme, &client, &first, name).await;
+    assert!(first_order.body.get("replaces").is_none(), "{}", first_order.text);
+    let (cert_id, not_before, not_after) = ari_cert_id(&first_der);
+
+    // The documented window: 2/3 to 5/6 of the validity, Retry-After 6 h.
+    let (status, body, retry_after) = renewal_info(&client, &base, &cert_id).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(retry_after.as_deref(), Some("21600"));
+    let life = not_after - not_before;
+    let (start, end) = (rfc3339_ms(&body["suggestedWindow"]["start"]), rfc3339_ms(&body["suggestedWindow"]["end"]));
+    assert_eq!(start, (not_before + life * 2 / 3) / 1000 * 1000, "{body}");
+    assert_eq!(end, (not_before + life * 5 / 6) / 1000 * 1000, "{body}");
+
+    // A malformed certID, an unknown one, and this certificate asked of another CA's directory.
+    let (status, body, _) = renewal_info(&client, &base, "not-a-cert-id").await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["type"], "urn:ietf:params:acme:error:malformed", "{body}");
+    let (status, body, _) = renewal_info(&client, &base, "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE").await;
+    assert_eq!(status, 404, "{body}");
+    let other_base = acme.server.url(&format!("/acme/{other_ca}/renewal-info"));
+    let (status, body, _) = renewal_info(&client, &other_base, &cert_id).await;
+    assert_eq!(status, 404, "another CA's directory does not know it: {body}");
+
+    // Another account cannot replace it (malformed, saying why).
+    let (_, other_kid, other_hmac) = acme.eab(ca, "ari other account").await;
+    let mut stranger = raw::Client::new(&acme.directory(ca)).await;
+    assert_eq!(stranger.register(&other_kid, &other_hmac).await.status, 201);
+    let foreign = stranger.post(&new_order, Some(&json!({ "identifiers": identifiers, "replaces": cert_id }))).await;
+    assert_eq!(foreign.status, 400, "{}", foreign.text);
+    assert_eq!(foreign.body["type"], "urn:ietf:params:acme:error:malformed", "{}", foreign.text);
+    assert!(foreign.text.contains("another account"), "{}", foreign.text);
+    // A certID this directory never issued is malformed too.
+    let unknown = client
+        .post(
+            &new_order,
+            Some(&json!({ "identifiers": identifiers, "replaces": "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE" })),
+        )
+        .await;
+    assert_eq!(unknown.status, 400, "{}", unknown.text);
+    assert!(unknown.text.contains("no certificate this directory issued"), "{}", unknown.text);
+
+    // The account replaces it: the order shows `replaces`; a second replacement is refused.
+    let replacing = client.post(&new_order, Some(&json!({ "identifiers": identifiers, "replaces": cert_id }))).await;
+    assert_eq!(replacing.status, 201, "{}", replacing.text);
+    assert_eq!(replacing.body["replaces"], cert_id.as_str(), "{}", replacing.text);
+    let again = client.post(&new_order, Some(&json!({ "identifiers": identifiers, "replaces": cert_id }))).await;
+    assert_eq!(again.status, 409, "{}", again.text);
+    assert_eq!(again.body["type"], "urn:ietf:params:acme:error:alreadyReplaced", "{}", again.text);
+    let (replaced_order, second_der) = complete_order(&acme, &client, &replacing, name).await;
+    assert_eq!(replaced_order.body["replaces"], cert_id.as_str(), "{}", replaced_order.text);
+    assert_ne!(ari_cert_id(&second_der).0, cert_id);
+
+    // The inventory shows the new certificate as the renewal of the old one.
+    let listed = acme.admin.get(&format!("/api/certificates?search={name}&limit=100")).await;
+    let mut ids: Vec<i64> =
+        listed.body["data"].as_array().map(|c| c.iter().filter_map(|c| c["id"].as_i64()).collect()).unwrap_or_default();
+    ids.sort();
+    assert_eq!(ids.len(), 2, "{}", listed.body);
+    let old = acme.admin.get(&format!("/api/certificates/{}", ids[0])).await;
+    assert_eq!(old.body["data"]["renewedById"], ids[1], "{}", old.body);
+
+    // Revoked: the window is in the past, so clients renew at once.
+    let revoked = client.post(&client.url("revokeCert"), Some(&json!({ "certificate": raw::b64(&first_der) }))).await;
+    assert_eq!(revoked.status, 200, "{}", revoked.text);
+    let (status, body, _) = renewal_info(&client, &base, &cert_id).await;
+    assert_eq!(status, 200, "{body}");
+    let now_ms = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
+    let (start, end) = (rfc3339_ms(&body["suggestedWindow"]["start"]), rfc3339_ms(&body["suggestedWindow"]["end"]));
+    assert!(start < end && end < now_ms, "a revoked certificate's window is in the past: {body}");
 }

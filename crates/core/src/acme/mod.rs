@@ -4,12 +4,14 @@
 //! challenges, finalize through the one issuance path, revocation); `validation.rs` runs
 //! challenge validation off the request path through the [`port::ChallengeValidator`] port;
 //! `admin.rs` is the REST management (directory settings, EAB keys, accounts); `jws.rs` the JWS
-//! and JWK checks; `problem.rs` the problem documents.
+//! and JWK checks; `problem.rs` the problem documents; `renewal_info.rs` ACME Renewal
+//! Information (RFC 9773: certIDs, the suggested window, `replaces`).
 
 pub mod admin;
 pub mod jws;
 pub mod port;
 pub mod problem;
+pub mod renewal_info;
 pub mod server;
 pub mod validation;
 
@@ -193,6 +195,10 @@ pub struct Order {
     pub fingerprint: Option<String>,
     /// The certificate request an approval or a pending CA left the order waiting on.
     pub request_id: Option<i64>,
+    /// The issued leaf's RFC 9773 certID (renewalInfo finds the certificate by it).
+    pub cert_id: Option<String>,
+    /// The certID of the certificate this order replaces (RFC 9773 §5), accepted once.
+    pub replaces: Option<String>,
     pub created_at: i64,
 }
 

@@ -31,10 +31,16 @@ pub trait AcmeStore: Send + Sync + 'static {
     async fn accounts(&self, workspace_id: &str) -> StoreResult<Vec<Account>>;
     async fn update_account(&self, account: &Account) -> StoreResult<()>;
 
+    /// Inserts an order; a second order replacing the same certificate while another that is
+    /// not `invalid` does fails with `StoreError::Unique` (the database enforces "once").
     async fn insert_order(&self, order: &Order) -> StoreResult<()>;
     async fn order(&self, ca_id: i64, id: &str) -> StoreResult<Option<Order>>;
     async fn order_by_fingerprint(&self, ca_id: i64, fingerprint: &str) -> StoreResult<Option<Order>>;
     async fn update_order(&self, order: &Order) -> StoreResult<()>;
+    /// The order of the directory's CA that issued the certificate of `cert_id` (RFC 9773).
+    async fn order_by_cert_id(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>>;
+    /// The order replacing `cert_id` that is not stored `invalid`, if any.
+    async fn replacing_order(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>>;
     /// Orders the account created since `since` (rate limits).
     async fn count_orders_since(&self, account_id: &str, since: i64) -> StoreResult<i64>;
     async fn order_ids(&self, account_id: &str) -> StoreResult<Vec<String>>;

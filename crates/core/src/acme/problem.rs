@@ -11,6 +11,8 @@ use crate::error::Error;
 pub enum ProblemType {
     AccountDoesNotExist,
     AlreadyRevoked,
+    /// RFC 9773 §7.4: newOrder's `replaces` names a certificate another live order replaces.
+    AlreadyReplaced,
     BadCsr,
     BadNonce,
     BadPublicKey,
@@ -42,6 +44,7 @@ impl ProblemType {
         match self {
             ProblemType::AccountDoesNotExist => "accountDoesNotExist",
             ProblemType::AlreadyRevoked => "alreadyRevoked",
+            ProblemType::AlreadyReplaced => "alreadyReplaced",
             ProblemType::BadCsr => "badCSR",
             ProblemType::BadNonce => "badNonce",
             ProblemType::BadPublicKey => "badPublicKey",

@@ -70,7 +70,7 @@ pub enum ReplyBody {
 }
 
 impl Reply {
-    fn json(body: Value) -> Reply {
+    pub(crate) fn json(body: Value) -> Reply {
         Reply { created: false, body: ReplyBody::Json(body), location: None, links: Vec::new(), retry_after: None }
     }
 }
@@ -88,12 +88,12 @@ pub fn base_url(ctx: &Context, ca_id: i64) -> String {
     format!("{}/acme/{ca_id}", ctx.settings.acme.public_url.trim_end_matches('/'))
 }
 
-fn store(ctx: &Context) -> Result<&dyn super::AcmeStore, Problem> {
+pub(super) fn store(ctx: &Context) -> Result<&dyn super::AcmeStore, Problem> {
     ctx.acme.as_deref().ok_or_else(|| problem(ProblemType::ServerInternal, "the ACME server has no store"))
 }
 
 /// The directory's settings, when it is enabled.
-async fn enabled_directory(ctx: &Context, ca_id: i64) -> Result<DirectoryConfig, Problem> {
+pub(super) async fn enabled_directory(ctx: &Context, ca_id: i64) -> Result<DirectoryConfig, Problem> {
     match store(ctx)?.directory(ca_id).await? {
         Some(config) if config.enabled => Ok(config),
         _ => Err(not_found("ACME directory")),
@@ -119,6 +119,7 @@ pub async fn directory(ctx: &Context, ca_id: i64) -> Result<Value, Problem> {
         "newOrder": format!("{base}/new-order"),
         "revokeCert": format!("{base}/revoke-cert"),
         "keyChange": format!("{base}/key-change"),
+        "renewalInfo": format!("{base}/renewal-info"),
         "meta": meta,
     }))
 }
@@ -577,6 +578,7 @@ async fn new_order(
             ))
         }
     };
+    let replaces = super::renewal_info::check_replaces(ctx, config, account, &identifiers, &payload).await?;
     // Limits: orders per hour per account (an EAB key binds one account, so this is the EAB
     // key's limit too), pending authorizations per account.
     let hour_ago = now - 3_600_000;
@@ -673,9 +675,17 @@ async fn new_order(
         certificate_pem: None,
         fingerprint: None,
         request_id: None,
+        cert_id: None,
+        replaces,
         created_at: now,
     };
-    acme.insert_order(&order).await?;
+    // The unique index refuses a second live replacement that raced past `check_replaces`.
+    match acme.insert_order(&order).await {
+        Err(crate::ports::StoreError::Unique(_)) if order.replaces.is_some() => {
+            return Err(super::renewal_info::already_replaced())
+        }
+        inserted => inserted?,
+    }
     let order = refresh_order(ctx, order).await?;
     Ok(Reply {
         created: true,
@@ -694,6 +704,9 @@ fn order_json(base: &str, order: &Order) -> Value {
     });
     if let Some(profile) = &order.profile {
         body["profile"] = json!(profile);
+    }
+    if let Some(replaces) = &order.replaces {
+        body["replaces"] = json!(replaces);
     }
     if let Some(at) = &order.not_before {
         body["notBefore"] = json!(at);
@@ -747,6 +760,9 @@ pub(crate) async fn refresh_order(ctx: &Context, mut order: Order) -> Result<Ord
     }
     if order.status != before {
         acme.update_order(&order).await?;
+        if order.status == "valid" {
+            link_renewal(ctx, &order).await;
+        }
     }
     Ok(order)
 }
@@ -785,6 +801,16 @@ fn fill_certificate(order: &mut Order, certificate: &crate::certificates::Certif
     order.certificate_id = Some(certificate.id);
     order.certificate_pem = Some(pem);
     order.fingerprint = Some(certificate.fingerprint_sha256.replace(':', "").to_ascii_lowercase());
+    order.cert_id = trellis_pki::x509::pem_certificates(&certificate.certificate_pem)
+        .and_then(|ders| ders.first().and_then(|der| super::renewal_info::cert_id_of(der)));
+}
+
+/// Records a replacing order's certificate as the renewal of the one it replaces; the order is
+/// already valid, so a failure here is logged, never the client's answer.
+async fn link_renewal(ctx: &Context, order: &Order) {
+    if let Err(problem) = super::renewal_info::link_renewal(ctx, order).await {
+        tracing::error!(order = %order.id, detail = %problem.detail, "recording an ACME replacement as a renewal failed");
+    }
 }
 
 /// An authorization's status, expiry applied.
@@ -1012,6 +1038,9 @@ async fn finalize(
         }
     }
     store(ctx)?.update_order(&order).await?;
+    if order.status == "valid" {
+        link_renewal(ctx, &order).await;
+    }
     Ok(Reply {
         retry_after,
         location: Some(format!("{base}/order/{}", order.id)),
