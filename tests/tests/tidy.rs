@@ -37,7 +37,10 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
                 "lifecycle",
                 "revokeCert revokes through lifecycle::revocation (acme sits above the areas, like lifecycle)",
             ),
-            ("plugins", "newOrder's policy screen builds an EvaluationRequest"),
+            (
+                "plugins",
+                "newOrder's policy screen builds an EvaluationRequest; finalize tells the client what a CA's connector reported",
+            ),
             ("ports", "StoreResult, and the inventory and request reads"),
             ("unit_of_work", "changes recorded with their audit rows"),
             ("validation", "the shared free-text checks"),

@@ -123,11 +123,23 @@ fn order(row: &AnyRow) -> StoreResult<Order> {
         certificate_id: row.try_get("certificate_id").db()?,
         certificate_pem: row.try_get("certificate_pem").db()?,
         fingerprint: row.try_get("fingerprint").db()?,
-        request_id: row.try_get("request_id").db()?,
+        request_id: request_id_from(row)?,
         cert_id: row.try_get("cert_id").db()?,
         replaces: row.try_get("replaces").db()?,
         created_at: row.try_get("created_at").db()?,
     })
+}
+
+/// `acme_orders.request_id` is a TEXT column (0520) holding a certificate request's integer id:
+/// written as its decimal text, read back and parsed, so both dialects store and decode it (a
+/// bound i64 is refused by PostgreSQL's TEXT and not decodable from SQLite's TEXT affinity).
+fn request_id_to_text(id: Option<i64>) -> Option<String> {
+    id.map(|id| id.to_string())
+}
+
+fn request_id_from(row: &AnyRow) -> StoreResult<Option<i64>> {
+    let text: Option<String> = row.try_get("request_id").db()?;
+    text.map(|t| t.parse().map_err(|_| corrupt("request_id"))).transpose()
 }
 
 fn authz(row: &AnyRow) -> StoreResult<Authorization> {
@@ -387,7 +399,7 @@ impl AcmeStore for DbAcme {
         .bind(o.certificate_id)
         .bind(&o.certificate_pem)
         .bind(&o.fingerprint)
-        .bind(o.request_id)
+        .bind(request_id_to_text(o.request_id))
         .bind(o.created_at)
         .bind(&o.cert_id)
         .bind(&o.replaces)
@@ -431,7 +443,7 @@ impl AcmeStore for DbAcme {
         .bind(o.certificate_id)
         .bind(&o.certificate_pem)
         .bind(&o.fingerprint)
-        .bind(o.request_id)
+        .bind(request_id_to_text(o.request_id))
         .bind(&o.cert_id)
         .bind(&o.id)
         .execute(&self.store.pool)

@@ -12,7 +12,7 @@ use trellis_tests::{Client, Server};
 
 use crate::cas::{internal_root, Openssl};
 
-fn certbot_venv() -> PathBuf {
+pub(crate) fn certbot_venv() -> PathBuf {
     trellis_tests::workspace_root().join("target/venv-certbot/bin")
 }
 
@@ -24,16 +24,16 @@ fn certbot_binary() -> PathBuf {
 
 /// A Trellis on a port chosen in advance (the directory's URLs are its public URL), validating
 /// on loopback through challtestsrv's DNS.
-struct Acme {
-    server: Server,
-    dns: ChallTestSrv,
-    admin: Client,
+pub(crate) struct Acme {
+    pub(crate) server: Server,
+    pub(crate) dns: ChallTestSrv,
+    pub(crate) admin: Client,
     /// The http-01 port Trellis's validator connects to (where the clients listen).
-    http_port: u16,
+    pub(crate) http_port: u16,
 }
 
 impl Acme {
-    async fn start(extra: &[(&str, &str)]) -> Acme {
+    pub(crate) async fn start(extra: &[(&str, &str)]) -> Acme {
         let dns = ChallTestSrv::start();
         let (port, http_port) = (free_port(), free_port());
         let listen = format!("127.0.0.1:{port}");
@@ -53,7 +53,7 @@ impl Acme {
     }
 
     /// A new internal CA with its directory enabled (EAB required); returns its id.
-    async fn ca(&self, name: &str) -> i64 {
+    pub(crate) async fn ca(&self, name: &str) -> i64 {
         let ca = internal_root(&self.admin, name).await;
         let enabled =
             self.admin.put(&format!("/api/certificate-authorities/{ca}/acme"), json!({ "enabled": true })).await;
@@ -62,12 +62,12 @@ impl Acme {
         ca
     }
 
-    fn directory(&self, ca: i64) -> String {
+    pub(crate) fn directory(&self, ca: i64) -> String {
         self.server.url(&format!("/acme/{ca}/directory"))
     }
 
     /// A new EAB key of `ca`: (its id, keyId, hmacKey).
-    async fn eab(&self, ca: i64, name: &str) -> (String, String, String) {
+    pub(crate) async fn eab(&self, ca: i64, name: &str) -> (String, String, String) {
         let made = self.admin.post("/api/acme/eab-keys", json!({ "caId": ca, "name": name })).await;
         assert_eq!(made.status, 201, "{}", made.body);
         let data = &made.body["data"];
@@ -103,7 +103,7 @@ impl Certbot {
     }
 }
 
-fn text(output: &Output) -> String {
+pub(crate) fn text(output: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }
 
@@ -147,7 +147,7 @@ fn certonly(certbot: &Certbot, acme: &Acme, ca: i64, eab: (&str, &str), names: &
 
 /// The chain verifies with openssl against the CA's own certificate (from Trellis's API, not
 /// from the chain), and parses with Python's cryptography.
-async fn check_chain(acme: &Acme, ca: i64, cert: &Path, fullchain: &Path, names: &[&str]) {
+pub(crate) async fn check_chain(acme: &Acme, ca: i64, cert: &Path, fullchain: &Path, names: &[&str]) {
     let ca_record = acme.admin.get(&format!("/api/certificate-authorities/{ca}")).await;
     let ca_pem = ca_record.body["data"]["certificatePem"]
         .as_str()
@@ -179,7 +179,7 @@ async fn check_chain(acme: &Acme, ca: i64, cert: &Path, fullchain: &Path, names:
     assert_eq!(String::from_utf8_lossy(&parsed.stdout).trim(), format!("{} 2", sorted.join(",")));
 }
 
-async fn inventory_entry(admin: &Client, name: &str) -> Value {
+pub(crate) async fn inventory_entry(admin: &Client, name: &str) -> Value {
     let listed = admin.get(&format!("/api/certificates?search={name}&limit=100")).await;
     assert_eq!(listed.status, 200, "{}", listed.body);
     let entries = listed.body["data"].as_array().cloned().unwrap_or_default();
@@ -360,7 +360,7 @@ async fn a_wildcard_is_validated_by_dns01_through_a_manual_hook() {
 
 /// A small ACME client of the test's own (ES256 account keys through ring), for what the real
 /// clients never send: wrong JWS, key rollover, a CSR for other names.
-mod raw {
+pub(crate) mod raw {
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use base64::Engine;
     use ring::rand::SystemRandom;

@@ -3,6 +3,7 @@
 mod acme;
 mod acme_http01;
 mod acme_server;
+mod acme_server_chain;
 mod attestation;
 mod attestation_tpm;
 mod audit;

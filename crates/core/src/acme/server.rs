@@ -780,10 +780,21 @@ async fn complete_from_request(ctx: &Context, mut order: Order, request_id: i64)
                 }
             }
         }
-        RequestStatus::Rejected | RequestStatus::Failed => {
+        // A person's rejection is the client's lack of authorization (`unauthorized`, with the
+        // approver's reason); a CA that refused or failed is no fault of the client's request as
+        // Trellis judged it, so it is the server's (`serverInternal`, with the CA's words, which
+        // the workspace's own users see on the request too).
+        RequestStatus::Rejected => {
             order.status = "invalid".into();
-            let detail = request.error.or(request.decision_reason).unwrap_or_else(|| "the request was refused".into());
+            let reason = request.decision_reason.unwrap_or_else(|| "no reason given".into());
+            let detail = format!("the certificate request was rejected in Trellis: {reason}");
             order.error = Some(problem(ProblemType::Unauthorized, detail).document());
+        }
+        RequestStatus::Failed => {
+            order.status = "invalid".into();
+            let error = request.error.unwrap_or_else(|| "no error given".into());
+            let detail = format!("the CA did not issue the certificate: {error}");
+            order.error = Some(problem(ProblemType::ServerInternal, detail).document());
         }
         _ => {}
     }
@@ -1030,6 +1041,13 @@ async fn finalize(
             order.status = "invalid".into();
             let failed = match err {
                 crate::Error::Validation { .. } => problem(ProblemType::BadCsr, err.to_string()),
+                // What the CA's connector reported (the CA refused, is down, limits us) is said
+                // in its words, as the order gets them when the poller meets the same failure
+                // later: the client learns why, not only an error code.
+                crate::Error::Plugin(crate::plugins::PluginError::Reported { error, .. }) => {
+                    tracing::warn!(error = %error, order = %order.id, "the CA did not issue an ACME order");
+                    problem(ProblemType::ServerInternal, format!("the CA did not issue the certificate: {error}"))
+                }
                 other => Problem::from(other),
             };
             order.error = Some(failed.document());
