@@ -73,12 +73,49 @@ impl WasiHttpView for CallState {
     }
 }
 
-/// Per-call memory limit. Growth past the limit is an error (not a failed `memory.grow`), so
-/// the call ends with a distinct memory-limit failure instead of a generic allocator abort.
+/// Per-call memory limit over all the call's linear memories together: a component of several
+/// core modules (CPython's and SpiderMonkey's builds have a few) must not get the limit once
+/// per memory. Growth past the limit is an error (not a failed `memory.grow`), so the call ends
+/// with a distinct memory-limit failure instead of a generic allocator abort. The peak is what
+/// the call needed: the figure an operator sets the limit from (`trellis_plugin_call_memory_peak_bytes`).
 #[derive(Debug)]
 pub(crate) struct MemoryLimiter {
     pub(crate) limit_bytes: usize,
     pub(crate) exceeded: bool,
+    /// Bytes of all linear memories now, and the most they held during the call.
+    pub(crate) used_bytes: usize,
+    pub(crate) peak_bytes: usize,
+}
+
+impl MemoryLimiter {
+    pub(crate) fn new(limit_bytes: usize) -> MemoryLimiter {
+        MemoryLimiter { limit_bytes, exceeded: false, used_bytes: 0, peak_bytes: 0 }
+    }
+}
+
+/// What one call used: the peak of its linear memories and the CPU it spent in wasm (counted
+/// in epoch ticks, so to the tick: 10 ms by default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallUsage {
+    pub memory_peak_bytes: u64,
+    pub cpu_ms: u64,
+}
+
+impl CallUsage {
+    pub(crate) fn of(state: &CallState, epoch_tick: std::time::Duration) -> CallUsage {
+        CallUsage {
+            memory_peak_bytes: state.limiter.peak_bytes as u64,
+            cpu_ms: (epoch_tick.as_millis() as u64).saturating_mul(state.ticks),
+        }
+    }
+
+    /// The larger of each figure.
+    pub(crate) fn max(self, other: CallUsage) -> CallUsage {
+        CallUsage {
+            memory_peak_bytes: self.memory_peak_bytes.max(other.memory_peak_bytes),
+            cpu_ms: self.cpu_ms.max(other.cpu_ms),
+        }
+    }
 }
 
 /// Marker error returned by the limiter; found again in the error chain when classifying.
@@ -87,11 +124,15 @@ pub(crate) struct MemoryLimiter {
 pub(crate) struct MemoryLimitHit(pub(crate) usize);
 
 impl wasmtime::ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        if desired > self.limit_bytes {
+    // Called for each memory's initial size too (current 0), so `used_bytes` counts them all.
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let used = self.used_bytes.saturating_sub(current).saturating_add(desired);
+        if used > self.limit_bytes {
             self.exceeded = true;
             return Err(wasmtime::Error::new(MemoryLimitHit(self.limit_bytes)));
         }
+        self.used_bytes = used;
+        self.peak_bytes = self.peak_bytes.max(used);
         Ok(true)
     }
 

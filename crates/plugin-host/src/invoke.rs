@@ -13,7 +13,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::WasiCtx;
 use wasmtime_wasi_http::WasiHttpCtx;
 
-use crate::call::{CallIdentity, CallState, GuestOutput, MemoryLimitHit, MemoryLimiter, PkiAccess};
+use crate::call::{CallIdentity, CallState, CallUsage, GuestOutput, MemoryLimitHit, MemoryLimiter, PkiAccess};
 use crate::config::CallLimits;
 use trellis_egress::EgressGrant;
 
@@ -123,11 +123,17 @@ impl PluginRuntime {
 
         let incidents = egress_call.record.take();
         let label = plugin.label.to_string();
+        let used = CallUsage::of(store.data(), config.epoch_tick);
+        self.record_usage(plugin, used);
         let result = classify(&label, &limits, outcome, store.data(), &incidents);
         match &result {
-            Ok(_) => {
-                tracing::debug!(plugin = %label, elapsed_us = elapsed.as_micros() as u64, "plugin call ok")
-            }
+            Ok(_) => tracing::debug!(
+                plugin = %label,
+                elapsed_us = elapsed.as_micros() as u64,
+                memory_peak_bytes = used.memory_peak_bytes,
+                cpu_ms = used.cpu_ms,
+                "plugin call ok"
+            ),
             Err(err) if err.is_sandbox_violation() => {
                 metrics::counter!("trellis_plugin_call_failures_total", "plugin" => label.clone(), "code" => err.code()).increment(1);
                 tracing::warn!(plugin = %label, code = err.code(), error = %err, "plugin call failed")
@@ -172,7 +178,7 @@ impl PluginRuntime {
             http,
             table,
             hooks: EgressHooks { policy: self.egress_policy(), call: egress_call },
-            limiter: MemoryLimiter { limit_bytes: limits.memory_bytes, exceeded: false },
+            limiter: MemoryLimiter::new(limits.memory_bytes),
             identity,
             log_budget,
             state_store: self.state_store(),

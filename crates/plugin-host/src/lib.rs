@@ -40,6 +40,7 @@ mod worlds;
 mod tests;
 
 pub use artefacts::CacheStats;
+pub use call::CallUsage;
 pub use config::{ArtefactKey, CallLimits, EgressConfig, KindLimits, RuntimeConfig};
 pub use runtime::{PluginRuntime, WIT_PACKAGE_VERSION};
 // The plugin vocabulary is the domain's (`trellis_core::plugins`); re-exported so that users of

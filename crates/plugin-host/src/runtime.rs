@@ -14,7 +14,7 @@ use wasmtime::component::Linker;
 use wasmtime::Engine;
 
 use crate::artefacts::{Artefacts, CacheStats};
-use crate::call::CallState;
+use crate::call::{CallState, CallUsage};
 use crate::config::RuntimeConfig;
 use crate::egress::EgressPolicy;
 use crate::engine::{build_engine, build_linker, spawn_epoch_ticker};
@@ -59,6 +59,8 @@ struct Inner {
     registry: RwLock<Registry>,
     /// Compiled components on disk (`artefacts`); none without a cache directory and key.
     artefacts: Option<Artefacts>,
+    /// The most each plugin's calls used since start (memory peak, CPU), by plugin id.
+    usage: std::sync::Mutex<HashMap<String, CallUsage>>,
 }
 
 impl PluginRuntime {
@@ -100,6 +102,7 @@ impl PluginRuntime {
                 pki_core: None,
                 registry: RwLock::new(Registry::default()),
                 artefacts,
+                usage: std::sync::Mutex::default(),
             }),
         })
     }
@@ -143,6 +146,20 @@ impl PluginRuntime {
     /// Outbound requests denied since start, all plugins.
     pub fn egress_denied_total(&self) -> u64 {
         self.inner.egress.denied_total()
+    }
+
+    /// The most one call of the plugin used since start (memory peak over all its linear
+    /// memories, CPU in wasm): what its kind's limits must leave room for.
+    pub fn call_usage(&self, plugin_id: &str) -> Option<CallUsage> {
+        self.inner.usage.lock().ok()?.get(plugin_id).copied()
+    }
+
+    pub(crate) fn record_usage(&self, plugin: &LoadedPlugin, used: CallUsage) {
+        let Ok(mut usage) = self.inner.usage.lock() else { return };
+        let most = usage.entry(plugin.info.id.clone()).or_default();
+        *most = most.max(used);
+        metrics::gauge!("trellis_plugin_call_memory_peak_bytes", "plugin" => plugin.info.id.clone())
+            .set(most.memory_peak_bytes as f64);
     }
 
     /// Compiled-code cache hits and misses since start (`None` without a cache).

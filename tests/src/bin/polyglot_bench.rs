@@ -13,7 +13,10 @@
 //! * cold start: the first denied issuance per language after SIGKILL and restart on the same data
 //!   directory (the compiled-code cache under it is kept);
 //! * memory: after that restart, the server's RSS growth over each language's first eleven calls
-//!   (its compiled code mapped in plus an instance), then over `concurrency` calls at once.
+//!   (its compiled code mapped in plus an instance), then over `concurrency` calls at once;
+//! * memory a call needs: the peak of the call's linear memories together (what the policy
+//!   kind's memory limit must leave room for), `trellis_plugin_call_memory_peak_bytes` in
+//!   `/metrics`, after the latency calls.
 //!
 //! Each workspace binds exactly one policy, so each request runs one language.
 //! Run: `make bench-polyglot`, or `cargo build --release -p trellis --bin trellis -p trellis-tests --bin polyglot-bench &&
@@ -135,6 +138,21 @@ async fn main() -> Result<()> {
         }
     }
 
+    // The most one call needed, per language, from the server's own accounting.
+    let metrics = admin.get("/metrics").await;
+    let metrics = String::from_utf8_lossy(&metrics.bytes).into_owned();
+    let mut peaks = Vec::new();
+    for lang in &LANGS {
+        let series = format!("trellis_plugin_call_memory_peak_bytes{{plugin=\"trellis.{}\"}} ", lang.policy_type);
+        let bytes: f64 = metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(series.as_str()))
+            .with_context(|| format!("{series}missing from /metrics"))?
+            .trim()
+            .parse()?;
+        peaks.push(bytes / (1024.0 * 1024.0));
+    }
+
     // Cold start, per language: SIGKILL, restart on the same data directory and compiled-code
     // cache, then the first call, and the server's RSS growth over it and ten more (the compiled
     // code mapped in plus an instance), then over `concurrency` calls at once. Measured after a
@@ -180,12 +198,13 @@ async fn main() -> Result<()> {
             format!("{:.1}", cold[i]),
             format!("{:.1}", rss_growth[i]),
             format!("{:.1}", rss_concurrent[i]),
+            format!("{:.1}", peaks[i]),
         ]);
     }
     println!(
-        "| language | size MiB | install ms | first call after install ms | denied issuance p50 ms | p99 ms | cold start after restart ms | RSS growth over 11 calls after restart MiB | RSS growth, {concurrency} parallel calls MiB |"
+        "| language | size MiB | install ms | first call after install ms | denied issuance p50 ms | p99 ms | cold start after restart ms | RSS growth over 11 calls after restart MiB | RSS growth, {concurrency} parallel calls MiB | memory a call needs MiB |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for row in rows {
         println!("| {} |", row.join(" | "));
     }

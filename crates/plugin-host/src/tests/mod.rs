@@ -3,6 +3,7 @@
 mod adversarial;
 mod contract_v0_2;
 mod install;
+mod languages;
 mod pure_worlds;
 mod record_network;
 mod slack;
