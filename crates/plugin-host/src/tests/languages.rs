@@ -9,8 +9,8 @@ use serde_json::json;
 
 use crate::tests::{built_plugins_dir, install, plugin_bytes, runtime};
 use crate::{
-    Activation, CallTarget, Decision, EvaluationRequest, IssuanceSource, KindLimits, PluginError, PluginHost, PluginKind, PluginRef,
-    Requester, RequesterKind, RuntimeConfig, SubjectAltName, SubjectKey,
+    Activation, CallTarget, Decision, EvaluationRequest, IssuanceSource, KindLimits, PluginError, PluginHost,
+    PluginKind, PluginRef, Requester, RequesterKind, RuntimeConfig, SubjectAltName, SubjectKey,
 };
 
 /// With a compiled-code cache kept in the build tree: CPython's component takes tens of seconds
@@ -31,7 +31,12 @@ fn evaluation(name: &str) -> EvaluationRequest {
         template: None,
         subject: crate::CertificateProfile::default().subject,
         subject_alt_names: vec![SubjectAltName::Dns(name.into())],
-        key: SubjectKey { algorithm: "ecdsa".into(), size_bits: 256, curve: Some("P-256".into()), server_generated: false },
+        key: SubjectKey {
+            algorithm: "ecdsa".into(),
+            size_bits: 256,
+            curve: Some("P-256".into()),
+            server_generated: false,
+        },
         validity_days: 30,
         requester: Requester { kind: RequesterKind::User, id: "usr_1".into(), display_name: None },
         source: IssuanceSource::Api,
@@ -62,7 +67,8 @@ async fn every_language_runs_within_its_kinds_limits_and_is_stopped_past_them() 
         let defaults = runtime(config_with(KindLimits::default()));
         let installed = install(&defaults, name).await;
         let kind = installed.info.kind;
-        let target = CallTarget::new("ws_test", PluginRef::Id(installed.info.id.clone()), config.clone()).for_record("rec_1");
+        let target =
+            CallTarget::new("ws_test", PluginRef::Id(installed.info.id.clone()), config.clone()).for_record("rec_1");
         call_once(&defaults, kind, &target).await.unwrap_or_else(|err| panic!("{name} under the defaults: {err}"));
         let used = defaults.call_usage(&installed.info.id).expect("the call's usage is recorded");
         let limit = KindLimits::default().for_kind(kind).memory_bytes as u64;
