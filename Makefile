@@ -11,7 +11,7 @@ export NEXTEST_TEST_THREADS ?= $(TEST_THREADS)
 export RUST_TEST_THREADS ?= $(TEST_THREADS)
 TEST_RUNNER ?= $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo "$(CARGO) nextest run" || echo "$(CARGO) test")
 
-.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login bench-issuance bench-delivery bench-discovery bench-acme bench-verifier bench-attestation bench-pki bench-polyglot lint fmt fuzz-api
+.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login bench-issuance bench-delivery bench-discovery bench-acme bench-acme-server bench-verifier bench-attestation bench-pki bench-polyglot lint fmt fuzz-api
 
 ## Serve on 127.0.0.1:8080 with SQLite at ./data/trellis.db and the first-party plugins.
 run: plugins
@@ -79,6 +79,14 @@ bench-discovery:
 	scripts/build-plugins.sh ca-bulk
 	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin discovery-bench
 	./target/release/discovery-bench
+
+## ACME server figures (issue 23): full orders (newOrder, http-01 validated by the server, finalize,
+## download; new key per order, 8 in flight) through Trellis's ACME server vs OpenBao's, the same
+## instant-acme client, alternated, 3 runs, medians. Binds 127.0.0.1:80: run as root.
+bench-acme-server:
+	scripts/openbao.sh >/dev/null
+	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin acme-server-bench
+	./target/release/acme-server-bench
 
 ## ACME figures (issue 9): orders/s and p50 of ACME issuance through Trellis (acme connector, HTTP-01 on
 ## Trellis's challenge listener) vs lego, 8 orders in flight on the same Pebble; 3 runs, medians.
