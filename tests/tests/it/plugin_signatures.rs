@@ -235,8 +235,32 @@ async fn warn_mode_installs_with_a_warning_and_the_cli_manages_keys() {
     assert_eq!(installed["signerKeyId"], key_id.as_str(), "{installed}");
     let listed = server.cli(&["plugin-keys", "list"]).expect("plugin-keys list");
     assert_eq!(listed[0]["keyId"], key_id.as_str());
+    // Bound in the admin's workspace: a revocation from the CLI (no workspace of its own) tells
+    // every workspace that binds the plugin.
+    // The running server learns of the CLI's install at its next sync with the database.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let binding = json!({ "kind": "integration", "type": "fixture-trap", "pluginId": "trellis.fixture.trap" });
+        let bound = admin.put("/api/plugin-bindings", binding).await;
+        if bound.status == 200 {
+            break;
+        }
+        assert!(bound.status == 404 && std::time::Instant::now() < deadline, "{} {}", bound.status, bound.body);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     let revoked = server.cli(&["plugin-keys", "revoke", &key_id]).expect("plugin-keys revoke");
     assert_eq!(revoked["deactivatedVersions"][0]["pluginId"], installed["info"]["id"]);
+    let events = admin.get("/api/events?type=plugin.version_deactivated").await;
+    assert_eq!(events.status, 200, "{}", events.body);
+    let heard = events.body["data"].as_array().cloned().unwrap_or_default();
+    assert!(
+        heard.iter().any(|e| {
+            let data = if e["payload"]["data"].is_null() { &e["data"] } else { &e["payload"]["data"] };
+            data["pluginId"] == "trellis.fixture.trap" && data["keyId"] == key_id.as_str()
+        }),
+        "the binding workspace hears of the CLI revocation: {}",
+        events.body
+    );
     let listed = server.cli(&["plugin-keys", "list"]).expect("plugin-keys list");
     assert!(listed[0]["revokedAt"].is_string(), "{listed}");
     let refused = server.cli_raw(&["plugin-keys", "revoke", &key_id]).expect("run");

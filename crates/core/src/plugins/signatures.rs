@@ -288,7 +288,8 @@ pub async fn revoke_key(ctx: &Context, caller: &Caller, key_id: &str) -> Result<
 /// Revokes a key: it verifies nothing from now on, and every version it signed is deactivated
 /// (the active ones lose their activation on every replica at its next sync; an activation or
 /// rollback to any of them is refused). One audit row for the key, one `plugin.deactivated` row
-/// and one `plugin.version_deactivated` event per version.
+/// per version, and one `plugin.version_deactivated` event per version in each workspace that
+/// binds the plugin and in the revoking administrator's.
 pub async fn revoke_key_as(
     ctx: &Context,
     actor: &Audit,
@@ -302,6 +303,7 @@ pub async fn revoke_key_as(
         return Err(Error::Conflict(format!("key {key_id} is already revoked")));
     }
     let signed = ctx.store.plugin_versions_signed_by(key_id).await?;
+    let bindings = ctx.store.list_plugin_bindings().await?;
     let runtime = ctx.plugins.host();
     let mut change = ctx.change(actor.clone(), audit_workspace).await?;
     let at = change.at();
@@ -319,12 +321,25 @@ pub async fn revoke_key_as(
         }
         let details = serde_json::json!({ "version": version, "keyId": key_id, "reason": "signing_key_revoked" });
         change.audit("plugin.deactivated", Target::new("plugin", plugin_id), details);
-        change.emit(Event::PluginVersionDeactivated(PluginVersionDeactivated {
-            plugin_id: plugin_id.clone(),
-            version: version.clone(),
-            key_id: key_id.to_owned(),
-            reason: "signing_key_revoked".into(),
-        }));
+        // Every workspace that binds the plugin hears of it (their webhooks and notifiers), and
+        // the revoking administrator's, if any: a revocation from the CLI has no workspace of its own.
+        let workspaces: std::collections::BTreeSet<&str> = bindings
+            .iter()
+            .filter(|binding| &binding.plugin_id == plugin_id)
+            .map(|binding| binding.workspace_id.as_str())
+            .chain(audit_workspace)
+            .collect();
+        for workspace_id in workspaces {
+            change.emit_in(
+                workspace_id,
+                Event::PluginVersionDeactivated(PluginVersionDeactivated {
+                    plugin_id: plugin_id.clone(),
+                    version: version.clone(),
+                    key_id: key_id.to_owned(),
+                    reason: "signing_key_revoked".into(),
+                }),
+            );
+        }
     }
     let details = serde_json::json!({
         "name": key.name,
