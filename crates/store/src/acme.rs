@@ -175,6 +175,19 @@ fn challenge(row: &AnyRow) -> StoreResult<Challenge> {
 }
 
 impl DbAcme {
+    /// The CA's one order matching `condition` on `$2` (the certID columns of ARI).
+    async fn order_where(&self, condition: &str, ca_id: i64, value: &str) -> StoreResult<Option<Order>> {
+        sqlx::query(&format!("SELECT {ORDER} FROM acme_orders WHERE ca_id = $1 AND {condition}"))
+            .bind(ca_id)
+            .bind(value)
+            .fetch_optional(&mut *self.store.reader().await?)
+            .await
+            .db()?
+            .as_ref()
+            .map(order)
+            .transpose()
+    }
+
     async fn one<T>(&self, sql: &str, binds: &[&str], map: fn(&AnyRow) -> StoreResult<T>) -> StoreResult<Option<T>> {
         let mut query = sqlx::query(sql);
         for bind in binds {
@@ -465,29 +478,11 @@ impl AcmeStore for DbAcme {
     }
 
     async fn order_by_cert_id(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>> {
-        sqlx::query(&format!("SELECT {ORDER} FROM acme_orders WHERE ca_id = $1 AND cert_id = $2"))
-            .bind(ca_id)
-            .bind(cert_id)
-            .fetch_optional(&self.store.pool)
-            .await
-            .db()?
-            .as_ref()
-            .map(order)
-            .transpose()
+        self.order_where("cert_id = $2", ca_id, cert_id).await
     }
 
     async fn replacing_order(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>> {
-        sqlx::query(&format!(
-            "SELECT {ORDER} FROM acme_orders WHERE ca_id = $1 AND replaces = $2 AND status <> 'invalid'"
-        ))
-        .bind(ca_id)
-        .bind(cert_id)
-        .fetch_optional(&self.store.pool)
-        .await
-        .db()?
-        .as_ref()
-        .map(order)
-        .transpose()
+        self.order_where("replaces = $2 AND status <> 'invalid'", ca_id, cert_id).await
     }
 
     async fn count_orders_since(&self, account_id: &str, since: i64) -> StoreResult<i64> {

@@ -578,16 +578,7 @@ async fn wrong_jws_are_refused_with_their_problem_types_and_keys_roll_over() {
     assert!(set.status().is_success());
     let posted = client.post(challenge["url"].as_str().unwrap_or_default(), Some(&json!({}))).await;
     assert_eq!(posted.status, 200, "{}", posted.text);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let now = client.post(&order_url, None).await;
-        if now.body["status"] == "ready" {
-            break;
-        }
-        assert_ne!(now.body["status"], "invalid", "{}", now.text);
-        assert!(std::time::Instant::now() < deadline, "the order never became ready: {}", now.text);
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    wait_until_ready(&client, &order_url).await;
     // A third order this hour: rateLimited with Retry-After.
     let limited = client.post(&new_order, Some(&order_body)).await;
     problem(&limited, 429, "rateLimited");
@@ -727,17 +718,16 @@ fn ari_cert_id(der: &[u8]) -> (String, i64, i64) {
     (id, validity.not_before.timestamp() * 1000, validity.not_after.timestamp() * 1000)
 }
 
-/// Takes a new order (201 expected) to `valid` through dns-01 (challtestsrv) and answers the
-/// final order and the leaf's DER.
-async fn complete_order(acme: &Acme, client: &raw::Client, order: &raw::Answer, name: &str) -> (raw::Answer, Vec<u8>) {
+/// Answers each pending authorization of `order` by dns-01: the TXT record goes to challtestsrv,
+/// which Trellis's validator reads, then the challenge is posted.
+pub(crate) async fn answer_dns01(acme: &Acme, client: &raw::Client, order: &Value) {
     use sha2::{Digest, Sha256};
-    assert_eq!(order.status, 201, "{}", order.text);
-    let order_url = order.location.clone().expect("order URL");
-    for authz_url in order.body["authorizations"].as_array().cloned().unwrap_or_default() {
+    for authz_url in order["authorizations"].as_array().cloned().unwrap_or_default() {
         let authz = client.post(authz_url.as_str().unwrap_or_default(), None).await;
         if authz.body["status"] != "pending" {
             continue;
         }
+        let name = authz.body["identifier"]["value"].as_str().unwrap_or_default().to_owned();
         let challenge =
             authz.body["challenges"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "dns-01")).cloned();
         let challenge = challenge.unwrap_or_else(|| panic!("a dns-01 challenge: {}", authz.text));
@@ -753,18 +743,31 @@ async fn complete_order(acme: &Acme, client: &raw::Client, order: &raw::Answer, 
             .expect("set-txt");
         assert!(set.status().is_success());
         let posted = client.post(challenge["url"].as_str().unwrap_or_default(), Some(&json!({}))).await;
-        assert_eq!(posted.status, 200, "{}", posted.text);
+        assert_eq!(posted.status, 200, "{}\n{}", posted.text, acme.server.log());
     }
+}
+
+/// POST-as-GET on the order until it is `ready` (a deadline, never a fixed sleep).
+async fn wait_until_ready(client: &raw::Client, order_url: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let now = client.post(&order_url, None).await;
+        let now = client.post(order_url, None).await;
         if now.body["status"] == "ready" {
-            break;
+            return;
         }
         assert_ne!(now.body["status"], "invalid", "{}", now.text);
         assert!(std::time::Instant::now() < deadline, "the order never became ready: {}", now.text);
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+}
+
+/// Takes a new order (201 expected) to `valid` through dns-01 (challtestsrv) and answers the
+/// final order and the leaf's DER.
+async fn complete_order(acme: &Acme, client: &raw::Client, order: &raw::Answer, name: &str) -> (raw::Answer, Vec<u8>) {
+    assert_eq!(order.status, 201, "{}", order.text);
+    let order_url = order.location.clone().expect("order URL");
+    answer_dns01(acme, client, &order.body).await;
+    wait_until_ready(client, &order_url).await;
     let key = rcgen::KeyPair::generate().expect("key");
     let mut params = rcgen::CertificateParams::new(vec![name.to_owned()]).expect("params");
     params.distinguished_name = rcgen::DistinguishedName::new();

@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use trellis_tests::pebble::{free_port, Pebble, PebbleOptions};
 
 use crate::acme::claim_domain;
-use crate::acme_server::{certbot_venv, check_chain, inventory_entry, raw, text, Acme};
+use crate::acme_server::{answer_dns01, certbot_venv, check_chain, inventory_entry, raw, text, Acme};
 use crate::cas::{create_ca, install_plugin, Openssl};
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -48,31 +48,11 @@ async fn client(acme: &Acme, ca: i64, name: &str) -> raw::Client {
 /// A new order for `names`, made `ready` by dns-01 (Trellis validates the TXT records the
 /// client sets in challtestsrv); returns the order's URL and its finalize URL.
 async fn ready_order(acme: &Acme, client: &raw::Client, names: &[&str]) -> (String, String) {
-    use sha2::{Digest, Sha256};
     let identifiers: Vec<Value> = names.iter().map(|n| json!({ "type": "dns", "value": n })).collect();
     let order = client.post(&client.url("newOrder"), Some(&json!({ "identifiers": identifiers }))).await;
     assert_eq!(order.status, 201, "{}", order.text);
     let order_url = order.location.clone().expect("order URL");
-    for authz_url in order.body["authorizations"].as_array().cloned().unwrap_or_default() {
-        let authz = client.post(authz_url.as_str().unwrap_or_default(), None).await;
-        let name = authz.body["identifier"]["value"].as_str().unwrap_or_default().to_owned();
-        let challenge =
-            authz.body["challenges"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "dns-01")).cloned();
-        let challenge = challenge.unwrap_or_else(|| panic!("a dns-01 challenge: {}", authz.text));
-        let key_authorization =
-            format!("{}.{}", challenge["token"].as_str().unwrap_or_default(), client.key.thumbprint());
-        let digest = raw::b64(&Sha256::digest(key_authorization.as_bytes()));
-        let set = client
-            .http
-            .post(format!("{}/set-txt", acme.dns.management_url))
-            .body(json!({ "host": format!("_acme-challenge.{name}."), "value": digest }).to_string())
-            .send()
-            .await
-            .expect("set-txt");
-        assert!(set.status().is_success());
-        let posted = client.post(challenge["url"].as_str().unwrap_or_default(), Some(&json!({}))).await;
-        assert_eq!(posted.status, 200, "{}\n{}", posted.text, acme.server.log());
-    }
+    answer_dns01(acme, client, &order.body).await;
     let ready = poll_order(acme, client, &order_url, "ready", || {}).await;
     let finalize = ready.body["finalize"].as_str().expect("finalize URL").to_owned();
     (order_url, finalize)
