@@ -444,7 +444,10 @@ fn spawn_serve(env: &[(String, String)]) -> anyhow::Result<(Child, String, Arc<C
             }
         }
     });
-    let address = match rx.recv_timeout(Duration::from_secs(30)) {
+    // A first start installs the first-party plugins, which compiles them unless the build tree's
+    // cache has them: on a fresh clone the first servers of a run (several at once, beside the
+    // other tests) compile them all, which took over 30 s in a loaded CI run.
+    let address = match rx.recv_timeout(Duration::from_secs(120)) {
         Ok(Ok(address)) => address,
         Ok(Err(line)) => {
             let _ = child.kill();
@@ -452,7 +455,7 @@ fn spawn_serve(env: &[(String, String)]) -> anyhow::Result<(Child, String, Arc<C
         }
         Err(_) => {
             let _ = child.kill();
-            bail!("trellis did not report a listening address within 30 s")
+            bail!("trellis did not report a listening address within 120 s")
         }
     };
     Ok((child, format!("http://{address}"), log))
