@@ -156,10 +156,18 @@ impl PluginRuntime {
 
     pub(crate) fn record_usage(&self, plugin: &LoadedPlugin, used: CallUsage) {
         let Ok(mut usage) = self.inner.usage.lock() else { return };
-        let most = usage.entry(plugin.info.id.clone()).or_default();
-        *most = most.max(used);
+        // Every call passes here: allocate and touch the gauge only when a figure grows.
+        let most = match usage.get_mut(plugin.info.id.as_str()) {
+            Some(most) => most,
+            None => usage.entry(plugin.info.id.clone()).or_default(),
+        };
+        let grown = most.max(used);
+        if grown == *most {
+            return;
+        }
+        *most = grown;
         metrics::gauge!("trellis_plugin_call_memory_peak_bytes", "plugin" => plugin.info.id.clone())
-            .set(most.memory_peak_bytes as f64);
+            .set(grown.memory_peak_bytes as f64);
     }
 
     /// Compiled-code cache hits and misses since start (`None` without a cache).
