@@ -350,8 +350,10 @@ async fn a_scans_findings_are_what_it_added_and_the_known_ones_it_touched() {
 
     let window = crate::pagination::PageRequest { limit: 50, offset: 0 };
     let found = super::findings(&ctx, &caller, SCAN_ID, window).await.unwrap_or_else(|err| panic!("{err}"));
-    let seen: Vec<(String, bool)> = found.items.iter().map(|f| (f.certificate.common_name.clone(), f.new)).collect();
-    assert_eq!(seen, [("known.example.com".to_string(), false), ("fresh.example.com".to_string(), true)]);
+    // rcgen names its certificates by their SANs only.
+    let seen: Vec<(String, bool)> =
+        found.items.iter().map(|f| (f.certificate.subject_alt_names.join(","), f.new)).collect();
+    assert_eq!(seen, [("DNS:known.example.com".to_string(), false), ("DNS:fresh.example.com".to_string(), true)]);
     assert_eq!(found.items[0].certificate.id, registered.id);
     assert_eq!(found.total, 2);
 
