@@ -113,7 +113,7 @@ async fn page(
 pub async fn show(State(ctx): State<SharedContext>, console: Console) -> Result<Response, PageError> {
     console.caller.require(Scope::CertificatesWrite)?;
     let form =
-        IssueForm { template_id: "tls-server".into(), key_algorithm: "ecdsa-p256".into(), ..IssueForm::default() };
+        IssueForm { template_id: "web_server".into(), key_algorithm: "ecdsa-p256".into(), ..IssueForm::default() };
     render(&page(&ctx, &console, form, None).await?)
 }
 
