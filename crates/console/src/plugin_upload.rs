@@ -4,7 +4,7 @@
 //! the multipart body, so the body is parsed here: a file upload is the one console form that
 //! cannot be URL-encoded.
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::Response;
@@ -22,82 +22,51 @@ use crate::session::Console;
 
 /// The API's component limit (32 MiB), plus room for the form's other fields and the
 /// multipart framing.
-const MAX_FORM_BYTES: usize = (32 << 20) + (64 << 10);
+const MAX_FORM_BYTES: u64 = (32 << 20) + (64 << 10);
 /// A refused upload this small is read before answering, so the browser sees the answer on a
 /// clean connection (as the API's install does).
 const DRAIN_BEFORE_REFUSING: usize = 1 << 20;
 
-/// One part of a `multipart/form-data` body.
-#[derive(Debug, PartialEq)]
-pub struct Part<'a> {
-    pub name: String,
-    /// Present for a file input (possibly empty: no file chosen).
-    pub file_name: Option<String>,
-    pub data: &'a [u8],
+/// The upload form's fields (RFC 7578 `multipart/form-data`, parsed by multer).
+#[derive(Debug, Default)]
+struct UploadForm {
+    csrf: String,
+    /// `None` when the file input was absent or left empty.
+    component: Option<Bytes>,
+    signature: Option<Bytes>,
+    activate: Option<String>,
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-/// The `boundary` parameter of a `multipart/form-data` content type.
-pub fn boundary(content_type: &str) -> Option<String> {
-    let mut params = content_type.split(';');
-    if !params.next()?.trim().eq_ignore_ascii_case("multipart/form-data") {
-        return None;
-    }
-    params
-        .find_map(|p| {
-            let (key, value) = p.split_once('=')?;
-            key.trim().eq_ignore_ascii_case("boundary").then(|| value.trim().trim_matches('"').to_string())
-        })
-        .filter(|b| !b.is_empty() && b.len() <= 70)
-}
-
-/// A `Content-Disposition` parameter (`name`, `filename`), quoted or not.
-fn disposition_param(line: &str, param: &str) -> Option<String> {
-    line.split(';').skip(1).find_map(|p| {
-        let (key, value) = p.split_once('=')?;
-        key.trim().eq_ignore_ascii_case(param).then(|| value.trim().trim_matches('"').to_string())
-    })
-}
-
-/// Splits a `multipart/form-data` body (RFC 7578) into its parts; `None` when it is not one.
-/// Each part's headers end at the first blank line; its data runs to the CRLF before the next
-/// delimiter, so binary content (a wasm component) is kept byte for byte.
-pub fn parse<'a>(body: &'a [u8], boundary: &str) -> Option<Vec<Part<'a>>> {
-    let delimiter = format!("--{boundary}");
-    let between = format!("\r\n--{boundary}");
-    let start = find(body, delimiter.as_bytes())?;
-    let mut rest = &body[start + delimiter.len()..];
-    let mut parts = Vec::new();
-    loop {
-        // After a delimiter: `--` closes the body, CRLF opens a part.
-        if rest.starts_with(b"--") {
-            return Some(parts);
+/// A form multer could not read: too large (the API's limit), or not a multipart body.
+fn unreadable(err: multer::Error) -> PageError {
+    match err {
+        multer::Error::StreamSizeExceeded { .. } | multer::Error::FieldSizeExceeded { .. } => {
+            PageError::Api(ApiError::PayloadTooLarge)
         }
-        rest = rest.strip_prefix(b"\r\n")?;
-        let head_end = find(rest, b"\r\n\r\n")?;
-        let head = std::str::from_utf8(&rest[..head_end]).ok()?;
-        let disposition = head
-            .split("\r\n")
-            .find(|l| l.split_once(':').is_some_and(|(k, _)| k.trim().eq_ignore_ascii_case("content-disposition")))?;
-        let name = disposition_param(disposition, "name")?;
-        let file_name = disposition_param(disposition, "filename");
-        let data_and_rest = &rest[head_end + 4..];
-        let end = find(data_and_rest, between.as_bytes())?;
-        parts.push(Part { name, file_name, data: &data_and_rest[..end] });
-        rest = &data_and_rest[end + between.len()..];
+        other => PageError::from(Error::validation(format!("The upload form could not be read: {other}"))),
     }
 }
 
-fn text_field<'a>(parts: &'a [Part<'_>], name: &str) -> Option<&'a str> {
-    parts.iter().find(|p| p.name == name).and_then(|p| std::str::from_utf8(p.data).ok())
-}
-
-/// A chosen file's bytes (`None`: the input was absent or left empty).
-fn file_field<'a>(parts: &'a [Part<'_>], name: &str) -> Option<&'a [u8]> {
-    parts.iter().find(|p| p.name == name).map(|p| p.data).filter(|d| !d.is_empty())
+async fn read_form(headers: &HeaderMap, body: Body) -> Result<UploadForm, PageError> {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let boundary = multer::parse_boundary(content_type)
+        .map_err(|_| PageError::from(Error::validation("The upload form must be sent as multipart/form-data")))?;
+    let limits = multer::Constraints::new().size_limit(multer::SizeLimit::new().whole_stream(MAX_FORM_BYTES));
+    let mut multipart = multer::Multipart::with_constraints(body.into_data_stream(), boundary, limits);
+    let mut form = UploadForm::default();
+    while let Some(field) = multipart.next_field().await.map_err(unreadable)? {
+        let name = field.name().unwrap_or_default().to_string();
+        let data = field.bytes().await.map_err(unreadable)?;
+        let file = Some(data.clone()).filter(|d| !d.is_empty());
+        match name.as_str() {
+            "csrf" => form.csrf = String::from_utf8_lossy(&data).into_owned(),
+            "component" => form.component = file,
+            "signature" => form.signature = file,
+            "activate" => form.activate = Some(String::from_utf8_lossy(&data).into_owned()),
+            _ => {}
+        }
+    }
+    Ok(form)
 }
 
 /// What the answer says about the signature of an installed version.
@@ -124,31 +93,20 @@ pub async fn upload(
         let _ = axum::body::to_bytes(body, DRAIN_BEFORE_REFUSING).await;
         return Err(refused.into());
     }
-    let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES).await.map_err(|err| {
-        if std::error::Error::source(&err).is_some_and(|source| source.is::<http_body_util::LengthLimitError>()) {
-            PageError::Api(ApiError::PayloadTooLarge)
-        } else {
-            PageError::from(Error::validation("The form could not be read"))
-        }
-    })?;
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let parts = boundary(content_type)
-        .and_then(|b| parse(&bytes, &b))
-        .ok_or_else(|| PageError::from(Error::validation("The upload form must be sent as multipart/form-data")))?;
-    let token = text_field(&parts, "csrf").unwrap_or_default();
-    if !constant_time_eq(token.as_bytes(), console.csrf.as_bytes()) {
+    let form = read_form(&headers, body).await?;
+    if !constant_time_eq(form.csrf.as_bytes(), console.csrf.as_bytes()) {
         return Err(PageError::Api(ApiError::CrossOrigin));
     }
-    let Some(component) = file_field(&parts, "component") else {
+    let Some(component) = form.component.as_deref() else {
         let notice = Notice::refused("Choose the component file (.wasm) to upload.".to_string());
         return plugins_page(&ctx, &console, Some(notice), axum::http::StatusCode::BAD_REQUEST).await;
     };
-    let activation = match text_field(&parts, "activate").unwrap_or("if-newer") {
+    let activation = match form.activate.as_deref().unwrap_or("if-newer") {
         "always" => Activation::Always,
         "never" => Activation::Never,
         _ => Activation::IfNewer,
     };
-    let signature = file_field(&parts, "signature");
+    let signature = form.signature.as_deref();
     match plugins::install(&ctx, &console.caller, component, signature, activation).await {
         Ok(installed) => {
             let notice = Notice {
@@ -182,50 +140,8 @@ pub async fn upload(
 
 #[cfg(test)]
 mod tests {
-    use super::{boundary, parse, signature_status, Part};
+    use super::signature_status;
     use trellis_core::plugins::signatures::SignatureMode;
-
-    #[test]
-    fn the_boundary_is_read_from_the_content_type() {
-        assert_eq!(boundary("multipart/form-data; boundary=----x1").as_deref(), Some("----x1"));
-        assert_eq!(boundary("Multipart/Form-Data; charset=utf-8; boundary=\"a b\"").as_deref(), Some("a b"));
-        assert_eq!(boundary("application/x-www-form-urlencoded"), None);
-        assert_eq!(boundary("multipart/form-data"), None);
-    }
-
-    #[test]
-    fn parts_keep_binary_data_byte_for_byte() {
-        let mut body = b"--XY\r\nContent-Disposition: form-data; name=\"csrf\"\r\n\r\nabc\r\n".to_vec();
-        body.extend_from_slice(
-            b"--XY\r\nContent-Disposition: form-data; name=\"component\"; filename=\"p.wasm\"\r\n\
-              Content-Type: application/wasm\r\n\r\n",
-        );
-        // Bytes that look like framing inside the file: CRLF, dashes, a partial delimiter.
-        let file = b"\0asm\r\n--X\r\n\xff\r\n";
-        body.extend_from_slice(file);
-        body.extend_from_slice(
-            b"\r\n--XY\r\nContent-Disposition: form-data; name=\"signature\"; filename=\"\"\r\n\r\n",
-        );
-        body.extend_from_slice(b"\r\n--XY--\r\n");
-        let parts = parse(&body, "XY").unwrap_or_default();
-        assert_eq!(
-            parts,
-            vec![
-                Part { name: "csrf".into(), file_name: None, data: b"abc" },
-                Part { name: "component".into(), file_name: Some("p.wasm".into()), data: file },
-                Part { name: "signature".into(), file_name: Some(String::new()), data: b"" },
-            ]
-        );
-    }
-
-    #[test]
-    fn a_body_that_is_not_multipart_is_none() {
-        assert_eq!(parse(b"csrf=abc", "XY"), None);
-        // A part that never ends.
-        assert_eq!(parse(b"--XY\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nno end", "XY"), None);
-        // A part without a name.
-        assert_eq!(parse(b"--XY\r\nContent-Type: text/plain\r\n\r\nx\r\n--XY--", "XY"), None);
-    }
 
     #[test]
     fn the_signature_status_is_said_in_words() {
