@@ -912,7 +912,12 @@ mod tests {
         advance(TTL_MS);
         assert!(cached.directory(7).await.expect("read").expect("row").enabled, "after it");
 
-        let jwk = Jwk::Ec { crv: "P-256".into(), x: "x".into(), y: "y".into() };
+        // RFC 7515 A.3's P-256 key: a real point, as a stored account key must be.
+        let jwk = Jwk::Ec {
+            crv: "P-256".into(),
+            x: "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU".into(),
+            y: "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0".into(),
+        };
         let mut account = Account {
             id: "acct_1".into(),
             workspace_id: "ws".into(),
