@@ -29,7 +29,9 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("auth", "the management API runs for a Caller"),
             ("cas", "the directory's CA and its connector"),
             ("certificates", "an issued certificate's chain for the download"),
+            ("clock", "the directory and account cache (acme/cache.rs) ages its entries by the injected clock"),
             ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
+            ("crypto", "a nonce's MAC is compared in constant time"),
             ("error", "the domain error, mapped to problem documents"),
             ("events", "a finalized ARI replacement (RFC 9773 `replaces`) emits certificate.renewed"),
             ("issuance", "finalize is an issuance Run; orders wait on certificate requests"),

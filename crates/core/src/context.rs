@@ -132,7 +132,10 @@ impl Context {
         store: Arc<dyn crate::acme::AcmeStore>,
         validator: Arc<dyn crate::acme::ChallengeValidator>,
     ) -> Self {
-        self.acme = Some(store);
+        // Every POST reads the directory and the signing account: both come from a short-lived
+        // cache in front of the store (acme/cache.rs says how stale another replica's change
+        // may be).
+        self.acme = Some(Arc::new(crate::acme::cache::CachedAcmeStore::new(store, self.clock.clone())));
         self.acme_validator = validator;
         self
     }

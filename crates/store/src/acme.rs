@@ -174,6 +174,86 @@ fn challenge(row: &AnyRow) -> StoreResult<Challenge> {
     })
 }
 
+const INSERT_ORDER: (&str, usize) = (
+    "INSERT INTO acme_orders (id, workspace_id, ca_id, account_id, status, identifiers, authorizations, profile, \
+     not_before, not_after, expires_at, error, certificate_id, certificate_pem, fingerprint, request_id, created_at, \
+     cert_id, replaces)",
+    19,
+);
+const INSERT_AUTHZ: (&str, usize) = (
+    "INSERT INTO acme_authorizations (id, ca_id, account_id, identifier_type, identifier, wildcard, status, \
+     expires_at, created_at)",
+    9,
+);
+const INSERT_CHALLENGE: (&str, usize) =
+    ("INSERT INTO acme_challenges (id, authz_id, kind, token, status, validated_at, error, updated_at)", 8);
+
+/// An order's JSON columns as text, made before binding (serializing can fail).
+struct OrderTexts {
+    identifiers: String,
+    authorizations: String,
+    error: Option<String>,
+}
+
+impl OrderTexts {
+    fn of(o: &Order) -> StoreResult<OrderTexts> {
+        let identifiers: Vec<serde_json::Value> = o.identifiers.iter().map(Identifier::to_value).collect();
+        Ok(OrderTexts {
+            identifiers: to_text(&identifiers)?,
+            authorizations: to_text(&o.authorizations)?,
+            error: o.error.as_ref().map(|e| e.to_string()),
+        })
+    }
+}
+
+fn bind_order<'q>(query: crate::AnyQuery<'q>, o: &'q Order, texts: &'q OrderTexts) -> crate::AnyQuery<'q> {
+    query
+        .bind(&o.id)
+        .bind(&o.workspace_id)
+        .bind(o.ca_id)
+        .bind(&o.account_id)
+        .bind(&o.status)
+        .bind(&texts.identifiers)
+        .bind(&texts.authorizations)
+        .bind(&o.profile)
+        .bind(&o.not_before)
+        .bind(&o.not_after)
+        .bind(o.expires_at)
+        .bind(&texts.error)
+        .bind(o.certificate_id)
+        .bind(&o.certificate_pem)
+        .bind(&o.fingerprint)
+        .bind(request_id_to_text(o.request_id))
+        .bind(o.created_at)
+        .bind(&o.cert_id)
+        .bind(&o.replaces)
+}
+
+fn bind_authz<'q>(query: crate::AnyQuery<'q>, a: &'q Authorization) -> crate::AnyQuery<'q> {
+    query
+        .bind(&a.id)
+        .bind(a.ca_id)
+        .bind(&a.account_id)
+        .bind(&a.identifier.kind)
+        .bind(&a.identifier.value)
+        .bind(i64::from(a.wildcard))
+        .bind(&a.status)
+        .bind(a.expires_at)
+        .bind(a.created_at)
+}
+
+fn bind_challenge<'q>(query: crate::AnyQuery<'q>, c: &'q Challenge, error: &'q Option<String>) -> crate::AnyQuery<'q> {
+    query
+        .bind(&c.id)
+        .bind(&c.authz_id)
+        .bind(&c.kind)
+        .bind(&c.token)
+        .bind(&c.status)
+        .bind(c.validated_at)
+        .bind(error)
+        .bind(c.updated_at)
+}
+
 impl DbAcme {
     /// The CA's one order matching `condition` on `$2` (the certID columns of ARI).
     async fn order_where(&self, condition: &str, ca_id: i64, value: &str) -> StoreResult<Option<Order>> {
@@ -235,32 +315,26 @@ impl AcmeStore for DbAcme {
         .map(|_| ())
     }
 
-    async fn insert_nonce(&self, nonce: &str, expires_at: i64) -> StoreResult<()> {
-        sqlx::query("INSERT INTO acme_nonces (nonce, expires_at) VALUES ($1, $2)")
-            .bind(nonce)
-            .bind(expires_at)
-            .execute(&self.store.pool)
-            .await
-            .db()
-            .map(|_| ())
-    }
-
-    async fn consume_nonce(&self, nonce: &str, now: i64) -> StoreResult<bool> {
-        // One statement (every ACME POST runs it): the nonce goes, and expired nonces with it
-        // (both by index); the nonce was good when it came back unexpired.
-        let gone =
-            sqlx::query("DELETE FROM acme_nonces WHERE nonce = $1 OR expires_at <= $2 RETURNING nonce, expires_at")
+    async fn spend_nonce(&self, nonce: &str, expires_at: i64) -> StoreResult<bool> {
+        // One statement per ACME POST: the nonce is recorded as spent; the primary key makes
+        // the second spend of a nonce, on any replica, insert nothing.
+        let done =
+            sqlx::query("INSERT INTO acme_nonces (nonce, expires_at) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING")
                 .bind(nonce)
-                .bind(now)
-                .fetch_all(&self.store.pool)
+                .bind(expires_at)
+                .execute(&self.store.pool)
                 .await
                 .db()?;
-        for row in &gone {
-            if row.try_get::<String, _>("nonce").db()? == nonce {
-                return Ok(row.try_get::<i64, _>("expires_at").db()? > now);
-            }
-        }
-        Ok(false)
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn sweep_nonces(&self, now: i64) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM acme_nonces WHERE expires_at <= $1")
+            .bind(now)
+            .execute(&self.store.pool)
+            .await
+            .db()?;
+        Ok(done.rows_affected())
     }
 
     async fn insert_eab_key(&self, k: &EabKey) -> StoreResult<()> {
@@ -404,34 +478,71 @@ impl AcmeStore for DbAcme {
     }
 
     async fn insert_order(&self, o: &Order) -> StoreResult<()> {
-        let identifiers: Vec<serde_json::Value> = o.identifiers.iter().map(Identifier::to_value).collect();
-        sqlx::query(&format!(
-            "INSERT INTO acme_orders ({ORDER}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
-             $15, $16, $17, $18, $19)"
-        ))
-        .bind(&o.id)
-        .bind(&o.workspace_id)
-        .bind(o.ca_id)
-        .bind(&o.account_id)
-        .bind(&o.status)
-        .bind(to_text(&identifiers)?)
-        .bind(to_text(&o.authorizations)?)
-        .bind(&o.profile)
-        .bind(&o.not_before)
-        .bind(&o.not_after)
-        .bind(o.expires_at)
-        .bind(o.error.as_ref().map(|e| e.to_string()))
-        .bind(o.certificate_id)
-        .bind(&o.certificate_pem)
-        .bind(&o.fingerprint)
-        .bind(request_id_to_text(o.request_id))
-        .bind(o.created_at)
-        .bind(&o.cert_id)
-        .bind(&o.replaces)
-        .execute(&self.store.pool)
-        .await
-        .db()
-        .map(|_| ())
+        let texts = OrderTexts::of(o)?;
+        bind_order(sqlx::query(&crate::insert_sql(INSERT_ORDER, 1)), o, &texts)
+            .execute(&self.store.pool)
+            .await
+            .db()
+            .map(|_| ())
+    }
+
+    async fn insert_order_with_authorizations(
+        &self,
+        order: &Order,
+        authorizations: &[(Authorization, Vec<Challenge>)],
+    ) -> StoreResult<()> {
+        let order = order.clone();
+        let texts = OrderTexts::of(&order)?;
+        let rows: Vec<(Authorization, Vec<(Challenge, Option<String>)>)> = authorizations
+            .iter()
+            .map(|(a, cs)| {
+                (a.clone(), cs.iter().map(|c| (c.clone(), c.error.as_ref().map(|e| e.to_string()))).collect())
+            })
+            .collect();
+        self.store
+            .write(move |tx: &mut crate::Tx| {
+                Box::pin(async move {
+                    // SQLite runs every statement of one text, binding `$n` across them: the
+                    // whole newOrder is one round trip to the writer's connection thread
+                    // (`Tx::insert_rows` does the same). PostgreSQL prepares one statement per
+                    // text.
+                    let mut texts_sql = Vec::new();
+                    let mut next = 1;
+                    for (_, challenges) in &rows {
+                        texts_sql.push(crate::insert_sql(INSERT_AUTHZ, next));
+                        next += INSERT_AUTHZ.1;
+                        for _ in challenges {
+                            texts_sql.push(crate::insert_sql(INSERT_CHALLENGE, next));
+                            next += INSERT_CHALLENGE.1;
+                        }
+                    }
+                    texts_sql.push(crate::insert_sql(INSERT_ORDER, next));
+                    if tx.dialect == crate::Dialect::Sqlite {
+                        let sql = texts_sql.join(";\n");
+                        let mut query = sqlx::query(&sql);
+                        for (authz, challenges) in &rows {
+                            query = bind_authz(query, authz);
+                            for (challenge, error) in challenges {
+                                query = bind_challenge(query, challenge, error);
+                            }
+                        }
+                        bind_order(query, &order, &texts).execute(&mut *tx.inner).await.db()?;
+                        return Ok(());
+                    }
+                    for (authz, challenges) in &rows {
+                        let sql = crate::insert_sql(INSERT_AUTHZ, 1);
+                        bind_authz(sqlx::query(&sql), authz).execute(&mut *tx.inner).await.db()?;
+                        for (challenge, error) in challenges {
+                            let sql = crate::insert_sql(INSERT_CHALLENGE, 1);
+                            bind_challenge(sqlx::query(&sql), challenge, error).execute(&mut *tx.inner).await.db()?;
+                        }
+                    }
+                    let sql = crate::insert_sql(INSERT_ORDER, 1);
+                    bind_order(sqlx::query(&sql), &order, &texts).execute(&mut *tx.inner).await.db()?;
+                    Ok::<_, StoreError>(())
+                })
+            })
+            .await
     }
 
     async fn order(&self, ca_id: i64, id: &str) -> StoreResult<Option<Order>> {
@@ -505,20 +616,7 @@ impl AcmeStore for DbAcme {
     }
 
     async fn insert_authorization(&self, a: &Authorization) -> StoreResult<()> {
-        sqlx::query(&format!("INSERT INTO acme_authorizations ({AUTHZ}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"))
-            .bind(&a.id)
-            .bind(a.ca_id)
-            .bind(&a.account_id)
-            .bind(&a.identifier.kind)
-            .bind(&a.identifier.value)
-            .bind(i64::from(a.wildcard))
-            .bind(&a.status)
-            .bind(a.expires_at)
-            .bind(a.created_at)
-            .execute(&self.store.pool)
-            .await
-            .db()
-            .map(|_| ())
+        bind_authz(sqlx::query(&crate::insert_sql(INSERT_AUTHZ, 1)), a).execute(&self.store.pool).await.db().map(|_| ())
     }
 
     async fn authorization(&self, ca_id: i64, id: &str) -> StoreResult<Option<Authorization>> {
@@ -584,15 +682,8 @@ impl AcmeStore for DbAcme {
     }
 
     async fn insert_challenge(&self, c: &Challenge) -> StoreResult<()> {
-        sqlx::query(&format!("INSERT INTO acme_challenges ({CHALLENGE}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"))
-            .bind(&c.id)
-            .bind(&c.authz_id)
-            .bind(&c.kind)
-            .bind(&c.token)
-            .bind(&c.status)
-            .bind(c.validated_at)
-            .bind(c.error.as_ref().map(|e| e.to_string()))
-            .bind(c.updated_at)
+        let error = c.error.as_ref().map(|e| e.to_string());
+        bind_challenge(sqlx::query(&crate::insert_sql(INSERT_CHALLENGE, 1)), c, &error)
             .execute(&self.store.pool)
             .await
             .db()
@@ -703,26 +794,152 @@ mod tests {
         assert!(acme.order_by_cert_id(8, "aki.issued").await.expect("read").is_none(), "another CA's");
     }
 
-    /// A nonce is good once, before it expires; consuming any nonce sweeps the expired ones.
+    /// A nonce is spent once, whichever replica spends it; the sweep forgets expired ones only.
     #[tokio::test]
-    async fn a_nonce_is_consumed_once_and_expired_ones_go_with_any_consume() {
+    async fn a_nonce_is_spent_once_and_the_sweep_keeps_unexpired_ones() {
         let (_dir, store) = crate::testing::store().await;
         let acme = DbAcme::new(store.clone());
+        let other_replica = DbAcme::new(store.clone());
         let now = 1_000_000;
-        acme.insert_nonce("fresh", now + 60_000).await.expect("insert");
-        acme.insert_nonce("stale", now - 1).await.expect("insert");
-        acme.insert_nonce("edge", now).await.expect("insert");
-        acme.insert_nonce("other", now + 60_000).await.expect("insert");
-
-        assert!(acme.consume_nonce("fresh", now).await.expect("consume"), "a fresh nonce is good");
-        assert!(!acme.consume_nonce("fresh", now).await.expect("consume"), "and only once");
-        assert!(!acme.consume_nonce("edge", now).await.expect("consume"), "a nonce expiring now is not good");
-        assert!(!acme.consume_nonce("unknown", now).await.expect("consume"), "an unknown nonce is not good");
+        assert!(acme.spend_nonce("fresh", now + 60_000).await.expect("spend"), "a first spend");
+        assert!(!acme.spend_nonce("fresh", now + 60_000).await.expect("spend"), "and only once");
+        assert!(!other_replica.spend_nonce("fresh", now + 60_000).await.expect("spend"), "on any replica");
+        assert!(acme.spend_nonce("stale", now - 1).await.expect("spend"));
+        assert!(acme.spend_nonce("edge", now).await.expect("spend"));
+        assert_eq!(acme.sweep_nonces(now).await.expect("sweep"), 2, "the expired ones go");
         let left: Vec<String> = sqlx::query_scalar("SELECT nonce FROM acme_nonces ORDER BY nonce")
             .fetch_all(&store.pool)
             .await
             .expect("list");
-        assert_eq!(left, vec!["other".to_owned()], "expired nonces were swept, the unused fresh one stays");
-        assert!(acme.consume_nonce("other", now + 59_999).await.expect("consume"));
+        assert_eq!(left, vec!["fresh".to_owned()], "a spent nonce that has not expired stays spent");
+        assert!(!acme.spend_nonce("fresh", now + 60_000).await.expect("spend"), "still spent after a sweep");
+    }
+
+    fn authz(id: &str) -> Authorization {
+        Authorization {
+            id: id.into(),
+            ca_id: 7,
+            account_id: "acct_1".into(),
+            identifier: Identifier { kind: "dns".into(), value: "a.example.test".into() },
+            wildcard: false,
+            status: "pending".into(),
+            expires_at: 10,
+            created_at: 1,
+        }
+    }
+
+    fn challenge(id: &str, authz_id: &str, kind: &str) -> Challenge {
+        Challenge {
+            id: id.into(),
+            authz_id: authz_id.into(),
+            kind: kind.into(),
+            token: format!("token-{id}"),
+            status: "pending".into(),
+            validated_at: None,
+            error: None,
+            updated_at: 1,
+        }
+    }
+
+    /// newOrder's rows go in together, and not at all when the order is refused (here: a
+    /// second live replacement of one certificate).
+    #[tokio::test]
+    async fn an_order_and_its_authorizations_are_written_all_or_nothing() {
+        let (_dir, store) = crate::testing::store().await;
+        let acme = DbAcme::new(store);
+        let mut first = order("order_1", Some("aki.serial"));
+        first.authorizations = vec!["authz_1".into(), "authz_2".into()];
+        let rows = vec![
+            (
+                authz("authz_1"),
+                vec![challenge("chall_1", "authz_1", "dns-01"), challenge("chall_2", "authz_1", "http-01")],
+            ),
+            (authz("authz_2"), vec![challenge("chall_3", "authz_2", "http-01")]),
+        ];
+        acme.insert_order_with_authorizations(&first, &rows).await.expect("insert");
+        let stored = acme.order(7, "order_1").await.expect("read").expect("the order");
+        assert_eq!(stored, first);
+        assert_eq!(acme.authorization(7, "authz_2").await.expect("read"), Some(authz("authz_2")));
+        let kinds: Vec<String> = acme.challenges("authz_1").await.expect("read").into_iter().map(|c| c.kind).collect();
+        assert_eq!(kinds, vec!["dns-01".to_owned(), "http-01".to_owned()]);
+        assert_eq!(acme.challenge("chall_3").await.expect("read"), Some(challenge("chall_3", "authz_2", "http-01")));
+
+        let second = order("order_2", Some("aki.serial"));
+        let refused = acme
+            .insert_order_with_authorizations(
+                &second,
+                &[(authz("authz_3"), vec![challenge("chall_4", "authz_3", "http-01")])],
+            )
+            .await;
+        assert!(matches!(refused, Err(StoreError::Unique(_))), "{refused:?}");
+        assert!(acme.authorization(7, "authz_3").await.expect("read").is_none(), "rolled back");
+        assert!(acme.challenge("chall_4").await.expect("read").is_none(), "rolled back");
+    }
+
+    /// The cache in front of the store: a write through it is seen at once; another replica's
+    /// write is seen once the entry is older than the TTL.
+    #[tokio::test]
+    async fn the_cached_directory_and_account_follow_writes() {
+        use std::sync::Arc;
+        use trellis_core::acme::cache::{CachedAcmeStore, TTL_MS};
+        use trellis_core::clock::Clock;
+
+        struct Manual(std::sync::Mutex<chrono::DateTime<chrono::Utc>>);
+        impl Clock for Manual {
+            fn now(&self) -> chrono::DateTime<chrono::Utc> {
+                *self.0.lock().expect("clock")
+            }
+        }
+        let (_dir, store) = crate::testing::store().await;
+        let db = Arc::new(DbAcme::new(store));
+        let clock = Arc::new(Manual(std::sync::Mutex::new(chrono::Utc::now())));
+        let cached = CachedAcmeStore::new(db.clone(), clock.clone());
+        let advance = |ms: i64| {
+            let mut now = clock.0.lock().expect("clock");
+            *now += chrono::Duration::milliseconds(ms);
+        };
+
+        let mut config = DirectoryConfig::off(7, "ws");
+        config.enabled = true;
+        cached.put_directory(&config).await.expect("put");
+        assert!(cached.directory(7).await.expect("read").expect("row").enabled);
+        config.enabled = false;
+        cached.put_directory(&config).await.expect("put");
+        assert!(!cached.directory(7).await.expect("read").expect("row").enabled, "this replica's write, at once");
+        config.enabled = true;
+        db.put_directory(&config).await.expect("another replica's write");
+        assert!(!cached.directory(7).await.expect("read").expect("row").enabled, "within the TTL");
+        advance(TTL_MS);
+        assert!(cached.directory(7).await.expect("read").expect("row").enabled, "after it");
+
+        // RFC 7515 A.3's P-256 key: a real point, as a stored account key must be.
+        let jwk = Jwk::Ec {
+            crv: "P-256".into(),
+            x: "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU".into(),
+            y: "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0".into(),
+        };
+        let mut account = Account {
+            id: "acct_1".into(),
+            workspace_id: "ws".into(),
+            ca_id: 7,
+            thumbprint: jwk.thumbprint(),
+            jwk,
+            status: "valid".into(),
+            contact: Vec::new(),
+            eab_key_id: None,
+            created_at: 1,
+        };
+        assert!(cached.account(7, "acct_1").await.expect("read").is_none(), "absent");
+        db.insert_account(&account).await.expect("another replica's new account");
+        assert!(cached.account(7, "acct_1").await.expect("read").is_some(), "found at once: absence is not cached");
+        assert!(cached.account(8, "acct_1").await.expect("read").is_none(), "another CA's directory");
+        account.status = "deactivated".into();
+        cached.update_account(&account).await.expect("update");
+        assert_eq!(cached.account(7, "acct_1").await.expect("read").expect("row").status, "deactivated");
+        account.status = "valid".into();
+        db.update_account(&account).await.expect("another replica's update");
+        assert_eq!(cached.account(7, "acct_1").await.expect("read").expect("row").status, "deactivated");
+        advance(TTL_MS);
+        assert_eq!(cached.account(7, "acct_1").await.expect("read").expect("row").status, "valid");
     }
 }

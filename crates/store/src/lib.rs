@@ -199,6 +199,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0550_acme_renewal_info.sql"),
         postgres: include_str!("../../../migrations/postgres/0550_acme_renewal_info.sql"),
     },
+    Migration {
+        version: 570,
+        name: "acme_pending_authorizations",
+        sqlite: include_str!("../../../migrations/sqlite/0570_acme_pending_authorizations.sql"),
+        postgres: include_str!("../../../migrations/postgres/0570_acme_pending_authorizations.sql"),
+    },
 ];
 
 #[derive(Clone)]

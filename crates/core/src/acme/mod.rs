@@ -5,9 +5,11 @@
 //! challenge validation off the request path through the [`port::ChallengeValidator`] port;
 //! `admin.rs` is the REST management (directory settings, EAB keys, accounts); `jws.rs` the JWS
 //! and JWK checks; `problem.rs` the problem documents; `renewal_info.rs` ACME Renewal
-//! Information (RFC 9773: certIDs, the suggested window, `replaces`).
+//! Information (RFC 9773: certIDs, the suggested window, `replaces`); `cache.rs` keeps the
+//! directory and account rows every POST reads.
 
 pub mod admin;
+pub mod cache;
 pub mod jws;
 pub mod port;
 pub mod problem;
@@ -175,7 +177,7 @@ impl Identifier {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Order {
     pub id: String,
     pub workspace_id: String,
@@ -202,7 +204,7 @@ pub struct Order {
     pub created_at: i64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Authorization {
     pub id: String,
     pub ca_id: i64,
@@ -216,7 +218,7 @@ pub struct Authorization {
     pub created_at: i64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Challenge {
     pub id: String,
     pub authz_id: String,

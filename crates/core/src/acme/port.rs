@@ -11,10 +11,12 @@ pub trait AcmeStore: Send + Sync + 'static {
     async fn directory(&self, ca_id: i64) -> StoreResult<Option<DirectoryConfig>>;
     async fn put_directory(&self, config: &DirectoryConfig) -> StoreResult<()>;
 
-    async fn insert_nonce(&self, nonce: &str, expires_at: i64) -> StoreResult<()>;
-    /// Consumes `nonce` if it exists and has not expired: true exactly once across replicas.
-    /// Expired nonces are swept on the way.
-    async fn consume_nonce(&self, nonce: &str, now: i64) -> StoreResult<bool>;
+    /// Records `nonce` (one Trellis issued, checked by its MAC, unexpired) as spent until
+    /// `expires_at`: true exactly once across replicas (server.rs, "Nonces").
+    async fn spend_nonce(&self, nonce: &str, expires_at: i64) -> StoreResult<bool>;
+    /// Forgets the spent nonces that expired by `now` (an expired nonce is refused by its
+    /// own expiry, its record is no longer needed). Returns how many went.
+    async fn sweep_nonces(&self, now: i64) -> StoreResult<u64>;
 
     async fn insert_eab_key(&self, key: &EabKey) -> StoreResult<()>;
     async fn eab_key_by_key_id(&self, key_id: &str) -> StoreResult<Option<EabKey>>;
@@ -34,6 +36,13 @@ pub trait AcmeStore: Send + Sync + 'static {
     /// Inserts an order; a second order replacing the same certificate while another that is
     /// not `invalid` does fails with `StoreError::Unique` (the database enforces "once").
     async fn insert_order(&self, order: &Order) -> StoreResult<()>;
+    /// newOrder's writes in one transaction: the new authorizations, their challenges, then
+    /// the order (`StoreError::Unique` as [`AcmeStore::insert_order`]); all or nothing.
+    async fn insert_order_with_authorizations(
+        &self,
+        order: &Order,
+        authorizations: &[(Authorization, Vec<Challenge>)],
+    ) -> StoreResult<()>;
     async fn order(&self, ca_id: i64, id: &str) -> StoreResult<Option<Order>>;
     async fn order_by_fingerprint(&self, ca_id: i64, fingerprint: &str) -> StoreResult<Option<Order>>;
     async fn update_order(&self, order: &Order) -> StoreResult<()>;

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use super::jws::b64;
 use super::problem::{Problem, ProblemType};
-use super::{Account, DirectoryConfig, Identifier, ValidationFailure};
+use super::{Account, Authorization, Challenge, DirectoryConfig, Identifier, ValidationFailure};
 use crate::context::Context;
 use crate::plugins::{
     combine, Combined, EvaluationRequest, IssuanceSource, Requester, RequesterKind, Subject, SubjectAltName, SubjectKey,
@@ -21,14 +21,31 @@ pub async fn run(ctx: &Context, challenge_id: &str) {
     }
 }
 
+/// [`run`] for a challenge the caller has just claimed `processing`, with its authorization
+/// and account as the caller read them (the challenge POST: no need to read them again).
+pub async fn run_claimed(ctx: &Context, challenge: Challenge, authz: Authorization, account: Account) {
+    let challenge_id = challenge.id.clone();
+    if let Err(err) = check(ctx, challenge, authz, account).await {
+        tracing::error!(challenge_id, detail = %err.detail, "ACME challenge validation could not be recorded");
+    }
+}
+
 async fn validate(ctx: &Context, challenge_id: &str) -> Result<(), Problem> {
     let Some(acme) = ctx.acme.as_deref() else { return Ok(()) };
-    let Some(mut challenge) = acme.challenge(challenge_id).await? else { return Ok(()) };
+    let Some(challenge) = acme.challenge(challenge_id).await? else { return Ok(()) };
     if challenge.status != "processing" {
         return Ok(());
     }
     let Some(authz) = find_authz(ctx, &challenge.authz_id).await? else { return Ok(()) };
     let Some(account) = acme.account(authz.ca_id, &authz.account_id).await? else { return Ok(()) };
+    check(ctx, challenge, authz, account).await
+}
+
+/// Asks the validator about `challenge` (claimed `processing`) and records the outcome.
+async fn check(ctx: &Context, mut challenge: Challenge, authz: Authorization, account: Account) -> Result<(), Problem> {
+    let challenge_id = challenge.id.clone();
+    let challenge_id = challenge_id.as_str();
+    let Some(acme) = ctx.acme.as_deref() else { return Ok(()) };
     let key_authorization = format!("{}.{}", challenge.token, account.thumbprint);
     let validator = ctx.acme_validator.clone();
     let outcome = match challenge.kind.as_str() {
@@ -128,6 +145,13 @@ pub async fn screen(
         display_name: Some("ACME account".into()),
     };
     let keys = [("ec", 256, Some("p256")), ("rsa", 2048, None)];
+    // Listed once for every identifier and key; none enabled (the common case) means nothing
+    // to judge.
+    let policies: Vec<_> =
+        ctx.store.list_issuance_policies(&config.workspace_id).await?.into_iter().filter(|p| p.enabled).collect();
+    if policies.is_empty() {
+        return Ok(());
+    }
     for identifier in identifiers {
         let name = match identifier.value.parse::<std::net::IpAddr>() {
             Ok(ip) => SubjectAltName::Ip(ip),
@@ -152,7 +176,9 @@ pub async fn screen(
                 requester: requester.clone(),
                 source: IssuanceSource::Api,
             };
-            let decisions = crate::issuance::policies::evaluate(ctx, &config.workspace_id, &request).await?;
+            let decisions =
+                crate::issuance::policies::evaluate_listed(ctx, &config.workspace_id, policies.clone(), &request)
+                    .await?;
             match combine(template.default_validity_days, decisions) {
                 Combined::Denied(denied) => reasons = denied,
                 _ => denied_for_every_key = false,

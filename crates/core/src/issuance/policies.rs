@@ -41,6 +41,17 @@ pub struct NewPolicy {
 /// error) denies: policies fail closed.
 pub async fn evaluate(ctx: &Context, workspace_id: &str, request: &EvaluationRequest) -> Result<Vec<Decision>> {
     let policies = ctx.store.list_issuance_policies(workspace_id).await?;
+    evaluate_listed(ctx, workspace_id, policies, request).await
+}
+
+/// [`evaluate`] with the workspace's policies already listed (a caller judging several
+/// requests of one workspace lists them once).
+pub async fn evaluate_listed(
+    ctx: &Context,
+    workspace_id: &str,
+    policies: Vec<IssuancePolicy>,
+    request: &EvaluationRequest,
+) -> Result<Vec<Decision>> {
     let mut decisions = Vec::with_capacity(policies.len());
     for policy in policies.into_iter().filter(|p| p.enabled) {
         let decision = async {

@@ -62,12 +62,16 @@ pub fn spawn_pki_ledger_backlog(ctx: SharedContext, interval: Duration) -> Optio
     }))
 }
 
-/// Validates again the ACME challenges a stopped replica left `processing`, every `interval`.
+/// Validates again the ACME challenges a stopped replica left `processing`, and forgets the
+/// expired spent nonces, every `interval`.
 pub fn spawn_acme_validation(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHandle<()> {
     spawn_periodic("acme validation", interval, move || {
         let ctx = ctx.clone();
         async move {
             trellis_core::acme::validation::resume_stale(&ctx).await;
+            if let Err(problem) = trellis_core::acme::server::sweep_nonces(&ctx).await {
+                tracing::error!(detail = %problem.detail, "sweeping expired ACME nonces failed");
+            }
             Ok::<_, trellis_core::Error>(())
         }
     })

@@ -1,0 +1,226 @@
+//! A read-through cache in front of the [`AcmeStore`] for the two rows every ACME POST reads:
+//! the directory's settings (by CA) and the signing account (by CA and account id).
+//!
+//! Why: each POST read both from the database before its handler ran, two of the ten or so
+//! statements a request cost, each a hand-off to SQLite's connection thread (the profile in
+//! docs/benchmarks.md, "ACME server against OpenBao"). Both rows change rarely.
+//!
+//! Staleness: a write through this replica (`put_directory`, `update_account`,
+//! `insert_account`) replaces or drops the entry at once, so this replica never serves an
+//! outdated row. Another replica's write (a directory disabled, an account deactivated or its
+//! key rolled over through another instance) is seen here after at most [`TTL_MS`]: each
+//! entry is re-read from the database once it is older than that. Absent rows are not cached
+//! (a new account or directory is found at once everywhere).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+use super::{Account, AcmeStore, Authorization, Challenge, DirectoryConfig, EabKey, Identifier, Order};
+use crate::clock::SharedClock;
+use crate::ports::StoreResult;
+
+/// How long another replica's change to a directory or an account may go unseen here.
+pub const TTL_MS: i64 = 2_000;
+/// Entries kept at most per map; when full, the map starts over (accounts are unbounded).
+const MAX_ENTRIES: usize = 10_000;
+
+struct Entry<T> {
+    read_at: i64,
+    value: T,
+}
+
+/// Wraps the store; every call but the cached reads goes straight through.
+pub struct CachedAcmeStore {
+    inner: Arc<dyn AcmeStore>,
+    clock: SharedClock,
+    directories: Mutex<HashMap<i64, Entry<DirectoryConfig>>>,
+    accounts: Mutex<HashMap<(i64, String), Entry<Account>>>,
+}
+
+impl CachedAcmeStore {
+    pub fn new(inner: Arc<dyn AcmeStore>, clock: SharedClock) -> Self {
+        CachedAcmeStore { inner, clock, directories: Mutex::default(), accounts: Mutex::default() }
+    }
+
+    fn now(&self) -> i64 {
+        self.clock.now().timestamp_millis()
+    }
+
+    fn fresh<K: std::hash::Hash + Eq, T: Clone>(&self, map: &Mutex<HashMap<K, Entry<T>>>, key: &K) -> Option<T> {
+        let now = self.now();
+        let map = map.lock().ok()?;
+        map.get(key).filter(|e| now >= e.read_at && now - e.read_at < TTL_MS).map(|e| e.value.clone())
+    }
+
+    fn keep<K: std::hash::Hash + Eq, T>(&self, map: &Mutex<HashMap<K, Entry<T>>>, key: K, value: Option<T>) {
+        let read_at = self.now();
+        if let Ok(mut map) = map.lock() {
+            match value {
+                Some(value) => {
+                    if map.len() >= MAX_ENTRIES {
+                        map.clear();
+                    }
+                    map.insert(key, Entry { read_at, value });
+                }
+                None => {
+                    map.remove(&key);
+                }
+            }
+        }
+    }
+
+    fn forget_account(&self, ca_id: i64, id: &str) {
+        if let Ok(mut map) = self.accounts.lock() {
+            map.remove(&(ca_id, id.to_owned()));
+        }
+    }
+}
+
+#[async_trait]
+impl AcmeStore for CachedAcmeStore {
+    async fn directory(&self, ca_id: i64) -> StoreResult<Option<DirectoryConfig>> {
+        if let Some(config) = self.fresh(&self.directories, &ca_id) {
+            return Ok(Some(config));
+        }
+        let config = self.inner.directory(ca_id).await?;
+        self.keep(&self.directories, ca_id, config.clone());
+        Ok(config)
+    }
+
+    async fn put_directory(&self, config: &DirectoryConfig) -> StoreResult<()> {
+        // Dropped before and after the write: a read racing the write cannot keep the old row.
+        self.keep(&self.directories, config.ca_id, None);
+        let written = self.inner.put_directory(config).await;
+        self.keep(&self.directories, config.ca_id, None);
+        written
+    }
+
+    async fn spend_nonce(&self, nonce: &str, expires_at: i64) -> StoreResult<bool> {
+        self.inner.spend_nonce(nonce, expires_at).await
+    }
+    async fn sweep_nonces(&self, now: i64) -> StoreResult<u64> {
+        self.inner.sweep_nonces(now).await
+    }
+
+    async fn insert_eab_key(&self, key: &EabKey) -> StoreResult<()> {
+        self.inner.insert_eab_key(key).await
+    }
+    async fn eab_key_by_key_id(&self, key_id: &str) -> StoreResult<Option<EabKey>> {
+        self.inner.eab_key_by_key_id(key_id).await
+    }
+    async fn eab_keys(&self, workspace_id: &str) -> StoreResult<Vec<EabKey>> {
+        self.inner.eab_keys(workspace_id).await
+    }
+    async fn revoke_eab_key(&self, workspace_id: &str, id: &str, at: i64) -> StoreResult<bool> {
+        self.inner.revoke_eab_key(workspace_id, id, at).await
+    }
+    async fn bind_eab_key(&self, id: &str, account_id: &str) -> StoreResult<bool> {
+        self.inner.bind_eab_key(id, account_id).await
+    }
+    async fn unbind_eab_key(&self, id: &str, account_id: &str) -> StoreResult<()> {
+        self.inner.unbind_eab_key(id, account_id).await
+    }
+
+    async fn insert_account(&self, account: &Account) -> StoreResult<()> {
+        self.inner.insert_account(account).await
+    }
+    async fn account(&self, ca_id: i64, id: &str) -> StoreResult<Option<Account>> {
+        let key = (ca_id, id.to_owned());
+        if let Some(account) = self.fresh(&self.accounts, &key) {
+            return Ok(Some(account));
+        }
+        let account = self.inner.account(ca_id, id).await?;
+        self.keep(&self.accounts, key, account.clone());
+        Ok(account)
+    }
+    async fn account_in_workspace(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Account>> {
+        self.inner.account_in_workspace(workspace_id, id).await
+    }
+    async fn account_by_thumbprint(&self, ca_id: i64, thumbprint: &str) -> StoreResult<Option<Account>> {
+        self.inner.account_by_thumbprint(ca_id, thumbprint).await
+    }
+    async fn accounts(&self, workspace_id: &str) -> StoreResult<Vec<Account>> {
+        self.inner.accounts(workspace_id).await
+    }
+    async fn update_account(&self, account: &Account) -> StoreResult<()> {
+        self.forget_account(account.ca_id, &account.id);
+        let written = self.inner.update_account(account).await;
+        self.forget_account(account.ca_id, &account.id);
+        written
+    }
+
+    async fn insert_order(&self, order: &Order) -> StoreResult<()> {
+        self.inner.insert_order(order).await
+    }
+    async fn insert_order_with_authorizations(
+        &self,
+        order: &Order,
+        authorizations: &[(Authorization, Vec<Challenge>)],
+    ) -> StoreResult<()> {
+        self.inner.insert_order_with_authorizations(order, authorizations).await
+    }
+    async fn order(&self, ca_id: i64, id: &str) -> StoreResult<Option<Order>> {
+        self.inner.order(ca_id, id).await
+    }
+    async fn order_by_fingerprint(&self, ca_id: i64, fingerprint: &str) -> StoreResult<Option<Order>> {
+        self.inner.order_by_fingerprint(ca_id, fingerprint).await
+    }
+    async fn update_order(&self, order: &Order) -> StoreResult<()> {
+        self.inner.update_order(order).await
+    }
+    async fn order_by_cert_id(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>> {
+        self.inner.order_by_cert_id(ca_id, cert_id).await
+    }
+    async fn replacing_order(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>> {
+        self.inner.replacing_order(ca_id, cert_id).await
+    }
+    async fn count_orders_since(&self, account_id: &str, since: i64) -> StoreResult<i64> {
+        self.inner.count_orders_since(account_id, since).await
+    }
+    async fn order_ids(&self, account_id: &str) -> StoreResult<Vec<String>> {
+        self.inner.order_ids(account_id).await
+    }
+
+    async fn insert_authorization(&self, authz: &Authorization) -> StoreResult<()> {
+        self.inner.insert_authorization(authz).await
+    }
+    async fn authorization(&self, ca_id: i64, id: &str) -> StoreResult<Option<Authorization>> {
+        self.inner.authorization(ca_id, id).await
+    }
+    async fn authorization_by_id(&self, id: &str) -> StoreResult<Option<Authorization>> {
+        self.inner.authorization_by_id(id).await
+    }
+    async fn reusable_authorization(
+        &self,
+        account_id: &str,
+        identifier: &Identifier,
+        wildcard: bool,
+        now: i64,
+    ) -> StoreResult<Option<Authorization>> {
+        self.inner.reusable_authorization(account_id, identifier, wildcard, now).await
+    }
+    async fn update_authorization_status(&self, id: &str, status: &str) -> StoreResult<()> {
+        self.inner.update_authorization_status(id, status).await
+    }
+    async fn count_pending_authorizations(&self, account_id: &str, now: i64) -> StoreResult<i64> {
+        self.inner.count_pending_authorizations(account_id, now).await
+    }
+
+    async fn insert_challenge(&self, challenge: &Challenge) -> StoreResult<()> {
+        self.inner.insert_challenge(challenge).await
+    }
+    async fn challenge(&self, id: &str) -> StoreResult<Option<Challenge>> {
+        self.inner.challenge(id).await
+    }
+    async fn challenges(&self, authz_id: &str) -> StoreResult<Vec<Challenge>> {
+        self.inner.challenges(authz_id).await
+    }
+    async fn update_challenge(&self, challenge: &Challenge, from: &str) -> StoreResult<bool> {
+        self.inner.update_challenge(challenge, from).await
+    }
+    async fn stale_processing_challenges(&self, before: i64) -> StoreResult<Vec<Challenge>> {
+        self.inner.stale_processing_challenges(before).await
+    }
+}
