@@ -168,6 +168,9 @@ impl PluginRuntime {
         *most = grown;
         metrics::gauge!("trellis_plugin_call_memory_peak_bytes", "plugin" => plugin.info.id.clone())
             .set(grown.memory_peak_bytes as f64);
+        // The CPU the budget charged (whole epoch ticks), beside the kind's `_CPU_MS`.
+        metrics::gauge!("trellis_plugin_call_cpu_peak_seconds", "plugin" => plugin.info.id.clone())
+            .set(grown.cpu_ms as f64 / 1000.0);
     }
 
     /// Compiled-code cache hits and misses since start (`None` without a cache).

@@ -26,6 +26,29 @@ pub(crate) async fn https_receiver_with(
     status_line: &'static str,
     client_ca: Option<rustls_pki_types::CertificateDer<'static>>,
 ) -> (u16, String, mpsc::UnboundedReceiver<Received>) {
+    let reply: Responder = Arc::new(move |_| Reply { status_line, content_type: None, body: "ok".into() });
+    https_server(client_ca, reply).await
+}
+
+/// What an HTTPS peer answers to one request.
+pub(crate) struct Reply {
+    pub(crate) status_line: &'static str,
+    pub(crate) content_type: Option<&'static str>,
+    pub(crate) body: String,
+}
+
+pub(crate) type Responder = Arc<dyn Fn(&Received) -> Reply + Send + Sync>;
+
+/// [`https_receiver`] answering each request as `respond` says (a peer that speaks an API:
+/// a webhook receiver's JSON, a CA's signing endpoint).
+pub(crate) async fn https_responder(respond: Responder) -> (u16, String, mpsc::UnboundedReceiver<Received>) {
+    https_server(None, respond).await
+}
+
+async fn https_server(
+    client_ca: Option<rustls_pki_types::CertificateDer<'static>>,
+    respond: Responder,
+) -> (u16, String, mpsc::UnboundedReceiver<Received>) {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).expect("cert");
     let cert_pem = certified.cert.pem();
     let cert_der = certified.cert.der().clone();
@@ -57,6 +80,7 @@ pub(crate) async fn https_receiver_with(
             };
             let acceptor = acceptor.clone();
             let tx = tx.clone();
+            let respond = respond.clone();
             tokio::spawn(async move {
                 let Ok(mut tls) = acceptor.accept(tcp).await else {
                     return;
@@ -85,8 +109,17 @@ pub(crate) async fn https_receiver_with(
                         break (head, data[split + 4..split + 4 + length].to_vec());
                     }
                 };
-                let _ = tx.send(Received { head, body });
-                let response = format!("{status_line}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+                let received = Received { head, body };
+                let reply = respond(&received);
+                let _ = tx.send(received);
+                let content_type =
+                    reply.content_type.map(|value| format!("Content-Type: {value}\r\n")).unwrap_or_default();
+                let response = format!(
+                    "{}\r\n{content_type}Content-Length: {}\r\nConnection: close\r\n\r\n{}",
+                    reply.status_line,
+                    reply.body.len(),
+                    reply.body
+                );
                 let _ = tls.write_all(response.as_bytes()).await;
                 let _ = tls.shutdown().await;
             });
