@@ -199,6 +199,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0550_acme_renewal_info.sql"),
         postgres: include_str!("../../../migrations/postgres/0550_acme_renewal_info.sql"),
     },
+    Migration {
+        version: 560,
+        name: "inventory_order_and_tallies",
+        sqlite: include_str!("../../../migrations/sqlite/0560_inventory_order_and_tallies.sql"),
+        postgres: include_str!("../../../migrations/postgres/0560_inventory_order_and_tallies.sql"),
+    },
 ];
 
 #[derive(Clone)]
