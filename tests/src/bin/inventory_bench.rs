@@ -30,6 +30,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use serde_json::Value;
 use trellis_tests::bench::{clock_ticks, load_average, max, median, min, percentile, sorted};
 
+#[path = "inventory_bench/console.rs"]
 mod console;
 
 const HELP: &str = "\

@@ -179,11 +179,7 @@ async fn the_inventory_filters_and_pages_on_the_server() {
 
 /// The certificate ids of an inventory page, in the order of its rows.
 fn row_ids(page: &Response) -> Vec<i64> {
-    html(page)
-        .split("<tr data-id=\"")
-        .skip(1)
-        .filter_map(|rest| rest.split('"').next()?.parse().ok())
-        .collect()
+    html(page).split("<tr data-id=\"").skip(1).filter_map(|rest| rest.split('"').next()?.parse().ok()).collect()
 }
 
 #[tokio::test]
@@ -200,7 +196,8 @@ async fn the_inventory_sorts_by_expiry_and_filters_by_ca() {
     let ca_id = ca.body["data"]["id"].as_i64().expect("CA id");
     let mut issued = Vec::new();
     for name in ["issued-a.example.com", "issued-b.example.com"] {
-        let cert = admin.post("/api/certificates/issue", serde_json::json!({ "caId": ca_id, "commonName": name })).await;
+        let cert =
+            admin.post("/api/certificates/issue", serde_json::json!({ "caId": ca_id, "commonName": name })).await;
         assert_eq!(cert.status, 201, "{}", cert.body);
         issued.push(cert.body["data"]["id"].as_i64().expect("id"));
     }
