@@ -30,21 +30,36 @@ test:
 	# - the wasm plugins (their own target directory);
 	# - the native crates, binaries and tests.
 	mkdir -p target
+	@echo "make test: building ($$(date -u +%T))"
 	scripts/test-tools.sh & tools=$$!; \
 	  scripts/build-plugins.sh & plugins=$$!; \
 	  $(CARGO) build $(WORKSPACE) --bins --tests || { kill $$plugins $$tools 2>/dev/null; exit 1; }; \
 	  wait $$plugins || exit 1; \
 	  wait $$tools
+	# The plugins the suite loads (first-party, Python, JavaScript) compiled once into the build
+	# tree's cache, rather than by each of the suite's first servers at the same moment
+	# (scripts/warm-plugin-cache.sh).
+	@echo "make test: compiling the plugins into target/plugin-cache ($$(date -u +%T))"
+	scripts/warm-plugin-cache.sh target/debug/trellis
+	@echo "make test: the suite on SQLite ($$(date -u +%T))"
 	$(TEST_RUNNER) $(WORKSPACE) --no-fail-fast
-	# The OpenAPI document against the binary: schemathesis, every check (scripts/schemathesis.sh).
-	scripts/schemathesis.sh target/debug/trellis
-	# A plugin written outside the repository: its native tests, the one-command build, then
-	# installed and run in the binary (scripts/out-of-tree-plugin.sh).
-	scripts/out-of-tree-plugin.sh
-	# The black-box suite and the store's own tests again on PostgreSQL; the filter keeps the
-	# package set, hence the build, of the first pass.
-	# A PostgreSQL that cannot be started fails the target (never a silent second SQLite pass).
-	url="$$(scripts/postgres.sh)" && [ -n "$$url" ] && TRELLIS_TEST_POSTGRES_URL="$$url" $(TEST_RUNNER) $(WORKSPACE) -E 'binary(it) | package(trellis-store)' --no-fail-fast
+	# Then three checks side by side, the two that mostly wait in the background
+	# (scripts/side-by-side.sh prints their logs when they end):
+	# - the OpenAPI document against the binary: schemathesis, every check (scripts/schemathesis.sh);
+	# - a plugin written outside the repository: its native tests, the one-command build, then
+	#   installed and run in the binary (scripts/out-of-tree-plugin.sh);
+	# - the black-box suite and the store's own tests again on PostgreSQL; the filter keeps the
+	#   package set, hence the build, of the first pass. A PostgreSQL that cannot be started fails
+	#   the target (never a silent second SQLite pass).
+	@echo "make test: schemathesis and the out-of-tree plugin beside the suite on PostgreSQL ($$(date -u +%T))"
+	scripts/side-by-side.sh target/test-logs \
+	    schemathesis "scripts/schemathesis.sh target/debug/trellis" \
+	    out-of-tree "scripts/out-of-tree-plugin.sh" & side=$$!; \
+	  url="$$(scripts/postgres.sh)" && [ -n "$$url" ] \
+	    && TRELLIS_TEST_POSTGRES_URL="$$url" $(TEST_RUNNER) $(WORKSPACE) -E 'binary(it) | package(trellis-store)' --no-fail-fast; \
+	  postgres=$$?; wait $$side; side_by_side=$$?; \
+	  echo "make test: done ($$(date -u +%T))"; \
+	  [ $$postgres -eq 0 ] && [ $$side_by_side -eq 0 ]
 
 build:
 	$(CARGO) build --release -p trellis --bin trellis

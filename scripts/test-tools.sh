@@ -6,21 +6,9 @@
 # background while the build runs.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-LOGS="$ROOT/target/test-tools"
-mkdir -p "$LOGS"
 TOOLS=(moto certbot openbao pkilint oidc-provider polyglot console-deps)
-declare -A PIDS
+ARGS=()
 for tool in "${TOOLS[@]}"; do
-    "$ROOT/scripts/$tool.sh" >"$LOGS/$tool.log" 2>&1 &
-    PIDS[$tool]=$!
+    ARGS+=("$tool" "$ROOT/scripts/$tool.sh")
 done
-failed=0
-for tool in "${TOOLS[@]}"; do
-    if ! wait "${PIDS[$tool]}"; then
-        echo "test-tools: scripts/$tool.sh failed:" >&2
-        sed 's/^/  /' "$LOGS/$tool.log" >&2
-        failed=1
-    fi
-done
-[ "$failed" -eq 0 ] && echo "test-tools: ${TOOLS[*]} ready" >&2
-exit "$failed"
+"$ROOT/scripts/side-by-side.sh" "$ROOT/target/test-tools" "${ARGS[@]}" && echo "test-tools: ${TOOLS[*]} ready" >&2

@@ -4,7 +4,7 @@
 //
 // Usage: TRELLIS_NODE_MODULES=target/console-deps/node_modules node browser.mjs CONFIG_JSON
 // CONFIG: { base, admin: {email, password}, approver: {email, password}, workspace, requestId, search, scanTarget,
-//           screenshots?: directory for one PNG per page }
+//           deviceId, pluginV1, pluginV2 (component paths), screenshots?: directory for one PNG per page }
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
@@ -82,10 +82,13 @@ try {
   await audit(page, 'issue');
   await page.fill('#commonName', 'web.console.example');
   await page.fill('#names', 'web.console.example');
-  await Promise.all([page.waitForURL(/\/certificates\/\d+\?done=issued/), page.click('button[type="submit"].primary')]);
+  // The result page: what was issued and its downloads; then on to the certificate's page.
+  await Promise.all([page.waitForURL(/\/issue\/issued\/\d+$/), page.click('button[type="submit"].primary')]);
   out.issuedUrl = page.url();
   const [download] = await Promise.all([page.waitForEvent('download'), page.click('text=Certificate (PEM)')]);
   out.downloaded = readFileSync(await download.path(), 'utf8').split('\n')[0];
+  await audit(page, 'issue-result');
+  await Promise.all([page.waitForURL(/\/certificates\/\d+$/), page.click('#certificate-link')]);
   await audit(page, 'certificate');
 
   // Revoke it with a reason.
@@ -129,6 +132,24 @@ try {
   await audit(page, 'plugins');
   await page.goto(`${config.base}/attestation`);
   await audit(page, 'attestation');
+  // A device's history, with the reason its attestation failed.
+  await Promise.all([page.waitForURL(/\/attestation\/devices\/\d+$/), page.click(`a[href="/attestation/devices/${config.deviceId}"]`)]);
+  out.deviceFailure = (await page.locator('tr.failed ul.reasons li').first().innerText()).trim();
+  await audit(page, 'device');
+
+  // Upload a plugin version (activated: newer), then a second one stored only, then activate it.
+  await page.goto(`${config.base}/plugins`);
+  await page.setInputFiles('#component', config.pluginV1);
+  await Promise.all([page.waitForURL(/\/plugins\/upload$/), page.click('button[type="submit"]:text("Upload")')]);
+  out.pluginUploaded = (await page.locator('#plugin-notice').innerText()).trim();
+  await page.goto(`${config.base}/plugins`);
+  await page.setInputFiles('#component', config.pluginV2);
+  await page.selectOption('#activate', 'never');
+  await Promise.all([page.waitForURL(/\/plugins\/upload$/), page.click('button[type="submit"]:text("Upload")')]);
+  await audit(page, 'plugin-upload');
+  await Promise.all([page.waitForURL(/\/activate$/),
+    page.click('form[action="/plugins/trellis.fixture.upgrade/versions/2.0.0/activate"] button')]);
+  out.pluginActivated = (await page.locator('#plugin-notice').innerText()).trim();
 
   // A CA created from the form generated from its connector's schema: a number the form cannot
   // read is refused on its field, then the CA is created and its page opens.
@@ -169,6 +190,8 @@ try {
   out.scan = {
     percent: await second.locator('#scan-bar').getAttribute('value'),
     found: Number((await second.locator('#scan-found').innerText()).trim()),
+    // What it found, as the table lists it (name, then new or already known).
+    findings: await second.locator('table.findings tbody tr').evaluateAll((rows) => rows.map((r) => r.innerText.split('\t').slice(0, 2).join(' | '))),
   };
   await audit(second, 'scan');
 } catch (err) {

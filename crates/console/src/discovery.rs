@@ -1,9 +1,10 @@
 //! `/discovery`: start a scan (TLS endpoints, or a CA's certificates), watch its progress (the
 //! scan's page polls itself with htmx while the scan runs; without script, reload), see what it
-//! found. The use cases are the API's `discovery::*`.
+//! found: the certificates it added or touched, new or already known, paged, each linked to its
+//! page. The use cases are the API's `discovery::*`.
 
 use askama::Template;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use serde::Deserialize;
 use trellis_core::auth::Scope;
@@ -101,6 +102,23 @@ pub async fn start(
     Ok(see_other(&format!("/discovery/{}", scan.id)))
 }
 
+/// A certificate the scan found, as its table shows it.
+pub struct FindingRow {
+    pub id: i64,
+    pub common_name: String,
+    pub new: bool,
+    pub status: &'static str,
+    pub expires: String,
+}
+
+/// Certificates found, a page at a time.
+const FINDINGS_PER_PAGE: i64 = 50;
+
+#[derive(Deserialize)]
+pub struct ScanQuery {
+    page: Option<String>,
+}
+
 #[derive(Template)]
 #[template(path = "scan.html")]
 struct ScanPage {
@@ -114,16 +132,55 @@ struct ScanPage {
     failures: Vec<(String, String)>,
     error: Option<String>,
     finished: String,
+    /// `None` for a role that cannot read the inventory.
+    findings: Option<Vec<FindingRow>>,
+    findings_total: i64,
+    /// Found again without a change: counted, not recorded one by one.
+    unchanged: i64,
+    page: i64,
+    previous: Option<String>,
+    next: Option<String>,
 }
 
 pub async fn show(
     State(ctx): State<SharedContext>,
     console: Console,
     Path(id): Path<String>,
+    Query(query): Query<ScanQuery>,
 ) -> Result<Response, PageError> {
     let id = numeric_id(&id).map_err(PageError::Api)?;
+    let page = match query.page.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
+        None => 1,
+        Some(text) => text
+            .parse::<i64>()
+            .ok()
+            .filter(|p| *p >= 1)
+            .ok_or_else(|| Error::invalid_field("page", "must be a whole number from 1"))?,
+    };
     let scan = discovery::get(&ctx, &console.caller, id).await?;
     let live = matches!(scan.status.as_str(), "pending" | "running");
+    let (mut findings, mut findings_total, mut more) = (None, 0, false);
+    if console.can(Scope::CertificatesRead) {
+        let window = PageRequest::new(Some(page), Some(FINDINGS_PER_PAGE), None, FINDINGS_PER_PAGE)?;
+        let found = discovery::findings(&ctx, &console.caller, id, window).await?;
+        let now = ctx.clock.now();
+        findings_total = found.total;
+        more = page * FINDINGS_PER_PAGE < found.total;
+        findings = Some(
+            found
+                .items
+                .into_iter()
+                .map(|f| FindingRow {
+                    id: f.certificate.id,
+                    status: f.certificate.status(now).as_str(),
+                    expires: when(f.certificate.expires_at),
+                    common_name: f.certificate.common_name,
+                    new: f.new,
+                })
+                .collect(),
+        );
+    }
+    let link = |page: i64| format!("/discovery/{id}?page={page}");
     render(&ScanPage {
         chrome: Chrome::new(&console, format!("Scan {id}"), "discovery"),
         live,
@@ -133,6 +190,13 @@ pub async fn show(
         failures: scan.failures.iter().map(|f| (f.target.clone(), f.message.clone())).collect(),
         error: scan.error.clone(),
         finished: scan.finished_at.map(when).unwrap_or_default(),
+        findings,
+        // What the scan found that it did not record: known certificates it left as they were.
+        unchanged: (scan.found - findings_total).max(0),
+        findings_total,
+        page,
+        previous: (page > 1).then(|| link(page - 1)),
+        next: more.then(|| link(page + 1)),
         scan: row(&scan),
     })
 }

@@ -1,20 +1,25 @@
 //! `/issue`: the issuance form (CA, template, names, key algorithm or a pasted CSR), with each
 //! template's limits beside it and a refusal's reasons (policies, template limits) shown inline
-//! above the form as sent. The use case is the API's `issuance::issue`.
+//! above the form as sent. The use case is the API's `issuance::issue`. What it ended with has
+//! a page of its own: `/issue/issued/{id}` (what was issued and its downloads) or
+//! `/issue/requested/{id}` (the request that waits for approval or for the CA).
 
 use askama::Template;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 use trellis_core::auth::Scope;
 use trellis_core::cas::service as cas;
+use trellis_core::certificates::{self as inventory, IssuanceSource};
 use trellis_core::context::SharedContext;
 use trellis_core::error::Error;
-use trellis_core::issuance::{self, templates, IssueInput, Outcome};
+use trellis_core::issuance::{self, requests, templates, IssueInput, Outcome};
 use trellis_core::pagination::PageRequest;
 
-use crate::page::{render, see_other, Chrome, PageError};
+use trellis_http::extract::numeric_id;
+
+use crate::page::{render, see_other, when, Chrome, PageError};
 use crate::session::{Console, Posted};
 
 pub struct TemplateRow {
@@ -108,7 +113,7 @@ async fn page(
 pub async fn show(State(ctx): State<SharedContext>, console: Console) -> Result<Response, PageError> {
     console.caller.require(Scope::CertificatesWrite)?;
     let form =
-        IssueForm { template_id: "tls-server".into(), key_algorithm: "ecdsa-p256".into(), ..IssueForm::default() };
+        IssueForm { template_id: "web_server".into(), key_algorithm: "ecdsa-p256".into(), ..IssueForm::default() };
     render(&page(&ctx, &console, form, None).await?)
 }
 
@@ -172,9 +177,9 @@ pub async fn submit(
         ..IssueInput::default()
     };
     match issuance::issue(&ctx, &console.caller, input).await {
-        Ok(Outcome::Issued(issued)) => Ok(see_other(&format!("/certificates/{}?done=issued", issued.certificate.id))),
-        Ok(Outcome::AwaitingApproval(_)) | Ok(Outcome::Issuing(_)) => {
-            Ok(see_other("/requests?status=all&done=submitted"))
+        Ok(Outcome::Issued(issued)) => Ok(see_other(&format!("/issue/issued/{}", issued.certificate.id))),
+        Ok(Outcome::AwaitingApproval(request)) | Ok(Outcome::Issuing(request)) => {
+            Ok(see_other(&format!("/issue/requested/{}", request.id)))
         }
         Err(err @ (Error::Validation { .. } | Error::PolicyDenied(_) | Error::NotFound(_) | Error::Conflict(_))) => {
             let status = trellis_http::error::status_of(&err);
@@ -196,4 +201,95 @@ async fn refused(
     let page = page(ctx, console, form, Some((message, reasons))).await?;
     let html = page.render().map_err(|err| PageError::from(Error::Internal(format!("template: {err}"))))?;
     Ok((status, Html(html)).into_response())
+}
+
+#[derive(Template)]
+#[template(path = "issued.html")]
+struct IssuedPage {
+    chrome: Chrome,
+    id: i64,
+    common_name: String,
+    names: Vec<String>,
+    issuer: String,
+    serial: String,
+    not_before: String,
+    expires: String,
+    key: String,
+    template: String,
+    /// The private key link: members and owners, a key the internal PKI generated and holds.
+    key_link: bool,
+    key_reason: String,
+}
+
+/// What an issuance from the form produced, with its downloads. Any certificate of the
+/// workspace can be shown so (the page is a read); the private key link leads to the
+/// certificate's confirmation page, which the use case guards again.
+pub async fn issued(
+    State(ctx): State<SharedContext>,
+    console: Console,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    let id = numeric_id(&id).map_err(PageError::Api)?;
+    let caller = &console.caller;
+    let c = inventory::get(&ctx, caller, id).await?;
+    let key = inventory::private_key_status(&ctx, caller, id).await?;
+    let key_link =
+        console.can(Scope::CertificatesWrite) && key.downloadable && key.issuance_source == IssuanceSource::Internal;
+    render(&IssuedPage {
+        chrome: Chrome::new(&console, format!("Issued {}", c.common_name), "issue")
+            .with_flash(Some("The certificate was issued.".to_string())),
+        id: c.id,
+        names: c.subject_alt_names.clone(),
+        issuer: c.issuer.clone(),
+        serial: c.serial_number.clone(),
+        not_before: when(c.not_before),
+        expires: when(c.expires_at),
+        key: match c.key_size {
+            Some(bits) => format!("{} {bits}", c.key_algorithm),
+            None => c.key_algorithm.clone(),
+        },
+        template: c.issuance_template.clone().unwrap_or_default(),
+        key_link,
+        key_reason: key.reason,
+        common_name: c.common_name,
+    })
+}
+
+#[derive(Template)]
+#[template(path = "requested.html")]
+struct RequestedPage {
+    chrome: Chrome,
+    id: i64,
+    common_name: String,
+    ca_id: i64,
+    status: &'static str,
+    reasons: String,
+    /// The CA accepted the order and issues in the background (`issuing`).
+    issuing: bool,
+    status_message: String,
+    certificate_id: Option<i64>,
+    at: String,
+}
+
+/// An issuance from the form that did not end with a certificate: it waits for a second
+/// person's approval, or the CA accepted the order and issues later.
+pub async fn requested(
+    State(ctx): State<SharedContext>,
+    console: Console,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    let id = numeric_id(&id).map_err(PageError::Api)?;
+    let r = requests::get(&ctx, &console.caller, id).await?;
+    render(&RequestedPage {
+        chrome: Chrome::new(&console, format!("Request {id}"), "issue"),
+        id: r.id,
+        common_name: r.common_name.unwrap_or_default(),
+        ca_id: r.ca_id,
+        status: r.status.as_str(),
+        reasons: crate::requests::reasons_text(&r.reasons),
+        issuing: r.status.as_str() == "issuing",
+        status_message: r.status_message.unwrap_or_default(),
+        certificate_id: r.certificate_id,
+        at: when(r.created_at),
+    })
 }

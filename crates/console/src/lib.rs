@@ -15,6 +15,7 @@ mod events_out;
 mod fleet;
 mod issue;
 mod page;
+mod plugin_upload;
 mod requests;
 mod session;
 
@@ -45,6 +46,8 @@ pub fn routes() -> Router<SharedContext> {
         .route("/certificates/{id}/auto-renew", post(certificates::auto_renew))
         .route("/certificates/{id}/delete", post(certificates::delete))
         .route("/issue", get(issue::show).post(issue::submit))
+        .route("/issue/issued/{id}", get(issue::issued))
+        .route("/issue/requested/{id}", get(issue::requested))
         .route("/requests", get(requests::list))
         .route("/requests/{kind}/{id}/approve", post(requests::approve))
         .route("/requests/{kind}/{id}/reject", post(requests::reject))
@@ -63,7 +66,12 @@ pub fn routes() -> Router<SharedContext> {
         .route("/events-out/deliveries/{id}/redeliver", post(events_out::redeliver))
         .route("/plugins", get(fleet::plugins_list))
         .route("/plugins/{id}/rollback", post(fleet::roll_back))
+        .route("/plugins/upload", post(plugin_upload::upload))
+        .route("/plugins/{id}/versions/{version}/activate", post(fleet::activate))
+        .route("/plugins/bindings", post(fleet::bind))
+        .route("/plugins/bindings/{kind}/{service_type}/unbind", post(fleet::unbind))
         .route("/attestation", get(fleet::attestation))
+        .route("/attestation/devices/{id}", get(fleet::device))
         .route("/assets/{file}", get(assets::serve))
         .layer(axum::middleware::map_response(security_headers))
 }

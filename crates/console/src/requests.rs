@@ -57,7 +57,7 @@ pub struct RequestsQuery {
 }
 
 /// The policy reasons as words (`[{code, message}]` → "message; message").
-fn reasons_text(reasons: &serde_json::Value) -> String {
+pub(crate) fn reasons_text(reasons: &serde_json::Value) -> String {
     reasons
         .as_array()
         .map(|items| {

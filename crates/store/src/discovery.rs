@@ -5,12 +5,12 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use trellis_core::certificates::Certificate;
-use trellis_core::discovery::{KnownCertificate, Scan, ScanStatus};
+use trellis_core::discovery::{KnownCertificate, Scan, ScanFinding, ScanStatus, FINDING_ACTIONS};
 use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{DiscoveryReads, DiscoveryWrites};
 
 use crate::certificates::{certificate_from_row, CERTIFICATE_COLUMNS};
-use crate::{state_column, DbResult, Store, StoreResult, Tx};
+use crate::{state_column, DbResult, Dialect, Store, StoreResult, Tx};
 use trellis_core::ports::StoreError;
 
 const SCAN_COLUMNS: &str =
@@ -106,6 +106,70 @@ impl DiscoveryReads for Store {
                 })
             })
             .collect()
+    }
+
+    async fn scan_findings(
+        &self,
+        workspace_id: &str,
+        scan_id: i64,
+        since: i64,
+        page: PageRequest,
+    ) -> StoreResult<Page<ScanFinding>> {
+        // The scan's id as text, as each dialect reads a JSON member of a TEXT column.
+        let member = |column: &str, name: &str| match self.dialect() {
+            Dialect::Sqlite => format!("CAST(json_extract({column}, '$.{name}') AS TEXT)"),
+            Dialect::Postgres => format!("({column}::jsonb ->> '{name}')"),
+        };
+        let actions: Vec<String> = FINDING_ACTIONS.iter().map(|a| format!("'{a}'")).collect();
+        // Audit rows (created, updated, revoked by the scan) and usage records (a known
+        // certificate first seen at an endpoint) name the scan; certificates deleted since are
+        // left out. Bounded below by the scan's creation, which the audit index serves.
+        // (Each placeholder first appears in its number's order: SQLite numbers them so.)
+        let found = format!(
+            "SELECT h.certificate_id, CAST(MAX(h.is_new) AS BIGINT) AS is_new FROM ( \
+               SELECT CAST(target_id AS BIGINT) AS certificate_id, \
+                      CASE WHEN action = 'certificate.created' THEN 1 ELSE 0 END AS is_new \
+               FROM audit_logs WHERE workspace_id = $1 AND {audit_scan} = $2 AND created_at >= $3 \
+                 AND target_type = 'certificate' AND action IN ({actions}) \
+               UNION ALL \
+               SELECT certificate_id, 0 AS is_new FROM certificate_usage \
+               WHERE workspace_id = $1 AND {usage_scan} = $2 AND created_at >= $3 \
+             ) h WHERE EXISTS (SELECT 1 FROM certificates c WHERE c.workspace_id = $1 AND c.id = h.certificate_id) \
+             GROUP BY h.certificate_id",
+            actions = actions.join(", "),
+            audit_scan = member("details", "scanId"),
+            usage_scan = member("metadata", "scanId"),
+        );
+        let scan = scan_id.to_string();
+        let mut reader = self.reader().await?;
+        let total: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM ({found}) f"))
+            .bind(workspace_id)
+            .bind(scan.as_str())
+            .bind(since)
+            .fetch_one(&mut *reader)
+            .await
+            .db()?;
+        let rows = sqlx::query(&format!("{found} ORDER BY h.certificate_id LIMIT $4 OFFSET $5"))
+            .bind(workspace_id)
+            .bind(scan.as_str())
+            .bind(since)
+            .bind(page.limit)
+            .bind(page.offset)
+            .fetch_all(&mut *reader)
+            .await
+            .db()?;
+        let mut items = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id: i64 = row.try_get("certificate_id").db()?;
+            let new: i64 = row.try_get("is_new").db()?;
+            let sql = format!("SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE workspace_id = $1 AND id = $2");
+            let found = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *reader).await.db()?;
+            // Deleted between the two reads: left out, like one deleted before.
+            if let Some(found) = found {
+                items.push(ScanFinding { certificate: certificate_from_row(&found)?, new: new != 0 });
+            }
+        }
+        Ok(Page { items, total, total_exact: true, request: page })
     }
 }
 

@@ -8,14 +8,14 @@ use trellis_tests::certs::Spec;
 use trellis_tests::{Client, Response, Server};
 
 /// The form token of a console page (`<input type="hidden" name="csrf" value="…">`).
-fn csrf_of(page: &Response) -> String {
+pub(crate) fn csrf_of(page: &Response) -> String {
     let html = String::from_utf8_lossy(&page.bytes);
     let marker = "name=\"csrf\" value=\"";
     let start = html.find(marker).unwrap_or_else(|| panic!("no form token in {html}")) + marker.len();
     html[start..].split('"').next().unwrap_or_default().to_string()
 }
 
-fn html(page: &Response) -> String {
+pub(crate) fn html(page: &Response) -> String {
     String::from_utf8_lossy(&page.bytes).into_owned()
 }
 
@@ -29,7 +29,7 @@ fn text_of(page: &Response, id: &str) -> String {
     rest[open..].split('<').next().unwrap_or_default().trim().to_string()
 }
 
-async fn post_form(client: &Client, path: &str, form: &[(&str, &str)]) -> Response {
+pub(crate) async fn post_form(client: &Client, path: &str, form: &[(&str, &str)]) -> Response {
     let body: String = form
         .iter()
         .map(|(k, v)| format!("{k}={}", v.replace('%', "%25").replace('&', "%26").replace(' ', "+")))
@@ -43,7 +43,7 @@ fn no_redirects() -> reqwest::Client {
     reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client")
 }
 
-fn assert_console_headers(page: &Response) {
+pub(crate) fn assert_console_headers(page: &Response) {
     let csp = page.header("content-security-policy").unwrap_or_default();
     assert!(csp.starts_with("default-src 'self'"), "CSP: {csp:?}");
     assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "CSP: {csp}");
@@ -392,6 +392,16 @@ async fn in_chromium_sign_in_filter_issue_download_revoke_approve_and_scan_with_
     assert!(request.status == 201 || request.status == 202, "{}", request.body);
     let request_id = request.body["data"]["id"].as_i64().unwrap_or_default();
     server.new_member("approver@example.com", &workspace, "member").await;
+    // A device whose last attestation failed, for its history page.
+    let device = admin.post("/api/iot/devices", serde_json::json!({ "name": "console-device" })).await;
+    let device_id = device.body["data"]["id"].as_i64().unwrap_or_default();
+    let failed = admin
+        .post(
+            &format!("/api/iot/devices/{device_id}/attest"),
+            serde_json::json!({ "passed": false, "failures": ["pcr_mismatch: PCR 7 differs"] }),
+        )
+        .await;
+    assert_eq!(failed.status, 201, "{}", failed.body);
     let stats = admin.get("/api/certificates/stats").await.body;
 
     let config = serde_json::json!({
@@ -402,6 +412,9 @@ async fn in_chromium_sign_in_filter_issue_download_revoke_approve_and_scan_with_
         "requestId": request_id,
         "search": "alpha",
         "scanTarget": format!("127.0.0.1:{}", endpoint.port),
+        "deviceId": device_id,
+        "pluginV1": trellis_tests::plugin_file("fixture-upgrade-v1"),
+        "pluginV2": trellis_tests::plugin_file("fixture-upgrade-v2"),
         "screenshots": std::env::var("TRELLIS_CONSOLE_SCREENSHOTS").ok(),
     });
     let out = std::process::Command::new("node")
@@ -438,7 +451,15 @@ async fn in_chromium_sign_in_filter_issue_download_revoke_approve_and_scan_with_
     for (page, violations) in seen["violations"].as_object().into_iter().flatten() {
         assert_eq!(violations, &serde_json::json!([]), "{page}: {violations:#}");
     }
-    assert_eq!(seen["violations"].as_object().map(|v| v.len()), Some(17), "{seen}");
+    assert_eq!(seen["violations"].as_object().map(|v| v.len()), Some(20), "{seen}");
+    // The issue form ended on its result page; the device's history shows why it failed; a
+    // plugin version was uploaded, then another activated.
+    assert!(seen["issuedUrl"].as_str().unwrap_or_default().contains("/issue/issued/"), "{seen}");
+    assert_eq!(seen["deviceFailure"], "pcr_mismatch: PCR 7 differs", "{seen}");
+    assert!(seen["pluginUploaded"].as_str().unwrap_or_default().contains("trellis.fixture.upgrade 1.0.0"), "{seen}");
+    assert!(seen["pluginActivated"].as_str().unwrap_or_default().contains("2.0.0 is active"), "{seen}");
+    let active = admin.get("/api/plugins/trellis.fixture.upgrade").await;
+    assert_eq!(active.body["data"]["activeVersion"], "2.0.0", "{}", active.body);
     assert!(seen["caTest"].as_str().unwrap_or_default().starts_with("Passed"), "{seen}");
     // The CA form: the connector's refusal shown in words, then the CA created.
     assert!(seen["caRefused"].as_str().unwrap_or_default().contains("validityDays"), "{seen}");
@@ -449,6 +470,8 @@ async fn in_chromium_sign_in_filter_issue_download_revoke_approve_and_scan_with_
     assert_eq!(Client::new(&server, Some(key)).get("/api/certificates").await.status, 200, "{seen}");
     // The scan's progress reached its end, and it found the endpoint's certificate.
     assert_eq!((seen["scan"]["percent"].as_str(), seen["scan"]["found"].as_i64()), (Some("100"), Some(1)), "{seen}");
+    // …and lists it: new to the inventory.
+    assert_eq!(seen["scan"]["findings"], serde_json::json!(["scanned.example | new"]), "{seen}");
 }
 
 #[tokio::test]

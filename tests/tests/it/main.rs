@@ -14,6 +14,7 @@ mod cas;
 mod certificates;
 mod commercial_acme;
 mod console;
+mod console_pages;
 mod discovery;
 mod errors;
 mod gates;

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 
 use super::port::{DiscoveryReads, DiscoveryWrites};
-use super::{KnownCertificate, Scan, CANCELLED, PENDING, RUNNING, TLS_ENDPOINTS};
+use super::{KnownCertificate, Scan, ScanFinding, CANCELLED, FINDING_ACTIONS, PENDING, RUNNING, TLS_ENDPOINTS};
 use crate::certificates::Certificate;
 use crate::pagination::{Page, PageRequest};
 use crate::ports::StoreResult;
@@ -61,6 +61,44 @@ impl DiscoveryReads for MemoryStore {
                 ca_id: c.ca_id,
             })
             .collect())
+    }
+    async fn scan_findings(
+        &self,
+        workspace_id: &str,
+        scan_id: i64,
+        since: i64,
+        page: PageRequest,
+    ) -> StoreResult<Page<ScanFinding>> {
+        let tables = self.snapshot();
+        let scan = serde_json::json!(scan_id);
+        let mut hits: std::collections::BTreeMap<i64, bool> = std::collections::BTreeMap::new();
+        for row in tables.audit.iter().filter(|a| {
+            a.workspace_id.as_deref() == Some(workspace_id)
+                && a.created_at >= since
+                && a.target_type == "certificate"
+                && FINDING_ACTIONS.contains(&a.action.as_str())
+                && a.details.get("scanId") == Some(&scan)
+        }) {
+            if let Some(id) = row.target_id.as_deref().and_then(|id| id.parse().ok()) {
+                *hits.entry(id).or_default() |= row.action == "certificate.created";
+            }
+        }
+        for usage in tables.usage.iter().filter(|u| {
+            u.workspace_id == workspace_id && u.created_at >= since && u.metadata.get("scanId") == Some(&scan)
+        }) {
+            hits.entry(usage.certificate_id).or_default();
+        }
+        let found: Vec<ScanFinding> = hits
+            .into_iter()
+            .filter_map(|(id, new)| {
+                let certificate =
+                    tables.certificates.iter().find(|c| c.workspace_id == workspace_id && c.id == id)?.clone();
+                Some(ScanFinding { certificate, new })
+            })
+            .collect();
+        let total = found.len() as i64;
+        let items = found.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
+        Ok(Page { items, total, total_exact: true, request: page })
     }
 }
 

@@ -333,3 +333,37 @@ async fn certificates_of_an_internal_or_vault_ca_count_as_theirs() {
         assert_eq!(certificate.issuance_source, source, "{ca_type}");
     }
 }
+
+#[tokio::test]
+async fn a_scans_findings_are_what_it_added_and_the_known_ones_it_touched() {
+    let store = store_with_scan("fixture");
+    let known = der("known.example.com");
+    let parsed = trellis_pki::x509::parse_der(&known).unwrap_or_else(|err| panic!("{err}"));
+    let ctx = crate::testing::context(store.clone(), NOW);
+    let caller = crate::testing::owner(WORKSPACE);
+    let registration = crate::certificates::Registration { certificate: parsed.pem.clone(), ..Default::default() };
+    let registered =
+        crate::certificates::register(&ctx, &caller, registration).await.unwrap_or_else(|err| panic!("{err}"));
+    let page = vec![listed(known, "known"), listed(der("fresh.example.com"), "fresh")];
+    let (list, _) = paged(vec![page.clone()]);
+    scan(&store, list).await;
+
+    let window = crate::pagination::PageRequest { limit: 50, offset: 0 };
+    let found = super::findings(&ctx, &caller, SCAN_ID, window).await.unwrap_or_else(|err| panic!("{err}"));
+    // rcgen names its certificates by their SANs only.
+    let seen: Vec<(String, bool)> =
+        found.items.iter().map(|f| (f.certificate.subject_alt_names.join(","), f.new)).collect();
+    assert_eq!(seen, [("DNS:known.example.com".to_string(), false), ("DNS:fresh.example.com".to_string(), true)]);
+    assert_eq!(found.items[0].certificate.id, registered.id);
+    assert_eq!(found.total, 2);
+
+    // A rescan that changes nothing records no finding of its own; a page past the end is empty.
+    let (list, _) = paged(vec![page]);
+    rescan(&store, list).await;
+    let later = crate::pagination::PageRequest { limit: 1, offset: 1 };
+    let second = super::findings(&ctx, &caller, SCAN_ID, later).await.unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!((second.total, second.items.len()), (2, 1), "the first scan's rows still name the same id");
+    // Another workspace does not see the scan.
+    let stranger = crate::testing::owner("ws_other");
+    assert!(super::findings(&ctx, &stranger, SCAN_ID, window).await.is_err());
+}

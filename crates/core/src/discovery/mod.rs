@@ -227,6 +227,18 @@ pub struct KnownCertificate {
     pub ca_id: Option<i64>,
 }
 
+/// A certificate a scan found, as its page lists it.
+#[derive(Debug, Clone)]
+pub struct ScanFinding {
+    pub certificate: crate::certificates::Certificate,
+    /// The scan added it to the inventory (otherwise it was already known).
+    pub new: bool,
+}
+
+/// The audit actions a scan writes on a certificate, each with the scan's id in its details:
+/// `certificate.created` when it adds one, the others when it updates a known one.
+pub const FINDING_ACTIONS: [&str; 3] = ["certificate.created", "certificate.updated", "certificate.revoked"];
+
 /// What to scan.
 #[derive(Debug, Clone)]
 pub enum ScanRequest {
@@ -779,6 +791,15 @@ pub async fn list(
 pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<Scan> {
     caller.require(Scope::CasRead)?;
     ctx.store.find_scan(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::DiscoveryScan))
+}
+
+/// The certificates a scan found that are still in the inventory, new ones and known ones it
+/// touched, oldest first. A known certificate the scan saw again without changing anything
+/// leaves no record (the scan keeps counts, not a list), so it is counted in `found` only.
+pub async fn findings(ctx: &Context, caller: &Caller, id: i64, page: PageRequest) -> Result<Page<ScanFinding>> {
+    caller.require(Scope::CertificatesRead)?;
+    let scan = get(ctx, caller, id).await?;
+    Ok(ctx.store.scan_findings(&caller.workspace_id, scan.id, scan.created_at, page).await?)
 }
 
 /// Cancels a pending or running scan; what it imported stays. The run notices at its next

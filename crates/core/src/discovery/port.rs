@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 
-use super::{KnownCertificate, Scan};
+use super::{KnownCertificate, Scan, ScanFinding};
 use crate::certificates::Certificate;
 use crate::pagination::{Page, PageRequest};
 use crate::ports::StoreResult;
@@ -26,6 +26,17 @@ pub trait DiscoveryReads: Send + Sync {
         workspace_id: &str,
         fingerprints: &[String],
     ) -> StoreResult<Vec<KnownCertificate>>;
+    /// The certificates still in the inventory that scan `scan_id` left a trace on, by id: the
+    /// ones it added (`new`), and the known ones it updated or first saw at an endpoint (their
+    /// audit rows and usage records carry the scan's id). Only rows written at or after
+    /// `since` (the scan's creation) are read, so the audit index bounds the search.
+    async fn scan_findings(
+        &self,
+        workspace_id: &str,
+        scan_id: i64,
+        since: i64,
+        page: PageRequest,
+    ) -> StoreResult<Page<ScanFinding>>;
 }
 
 #[async_trait]
