@@ -71,6 +71,11 @@ try {
   await page.waitForFunction((s) => [...document.querySelectorAll('table.inventory tbody th')].every((c) => c.innerText.includes(s)), config.search);
   out.filtered = await page.locator('table.inventory tbody th').allInnerTexts();
   await audit(page, 'certificates');
+  // Sorted by expiry, soonest first: a live change of the sort keeps the search.
+  await page.selectOption('#sort', 'expiresAt');
+  await page.waitForURL(/sort=expiresAt/);
+  await page.waitForSelector('table.inventory th[aria-sort="ascending"]');
+  out.sorted = await page.locator('table.inventory tbody th').allInnerTexts();
 
   // Issue from the form, then download the certificate.
   await page.goto(`${config.base}/issue`);
@@ -91,6 +96,16 @@ try {
   await Promise.all([page.waitForURL(/done=revoked/), page.click('button.danger:text("Revoke")')]);
   out.revoked = (await page.locator('#revoked').innerText()).trim();
   out.steps.push('revoked');
+
+  // The CA filter: only what the form issued through Console Root.
+  await page.goto(`${config.base}/certificates`);
+  await page.selectOption('#caId', { label: 'Console Root' });
+  await page.waitForURL(/caId=\d+/);
+  await page.waitForFunction(() => {
+    const names = [...document.querySelectorAll('table.inventory tbody th')].map((c) => c.innerText);
+    return names.length > 0 && names.every((n) => n.includes('console.example'));
+  });
+  out.byCa = await page.locator('table.inventory tbody th').allInnerTexts();
 
   // The administration pages: a CA with its test run again, the audit log, a new API key
   // (shown once), members.

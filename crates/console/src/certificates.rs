@@ -1,4 +1,5 @@
-//! `/certificates`: the inventory with the API's filters and server-side paging, and a
+//! `/certificates`: the inventory with the API's filters (and the CA), sorted by creation or
+//! expiry, with server-side paging, and a
 //! certificate's page with its actions (downloads, private key after a confirmation, revoke
 //! with a reason, auto-renew, delete). The actions a role cannot use are not shown; the use
 //! cases refuse them anyway (`caller.require`).
@@ -10,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use trellis_core::audit::{self, AuditFilter};
 use trellis_core::auth::Scope;
+use trellis_core::cas::service as cas;
 use trellis_core::certificates::{self as inventory, Certificate, DownloadFormat, IssuanceSource, ListQuery};
 use trellis_core::context::SharedContext;
 use trellis_core::lifecycle::{self, revocation::Revocation};
@@ -28,6 +30,8 @@ pub struct ListParams {
     key_algorithm: Option<String>,
     usage_category: Option<String>,
     issuance_source: Option<String>,
+    ca_id: Option<String>,
+    sort: Option<String>,
     page: Option<String>,
 }
 
@@ -51,6 +55,11 @@ struct ListPage {
     key_algorithm: String,
     usage_category: String,
     issuance_source: String,
+    ca_id: String,
+    sort: String,
+    /// The workspace's CAs (id, name) for the CA filter; `None` without `cas:read`.
+    cas: Option<Vec<(String, String)>>,
+    sorts: [(&'static str, &'static str); 3],
     rows: Vec<Row>,
     total: i64,
     total_exact: bool,
@@ -80,6 +89,8 @@ pub async fn list(
         key_algorithm: params.key_algorithm.clone(),
         usage_category: params.usage_category.clone(),
         issuance_source: params.issuance_source.clone(),
+        ca_id: params.ca_id.clone(),
+        sort: params.sort.clone(),
     };
     let found = inventory::list(
         &ctx,
@@ -96,6 +107,8 @@ pub async fn list(
         ("keyAlgorithm", text(&params.key_algorithm)),
         ("usageCategory", text(&params.usage_category)),
         ("issuanceSource", text(&params.issuance_source)),
+        ("caId", text(&params.ca_id)),
+        ("sort", text(&params.sort)),
     ];
     let link = |page: i64| {
         let mut query: Vec<String> =
@@ -104,6 +117,13 @@ pub async fn list(
         format!("/certificates?{}", query.join("&amp;"))
     };
     let rows = found.items.into_iter().map(|c| row(c, now)).collect::<Vec<_>>();
+    // The CA filter offers the workspace's CAs (the first 100, as the CA list pages them).
+    let cas = if console.can(Scope::CasRead) {
+        let page = cas::list(&ctx, &console.caller, PageRequest::new(None, Some(100), None, 100)?).await?;
+        Some(page.items.into_iter().map(|view| (view.ca.id.to_string(), view.ca.name)).collect())
+    } else {
+        None
+    };
     let more = page_number < pages || !found.total_exact;
     let page = ListPage {
         chrome: Chrome::new(&console, "Certificates", "certificates"),
@@ -114,6 +134,14 @@ pub async fn list(
         key_algorithm: text(&params.key_algorithm),
         usage_category: text(&params.usage_category),
         issuance_source: text(&params.issuance_source),
+        ca_id: text(&params.ca_id),
+        sort: text(&params.sort),
+        cas,
+        sorts: [
+            ("newest", "Newest first"),
+            ("expiresAt", "Expiry, soonest first"),
+            ("-expiresAt", "Expiry, latest first"),
+        ],
         rows,
         total: found.total,
         total_exact: found.total_exact,

@@ -153,9 +153,16 @@ pub struct CertificateFilters {
     /// `internal`, `agent`, `vault`, `external` (empty: no filter).
     #[param(pattern = "^(internal|agent|vault|external|)$")]
     issuance_source: Option<String>,
+    /// Only the certificates issued through this CA (its id; empty: no filter). Beyond the spec.
+    #[param(pattern = "^([1-9][0-9]{0,17}|)$")]
+    ca_id: Option<String>,
+    /// `newest` (the default: creation order, newest first), `expiresAt` (soonest expiry first) or
+    /// `-expiresAt` (latest first); ties go by id. Beyond the spec, which has no public sort.
+    #[param(pattern = "^(newest|expiresAt|-expiresAt|)$")]
+    sort: Option<String>,
 }
 
-/// Lists the workspace's certificates, newest first.
+/// Lists the workspace's certificates, newest first (or by expiry with `sort`).
 #[utoipa::path(get, path = "/api/certificates", tag = "certificates", params(CertificateFilters, PageParams),
     responses((status = 200, body = ListEnvelope<CertificateDto>)))]
 async fn list_certificates(
@@ -171,6 +178,8 @@ async fn list_certificates(
         key_algorithm: filters.key_algorithm,
         usage_category: filters.usage_category,
         issuance_source: filters.issuance_source,
+        ca_id: filters.ca_id,
+        sort: filters.sort,
     };
     let page = inventory::list(&ctx, &caller, query, page.request()?).await?;
     let now = ctx.clock.now();

@@ -200,6 +200,12 @@ const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../../../migrations/postgres/0550_acme_renewal_info.sql"),
     },
     Migration {
+        version: 560,
+        name: "inventory_order_and_tallies",
+        sqlite: include_str!("../../../migrations/sqlite/0560_inventory_order_and_tallies.sql"),
+        postgres: include_str!("../../../migrations/postgres/0560_inventory_order_and_tallies.sql"),
+    },
+    Migration {
         version: 570,
         name: "acme_pending_authorizations",
         sqlite: include_str!("../../../migrations/sqlite/0570_acme_pending_authorizations.sql"),

@@ -7,6 +7,12 @@
 //! * list p99 with `search` + `status` filters at 1,000,000 rows, ms [<= 25 ms]
 //! * idle resident memory of `trellis serve`, MiB                    [<= 60 MiB]
 //!
+//! With `--only console`, the console figures of issue 26 on the list figure's seeded
+//! database (see `inventory_bench/console.rs`):
+//! * dashboard and first inventory page (newest first, soonest expiry first), p99 server
+//!   time seen by the client over loopback, ms                    [<= 50 ms]
+//! * their page weight, HTML + CSS + JS, KB                        [<= 100 KB]
+//!
 //! Every figure is measured `--runs` times (default 5, env `INVENTORY_BENCH_RUNS`);
 //! the summary prints median, min and max, followed by the raw samples.
 //! Run `inventory-bench --help` for the knobs. `make bench-inventory` builds and runs it.
@@ -24,6 +30,9 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use serde_json::Value;
 use trellis_tests::bench::{clock_ticks, load_average, max, median, min, percentile, sorted};
 
+#[path = "inventory_bench/console.rs"]
+mod console;
+
 const HELP: &str = "\
 inventory-bench: inventory figures of issue 2 against target/release/trellis
 
@@ -31,12 +40,14 @@ USAGE: inventory-bench [OPTIONS]
 
 OPTIONS (environment variable in brackets):
   --runs N              runs per figure, median reported      [INVENTORY_BENCH_RUNS, default 5]
-  --only LIST           comma list of rss,register,list       [INVENTORY_BENCH_ONLY, default all]
+  --only LIST           comma list of rss,register,list,console [INVENTORY_BENCH_ONLY,
+                        default rss,register,list]
   --rows N              rows seeded for the list figure       [INVENTORY_BENCH_ROWS, default 1000000]
   --register-certs N    certificates POSTed per register run  [default 20000]
   --register-clients N  concurrent register clients           [default 8]
   --list-requests N     measured list requests per run        [default 2400]
   --list-clients N      concurrent list clients               [default 4]
+  --console-requests N  console: measured requests per page per run [default 200]
   --list-seconds S      time budget per list run: stop issuing requests after S
                         seconds even if fewer than N were sent [INVENTORY_BENCH_LIST_SECONDS, default 90]
   --trellis PATH        server binary                         [TRELLIS_BIN, default: next to this binary]
@@ -62,6 +73,7 @@ struct Options {
     register_certs: usize,
     register_clients: usize,
     list_requests: usize,
+    console_requests: usize,
     list_seconds: f64,
     status_only: bool,
     small_tenant: bool,
@@ -96,6 +108,7 @@ fn parse_options() -> Result<Options> {
         register_certs: 20_000,
         register_clients: 8,
         list_requests: 2_400,
+        console_requests: 200,
         list_seconds: env_or("INVENTORY_BENCH_LIST_SECONDS", 90.0)?,
         status_only: false,
         small_tenant: false,
@@ -131,6 +144,7 @@ fn parse_options() -> Result<Options> {
             "--register-certs" => options.register_certs = num(&flag, value(&flag)?)?,
             "--register-clients" => options.register_clients = num(&flag, value(&flag)?)?,
             "--list-requests" => options.list_requests = num(&flag, value(&flag)?)?,
+            "--console-requests" => options.console_requests = num(&flag, value(&flag)?)?,
             "--list-seconds" => options.list_seconds = num(&flag, value(&flag)?)?,
             "--list-clients" => options.list_clients = num(&flag, value(&flag)?)?,
             "--trellis" => options.trellis = PathBuf::from(value(&flag)?),
@@ -143,12 +157,17 @@ fn parse_options() -> Result<Options> {
         }
     }
     for figure in &options.only {
-        if !["rss", "register", "list"].contains(&figure.as_str()) {
-            bail!("--only: `{figure}` is none of rss, register, list");
+        if !["rss", "register", "list", "console"].contains(&figure.as_str()) {
+            bail!("--only: `{figure}` is none of rss, register, list, console");
         }
     }
-    if options.runs == 0 || options.register_clients == 0 || options.list_clients == 0 || options.list_requests == 0 {
-        bail!("--runs, --register-clients, --list-clients and --list-requests must be positive");
+    if options.runs == 0
+        || options.register_clients == 0
+        || options.list_clients == 0
+        || options.list_requests == 0
+        || options.console_requests == 0
+    {
+        bail!("--runs, --register-clients, --list-clients, --list-requests and --console-requests must be positive");
     }
     Ok(options)
 }
@@ -1158,6 +1177,13 @@ async fn main() -> Result<()> {
             options.rows, options.runs, options.list_requests, options.list_seconds, options.list_clients
         );
         run_list(&options, &certs, &mut samples).await?;
+    }
+    if wants("console") {
+        eprintln!(
+            "console: {} rows seeded once, {} runs x {} requests per page (after 5 warm-up), one client, server restarted each run",
+            options.rows, options.runs, options.console_requests
+        );
+        console::run_console(&options, &certs, &mut samples).await?;
     }
     let text = report(&options, &samples, &started);
     println!("{text}");

@@ -177,6 +177,79 @@ async fn the_inventory_filters_and_pages_on_the_server() {
     assert!(html(&bad).contains("status"), "{}", html(&bad));
 }
 
+/// The certificate ids of an inventory page, in the order of its rows.
+fn row_ids(page: &Response) -> Vec<i64> {
+    html(page).split("<tr data-id=\"").skip(1).filter_map(|rest| rest.split('"').next()?.parse().ok()).collect()
+}
+
+#[tokio::test]
+async fn the_inventory_sorts_by_expiry_and_filters_by_ca() {
+    let server = Server::start();
+    let admin = server.admin().await;
+    let ca = admin
+        .post(
+            "/api/certificate-authorities",
+            serde_json::json!({ "name": "Sorting Root", "type": "internal", "config": { "subject": { "commonName": "Sorting Root" } } }),
+        )
+        .await;
+    assert_eq!(ca.status, 201, "{}", ca.body);
+    let ca_id = ca.body["data"]["id"].as_i64().expect("CA id");
+    let mut issued = Vec::new();
+    for name in ["issued-a.example.com", "issued-b.example.com"] {
+        let cert =
+            admin.post("/api/certificates/issue", serde_json::json!({ "caId": ca_id, "commonName": name })).await;
+        assert_eq!(cert.status, 201, "{}", cert.body);
+        issued.push(cert.body["data"]["id"].as_i64().expect("id"));
+    }
+    // Two with the same expiry: the order breaks the tie by id.
+    for (name, days) in [("late", 400), ("gone", -3), ("soon", 5), ("twin-1", 20), ("twin-2", 20)] {
+        admin.register(&Spec::tls(&format!("{name}.example.com")).expiring_in(days).pem()).await;
+    }
+    let api = admin.get("/api/certificates?limit=100").await;
+    let mut expected: Vec<(String, i64)> = api.body["data"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|c| (c["expiresAt"].as_str().unwrap_or_default().to_string(), c["id"].as_i64().unwrap_or_default()))
+        .collect();
+    assert_eq!(expected.len(), 7, "{}", api.body);
+    expected.sort();
+    let soonest: Vec<i64> = expected.iter().map(|(_, id)| *id).collect();
+    let newest = admin.get("/certificates").await;
+    let mut by_id = soonest.clone();
+    by_id.sort_by(|a, b| b.cmp(a));
+    assert_eq!(row_ids(&newest), by_id, "the default order is newest first");
+    let sorted = admin.get("/certificates?sort=expiresAt").await;
+    assert_eq!(sorted.status, 200);
+    assert_console_headers(&sorted);
+    assert_eq!(row_ids(&sorted), soonest, "{}", html(&sorted));
+    assert!(html(&sorted).contains("aria-sort=\"ascending\""));
+    let latest = admin.get("/certificates?sort=-expiresAt").await;
+    assert_eq!(row_ids(&latest), soonest.iter().rev().copied().collect::<Vec<_>>());
+    // The API answers the same order.
+    let api_sorted = admin.get("/api/certificates?sort=expiresAt&limit=100").await;
+    let api_ids: Vec<i64> =
+        api_sorted.body["data"].as_array().expect("list").iter().filter_map(|c| c["id"].as_i64()).collect();
+    assert_eq!(api_ids, soonest);
+    // The CA filter offers the workspace's CA and keeps what it issued, sorted too.
+    assert!(html(&newest).contains(&format!("<option value=\"{ca_id}\">Sorting Root</option>")), "{}", html(&newest));
+    let of_ca = admin.get(&format!("/certificates?caId={ca_id}&sort=-expiresAt")).await;
+    let mut ids = row_ids(&of_ca);
+    ids.sort();
+    assert_eq!(ids, issued, "{}", html(&of_ca));
+    assert!(html(&of_ca).contains(&format!("<option value=\"{ca_id}\" selected>")), "{}", html(&of_ca));
+    // The API pages a CA's certificates in that order too.
+    let paged = admin.get(&format!("/api/certificates?caId={ca_id}&sort=expiresAt&limit=1&page=2")).await;
+    assert_eq!(paged.body["data"].as_array().map(Vec::len), Some(1), "{}", paged.body);
+    // Values the API refuses are pages in words, not 500s.
+    for bad in ["sort=sideways", "caId=abc", "caId=-4"] {
+        let page = admin.get(&format!("/certificates?{bad}")).await;
+        assert_eq!(page.status, 400, "{bad}: {}", html(&page));
+        let api = admin.get(&format!("/api/certificates?{bad}")).await;
+        assert_eq!(api.status, 400, "{bad}: {}", api.body);
+    }
+}
+
 /// Registers one certificate and answers its id.
 async fn one_certificate(admin: &Client) -> i64 {
     let created = admin.register(&Spec::tls("www.example.com").expiring_in(90).pem()).await;
@@ -364,6 +437,10 @@ async fn in_chromium_sign_in_filter_issue_download_revoke_approve_and_scan_with_
     let filtered: Vec<&str> = seen["filtered"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     assert_eq!(filtered.len(), 2, "{seen}");
     assert!(filtered.iter().all(|n| n.contains("alpha")), "{seen}");
+    // Sorted by expiry, soonest first: the expired alpha before the one expiring in 5 days.
+    assert_eq!(seen["sorted"], serde_json::json!(["alpha-2.example.com", "alpha-1.example.com"]), "{seen}");
+    // The CA filter kept only the certificate issued through Console Root from the form.
+    assert_eq!(seen["byCa"], serde_json::json!(["web.console.example"]), "{seen}");
     assert_eq!(seen["downloaded"], "-----BEGIN CERTIFICATE-----", "{seen}");
     assert!(seen["revoked"].as_str().unwrap_or_default().contains("superseded"), "{seen}");
     assert!(seen["steps"].as_array().is_some_and(|s| s.iter().any(|x| x == "approved")), "{seen}");

@@ -372,7 +372,10 @@ async fn everything_the_internal_ca_signs_passes_pkilint_cryptography_and_openss
     for batch in artifacts.chunks(at_once) {
         let found: Vec<Option<String>> = std::thread::scope(|scope| {
             let linting: Vec<_> = batch.iter().map(|artifact| scope.spawn(|| pkilint(&bin, artifact))).collect();
-            linting.into_iter().map(|lint| lint.join().unwrap_or_else(|_| Some("pkilint's thread panicked".into()))).collect()
+            linting
+                .into_iter()
+                .map(|lint| lint.join().unwrap_or_else(|_| Some("pkilint's thread panicked".into())))
+                .collect()
         });
         failures.extend(found.into_iter().flatten());
     }

@@ -245,8 +245,46 @@ pub struct CertificateFilter {
     pub key_algorithm: Option<String>,
     pub usage_category: Option<String>,
     pub issuance_source: Option<IssuanceSource>,
+    /// Only certificates issued through this CA (`ca_id`).
+    pub ca_id: Option<i64>,
+    pub order: CertificateOrder,
     /// The instant status filters are evaluated at.
     pub now: i64,
+}
+
+/// A list's order. Every order ends on the id, so it is total: offset paging over it neither
+/// skips nor repeats a row while the inventory does not change.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum CertificateOrder {
+    /// Creation order, newest first (id descending): the spec's default.
+    #[default]
+    Newest,
+    /// Soonest expiry first (`expires_at`, then id, ascending).
+    ExpiresSoonest,
+    /// Latest expiry first (`expires_at`, then id, descending).
+    ExpiresLatest,
+}
+
+impl CertificateOrder {
+    /// The values of the lists' `sort` parameter.
+    pub const VALUES: [&'static str; 3] = ["newest", "expiresAt", "-expiresAt"];
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "newest" => Some(Self::Newest),
+            "expiresAt" => Some(Self::ExpiresSoonest),
+            "-expiresAt" => Some(Self::ExpiresLatest),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Newest => "newest",
+            Self::ExpiresSoonest => "expiresAt",
+            Self::ExpiresLatest => "-expiresAt",
+        }
+    }
 }
 
 #[cfg(test)]

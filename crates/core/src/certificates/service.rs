@@ -10,7 +10,7 @@ use crate::certificates::inventory::{self, Provenance, RevokedBy};
 use crate::certificates::{
     parse_pem, Certificate, IssuanceSource, MachineIdentity, Statistics, Status, UsageCategory, UsageRecord,
 };
-use crate::certificates::{CertificateFilter, CertificateUpdate};
+use crate::certificates::{CertificateFilter, CertificateOrder, CertificateUpdate};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events::{CertificateData, CertificateExpiring, CertificateUpdated, Event};
@@ -48,6 +48,10 @@ pub struct ListQuery {
     pub key_algorithm: Option<String>,
     pub usage_category: Option<String>,
     pub issuance_source: Option<String>,
+    /// A CA's id: only the certificates issued through it.
+    pub ca_id: Option<String>,
+    /// `newest` (default), `expiresAt` (soonest first) or `-expiresAt` (latest first).
+    pub sort: Option<String>,
 }
 
 pub async fn register(ctx: &Context, caller: &Caller, registration: Registration) -> Result<Certificate> {
@@ -105,6 +109,8 @@ pub async fn list(ctx: &Context, caller: &Caller, query: ListQuery, page: PageRe
         key_algorithm: present(query.key_algorithm),
         usage_category: present(query.usage_category),
         issuance_source: present(query.issuance_source),
+        ca_id: present(query.ca_id),
+        sort: present(query.sort),
     };
     let status = match query.status.as_deref() {
         None => None,
@@ -139,9 +145,25 @@ pub async fn list(ctx: &Context, caller: &Caller, query: ListQuery, page: PageRe
     if search.as_ref().is_some_and(|s| s.chars().any(char::is_control)) {
         return Err(Error::invalid_field("search", "must not contain control characters"));
     }
+    let ca_id = match query.ca_id.as_deref() {
+        None => None,
+        Some(text) => Some(
+            text.parse::<i64>()
+                .ok()
+                .filter(|id| *id > 0)
+                .ok_or_else(|| Error::invalid_field("caId", "must be a CA's id (a positive integer)"))?,
+        ),
+    };
+    let order = match query.sort.as_deref() {
+        None => CertificateOrder::Newest,
+        Some(text) => CertificateOrder::parse(text)
+            .ok_or_else(|| Error::invalid_field("sort", "must be one of newest, expiresAt, -expiresAt"))?,
+    };
     let filter = CertificateFilter {
         status,
         search,
+        ca_id,
+        order,
         signature_algorithm: query.signature_algorithm.map(|s| normalize_algorithm(&s)),
         key_algorithm: query.key_algorithm.map(|s| normalize_algorithm(&s)),
         usage_category,
