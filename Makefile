@@ -11,7 +11,7 @@ export NEXTEST_TEST_THREADS ?= $(TEST_THREADS)
 export RUST_TEST_THREADS ?= $(TEST_THREADS)
 TEST_RUNNER ?= $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo "$(CARGO) nextest run" || echo "$(CARGO) test")
 
-.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login bench-issuance bench-delivery bench-discovery bench-acme bench-acme-server bench-verifier bench-attestation bench-pki bench-polyglot lint fmt fuzz-api
+.PHONY: run test build plugins bench bench-inventory bench-plugins bench-login bench-issuance bench-delivery bench-discovery bench-acme bench-acme-server bench-console bench-verifier bench-attestation bench-pki bench-polyglot lint fmt fuzz-api
 
 ## Serve on 127.0.0.1:8080 with SQLite at ./data/trellis.db and the first-party plugins.
 run: plugins
@@ -102,6 +102,12 @@ bench-acme-server:
 	scripts/openbao.sh >/dev/null
 	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin acme-server-bench
 	./target/release/acme-server-bench
+
+## Console figures (issue 26): dashboard and first inventory pages at 1,000,000 certificates (server
+## time p50/p99 from the client over loopback, page weight with assets); 3 runs, medians.
+bench-console:
+	$(CARGO) build --release -p trellis --bin trellis -p trellis-tests --bin inventory-bench
+	./target/release/inventory-bench --only console --runs 3 --seeded-dir /var/tmp/trellis-bench
 
 ## ACME figures (issue 9): orders/s and p50 of ACME issuance through Trellis (acme connector, HTTP-01 on
 ## Trellis's challenge listener) vs lego, 8 orders in flight on the same Pebble; 3 runs, medians.
