@@ -919,18 +919,19 @@ fn reuse_seeded(dir: &Path, rows: u64) -> Result<Option<Instance>> {
 }
 
 async fn run_list(options: &Options, certs: &[String], samples: &mut Samples) -> Result<()> {
-    let reused = match &options.seeded_dir {
-        Some(dir) => reuse_seeded(dir, options.rows)?,
-        None => None,
-    };
-    let instance = match reused {
-        Some(instance) => {
-            eprintln!("  reusing the seeded database in {}", instance.dir.display());
-            instance
-        }
-        None => seed_instance(options, certs, samples).await?,
-    };
+    let instance = seeded_instance(options, certs, samples).await?;
     run_list_on(options, &instance, samples).await
+}
+
+/// The `--seeded-dir` instance of an earlier invocation when it has the rows, else a fresh one.
+async fn seeded_instance(options: &Options, certs: &[String], samples: &mut Samples) -> Result<Instance> {
+    if let Some(instance) =
+        options.seeded_dir.as_deref().map(|dir| reuse_seeded(dir, options.rows)).transpose()?.flatten()
+    {
+        eprintln!("  reusing the seeded database in {}", instance.dir.display());
+        return Ok(instance);
+    }
+    seed_instance(options, certs, samples).await
 }
 
 async fn seed_instance(options: &Options, certs: &[String], samples: &mut Samples) -> Result<Instance> {

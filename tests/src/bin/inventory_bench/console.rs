@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context as _, Result};
 use trellis_tests::bench::{percentile, sorted};
 
-use super::{reuse_seeded, seed_instance, Instance, Options, Samples, Server};
+use super::{seeded_instance, Instance, Options, Samples, Server};
 
 const PAGES: [(&str, &str); 3] = [
     ("dashboard /", "/"),
@@ -25,17 +25,7 @@ const PAGES: [(&str, &str); 3] = [
 const PASSWORD: &str = "bench-password-123";
 
 pub async fn run_console(options: &Options, certs: &[String], samples: &mut Samples) -> Result<()> {
-    let reused = match &options.seeded_dir {
-        Some(dir) => reuse_seeded(dir, options.rows)?,
-        None => None,
-    };
-    let instance = match reused {
-        Some(instance) => {
-            eprintln!("  reusing the seeded database in {}", instance.dir.display());
-            instance
-        }
-        None => seed_instance(options, certs, samples).await?,
-    };
+    let instance = seeded_instance(options, certs, samples).await?;
     for run in 1..=options.runs {
         let server = Server::start(&options.trellis, &instance).await?;
         let result = one_run(options, &instance, &server, run, samples).await;
