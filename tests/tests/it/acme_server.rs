@@ -529,6 +529,11 @@ async fn wrong_jws_are_refused_with_their_problem_types_and_keys_roll_over() {
     assert_eq!(client.post_jws(&new_order, &signed).await.status, 201);
     let replayed = client.post_jws(&new_order, &signed).await;
     problem(&replayed, 400, "badNonce");
+    // The spent nonce spelt with base64 padding is the same nonce.
+    let padded = client
+        .key
+        .sign(json!({ "nonce": format!("{nonce}=="), "url": new_order, "kid": account_url }), Some(&order_body));
+    problem(&client.post_jws(&new_order, &padded).await, 400, "badNonce");
     // A url that is not the request's.
     let nonce = client.nonce().await;
     let elsewhere = client

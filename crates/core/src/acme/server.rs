@@ -162,7 +162,9 @@ async fn spend_nonce(ctx: &Context, nonce: &str) -> Result<bool, Problem> {
     if expires_at <= ctx.now_millis() {
         return Ok(false);
     }
-    Ok(store(ctx)?.spend_nonce(nonce, expires_at).await?)
+    // Spent under its canonical spelling: the decoder accepts trailing `=`, and a replay must
+    // not pass as a new string for the same nonce.
+    Ok(store(ctx)?.spend_nonce(&b64(&bytes), expires_at).await?)
 }
 
 /// Forgets the expired spent nonces (the jobs tick); returns how many went.
