@@ -107,6 +107,8 @@ pub struct FindingRow {
     pub id: i64,
     pub common_name: String,
     pub new: bool,
+    /// Already known, and the scan changed it (revoked it, linked its CA).
+    pub updated: bool,
     pub status: &'static str,
     pub expires: String,
 }
@@ -135,8 +137,11 @@ struct ScanPage {
     /// `None` for a role that cannot read the inventory.
     findings: Option<Vec<FindingRow>>,
     findings_total: i64,
-    /// Found again without a change: counted, not recorded one by one.
-    unchanged: i64,
+    /// Found (less failed) but not listed: `found` counts a certificate at each endpoint that
+    /// served it, a certificate may have been deleted since, and a scan from before the scan's
+    /// record of its certificates (migration 0580) counted known ones left unchanged without
+    /// listing them.
+    unlisted: i64,
     page: i64,
     previous: Option<String>,
     next: Option<String>,
@@ -174,8 +179,9 @@ pub async fn show(
                     id: f.certificate.id,
                     status: f.certificate.status(now).as_str(),
                     expires: when(f.certificate.expires_at),
+                    new: f.is_new(),
+                    updated: f.outcome == discovery::FindingOutcome::Updated,
                     common_name: f.certificate.common_name,
-                    new: f.new,
                 })
                 .collect(),
         );
@@ -191,8 +197,7 @@ pub async fn show(
         error: scan.error.clone(),
         finished: scan.finished_at.map(when).unwrap_or_default(),
         findings,
-        // What the scan found that it did not record: known certificates it left as they were.
-        unchanged: (scan.found - findings_total).max(0),
+        unlisted: (scan.found - scan.failed_count - findings_total).max(0),
         findings_total,
         page,
         previous: (page > 1).then(|| link(page - 1)),

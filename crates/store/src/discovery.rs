@@ -5,7 +5,7 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use trellis_core::certificates::Certificate;
-use trellis_core::discovery::{KnownCertificate, Scan, ScanFinding, ScanStatus, FINDING_ACTIONS};
+use trellis_core::discovery::{FindingOutcome, KnownCertificate, Scan, ScanFinding, ScanStatus, FINDING_ACTIONS};
 use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{DiscoveryReads, DiscoveryWrites};
 
@@ -115,6 +115,64 @@ impl DiscoveryReads for Store {
         since: i64,
         page: PageRequest,
     ) -> StoreResult<Page<ScanFinding>> {
+        let mut reader = self.reader().await?;
+        // The record's rows go with their certificate (ON DELETE CASCADE), so the count is of
+        // certificates still in the inventory.
+        let total: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM discovery_scan_certificates WHERE workspace_id = $1 AND scan_id = $2",
+        )
+        .bind(workspace_id)
+        .bind(scan_id)
+        .fetch_one(&mut *reader)
+        .await
+        .db()?;
+        if total == 0 {
+            // No record: a scan from before migration 0580 (or one that found nothing, which
+            // its traces show as nothing too).
+            drop(reader);
+            return self.traced_findings(workspace_id, scan_id, since, page).await;
+        }
+        // The page is cut from the record by its primary key (scan_id, certificate_id).
+        let sql = format!(
+            "SELECT {CERTIFICATE_COLUMNS}, f.finding_outcome FROM certificates JOIN ( \
+               SELECT certificate_id, outcome AS finding_outcome FROM discovery_scan_certificates \
+               WHERE workspace_id = $1 AND scan_id = $2 ORDER BY certificate_id LIMIT $3 OFFSET $4 \
+             ) f ON f.certificate_id = certificates.id \
+             WHERE certificates.workspace_id = $1 ORDER BY certificates.id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(scan_id)
+            .bind(page.limit)
+            .bind(page.offset)
+            .fetch_all(&mut *reader)
+            .await
+            .db()?;
+        let items = rows
+            .iter()
+            .map(|row| {
+                let outcome: String = row.try_get("finding_outcome").db()?;
+                let outcome = FindingOutcome::parse(&outcome)
+                    .ok_or_else(|| StoreError::Corrupt(format!("scan finding outcome `{outcome}`")))?;
+                Ok(ScanFinding { certificate: certificate_from_row(row)?, outcome })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(Page { items, total, total_exact: true, request: page })
+    }
+}
+
+impl Store {
+    /// The findings of a scan that kept no record of them (run before migration 0580), read
+    /// from what it left elsewhere: audit rows (created, updated, revoked by the scan) and
+    /// usage records (a known certificate first seen at an endpoint) name the scan. A known
+    /// certificate it saw again unchanged left nothing, so it is not listed.
+    async fn traced_findings(
+        &self,
+        workspace_id: &str,
+        scan_id: i64,
+        since: i64,
+        page: PageRequest,
+    ) -> StoreResult<Page<ScanFinding>> {
         // The scan's id as text, as each dialect reads a JSON member of a TEXT column.
         let member = |column: &str, name: &str| match self.dialect() {
             Dialect::Sqlite => format!("CAST(json_extract({column}, '$.{name}') AS TEXT)"),
@@ -166,7 +224,8 @@ impl DiscoveryReads for Store {
             let found = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *reader).await.db()?;
             // Deleted between the two reads: left out, like one deleted before.
             if let Some(found) = found {
-                items.push(ScanFinding { certificate: certificate_from_row(&found)?, new: new != 0 });
+                let outcome = if new != 0 { FindingOutcome::New } else { FindingOutcome::Updated };
+                items.push(ScanFinding { certificate: certificate_from_row(&found)?, outcome });
             }
         }
         Ok(Page { items, total, total_exact: true, request: page })
@@ -318,6 +377,37 @@ impl DiscoveryWrites for Tx {
         Ok(updated.rows_affected() > 0)
     }
 
+    async fn record_scan_certificates(
+        &mut self,
+        workspace_id: &str,
+        scan_id: i64,
+        found: &[(i64, FindingOutcome)],
+        at: i64,
+    ) -> StoreResult<()> {
+        if found.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<String> =
+            (0..found.len()).map(|i| format!("($1, $2, $3, ${}, ${})", 4 + 2 * i, 5 + 2 * i)).collect();
+        // Seen again by the same scan (another endpoint, a rerun): the stronger outcome stays,
+        // new > updated > unchanged. (The caller lists each certificate once: PostgreSQL
+        // refuses to update one row twice in a statement. Placeholders first appear in their
+        // number's order: SQLite numbers them so.)
+        let sql = format!(
+            "INSERT INTO discovery_scan_certificates (workspace_id, scan_id, created_at, certificate_id, outcome) \
+             VALUES {} \
+             ON CONFLICT (scan_id, certificate_id) DO UPDATE SET outcome = excluded.outcome \
+             WHERE discovery_scan_certificates.outcome = 'unchanged' OR excluded.outcome = 'new'",
+            rows.join(", ")
+        );
+        let mut query = sqlx::query(&sql).bind(workspace_id).bind(scan_id).bind(at);
+        for (certificate_id, outcome) in found {
+            query = query.bind(*certificate_id).bind(outcome.as_str());
+        }
+        query.execute(&mut *self.inner).await.db()?;
+        Ok(())
+    }
+
     async fn has_usage(
         &mut self,
         workspace_id: &str,
@@ -343,9 +433,100 @@ impl DiscoveryWrites for Tx {
 #[cfg(test)]
 mod tests {
     use trellis_core::discovery::COMPLETED;
-    use trellis_core::ports::DiscoveryReads as _;
+    use trellis_core::ports::{DiscoveryReads as _, DiscoveryWrites as _};
 
     use super::*;
+
+    async fn exec(store: &Store, sql: &str) {
+        sqlx::query(sql).execute(&store.pool).await.unwrap_or_else(|err| panic!("{sql}: {err}"));
+    }
+
+    async fn certificate(store: &Store, id: i64) {
+        sqlx::query(
+            "INSERT INTO certificates (id, workspace_id, common_name, issuer, subject, serial_number, not_before, \
+             expires_at, signature_algorithm, key_algorithm, fingerprint_sha256, usage_category, issuance_source, \
+             certificate_pem, created_at, updated_at) \
+             VALUES ($1, 'ws', $2, 'CN=CA', $3, $4, 0, 1, 'SHA256-ECDSA', 'EC', $5, 'TLS', 'external', '', 0, 0)",
+        )
+        .bind(id)
+        .bind(format!("c{id}.example.com"))
+        .bind(format!("CN=c{id}.example.com"))
+        .bind(format!("{id:X}"))
+        .bind(format!("{id:064x}"))
+        .execute(&store.pool)
+        .await
+        .expect("certificate");
+    }
+
+    async fn findings(
+        store: &Store,
+        workspace: &str,
+        scan: i64,
+        limit: i64,
+        offset: i64,
+    ) -> (i64, Vec<(i64, &'static str)>) {
+        let page = store
+            .scan_findings(workspace, scan, 0, PageRequest { limit, offset })
+            .await
+            .unwrap_or_else(|err| panic!("findings: {err}"));
+        (page.total, page.items.iter().map(|f| (f.certificate.id, f.outcome.as_str())).collect())
+    }
+
+    /// A scan's record lists every certificate it saw, known and unchanged ones too, paged by
+    /// certificate, the strongest outcome kept; deleted certificates drop out; a scan without
+    /// a record (before migration 0580) is read from its audit rows.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_scans_record_lists_what_it_saw_and_older_scans_their_traces() {
+        use FindingOutcome::{New, Unchanged, Updated};
+        let (_dir, store) = crate::testing::store().await;
+        exec(&store, "INSERT INTO workspaces (id, name, created_at, updated_at) VALUES ('ws', 'ws', 0, 0)").await;
+        exec(&store, "INSERT INTO workspaces (id, name, created_at, updated_at) VALUES ('other', 'other', 0, 0)").await;
+        for id in [1, 2] {
+            let sql = format!(
+                "INSERT INTO discovery_scans (id, workspace_id, scan_type, status, requested_by, created_at, targets) \
+                 VALUES ({id}, 'ws', 'ca_certs', 'completed', 'user:u', 0, '[]')"
+            );
+            exec(&store, &sql).await;
+        }
+        for id in 1..=4 {
+            certificate(&store, id).await;
+        }
+        let mut tx = store.begin_tx().await.expect("tx");
+        tx.record_scan_certificates("ws", 1, &[(1, New), (2, Updated), (3, Unchanged)], 10).await.expect("record");
+        tx.commit_tx().await.expect("commit");
+        // Seen again (a rerun): a weaker outcome does not overwrite a stronger one.
+        let mut tx = store.begin_tx().await.expect("tx");
+        let again = [(1, Unchanged), (2, Unchanged), (3, Updated), (4, Unchanged)];
+        tx.record_scan_certificates("ws", 1, &again, 20).await.expect("record again");
+        tx.commit_tx().await.expect("commit");
+
+        let all = findings(&store, "ws", 1, 50, 0).await;
+        assert_eq!(all, (4, vec![(1, "new"), (2, "updated"), (3, "updated"), (4, "unchanged")]));
+        assert_eq!(findings(&store, "ws", 1, 2, 2).await, (4, vec![(3, "updated"), (4, "unchanged")]));
+        assert_eq!(findings(&store, "other", 1, 50, 0).await, (0, vec![]), "another workspace sees none");
+
+        exec(&store, "DELETE FROM certificates WHERE id = 4").await;
+        assert_eq!(findings(&store, "ws", 1, 50, 0).await, (3, vec![(1, "new"), (2, "updated"), (3, "updated")]));
+
+        // Scan 2 has no record: its audit rows and usage records say what it found.
+        exec(
+            &store,
+            "INSERT INTO audit_logs (workspace_id, actor_type, actor_id, action, target_type, target_id, details, created_at) \
+             VALUES ('ws', 'system', 'discovery', 'certificate.created', 'certificate', '2', '{\"scanId\": 2}', 5), \
+                    ('ws', 'system', 'discovery', 'certificate.updated', 'certificate', '1', '{\"scanId\": 2}', 5), \
+                    ('ws', 'system', 'discovery', 'certificate.created', 'certificate', '3', '{\"scanId\": 1}', 5)",
+        )
+        .await;
+        assert_eq!(findings(&store, "ws", 2, 50, 0).await, (2, vec![(1, "updated"), (2, "new")]));
+
+        // Deleting the scan's workspace takes its record along.
+        exec(&store, "DELETE FROM workspaces WHERE id = 'ws'").await;
+        let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM discovery_scan_certificates")
+            .fetch_one(&store.pool)
+            .await
+            .expect("count");
+        assert_eq!(left, 0);
+    }
 
     /// A state name the domain does not know is reported as corrupt data, not carried on or
     /// panicked on.

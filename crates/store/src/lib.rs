@@ -211,6 +211,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0570_acme_pending_authorizations.sql"),
         postgres: include_str!("../../../migrations/postgres/0570_acme_pending_authorizations.sql"),
     },
+    Migration {
+        version: 580,
+        name: "discovery_scan_certificates",
+        sqlite: include_str!("../../../migrations/sqlite/0580_discovery_scan_certificates.sql"),
+        postgres: include_str!("../../../migrations/postgres/0580_discovery_scan_certificates.sql"),
+    },
 ];
 
 #[derive(Clone)]

@@ -6,7 +6,9 @@
 use async_trait::async_trait;
 
 use super::port::{DiscoveryReads, DiscoveryWrites};
-use super::{KnownCertificate, Scan, ScanFinding, CANCELLED, FINDING_ACTIONS, PENDING, RUNNING, TLS_ENDPOINTS};
+use super::{
+    FindingOutcome, KnownCertificate, Scan, ScanFinding, CANCELLED, FINDING_ACTIONS, PENDING, RUNNING, TLS_ENDPOINTS,
+};
 use crate::certificates::Certificate;
 use crate::pagination::{Page, PageRequest};
 use crate::ports::StoreResult;
@@ -70,6 +72,26 @@ impl DiscoveryReads for MemoryStore {
         page: PageRequest,
     ) -> StoreResult<Page<ScanFinding>> {
         let tables = self.snapshot();
+        let recorded: std::collections::BTreeMap<i64, FindingOutcome> = tables
+            .scan_certificates
+            .iter()
+            .filter(|(ws, scan, _, _)| ws == workspace_id && *scan == scan_id)
+            .map(|(_, _, certificate, outcome)| (*certificate, *outcome))
+            .collect();
+        if !recorded.is_empty() {
+            let found: Vec<ScanFinding> = recorded
+                .into_iter()
+                .filter_map(|(id, outcome)| {
+                    let certificate =
+                        tables.certificates.iter().find(|c| c.workspace_id == workspace_id && c.id == id)?.clone();
+                    Some(ScanFinding { certificate, outcome })
+                })
+                .collect();
+            let total = found.len() as i64;
+            let items = found.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
+            return Ok(Page { items, total, total_exact: true, request: page });
+        }
+        // A scan from before its record (migration 0580): read from its traces.
         let scan = serde_json::json!(scan_id);
         let mut hits: std::collections::BTreeMap<i64, bool> = std::collections::BTreeMap::new();
         for row in tables.audit.iter().filter(|a| {
@@ -93,7 +115,8 @@ impl DiscoveryReads for MemoryStore {
             .filter_map(|(id, new)| {
                 let certificate =
                     tables.certificates.iter().find(|c| c.workspace_id == workspace_id && c.id == id)?.clone();
-                Some(ScanFinding { certificate, new })
+                let outcome = if new { FindingOutcome::New } else { FindingOutcome::Updated };
+                Some(ScanFinding { certificate, outcome })
             })
             .collect();
         let total = found.len() as i64;
@@ -188,6 +211,22 @@ impl DiscoveryWrites for MemoryTx {
         certificate.updated_at = at;
         Ok(true)
     }
+    async fn record_scan_certificates(
+        &mut self,
+        workspace_id: &str,
+        scan_id: i64,
+        found: &[(i64, FindingOutcome)],
+        _at: i64,
+    ) -> StoreResult<()> {
+        let rows = &mut self.working.scan_certificates;
+        for &(certificate_id, outcome) in found {
+            match rows.iter_mut().find(|(_, scan, certificate, _)| *scan == scan_id && *certificate == certificate_id) {
+                Some(row) => row.3 = strongest(row.3, outcome),
+                None => rows.push((workspace_id.to_owned(), scan_id, certificate_id, outcome)),
+            }
+        }
+        Ok(())
+    }
     async fn has_usage(
         &mut self,
         workspace_id: &str,
@@ -198,5 +237,15 @@ impl DiscoveryWrites for MemoryTx {
         Ok(self.working.usage.iter().any(|u| {
             u.workspace_id == workspace_id && u.certificate_id == certificate_id && u.host == host && u.port == port
         }))
+    }
+}
+
+/// The variants are declared weakest first, so the stronger is the later in `ALL`.
+fn strongest(a: FindingOutcome, b: FindingOutcome) -> FindingOutcome {
+    let rank = |o: FindingOutcome| FindingOutcome::ALL.iter().position(|x| *x == o).unwrap_or(0);
+    if rank(b) > rank(a) {
+        b
+    } else {
+        a
     }
 }

@@ -335,7 +335,8 @@ async fn certificates_of_an_internal_or_vault_ca_count_as_theirs() {
 }
 
 #[tokio::test]
-async fn a_scans_findings_are_what_it_added_and_the_known_ones_it_touched() {
+async fn a_scans_findings_are_every_certificate_it_saw_new_updated_or_unchanged() {
+    use super::FindingOutcome::{New, Unchanged, Updated};
     let store = store_with_scan("fixture");
     let known = der("known.example.com");
     let parsed = trellis_pki::x509::parse_der(&known).unwrap_or_else(|err| panic!("{err}"));
@@ -349,20 +350,49 @@ async fn a_scans_findings_are_what_it_added_and_the_known_ones_it_touched() {
     scan(&store, list).await;
 
     let window = crate::pagination::PageRequest { limit: 50, offset: 0 };
+    let outcomes = |page: &crate::pagination::Page<super::ScanFinding>| -> Vec<(String, super::FindingOutcome)> {
+        // rcgen names its certificates by their SANs only.
+        page.items.iter().map(|f| (f.certificate.subject_alt_names.join(","), f.outcome)).collect()
+    };
     let found = super::findings(&ctx, &caller, SCAN_ID, window).await.unwrap_or_else(|err| panic!("{err}"));
-    // rcgen names its certificates by their SANs only.
-    let seen: Vec<(String, bool)> =
-        found.items.iter().map(|f| (f.certificate.subject_alt_names.join(","), f.new)).collect();
-    assert_eq!(seen, [("DNS:known.example.com".to_string(), false), ("DNS:fresh.example.com".to_string(), true)]);
+    // The known one gained the scanned CA's link: updated.
+    assert_eq!(
+        outcomes(&found),
+        [("DNS:known.example.com".to_string(), Updated), ("DNS:fresh.example.com".to_string(), New)]
+    );
     assert_eq!(found.items[0].certificate.id, registered.id);
     assert_eq!(found.total, 2);
 
-    // A rescan that changes nothing records no finding of its own; a page past the end is empty.
-    let (list, _) = paged(vec![page]);
+    // A rerun of the same scan that changes nothing keeps each one's strongest outcome; a page
+    // past the end is empty.
+    let (list, _) = paged(vec![page.clone()]);
     rescan(&store, list).await;
     let later = crate::pagination::PageRequest { limit: 1, offset: 1 };
     let second = super::findings(&ctx, &caller, SCAN_ID, later).await.unwrap_or_else(|err| panic!("{err}"));
-    assert_eq!((second.total, second.items.len()), (2, 1), "the first scan's rows still name the same id");
+    assert_eq!((second.total, outcomes(&second)), (2, vec![("DNS:fresh.example.com".to_string(), New)]));
+
+    // A second scan of the same CA lists both, as already known and left unchanged.
+    const SECOND: i64 = SCAN_ID + 1;
+    store.put_scan(Scan { id: SECOND, ..pending_scan() });
+    let (list, _) = paged(vec![page]);
+    let plugins = NoPlugins { connector: Some(connector()), list_certificates: Some(list), ..NoPlugins::default() };
+    let run = context_with(store.clone(), NOW, plugins);
+    assert!(claim_and_run(&run, Some(SECOND)).await.unwrap_or_else(|err| panic!("scan: {err}")));
+    let again = super::findings(&ctx, &caller, SECOND, window).await.unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(
+        outcomes(&again),
+        [("DNS:known.example.com".to_string(), Unchanged), ("DNS:fresh.example.com".to_string(), Unchanged)]
+    );
+
+    // A scan from before the record (migration 0580) is listed from its audit rows: what it
+    // added or changed.
+    store.edit(|tables| tables.scan_certificates.retain(|(_, scan, _, _)| *scan != SCAN_ID));
+    let traced = super::findings(&ctx, &caller, SCAN_ID, window).await.unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(
+        outcomes(&traced),
+        [("DNS:known.example.com".to_string(), Updated), ("DNS:fresh.example.com".to_string(), New)]
+    );
+
     // Another workspace does not see the scan.
     let stranger = crate::testing::owner("ws_other");
     assert!(super::findings(&ctx, &stranger, SCAN_ID, window).await.is_err());

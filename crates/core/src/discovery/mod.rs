@@ -227,16 +227,37 @@ pub struct KnownCertificate {
     pub ca_id: Option<i64>,
 }
 
+crate::state::state_enum! {
+    /// What a scan did with a certificate it came upon, recorded per scan and certificate.
+    /// Ordered weakest first: a certificate seen twice by one scan (two endpoints serve it, or
+    /// a rerun) keeps the strongest.
+    pub enum FindingOutcome {
+        /// It was already known and the scan left it as it was.
+        Unchanged => "unchanged",
+        /// It was already known and the scan changed it (revoked it, linked its CA).
+        Updated => "updated",
+        /// The scan added it to the inventory.
+        New => "new",
+    }
+}
+
 /// A certificate a scan found, as its page lists it.
 #[derive(Debug, Clone)]
 pub struct ScanFinding {
     pub certificate: crate::certificates::Certificate,
+    pub outcome: FindingOutcome,
+}
+
+impl ScanFinding {
     /// The scan added it to the inventory (otherwise it was already known).
-    pub new: bool,
+    pub fn is_new(&self) -> bool {
+        self.outcome == FindingOutcome::New
+    }
 }
 
 /// The audit actions a scan writes on a certificate, each with the scan's id in its details:
-/// `certificate.created` when it adds one, the others when it updates a known one.
+/// `certificate.created` when it adds one, the others when it updates a known one. Scans from
+/// before the scan's own record of its certificates (migration 0580) are listed from these.
 pub const FINDING_ACTIONS: [&str; 3] = ["certificate.created", "certificate.updated", "certificate.revoked"];
 
 /// What to scan.
@@ -428,11 +449,11 @@ fn reset_counts(scan: &mut Scan) {
     scan.failures.clear();
 }
 
-fn count(scan: &mut Scan, label: String, imported: Result<Imported>) {
+fn count(scan: &mut Scan, label: String, imported: Result<FindingOutcome>) {
     match imported {
-        Ok(Imported::New) => scan.new_count += 1,
-        Ok(Imported::Updated) => scan.updated_count += 1,
-        Ok(Imported::Unchanged) => {}
+        Ok(FindingOutcome::New) => scan.new_count += 1,
+        Ok(FindingOutcome::Updated) => scan.updated_count += 1,
+        Ok(FindingOutcome::Unchanged) => {}
         Err(err) => {
             tracing::info!(scan = scan.id, target = %label, error = %err, "a discovered certificate could not be imported");
             scan.note_failure(label, format!("cannot import the certificate: {err}"));
@@ -461,12 +482,18 @@ async fn import_from_ca(ctx: &Context, scan: &mut Scan) -> Result<std::result::R
             .map(|k| (k.fingerprint_sha256.clone(), k))
             .collect();
         let mut batch = Vec::new();
+        // Known certificates with nothing to change: not imported, only recorded as found.
+        let mut unchanged: Vec<i64> = Vec::new();
         for (item, fingerprint) in page.items.iter().zip(&fingerprints) {
             seen += 1;
             scan.found += 1;
             let nothing_to_change =
-                known.get(fingerprint).is_some_and(|k| (k.revoked || item.revocation.is_none()) && k.ca_id.is_some());
-            if nothing_to_change {
+                known.get(fingerprint).filter(|k| (k.revoked || item.revocation.is_none()) && k.ca_id.is_some());
+            if let Some(k) = nothing_to_change {
+                // A CA listing one certificate twice on a page: one record.
+                if !unchanged.contains(&k.id) {
+                    unchanged.push(k.id);
+                }
                 continue;
             }
             let found = Found {
@@ -479,7 +506,7 @@ async fn import_from_ca(ctx: &Context, scan: &mut Scan) -> Result<std::result::R
             let label = item.ca_reference.clone().unwrap_or_else(|| format!("certificate {seen}"));
             batch.push((label, found));
         }
-        import_page(ctx, scan, &cas, batch).await;
+        import_page(ctx, scan, &cas, batch, &unchanged).await;
         if let Err(cancelled) = beat(ctx, scan).await? {
             return Ok(Err(cancelled));
         }
@@ -626,12 +653,6 @@ fn owner<'a>(
     }
 }
 
-enum Imported {
-    New,
-    Updated,
-    Unchanged,
-}
-
 /// One certificate a scan came upon.
 struct Found<'a> {
     der: &'a [u8],
@@ -644,17 +665,26 @@ struct Found<'a> {
 }
 
 /// Imports a page of a CA's certificates in one transaction: a commit per page rather than per
-/// certificate (on PostgreSQL the commits were most of the cost). When any of them fails, the
-/// page is rolled back and imported again one certificate at a time, so each failure is named
-/// and the others still land.
-async fn import_page(ctx: &Context, scan: &mut Scan, cas: &[CertificateAuthority], batch: Vec<(String, Found<'_>)>) {
-    if batch.is_empty() {
+/// certificate (on PostgreSQL the commits were most of the cost). The page's known
+/// certificates with nothing to change (`unchanged`, ids) are recorded as found in the same
+/// transaction. When any import fails, the page is rolled back and imported again one
+/// certificate at a time, so each failure is named and the others still land.
+async fn import_page(
+    ctx: &Context,
+    scan: &mut Scan,
+    cas: &[CertificateAuthority],
+    batch: Vec<(String, Found<'_>)>,
+    unchanged: &[i64],
+) {
+    if batch.is_empty() && unchanged.is_empty() {
         return;
     }
+    let unchanged: Vec<(i64, FindingOutcome)> = unchanged.iter().map(|id| (*id, FindingOutcome::Unchanged)).collect();
     let together = async {
         let now = ctx.now_millis();
         let mut change =
             UnitOfWork::owning(ctx.store.begin().await?, Audit::system("discovery"), Some(&scan.workspace_id), now);
+        change.tx().record_scan_certificates(&scan.workspace_id, scan.id, &unchanged, now).await?;
         let mut outcomes = Vec::with_capacity(batch.len());
         for (_, found) in &batch {
             outcomes.push(import_into(&mut change, scan, cas, found, now).await?);
@@ -670,6 +700,12 @@ async fn import_page(ctx: &Context, scan: &mut Scan, cas: &[CertificateAuthority
         }
         Err(err) => {
             tracing::debug!(scan = scan.id, error = %err, "a page did not import as one; importing it certificate by certificate");
+            if !unchanged.is_empty() {
+                if let Err(err) = record_found(ctx, scan, &unchanged).await {
+                    // They stay counted in `found`; only the scan's list misses them.
+                    tracing::warn!(scan = scan.id, error = %err, "could not record the known certificates a scan found");
+                }
+            }
             for (label, found) in batch {
                 let imported = import(ctx, scan, cas, &found).await;
                 count(scan, label, imported);
@@ -678,8 +714,18 @@ async fn import_page(ctx: &Context, scan: &mut Scan, cas: &[CertificateAuthority
     }
 }
 
+/// Records certificates a scan found in their own transaction.
+async fn record_found(ctx: &Context, scan: &Scan, found: &[(i64, FindingOutcome)]) -> Result<()> {
+    let now = ctx.now_millis();
+    let mut change =
+        UnitOfWork::owning(ctx.store.begin().await?, Audit::system("discovery"), Some(&scan.workspace_id), now);
+    change.tx().record_scan_certificates(&scan.workspace_id, scan.id, found, now).await?;
+    change.commit().await?;
+    Ok(())
+}
+
 /// Imports one certificate in its own transaction.
-async fn import(ctx: &Context, scan: &Scan, cas: &[CertificateAuthority], found: &Found<'_>) -> Result<Imported> {
+async fn import(ctx: &Context, scan: &Scan, cas: &[CertificateAuthority], found: &Found<'_>) -> Result<FindingOutcome> {
     let now = ctx.now_millis();
     let mut change =
         UnitOfWork::owning(ctx.store.begin().await?, Audit::system("discovery"), Some(&scan.workspace_id), now);
@@ -689,7 +735,7 @@ async fn import(ctx: &Context, scan: &Scan, cas: &[CertificateAuthority], found:
             Ok(imported)
         }
         // Imported concurrently (a rerun of the same scan): already there.
-        Err(Error::Conflict(_) | Error::Store(StoreError::Unique(_))) => Ok(Imported::Unchanged),
+        Err(Error::Conflict(_) | Error::Store(StoreError::Unique(_))) => Ok(FindingOutcome::Unchanged),
         Err(err) => Err(err),
     }
 }
@@ -702,7 +748,7 @@ async fn import_into(
     cas: &[CertificateAuthority],
     found: &Found<'_>,
     now: i64,
-) -> Result<Imported> {
+) -> Result<FindingOutcome> {
     let parsed = parse_der(found.der)?;
     let owner = owner(&parsed.issuer, found.scanned_ca, cas);
     let workspace_id = scan.workspace_id.clone();
@@ -721,11 +767,11 @@ async fn import_into(
     if let Some(existing) =
         change.tx().find_certificate_by_fingerprint(&workspace_id, &parsed.fingerprint_sha256).await?
     {
-        let mut outcome = Imported::Unchanged;
+        let mut outcome = FindingOutcome::Unchanged;
         if let Some((at, reason)) = found.revoked.filter(|_| !existing.revoked) {
             let by = RevokedBy::Scan { scan_id: scan.id };
             inventory::mark_revoked(change, &workspace_id, existing.id, at, reason, by).await?;
-            outcome = Imported::Updated;
+            outcome = FindingOutcome::Updated;
         }
         if let Some(ca) = owner.filter(|_| existing.ca_id.is_none()) {
             if change.tx().link_certificate_ca(&workspace_id, existing.id, ca.id, now).await? {
@@ -734,7 +780,7 @@ async fn import_into(
                     Target::new("certificate", existing.id),
                     json!({ "caId": ca.id, "source": "discovery", "scanId": scan.id }),
                 );
-                outcome = Imported::Updated;
+                outcome = FindingOutcome::Updated;
             }
         }
         if let Some(mut usage) = usage {
@@ -743,6 +789,8 @@ async fn import_into(
                 change.tx().insert_usage(&usage).await?;
             }
         }
+        // Recorded even when unchanged: the scan's page lists every certificate it saw.
+        change.tx().record_scan_certificates(&workspace_id, scan.id, &[(existing.id, outcome)], now).await?;
         return Ok(outcome);
     }
     let chain: String = found.chain.iter().map(|der| trellis_pki::x509::to_pem(der)).collect();
@@ -766,7 +814,8 @@ async fn import_into(
         usage.certificate_id = certificate.id;
         change.tx().insert_usage(&usage).await?;
     }
-    Ok(Imported::New)
+    change.tx().record_scan_certificates(&workspace_id, scan.id, &[(certificate.id, FindingOutcome::New)], now).await?;
+    Ok(FindingOutcome::New)
 }
 
 pub async fn list(
@@ -793,9 +842,11 @@ pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<Scan> {
     ctx.store.find_scan(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::DiscoveryScan))
 }
 
-/// The certificates a scan found that are still in the inventory, new ones and known ones it
-/// touched, oldest first. A known certificate the scan saw again without changing anything
-/// leaves no record (the scan keeps counts, not a list), so it is counted in `found` only.
+/// The certificates a scan found that are still in the inventory, by id: new ones, known ones
+/// it updated and known ones it saw again unchanged (the import records each in the
+/// transaction that writes the certificate). A scan from before that record (migration 0580)
+/// lists what its audit rows and usage records show: the certificates it added or changed and
+/// the known ones it first saw at an endpoint.
 pub async fn findings(ctx: &Context, caller: &Caller, id: i64, page: PageRequest) -> Result<Page<ScanFinding>> {
     caller.require(Scope::CertificatesRead)?;
     let scan = get(ctx, caller, id).await?;

@@ -26,10 +26,12 @@ pub trait DiscoveryReads: Send + Sync {
         workspace_id: &str,
         fingerprints: &[String],
     ) -> StoreResult<Vec<KnownCertificate>>;
-    /// The certificates still in the inventory that scan `scan_id` left a trace on, by id: the
-    /// ones it added (`new`), and the known ones it updated or first saw at an endpoint (their
-    /// audit rows and usage records carry the scan's id). Only rows written at or after
-    /// `since` (the scan's creation) are read, so the audit index bounds the search.
+    /// The certificates still in the inventory that scan `scan_id` recorded, by id, with what
+    /// it did to each. A scan with no record (run before migration 0580) is read from the
+    /// traces it left instead: the ones it added (`new`), and the known ones it updated or
+    /// first saw at an endpoint (`updated`; their audit rows and usage records carry the
+    /// scan's id), reading only rows written at or after `since` (the scan's creation) so the
+    /// audit index bounds the search.
     async fn scan_findings(
         &self,
         workspace_id: &str,
@@ -62,6 +64,16 @@ pub trait DiscoveryWrites: Send {
     ) -> StoreResult<Option<Certificate>>;
     /// Links a certificate without a CA to `ca_id`; false when it already had one.
     async fn link_certificate_ca(&mut self, workspace_id: &str, id: i64, ca_id: i64, at: i64) -> StoreResult<bool>;
+    /// Records that scan `scan_id` came upon each certificate of `found` (by id, each at most
+    /// once in the slice), with its outcome; a second record of a pair keeps the stronger
+    /// outcome (`new` > `updated` > `unchanged`).
+    async fn record_scan_certificates(
+        &mut self,
+        workspace_id: &str,
+        scan_id: i64,
+        found: &[(i64, super::FindingOutcome)],
+        at: i64,
+    ) -> StoreResult<()>;
     /// Whether the certificate has a usage record for `host` and `port`.
     async fn has_usage(
         &mut self,

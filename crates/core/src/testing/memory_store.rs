@@ -65,6 +65,8 @@ pub struct Tables {
     pub usage: Vec<UsageRecord>,
     /// Discovery scans (their port is faked in `discovery::fake`).
     pub scans: Vec<Scan>,
+    /// What each scan found: (workspace, scan, certificate, outcome).
+    pub scan_certificates: Vec<(String, i64, i64, crate::discovery::FindingOutcome)>,
     /// Attestation's tables (its port is faked in `attestation::fake`).
     pub devices: Vec<Device>,
     pub attestation_policies: Vec<AttestationPolicy>,
