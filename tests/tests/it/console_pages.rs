@@ -123,13 +123,17 @@ async fn a_scans_page_lists_the_certificates_it_found_new_or_already_known() {
     assert!(known_row.contains("already known") && known_row.contains("known.scan.example"), "{known_row}");
     assert!(!body.contains("rel=\"next\""), "one page: {body}");
 
-    // The same endpoints again: both known, nothing changed, so nothing listed but both counted.
+    // The same endpoints again: both known and left unchanged, both listed as already known.
     let again = post_form(&admin, "/discovery", &[("csrf", &csrf_of(&discovery)), ("targets", &targets)]).await;
     let second = scan_id_of(&again);
     finished_scan(&admin, second).await;
     let body = html(&admin.get(&format!("/discovery/{second}")).await);
-    assert!(body.contains("None recorded."), "{body}");
-    assert!(body.contains("2 found certificates were already known and left unchanged"), "{body}");
+    assert!(body.contains("2 certificates · page 1"), "{body}");
+    assert_eq!(body.matches("already known</td>").count(), 2, "{body}");
+    assert!(!body.contains(">new<") && !body.contains("findings-unlisted"), "{body}");
+    for id in [known_id, fresh_id] {
+        assert!(body.contains(&format!("<tr data-finding=\"{id}\">")), "{id} in {body}");
+    }
 
     // Paged on the server: past the end, a link back; a page that is not a number, in words.
     let past = html(&admin.get(&format!("/discovery/{scan}?page=2")).await);
@@ -147,6 +151,36 @@ async fn a_scans_page_lists_the_certificates_it_found_new_or_already_known() {
     assert!(!html(&list).contains("action=\"/discovery\""), "{}", html(&list));
     let refused = post_form(&viewer, "/discovery", &[("csrf", &csrf_of(&list)), ("targets", &targets)]).await;
     assert_eq!(refused.status, 403, "{}", html(&refused));
+}
+
+/// A second scan of the same CA sees its certificates again, known and unchanged (a rescan
+/// does not even open a transaction per certificate): its page lists each as already known.
+#[tokio::test]
+async fn a_second_scan_of_a_ca_lists_its_certificates_as_already_known() {
+    let server = Server::start_with(&[("TRELLIS_CA_HEALTH_INTERVAL_SECS", "0")]);
+    let admin = server.admin().await;
+    crate::cas::install_plugin(&admin, "fixture-ca-bulk").await;
+    let ca = crate::cas::create_ca(&admin, json!({ "name": "Bulk", "type": "fixture-bulk", "config": { "count": 3 } })).await;
+    let mut pages = Vec::new();
+    for _ in 0..2 {
+        let res = admin.post("/api/discovery/scans", json!({ "type": "ca_certs", "caId": ca["id"] })).await;
+        assert_eq!(res.status, 201, "{}", res.body);
+        let id = res.body["data"]["id"].as_i64().unwrap_or_else(|| panic!("{}", res.body));
+        let done = finished_scan(&admin, id).await;
+        assert_eq!((done["status"].as_str(), done["found"].as_i64()), (Some("completed"), Some(3)), "{done}");
+        pages.push(html(&admin.get(&format!("/discovery/{id}")).await));
+    }
+    let (first, second) = (&pages[0], &pages[1]);
+    assert!(first.contains("3 certificates · page 1"), "{first}");
+    assert_eq!(first.matches(">new<").count(), 3, "{first}");
+    assert!(second.contains("3 certificates · page 1"), "{second}");
+    assert_eq!(second.matches("already known</td>").count(), 3, "{second}");
+    assert!(!second.contains(">new<") && !second.contains("findings-unlisted"), "{second}");
+    // The same certificates, each linked to its page.
+    let rows = |body: &str| -> Vec<String> {
+        body.split("<tr data-finding=\"").skip(1).filter_map(|r| r.split('"').next()).map(str::to_owned).collect()
+    };
+    assert_eq!(rows(first), rows(second));
 }
 
 /// A `multipart/form-data` body as a browser sends the upload form.
