@@ -160,7 +160,8 @@ async fn a_second_scan_of_a_ca_lists_its_certificates_as_already_known() {
     let server = Server::start_with(&[("TRELLIS_CA_HEALTH_INTERVAL_SECS", "0")]);
     let admin = server.admin().await;
     crate::cas::install_plugin(&admin, "fixture-ca-bulk").await;
-    let ca = crate::cas::create_ca(&admin, json!({ "name": "Bulk", "type": "fixture-bulk", "config": { "count": 3 } })).await;
+    let ca = crate::cas::create_ca(&admin, json!({ "name": "Bulk", "type": "fixture-bulk", "config": { "count": 3 } }))
+        .await;
     let mut pages = Vec::new();
     for _ in 0..2 {
         let res = admin.post("/api/discovery/scans", json!({ "type": "ca_certs", "caId": ca["id"] })).await;
