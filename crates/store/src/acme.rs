@@ -570,22 +570,20 @@ impl AcmeStore for DbAcme {
     }
 
     async fn update_order(&self, o: &Order) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE acme_orders SET status = $1, error = $2, certificate_id = $3, certificate_pem = $4, \
-             fingerprint = $5, request_id = $6, cert_id = $7 WHERE id = $8",
-        )
-        .bind(&o.status)
-        .bind(o.error.as_ref().map(|e| e.to_string()))
-        .bind(o.certificate_id)
-        .bind(&o.certificate_pem)
-        .bind(&o.fingerprint)
-        .bind(request_id_to_text(o.request_id))
-        .bind(&o.cert_id)
-        .bind(&o.id)
-        .execute(&self.store.pool)
-        .await
-        .db()
-        .map(|_| ())
+        bind_order_update(sqlx::query(&format!("{UPDATE_ORDER} WHERE id = $8")), o)
+            .execute(&self.store.pool)
+            .await
+            .db()
+            .map(|_| ())
+    }
+
+    async fn update_order_from(&self, o: &Order, from: &str) -> StoreResult<bool> {
+        let done = bind_order_update(sqlx::query(&format!("{UPDATE_ORDER} WHERE id = $8 AND status = $9")), o)
+            .bind(from)
+            .execute(&self.store.pool)
+            .await
+            .db()?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn order_by_cert_id(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>> {
@@ -704,20 +702,34 @@ impl AcmeStore for DbAcme {
     }
 
     async fn update_challenge(&self, c: &Challenge, from: &str) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE acme_challenges SET status = $1, validated_at = $2, error = $3, updated_at = $4 \
-             WHERE id = $5 AND status = $6",
-        )
-        .bind(&c.status)
-        .bind(c.validated_at)
-        .bind(c.error.as_ref().map(|e| e.to_string()))
-        .bind(c.updated_at)
-        .bind(&c.id)
-        .bind(from)
-        .execute(&self.store.pool)
-        .await
-        .db()?;
+        let done =
+            bind_challenge_update(sqlx::query(UPDATE_CHALLENGE), c, from).execute(&self.store.pool).await.db()?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn record_validation(&self, c: &Challenge, from: &str, authz_status: &str) -> StoreResult<bool> {
+        let (c, from, authz_status) = (c.clone(), from.to_owned(), authz_status.to_owned());
+        self.store
+            .write(move |tx: &mut crate::Tx| {
+                Box::pin(async move {
+                    let moved = bind_challenge_update(sqlx::query(UPDATE_CHALLENGE), &c, &from)
+                        .execute(&mut *tx.inner)
+                        .await
+                        .db()?
+                        .rows_affected()
+                        == 1;
+                    if moved {
+                        sqlx::query("UPDATE acme_authorizations SET status = $1 WHERE id = $2")
+                            .bind(&authz_status)
+                            .bind(&c.authz_id)
+                            .execute(&mut *tx.inner)
+                            .await
+                            .db()?;
+                    }
+                    Ok::<_, StoreError>(moved)
+                })
+            })
+            .await
     }
 
     async fn stale_processing_challenges(&self, before: i64) -> StoreResult<Vec<Challenge>> {
@@ -730,6 +742,38 @@ impl AcmeStore for DbAcme {
         .db()?;
         rows.iter().map(challenge).collect()
     }
+}
+
+/// An order's mutable fields, `$1`..`$7`; the caller adds the `WHERE` from `$8` (the id).
+const UPDATE_ORDER: &str =
+    "UPDATE acme_orders SET status = $1, error = $2, certificate_id = $3, certificate_pem = $4, \
+     fingerprint = $5, request_id = $6, cert_id = $7";
+
+fn bind_order_update<'q>(query: crate::AnyQuery<'q>, o: &'q Order) -> crate::AnyQuery<'q> {
+    query
+        .bind(&o.status)
+        .bind(o.error.as_ref().map(|e| e.to_string()))
+        .bind(o.certificate_id)
+        .bind(&o.certificate_pem)
+        .bind(&o.fingerprint)
+        .bind(request_id_to_text(o.request_id))
+        .bind(&o.cert_id)
+        .bind(&o.id)
+}
+
+/// A challenge's compare-and-set from the status `$6`.
+const UPDATE_CHALLENGE: &str =
+    "UPDATE acme_challenges SET status = $1, validated_at = $2, error = $3, updated_at = $4 \
+     WHERE id = $5 AND status = $6";
+
+fn bind_challenge_update<'q>(query: crate::AnyQuery<'q>, c: &'q Challenge, from: &'q str) -> crate::AnyQuery<'q> {
+    query
+        .bind(&c.status)
+        .bind(c.validated_at)
+        .bind(c.error.as_ref().map(|e| e.to_string()))
+        .bind(c.updated_at)
+        .bind(&c.id)
+        .bind(from)
 }
 
 #[cfg(test)]
@@ -874,6 +918,42 @@ mod tests {
         assert!(matches!(refused, Err(StoreError::Unique(_))), "{refused:?}");
         assert!(acme.authorization(7, "authz_3").await.expect("read").is_none(), "rolled back");
         assert!(acme.challenge("chall_4").await.expect("read").is_none(), "rolled back");
+    }
+
+    /// Finalize's claim and a validation's record are compare-and-sets: the second of two
+    /// racing callers changes nothing, and an authorization follows only the challenge it moved.
+    #[tokio::test]
+    async fn claims_of_orders_and_validations_happen_once() {
+        let (_dir, store) = crate::testing::store().await;
+        let acme = DbAcme::new(store);
+        let mut claimed = order("order_claim", None);
+        acme.insert_order(&claimed).await.expect("insert");
+        claimed.status = "processing".into();
+        assert!(acme.update_order_from(&claimed, "pending").await.expect("claim"), "the first claim");
+        let mut late = claimed.clone();
+        late.status = "invalid".into();
+        assert!(!acme.update_order_from(&late, "pending").await.expect("claim"), "the second finds it moved");
+        assert_eq!(acme.order(7, "order_claim").await.expect("read").map(|o| o.status).as_deref(), Some("processing"));
+
+        acme.insert_order_with_authorizations(
+            &order("order_v", None),
+            &[(authz("authz_v"), vec![challenge("chall_v", "authz_v", "http-01")])],
+        )
+        .await
+        .expect("insert");
+        let mut processing = challenge("chall_v", "authz_v", "http-01");
+        processing.status = "processing".into();
+        assert!(acme.update_challenge(&processing, "pending").await.expect("claim"));
+        let mut valid = processing.clone();
+        valid.status = "valid".into();
+        valid.validated_at = Some(5);
+        assert!(acme.record_validation(&valid, "processing", "valid").await.expect("record"));
+        let mut invalid = processing.clone();
+        invalid.status = "invalid".into();
+        assert!(!acme.record_validation(&invalid, "processing", "invalid").await.expect("record"), "recorded once");
+        assert_eq!(acme.challenge("chall_v").await.expect("read"), Some(valid));
+        let stored = acme.authorization(7, "authz_v").await.expect("read").expect("the authorization");
+        assert_eq!(stored.status, "valid", "the losing validator left the authorization alone");
     }
 
     /// The cache in front of the store: a write through it is seen at once; another replica's

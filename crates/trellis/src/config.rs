@@ -143,6 +143,9 @@ pub struct Config {
     /// EAB key), `TRELLIS_ACME_PENDING_AUTHORIZATIONS` (1000 per account).
     pub acme_orders_per_hour: i64,
     pub acme_pending_authorizations: i64,
+    /// How long a challenge POST waits for its validation (`TRELLIS_ACME_CHALLENGE_WAIT_MS`,
+    /// 2000; 0 answers `processing` at once).
+    pub acme_challenge_wait: Duration,
     pub database_url: String,
     pub data_dir: PathBuf,
     /// Master key given directly (`TRELLIS_MASTER_KEY`); otherwise `master_key_file` is used.
@@ -468,6 +471,13 @@ impl Config {
                 message: "the ACME limits must be at least 1".into(),
             });
         }
+        let acme_challenge_wait_ms: u64 = parse_env(&env, "TRELLIS_ACME_CHALLENGE_WAIT_MS")?.unwrap_or(2000);
+        if acme_challenge_wait_ms > 60_000 {
+            return Err(ConfigError::Invalid {
+                name: "TRELLIS_ACME_CHALLENGE_WAIT_MS",
+                message: "at most 60000 (a client's request should not wait longer for its validation)".into(),
+            });
+        }
         let max_connections: usize =
             parse_env(&env, "TRELLIS_MAX_CONNECTIONS")?.or(file.max_connections).unwrap_or(4096);
         if max_connections == 0 {
@@ -605,6 +615,7 @@ impl Config {
             acme_validation,
             acme_orders_per_hour,
             acme_pending_authorizations,
+            acme_challenge_wait: Duration::from_millis(acme_challenge_wait_ms),
             database_url,
             data_dir,
             master_key: env("TRELLIS_MASTER_KEY"),

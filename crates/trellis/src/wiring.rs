@@ -46,6 +46,7 @@ pub fn settings(config: &Config) -> Settings {
             public_url: config.public_url.clone(),
             orders_per_hour: config.acme_orders_per_hour,
             pending_authorizations: config.acme_pending_authorizations,
+            challenge_answer_wait: config.acme_challenge_wait,
             ..trellis_core::acme::AcmeSettings::default()
         },
     }

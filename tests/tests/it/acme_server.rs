@@ -491,7 +491,8 @@ pub(crate) mod raw {
 
 #[tokio::test]
 async fn wrong_jws_are_refused_with_their_problem_types_and_keys_roll_over() {
-    let acme = Acme::start(&[("TRELLIS_ACME_ORDERS_PER_HOUR", "2")]).await;
+    // The challenge POST waits for its validation (longer than any loaded CI machine needs).
+    let acme = Acme::start(&[("TRELLIS_ACME_ORDERS_PER_HOUR", "2"), ("TRELLIS_ACME_CHALLENGE_WAIT_MS", "30000")]).await;
     let ca = acme.ca("ACME Protocol Root").await;
     let dns_only = acme
         .admin
@@ -583,7 +584,12 @@ async fn wrong_jws_are_refused_with_their_problem_types_and_keys_roll_over() {
     assert!(set.status().is_success());
     let posted = client.post(challenge["url"].as_str().unwrap_or_default(), Some(&json!({}))).await;
     assert_eq!(posted.status, 200, "{}", posted.text);
-    wait_until_ready(&client, &order_url).await;
+    // Validated while the POST waited: the answer is the outcome, and the authorization and the
+    // order are decided at the first look.
+    assert_eq!(posted.body["status"], "valid", "{}", posted.text);
+    assert!(posted.retry_after.is_none(), "nothing left to wait for: {}", posted.text);
+    assert_eq!(client.post(&authz_url, None).await.body["status"], "valid");
+    assert_eq!(client.post(&order_url, None).await.body["status"], "ready");
     // A third order this hour: rateLimited with Retry-After.
     let limited = client.post(&new_order, Some(&order_body)).await;
     problem(&limited, 429, "rateLimited");
@@ -630,6 +636,52 @@ fn lego_binary() -> PathBuf {
     let path = PathBuf::from("/usr/bin/lego");
     assert!(path.exists(), "lego is missing: install Debian's `lego` package (scripts/install-deps.sh test)");
     path
+}
+
+/// With no wait (`TRELLIS_ACME_CHALLENGE_WAIT_MS=0`) a challenge POST answers `processing` with
+/// `Retry-After` and the validation goes on: here a dns-01 TXT record that was never set, so the
+/// authorization the client polls ends `invalid`, its challenge carrying the problem.
+#[tokio::test]
+async fn a_challenge_answered_before_its_validation_ends_is_decided_in_the_background() {
+    let acme = Acme::start(&[("TRELLIS_ACME_CHALLENGE_WAIT_MS", "0")]).await;
+    let ca = acme.ca("ACME Background Root").await;
+    let dns_only = acme
+        .admin
+        .put(&format!("/api/certificate-authorities/{ca}/acme"), json!({ "challengeTypes": ["dns-01"] }))
+        .await;
+    assert_eq!(dns_only.status, 200, "{}", dns_only.body);
+    let (_, kid, hmac) = acme.eab(ca, "background").await;
+    let mut client = raw::Client::new(&acme.directory(ca)).await;
+    assert_eq!(client.register(&kid, &hmac).await.status, 201);
+    let order = client
+        .post(
+            &client.url("newOrder"),
+            Some(&json!({ "identifiers": [{ "type": "dns", "value": "unset.example.test" }] })),
+        )
+        .await;
+    assert_eq!(order.status, 201, "{}", order.text);
+    let authz_url = order.body["authorizations"][0].as_str().expect("authz").to_owned();
+    let authz = client.post(&authz_url, None).await;
+    let challenge = authz.body["challenges"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "dns-01")).cloned();
+    let challenge_url = challenge.and_then(|c| c["url"].as_str().map(str::to_owned)).expect("a dns-01 challenge");
+    let posted = client.post(&challenge_url, Some(&json!({}))).await;
+    assert_eq!(posted.status, 200, "{}", posted.text);
+    assert_eq!(posted.body["status"], "processing", "{}", posted.text);
+    assert!(posted.retry_after.is_some(), "a processing challenge says when to look again");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let decided = loop {
+        let now = client.post(&authz_url, None).await;
+        if now.body["status"] != "pending" {
+            break now;
+        }
+        assert!(std::time::Instant::now() < deadline, "never decided: {}", now.text);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(decided.body["status"], "invalid", "{}", decided.text);
+    let failed = client.post(&challenge_url, None).await;
+    assert_eq!(failed.body["status"], "invalid", "{}", failed.text);
+    let kind = failed.body["error"]["type"].as_str().unwrap_or_default();
+    assert!(kind.starts_with("urn:ietf:params:acme:error:"), "the challenge says why: {}", failed.text);
 }
 
 #[tokio::test]

@@ -170,6 +170,9 @@ impl AcmeStore for CachedAcmeStore {
     async fn update_order(&self, order: &Order) -> StoreResult<()> {
         self.inner.update_order(order).await
     }
+    async fn update_order_from(&self, order: &Order, from: &str) -> StoreResult<bool> {
+        self.inner.update_order_from(order, from).await
+    }
     async fn order_by_cert_id(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>> {
         self.inner.order_by_cert_id(ca_id, cert_id).await
     }
@@ -219,6 +222,9 @@ impl AcmeStore for CachedAcmeStore {
     }
     async fn update_challenge(&self, challenge: &Challenge, from: &str) -> StoreResult<bool> {
         self.inner.update_challenge(challenge, from).await
+    }
+    async fn record_validation(&self, challenge: &Challenge, from: &str, authz_status: &str) -> StoreResult<bool> {
+        self.inner.record_validation(challenge, from, authz_status).await
     }
     async fn stale_processing_challenges(&self, before: i64) -> StoreResult<Vec<Challenge>> {
         self.inner.stale_processing_challenges(before).await

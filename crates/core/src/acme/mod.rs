@@ -38,6 +38,9 @@ pub struct AcmeSettings {
     pub nonce_lifetime_ms: i64,
     /// How long a valid authorization is reused for new orders.
     pub authorization_lifetime_ms: i64,
+    /// How long a challenge POST waits for its validation before answering `processing`
+    /// (`TRELLIS_ACME_CHALLENGE_WAIT_MS`; zero answers at once).
+    pub challenge_answer_wait: std::time::Duration,
 }
 
 impl Default for AcmeSettings {
@@ -48,6 +51,7 @@ impl Default for AcmeSettings {
             pending_authorizations: 1000,
             nonce_lifetime_ms: 3_600_000,
             authorization_lifetime_ms: 30 * 86_400_000,
+            challenge_answer_wait: std::time::Duration::from_secs(2),
         }
     }
 }

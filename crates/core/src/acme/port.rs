@@ -46,6 +46,10 @@ pub trait AcmeStore: Send + Sync + 'static {
     async fn order(&self, ca_id: i64, id: &str) -> StoreResult<Option<Order>>;
     async fn order_by_fingerprint(&self, ca_id: i64, fingerprint: &str) -> StoreResult<Option<Order>>;
     async fn update_order(&self, order: &Order) -> StoreResult<()>;
+    /// Writes the order only if its stored status is still `from` (a compare-and-set: true when
+    /// this caller moved it). Finalize claims a ready order this way, so two finalize requests
+    /// racing on one order issue once.
+    async fn update_order_from(&self, order: &Order, from: &str) -> StoreResult<bool>;
     /// The order of the directory's CA that issued the certificate of `cert_id` (RFC 9773).
     async fn order_by_cert_id(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>>;
     /// The order replacing `cert_id` that is not stored `invalid`, if any.
@@ -75,6 +79,9 @@ pub trait AcmeStore: Send + Sync + 'static {
     /// Moves the challenge from `from` to the challenge's status (a compare-and-set: true when
     /// this caller moved it).
     async fn update_challenge(&self, challenge: &Challenge, from: &str) -> StoreResult<bool>;
+    /// A validation's outcome in one transaction: the challenge moves from `from` to its status
+    /// and, only if it did, its authorization takes `authz_status`. True when this caller moved it.
+    async fn record_validation(&self, challenge: &Challenge, from: &str, authz_status: &str) -> StoreResult<bool>;
     /// Challenges left `processing` since before `before` (a replica stopped mid-validation).
     async fn stale_processing_challenges(&self, before: i64) -> StoreResult<Vec<Challenge>>;
 }

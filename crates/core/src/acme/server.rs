@@ -770,10 +770,29 @@ fn order_json(base: &str, order: &Order) -> Value {
 
 /// The order's status as its authorizations (and a certificate request it waits on) say now;
 /// stored when it moved.
-pub(crate) async fn refresh_order(ctx: &Context, mut order: Order) -> Result<Order, Problem> {
+pub(crate) async fn refresh_order(ctx: &Context, order: Order) -> Result<Order, Problem> {
+    let before = order.status.clone();
+    let order = derive_status(ctx, order).await?;
+    record_status_change(ctx, &order, &before).await?;
+    Ok(order)
+}
+
+/// Writes a status [`derive_status`] changed from `before`.
+async fn record_status_change(ctx: &Context, order: &Order, before: &str) -> Result<(), Problem> {
+    if order.status != before {
+        store(ctx)?.update_order(order).await?;
+        if order.status == "valid" {
+            link_renewal(ctx, order).await;
+        }
+    }
+    Ok(())
+}
+
+/// The order's status as its authorizations (pending) or its certificate request (processing)
+/// have it now, not yet written.
+async fn derive_status(ctx: &Context, mut order: Order) -> Result<Order, Problem> {
     let acme = store(ctx)?;
     let now = ctx.now_millis();
-    let before = order.status.clone();
     if order.status == "pending" {
         let mut all_valid = true;
         for id in &order.authorizations {
@@ -801,12 +820,6 @@ pub(crate) async fn refresh_order(ctx: &Context, mut order: Order) -> Result<Ord
     if order.status == "processing" {
         if let Some(request_id) = order.request_id {
             order = complete_from_request(ctx, order, request_id).await?;
-        }
-    }
-    if order.status != before {
-        acme.update_order(&order).await?;
-        if order.status == "valid" {
-            link_renewal(ctx, &order).await;
         }
     }
     Ok(order)
@@ -935,8 +948,11 @@ async fn authorization(
     Ok(Reply::json(body))
 }
 
-/// RFC 8555 §7.5.1: the client says it is ready; validation starts off the request path and the
-/// challenge answers `processing` until it ends.
+/// RFC 8555 §7.5.1: the client says it is ready; validation runs in a task of its own. The
+/// answer waits for it up to `challenge_answer_wait` (as step-ca answers): a quick validation
+/// is answered `valid` or `invalid` at once, so the client's first poll of the authorization
+/// finds it decided; a slower one answers `processing` and goes on, whether or not the client
+/// stays connected.
 async fn challenge(
     ctx: &SharedContext,
     config: &DirectoryConfig,
@@ -954,8 +970,15 @@ async fn challenge(
         if acme.update_challenge(&challenge, "pending").await? {
             // The validator is handed the rows this request holds (it would read the same three
             // again otherwise); a replica's restart resumes from the store (`resume_stale`).
-            let (ctx, claimed, authz, account) = (ctx.clone(), challenge.clone(), authz.clone(), account.clone());
-            tokio::spawn(async move { super::validation::run_claimed(&ctx, claimed, authz, account).await });
+            let (task_ctx, claimed, authz, account) = (ctx.clone(), challenge.clone(), authz.clone(), account.clone());
+            let validation =
+                tokio::spawn(async move { super::validation::run_claimed(&task_ctx, claimed, authz, account).await });
+            let wait = ctx.settings.acme.challenge_answer_wait;
+            if !wait.is_zero() {
+                if let Ok(Ok(Some(recorded))) = tokio::time::timeout(wait, validation).await {
+                    challenge = recorded;
+                }
+            }
         } else if let Some(now) = acme.challenge(id).await? {
             challenge = now;
         }
@@ -981,8 +1004,12 @@ async fn finalize(
     order: Order,
     jws: &Jws,
 ) -> Result<Reply, Problem> {
-    let mut order = refresh_order(ctx, order).await?;
+    // `ready` is not written on its own here: the claim below moves the order from its stored
+    // status straight to `processing`.
+    let stored_status = order.status.clone();
+    let mut order = derive_status(ctx, order).await?;
     if order.status != "ready" {
+        record_status_change(ctx, &order, &stored_status).await?;
         return Err(problem(ProblemType::OrderNotReady, format!("the order is {}, not ready", order.status)));
     }
     let payload = jws.payload_json()?;
@@ -1062,7 +1089,14 @@ async fn finalize(
         other => Problem::from(other),
     })?;
     order.status = "processing".into();
-    store(ctx)?.update_order(&order).await?;
+    let acme = store(ctx)?;
+    // A poll of the order may have written `ready` since it was read; any other move means
+    // another finalize claimed it.
+    let claimed = acme.update_order_from(&order, &stored_status).await?
+        || (stored_status != "ready" && acme.update_order_from(&order, "ready").await?);
+    if !claimed {
+        return Err(problem(ProblemType::OrderNotReady, "the order is already being finalized"));
+    }
     let decided = run.decide(ctx).await;
     let mut retry_after = None;
     match decided {

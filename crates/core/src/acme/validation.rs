@@ -23,10 +23,20 @@ pub async fn run(ctx: &Context, challenge_id: &str) {
 
 /// [`run`] for a challenge the caller has just claimed `processing`, with its authorization
 /// and account as the caller read them (the challenge POST: no need to read them again).
-pub async fn run_claimed(ctx: &Context, challenge: Challenge, authz: Authorization, account: Account) {
+/// Returns the challenge as recorded, when this call recorded the outcome.
+pub async fn run_claimed(
+    ctx: &Context,
+    challenge: Challenge,
+    authz: Authorization,
+    account: Account,
+) -> Option<Challenge> {
     let challenge_id = challenge.id.clone();
-    if let Err(err) = check(ctx, challenge, authz, account).await {
-        tracing::error!(challenge_id, detail = %err.detail, "ACME challenge validation could not be recorded");
+    match check(ctx, challenge, authz, account).await {
+        Ok(recorded) => recorded,
+        Err(err) => {
+            tracing::error!(challenge_id, detail = %err.detail, "ACME challenge validation could not be recorded");
+            None
+        }
     }
 }
 
@@ -38,14 +48,20 @@ async fn validate(ctx: &Context, challenge_id: &str) -> Result<(), Problem> {
     }
     let Some(authz) = find_authz(ctx, &challenge.authz_id).await? else { return Ok(()) };
     let Some(account) = acme.account(authz.ca_id, &authz.account_id).await? else { return Ok(()) };
-    check(ctx, challenge, authz, account).await
+    check(ctx, challenge, authz, account).await.map(|_| ())
 }
 
-/// Asks the validator about `challenge` (claimed `processing`) and records the outcome.
-async fn check(ctx: &Context, mut challenge: Challenge, authz: Authorization, account: Account) -> Result<(), Problem> {
+/// Asks the validator about `challenge` (claimed `processing`) and records the outcome: the
+/// challenge as recorded, or none when another validator recorded it first.
+async fn check(
+    ctx: &Context,
+    mut challenge: Challenge,
+    authz: Authorization,
+    account: Account,
+) -> Result<Option<Challenge>, Problem> {
     let challenge_id = challenge.id.clone();
     let challenge_id = challenge_id.as_str();
-    let Some(acme) = ctx.acme.as_deref() else { return Ok(()) };
+    let Some(acme) = ctx.acme.as_deref() else { return Ok(None) };
     let key_authorization = format!("{}.{}", challenge.token, account.thumbprint);
     let validator = ctx.acme_validator.clone();
     let outcome = match challenge.kind.as_str() {
@@ -78,10 +94,7 @@ async fn check(ctx: &Context, mut challenge: Challenge, authz: Authorization, ac
             "invalid"
         }
     };
-    if acme.update_challenge(&challenge, "processing").await? {
-        acme.update_authorization_status(&authz.id, authz_status).await?;
-    }
-    Ok(())
+    Ok(acme.record_validation(&challenge, "processing", authz_status).await?.then_some(challenge))
 }
 
 async fn find_authz(ctx: &Context, id: &str) -> Result<Option<super::Authorization>, Problem> {
