@@ -607,8 +607,14 @@ async fn wrong_jws_are_refused_with_their_problem_types_and_keys_roll_over() {
     let refused = client.post(&finalize_url, Some(&json!({ "csr": raw::b64(&other) }))).await;
     problem(&refused, 400, "badCSR");
     assert!(refused.body["detail"].as_str().unwrap_or_default().contains("other.example.test"), "{}", refused.text);
+    // Two finalizes at once: the order is claimed once, so one certificate is issued and the
+    // other request is told the order is no longer ready.
     let good = csr_for(vec!["raw.example.test".into()]);
-    let finalized = client.post(&finalize_url, Some(&json!({ "csr": raw::b64(&good) }))).await;
+    let finalize = json!({ "csr": raw::b64(&good) });
+    let (first, second) =
+        tokio::join!(client.post(&finalize_url, Some(&finalize)), client.post(&finalize_url, Some(&finalize)));
+    let (finalized, refused) = if first.status == 200 { (first, second) } else { (second, first) };
+    problem(&refused, 403, "orderNotReady");
     assert_eq!(finalized.status, 200, "{}", finalized.text);
     assert_eq!(finalized.body["status"], "valid", "{}", finalized.text);
     let chain = client.post(finalized.body["certificate"].as_str().unwrap_or_default(), None).await;
