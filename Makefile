@@ -41,25 +41,27 @@ test:
 	# (scripts/warm-plugin-cache.sh).
 	@echo "make test: compiling the plugins into target/plugin-cache ($$(date -u +%T))"
 	scripts/warm-plugin-cache.sh target/debug/trellis
-	@echo "make test: the suite on SQLite ($$(date -u +%T))"
-	$(TEST_RUNNER) $(WORKSPACE) --no-fail-fast
-	# Then three checks side by side, the two that mostly wait in the background
-	# (scripts/side-by-side.sh prints their logs when they end):
+	# Then the suite on SQLite and on PostgreSQL, one after the other, with two checks that mostly
+	# wait running beside both from the start (scripts/side-by-side.sh prints their logs when
+	# they end):
 	# - the OpenAPI document against the binary: schemathesis, every check (scripts/schemathesis.sh);
 	# - a plugin written outside the repository: its native tests, the one-command build, then
-	#   installed and run in the binary (scripts/out-of-tree-plugin.sh);
-	# - the black-box suite and the store's own tests again on PostgreSQL; the filter keeps the
-	#   package set, hence the build, of the first pass. A PostgreSQL that cannot be started fails
-	#   the target (never a silent second SQLite pass).
-	@echo "make test: schemathesis and the out-of-tree plugin beside the suite on PostgreSQL ($$(date -u +%T))"
+	#   installed and run in the binary (scripts/out-of-tree-plugin.sh).
+	# The PostgreSQL pass runs the black-box suite and the store's own tests again; the filter
+	# keeps the package set, hence the build, of the first pass. A PostgreSQL that cannot be
+	# started fails the target (never a silent second SQLite pass). Every part runs to its end,
+	# so one failure does not hide another.
+	@echo "make test: the suite on SQLite, schemathesis and the out-of-tree plugin beside it ($$(date -u +%T))"
 	scripts/side-by-side.sh target/test-logs \
 	    schemathesis "scripts/schemathesis.sh target/debug/trellis" \
 	    out-of-tree "scripts/out-of-tree-plugin.sh" & side=$$!; \
+	  $(TEST_RUNNER) $(WORKSPACE) --no-fail-fast; sqlite=$$?; \
+	  echo "make test: the suite on PostgreSQL ($$(date -u +%T))"; \
 	  url="$$(scripts/postgres.sh)" && [ -n "$$url" ] \
 	    && TRELLIS_TEST_POSTGRES_URL="$$url" $(TEST_RUNNER) $(WORKSPACE) -E 'binary(it) | package(trellis-store)' --no-fail-fast; \
 	  postgres=$$?; wait $$side; side_by_side=$$?; \
-	  echo "make test: done ($$(date -u +%T))"; \
-	  [ $$postgres -eq 0 ] && [ $$side_by_side -eq 0 ]
+	  echo "make test: done ($$(date -u +%T)): SQLite pass $$sqlite, PostgreSQL pass $$postgres, side checks $$side_by_side (0 = passed)"; \
+	  [ $$sqlite -eq 0 ] && [ $$postgres -eq 0 ] && [ $$side_by_side -eq 0 ]
 
 build:
 	$(CARGO) build --release -p trellis --bin trellis
