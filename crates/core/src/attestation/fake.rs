@@ -14,6 +14,7 @@ use super::trust::TrustRoot;
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::TpmClock;
 use crate::ports::{StoreError, StoreResult};
+use crate::testing::kernel::FakeTables;
 use crate::testing::{MemoryStore, MemoryTx};
 
 impl MemoryStore {

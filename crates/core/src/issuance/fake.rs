@@ -12,6 +12,7 @@ use super::templates::StoredTemplate;
 use crate::certificates::Certificate;
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{StoreError, StoreResult};
+use crate::testing::kernel::FakeTables;
 use crate::testing::memory_store::{renewable, MemoryTx};
 use crate::testing::MemoryStore;
 

@@ -1,10 +1,8 @@
-//! `MemoryStore`: the storage ports over a few vectors. A transaction works on a copy of the
-//! tables and swaps it in on commit, so a change that fails midway leaves nothing behind,
-//! as with a database.
+//! `MemoryStore`: the storage ports over a few vectors, on the fakes' kernel (`super::kernel`:
+//! a transaction works on a copy of the tables and swaps it in on commit).
 
 use crate::ids::{ApiKeyId, UserId, WorkspaceId};
 use std::any::Any;
-use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
@@ -14,7 +12,7 @@ use crate::attestation::nonces::Nonce;
 use crate::attestation::policies::Policy as AttestationPolicy;
 use crate::attestation::provision::AttestationRecord;
 use crate::attestation::trust::TrustRoot;
-use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
+use crate::audit::{AuditEntry, AuditFilter};
 use crate::auth::{ApiKey, Invitation, Member, Role, User, Workspace};
 use crate::cas::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus};
 use crate::certificates::revocation_requests::RevocationRequest;
@@ -23,7 +21,7 @@ use crate::certificates::{
 };
 use crate::discovery::Scan;
 use crate::error::Error;
-use crate::events::{NewEvent, OutboxEvent};
+use crate::events::OutboxEvent;
 use crate::issuance::policies::IssuancePolicy;
 use crate::issuance::requests::CertificateRequest;
 use crate::issuance::templates::StoredTemplate;
@@ -34,6 +32,8 @@ use crate::ports::*;
 use crate::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, NewDelivery};
 use crate::webhooks::worker::Subscriber;
 use crate::webhooks::{DeliveryStats, ExternalIntegration, TargetKind, WebhookEndpoint};
+
+use super::kernel::{fake_tables, Committed, FakeTables, Working};
 
 #[derive(Debug, Clone, Default)]
 pub struct Tables {
@@ -84,51 +84,37 @@ pub struct Tables {
     next_id: i64,
 }
 
-impl Tables {
-    pub(crate) fn next_id(&mut self) -> i64 {
-        self.next_id += 1;
-        self.next_id
-    }
-}
+fake_tables!(Tables);
 
 #[derive(Clone, Default)]
 pub struct MemoryStore {
-    tables: Arc<Mutex<Tables>>,
+    tables: Committed<Tables>,
 }
 
 impl MemoryStore {
     /// Adds a CA, as if it had been created.
     pub fn put_ca(&self, ca: CertificateAuthority) {
-        if let Ok(mut tables) = self.tables.lock() {
-            tables.cas.push(ca);
-        }
+        self.tables.with(|tables| tables.cas.push(ca));
     }
 
     /// Adds a certificate as it stands (ids are the caller's).
     pub fn put_certificate(&self, certificate: Certificate) {
-        if let Ok(mut tables) = self.tables.lock() {
-            tables.certificates.push(certificate);
-        }
+        self.tables.with(|tables| tables.certificates.push(certificate));
     }
 
     /// Changes the committed tables in place (test setup).
     pub fn edit(&self, change: impl FnOnce(&mut Tables)) {
-        if let Ok(mut tables) = self.tables.lock() {
-            change(&mut tables);
-        }
+        self.tables.with(change);
     }
 
     /// A copy of the committed tables, for assertions.
     pub fn snapshot(&self) -> Tables {
-        self.tables.lock().map(|t| t.clone()).unwrap_or_default()
+        self.tables.snapshot()
     }
 }
 
-pub struct MemoryTx {
-    tables: Arc<Mutex<Tables>>,
-    /// The transaction's copy of the tables (the area fakes write here).
-    pub(crate) working: Tables,
-}
+/// A transaction of [`MemoryStore`] (the area fakes write to its `working` tables).
+pub type MemoryTx = Working<Tables>;
 
 /// What `claim_renewals` and `claim_renewal_info_checks` consider at all.
 pub(crate) fn renewable(c: &Certificate) -> bool {
@@ -341,48 +327,9 @@ impl AuditReads for MemoryStore {
 }
 
 #[async_trait]
-impl AuditWrites for MemoryTx {
-    async fn insert_audit(&mut self, entry: &NewAuditEntry<'_>) -> StoreResult<()> {
-        let id = self.working.next_id();
-        self.working.audit.push(AuditEntry {
-            id,
-            workspace_id: entry.workspace_id.map(str::to_owned),
-            actor_type: entry.actor_type.into(),
-            actor_id: entry.actor_id.into(),
-            action: entry.action.into(),
-            target_type: entry.target_type.into(),
-            target_id: entry.target_id.map(str::to_owned),
-            request_id: entry.request_id.map(str::to_owned),
-            details: entry.details.clone(),
-            created_at: entry.created_at,
-        });
-        Ok(())
-    }
-}
-
-#[async_trait]
 impl EventReads for MemoryStore {
     async fn list_events(&self, _: &str, _: Option<&str>, _: PageRequest) -> StoreResult<Page<OutboxEvent>> {
         not_faked("list_events")
-    }
-}
-
-#[async_trait]
-impl EventWrites for MemoryTx {
-    async fn insert_event(&mut self, event: &NewEvent<'_>) -> StoreResult<()> {
-        let id = self.working.next_id();
-        self.working.events.push(OutboxEvent {
-            id,
-            workspace_id: event.workspace_id.into(),
-            event_type: event.event_type.as_str().into(),
-            payload: event.payload.clone(),
-            created_at: event.created_at,
-            processed_at: None,
-        });
-        Ok(())
-    }
-    async fn purge_delivered_events(&mut self, _: i64, _: i64) -> StoreResult<u64> {
-        not_faked("purge_delivered_events")
     }
 }
 
@@ -795,10 +742,7 @@ impl CaWrites for MemoryTx {
 #[async_trait]
 impl Tx for MemoryTx {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        let mut tables = self.tables.lock().map_err(|_| StoreError::Database("poisoned".into()))?;
-        let commits = tables.commits + 1;
-        *tables = self.working;
-        tables.commits = commits;
+        self.commit_tables();
         Ok(())
     }
 }
@@ -806,12 +750,12 @@ impl Tx for MemoryTx {
 #[async_trait]
 impl Store for MemoryStore {
     async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
-        Ok(Box::new(MemoryTx { tables: self.tables.clone(), working: self.snapshot() }))
+        Ok(Box::new(self.tables.begin()))
     }
     async fn write_erased(&self, job: ErasedJob) -> Result<Box<dyn Any + Send>, Error> {
-        let mut tx = MemoryTx { tables: self.tables.clone(), working: self.snapshot() };
+        let mut tx = self.tables.begin();
         let value = job(&mut tx).await?;
-        Box::new(tx).commit().await?;
+        tx.commit_tables();
         Ok(value)
     }
     async fn ping(&self) -> StoreResult<()> {

@@ -1,16 +1,16 @@
 //! An in-memory fake of the area's storage port ([`WebhookStore`]), for the unit tests of the
 //! webhooks use cases. It implements all of the port with the store's semantics (workspace
 //! scoping, leases, the once-per-(event, target) rule, completions dropped when the lease
-//! moved on); a transaction works on a copy of the tables and commits by replacing them.
-
-use std::sync::{Arc, Mutex};
+//! moved on), on the fakes' kernel (`crate::testing::kernel`: transactions over a copy of the
+//! tables, ids, audit rows and events).
 
 use async_trait::async_trait;
 
-use crate::audit::{AuditEntry, NewAuditEntry};
-use crate::events::{NewEvent, OutboxEvent};
+use crate::audit::AuditEntry;
+use crate::events::OutboxEvent;
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{AuditWrites, EventWrites, NewRow, StoreError, StoreResult};
+use crate::testing::kernel::{fake_tables, Committed, FakeTables, Working};
 use crate::unit_of_work::ChangeTx;
 
 use super::deliveries::{Completion, Delivery, DeliveryFilter, DeliveryStatus, NewDelivery};
@@ -38,12 +38,9 @@ pub struct WebhookTables {
     next_id: i64,
 }
 
-impl WebhookTables {
-    fn next_id(&mut self) -> i64 {
-        self.next_id += 1;
-        self.next_id
-    }
+fake_tables!(WebhookTables);
 
+impl WebhookTables {
     fn fail_pending(&mut self, workspace_id: &str, target_id: &str, error: &str, at: i64) {
         for row in self.deliveries.iter_mut().filter(|row| {
             row.delivery.workspace_id == workspace_id
@@ -97,13 +94,12 @@ fn newest_first<T: Clone>(rows: impl Iterator<Item = T>, key: impl Fn(&T) -> (i6
 
 #[derive(Clone, Default)]
 pub struct MemoryWebhooks {
-    tables: Arc<Mutex<WebhookTables>>,
+    tables: Committed<WebhookTables>,
 }
 
 impl MemoryWebhooks {
     fn with<T>(&self, f: impl FnOnce(&mut WebhookTables) -> T) -> T {
-        let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut tables)
+        self.tables.with(f)
     }
 
     pub fn put_webhook(&self, endpoint: WebhookEndpoint) {
@@ -156,7 +152,7 @@ impl MemoryWebhooks {
 
     /// A copy of the committed tables, for assertions.
     pub fn snapshot(&self) -> WebhookTables {
-        self.with(|t| t.clone())
+        self.tables.snapshot()
     }
 }
 
@@ -275,15 +271,11 @@ impl WebhookStore for MemoryWebhooks {
     }
 
     async fn begin(&self) -> StoreResult<Box<dyn WebhookTx>> {
-        let working = self.snapshot();
-        Ok(Box::new(MemoryWebhooksTx { tables: self.tables.clone(), working }))
+        Ok(Box::new(self.tables.begin()))
     }
 }
 
-pub struct MemoryWebhooksTx {
-    tables: Arc<Mutex<WebhookTables>>,
-    working: WebhookTables,
-}
+pub type MemoryWebhooksTx = Working<WebhookTables>;
 
 impl WebhookTx for MemoryWebhooksTx {
     fn webhooks(&mut self) -> &mut dyn WebhookWrites {
@@ -306,58 +298,8 @@ impl ChangeTx for MemoryWebhooksTx {
     }
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        let MemoryWebhooksTx { tables, mut working } = *self;
-        let mut tables = tables.lock().unwrap_or_else(|p| p.into_inner());
-        working.commits = tables.commits + 1;
-        *tables = working;
+        self.commit_tables();
         Ok(())
-    }
-}
-
-#[async_trait]
-impl AuditWrites for MemoryWebhooksTx {
-    async fn insert_audit(&mut self, entry: &NewAuditEntry<'_>) -> StoreResult<()> {
-        let id = self.working.next_id();
-        self.working.audit.push(AuditEntry {
-            id,
-            workspace_id: entry.workspace_id.map(str::to_owned),
-            actor_type: entry.actor_type.into(),
-            actor_id: entry.actor_id.into(),
-            action: entry.action.into(),
-            target_type: entry.target_type.into(),
-            target_id: entry.target_id.map(str::to_owned),
-            request_id: entry.request_id.map(str::to_owned),
-            details: entry.details.clone(),
-            created_at: entry.created_at,
-        });
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl EventWrites for MemoryWebhooksTx {
-    async fn insert_event(&mut self, event: &NewEvent<'_>) -> StoreResult<()> {
-        let id = self.working.next_id();
-        self.working.events.push(OutboxEvent {
-            id,
-            workspace_id: event.workspace_id.into(),
-            event_type: event.event_type.as_str().into(),
-            payload: event.payload.clone(),
-            created_at: event.created_at,
-            processed_at: None,
-        });
-        Ok(())
-    }
-
-    async fn purge_delivered_events(&mut self, before: i64, limit: i64) -> StoreResult<u64> {
-        let mut purged = 0u64;
-        let limit = u64::try_from(limit).unwrap_or(0);
-        self.working.events.retain(|e| {
-            let purge = purged < limit && e.processed_at.is_some_and(|at| at < before);
-            purged += u64::from(purge);
-            !purge
-        });
-        Ok(purged)
     }
 }
 
