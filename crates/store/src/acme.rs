@@ -255,6 +255,23 @@ fn bind_challenge<'q>(query: crate::AnyQuery<'q>, c: &'q Challenge, error: &'q O
 }
 
 impl DbAcme {
+    /// One statement of the hot path (a nonce spent, an order or a challenge moved) through the
+    /// store's writer; answers the rows it changed. On SQLite a statement on a pooled connection
+    /// would bypass the writer's queue and wait out its open transaction in SQLite's busy
+    /// handler, which sleeps in steps of up to 100 ms.
+    async fn write_one<F>(&self, statement: F) -> StoreResult<u64>
+    where
+        F: for<'t> FnOnce(
+                &'t mut crate::Tx,
+            ) -> futures_util::future::BoxFuture<'t, StoreResult<sqlx::any::AnyQueryResult>>
+            + Send
+            + 'static,
+    {
+        self.store
+            .write(move |tx: &mut crate::Tx| Box::pin(async move { Ok(statement(tx).await?.rows_affected()) }))
+            .await
+    }
+
     /// The CA's one order matching `condition` on `$2` (the certID columns of ARI).
     async fn order_where(&self, condition: &str, ca_id: i64, value: &str) -> StoreResult<Option<Order>> {
         sqlx::query(&format!("SELECT {ORDER} FROM acme_orders WHERE ca_id = $1 AND {condition}"))
@@ -318,14 +335,21 @@ impl AcmeStore for DbAcme {
     async fn spend_nonce(&self, nonce: &str, expires_at: i64) -> StoreResult<bool> {
         // One statement per ACME POST: the nonce is recorded as spent; the primary key makes
         // the second spend of a nonce, on any replica, insert nothing.
-        let done =
-            sqlx::query("INSERT INTO acme_nonces (nonce, expires_at) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING")
-                .bind(nonce)
+        let nonce = nonce.to_owned();
+        self.write_one(move |tx: &mut crate::Tx| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO acme_nonces (nonce, expires_at) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING",
+                )
+                .bind(&nonce)
                 .bind(expires_at)
-                .execute(&self.store.pool)
+                .execute(&mut *tx.inner)
                 .await
-                .db()?;
-        Ok(done.rows_affected() == 1)
+                .db()
+            })
+        })
+        .await
+        .map(|changed| changed == 1)
     }
 
     async fn sweep_nonces(&self, now: i64) -> StoreResult<u64> {
@@ -570,20 +594,32 @@ impl AcmeStore for DbAcme {
     }
 
     async fn update_order(&self, o: &Order) -> StoreResult<()> {
-        bind_order_update(sqlx::query(&format!("{UPDATE_ORDER} WHERE id = $8")), o)
-            .execute(&self.store.pool)
-            .await
-            .db()
-            .map(|_| ())
+        let o = o.clone();
+        self.write_one(move |tx: &mut crate::Tx| {
+            Box::pin(async move {
+                bind_order_update(sqlx::query(&format!("{UPDATE_ORDER} WHERE id = $8")), &o)
+                    .execute(&mut *tx.inner)
+                    .await
+                    .db()
+            })
+        })
+        .await
+        .map(|_| ())
     }
 
     async fn update_order_from(&self, o: &Order, from: &str) -> StoreResult<bool> {
-        let done = bind_order_update(sqlx::query(&format!("{UPDATE_ORDER} WHERE id = $8 AND status = $9")), o)
-            .bind(from)
-            .execute(&self.store.pool)
-            .await
-            .db()?;
-        Ok(done.rows_affected() == 1)
+        let (o, from) = (o.clone(), from.to_owned());
+        self.write_one(move |tx: &mut crate::Tx| {
+            Box::pin(async move {
+                bind_order_update(sqlx::query(&format!("{UPDATE_ORDER} WHERE id = $8 AND status = $9")), &o)
+                    .bind(&from)
+                    .execute(&mut *tx.inner)
+                    .await
+                    .db()
+            })
+        })
+        .await
+        .map(|changed| changed == 1)
     }
 
     async fn order_by_cert_id(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>> {
@@ -702,9 +738,14 @@ impl AcmeStore for DbAcme {
     }
 
     async fn update_challenge(&self, c: &Challenge, from: &str) -> StoreResult<bool> {
-        let done =
-            bind_challenge_update(sqlx::query(UPDATE_CHALLENGE), c, from).execute(&self.store.pool).await.db()?;
-        Ok(done.rows_affected() == 1)
+        let (c, from) = (c.clone(), from.to_owned());
+        self.write_one(move |tx: &mut crate::Tx| {
+            Box::pin(async move {
+                bind_challenge_update(sqlx::query(UPDATE_CHALLENGE), &c, &from).execute(&mut *tx.inner).await.db()
+            })
+        })
+        .await
+        .map(|changed| changed == 1)
     }
 
     async fn record_validation(&self, c: &Challenge, from: &str, authz_status: &str) -> StoreResult<bool> {
