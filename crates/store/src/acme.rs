@@ -272,6 +272,26 @@ impl DbAcme {
             .await
     }
 
+    /// Writes the order's mutable fields, only if its stored status is `from` when given;
+    /// answers the rows changed.
+    async fn write_order(&self, o: &Order, from: Option<&str>) -> StoreResult<u64> {
+        let (o, from) = (o.clone(), from.map(str::to_owned));
+        self.write_one(move |tx: &mut crate::Tx| {
+            Box::pin(async move {
+                let sql = match from {
+                    Some(_) => format!("{UPDATE_ORDER} WHERE id = $8 AND status = $9"),
+                    None => format!("{UPDATE_ORDER} WHERE id = $8"),
+                };
+                let mut query = bind_order_update(sqlx::query(&sql), &o);
+                if let Some(from) = &from {
+                    query = query.bind(from);
+                }
+                query.execute(&mut *tx.inner).await.db()
+            })
+        })
+        .await
+    }
+
     /// The CA's one order matching `condition` on `$2` (the certID columns of ARI).
     async fn order_where(&self, condition: &str, ca_id: i64, value: &str) -> StoreResult<Option<Order>> {
         sqlx::query(&format!("SELECT {ORDER} FROM acme_orders WHERE ca_id = $1 AND {condition}"))
@@ -594,32 +614,11 @@ impl AcmeStore for DbAcme {
     }
 
     async fn update_order(&self, o: &Order) -> StoreResult<()> {
-        let o = o.clone();
-        self.write_one(move |tx: &mut crate::Tx| {
-            Box::pin(async move {
-                bind_order_update(sqlx::query(&format!("{UPDATE_ORDER} WHERE id = $8")), &o)
-                    .execute(&mut *tx.inner)
-                    .await
-                    .db()
-            })
-        })
-        .await
-        .map(|_| ())
+        self.write_order(o, None).await.map(|_| ())
     }
 
     async fn update_order_from(&self, o: &Order, from: &str) -> StoreResult<bool> {
-        let (o, from) = (o.clone(), from.to_owned());
-        self.write_one(move |tx: &mut crate::Tx| {
-            Box::pin(async move {
-                bind_order_update(sqlx::query(&format!("{UPDATE_ORDER} WHERE id = $8 AND status = $9")), &o)
-                    .bind(&from)
-                    .execute(&mut *tx.inner)
-                    .await
-                    .db()
-            })
-        })
-        .await
-        .map(|changed| changed == 1)
+        self.write_order(o, Some(from)).await.map(|changed| changed == 1)
     }
 
     async fn order_by_cert_id(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>> {
