@@ -476,10 +476,6 @@ mod tests {
     /// certificate, the strongest outcome kept; deleted certificates drop out; a scan without
     /// a record (before migration 0580) is read from its audit rows.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    // Flaky: about 1 run in 4 the final `DELETE FROM workspaces` fails with "no such table:
-    // workspaces" (also inside a gated write transaction); root cause not found yet. Ignored so
-    // that chance cannot decide a CI run: `cargo nextest run -p trellis-store --run-ignored only`.
-    #[ignore = "flaky: DELETE FROM workspaces intermittently fails with `no such table`"]
     async fn a_scans_record_lists_what_it_saw_and_older_scans_their_traces() {
         use FindingOutcome::{New, Unchanged, Updated};
         let (_dir, store) = crate::testing::store().await;

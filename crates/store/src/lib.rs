@@ -244,6 +244,25 @@ pub(crate) const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synch
      PRAGMA cache_size = -8192; PRAGMA temp_store = MEMORY; PRAGMA mmap_size = 17179869184; \
      PRAGMA wal_autocheckpoint = 10000;";
 
+/// An SQLite pool of at most `max` connections, each with [`SQLITE_PRAGMAS`].
+async fn sqlite_pool(options: AnyConnectOptions, max: u32) -> Result<sqlx::AnyPool, sqlx::Error> {
+    AnyPoolOptions::new()
+        .max_connections(max)
+        .min_connections(1)
+        .idle_timeout(None)
+        // An embedded database has no link to go stale: no ping (a round trip to the
+        // connection's thread) before every query's acquire.
+        .test_before_acquire(false)
+        .after_connect(|conn, _meta| {
+            Box::pin(async move {
+                conn.execute(SQLITE_PRAGMAS).await?;
+                Ok(())
+            })
+        })
+        .connect_with(options)
+        .await
+}
+
 /// SQLite: how many kept read connections at most (beyond, reads take the pool's).
 const SQLITE_READERS: usize = 8;
 
@@ -262,27 +281,18 @@ impl Store {
         let connect_err =
             |source: sqlx::Error| StoreError::Connect { url: redact_url(url), message: source.to_string() };
         let mut readers = None;
+        let mut sqlite_options = None;
         let pool = match dialect {
             Dialect::Sqlite => {
                 let url = sqlite_url(url);
                 let options = AnyConnectOptions::from_str(&url).map_err(connect_err)?;
                 readers = Some(readers::ReadConnections::new(options.clone(), SQLITE_READERS));
-                AnyPoolOptions::new()
-                    .max_connections(8)
-                    .min_connections(1)
-                    .idle_timeout(None)
-                    // An embedded database has no link to go stale: no ping (a round trip to
-                    // the connection's thread) before every query's acquire.
-                    .test_before_acquire(false)
-                    .after_connect(|conn, _meta| {
-                        Box::pin(async move {
-                            conn.execute(SQLITE_PRAGMAS).await?;
-                            Ok(())
-                        })
-                    })
-                    .connect_with(options)
-                    .await
-                    .map_err(connect_err)?
+                // Migrations run on a pool of their own, closed before serving: an SQLite
+                // connection caches the schema it first read, and one opened while a migration
+                // ran can fail a later statement with "no such table" when its check of the
+                // schema's version cannot take a read lock at that moment.
+                sqlite_options = Some(options.clone());
+                sqlite_pool(options, 1).await.map_err(connect_err)?
             }
             Dialect::Postgres => AnyPoolOptions::new()
                 .max_connections(16)
@@ -295,6 +305,10 @@ impl Store {
         let mut store =
             Store { pool, dialect, write_gate, writer: None, workspace_numbers: Default::default(), readers };
         store.migrate().await?;
+        if let Some(options) = sqlite_options {
+            store.pool.close().await;
+            store.pool = sqlite_pool(options, 8).await.map_err(connect_err)?;
+        }
         if dialect == Dialect::Sqlite {
             store.writer = Some(writer::spawn(store.clone()));
             writer::spawn_checkpointer(store.pool.clone());
