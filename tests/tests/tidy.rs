@@ -46,6 +46,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("ports", "StoreResult, and the inventory and request reads"),
             ("unit_of_work", "changes recorded with their audit rows"),
             ("validation", "the shared free-text checks"),
+            ("ttl_cache", "the directory and account cache keeps its rows in a TtlMap"),
         ],
     ),
     (
@@ -136,14 +137,17 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("acme", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
             ("audit", "the Context holds the ports of every area"),     // two-way edge, not in issue 22's list
             ("auth", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
+            ("cas", "ReadCaches keeps the CA records issuance reads"), // two-way edge, not in issue 22's list
             ("clock", "the Context holds every area's port or service"),
             ("crypto", "the Context holds every area's port or service"),
             ("discovery", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
             ("domain_claims", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
             ("error", "the Context holds every area's port or service"),
+            ("issuance", "ReadCaches keeps the policy lists issuance reads"), // two-way edge, not in issue 22's list
             ("pki", "the Context holds every area's port or service"),
             ("plugins", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
             ("ports", "the Context holds every area's port or service"),
+            ("ttl_cache", "ReadCaches: rows every API-key request and issuance reads, kept briefly"),
             ("unit_of_work", "the Context holds every area's port or service"),
             ("webhooks", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
         ],

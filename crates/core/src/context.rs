@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::pki::PkiPort;
 use crate::plugins::service::PluginService;
 use crate::ports::Store;
+use crate::ttl_cache::TtlMap;
 use crate::unit_of_work::UnitOfWork;
 use crate::webhooks::transport::{NoTransport, WebhookTransport};
 
@@ -58,6 +59,23 @@ pub struct Context {
     pub acme: Option<Arc<dyn crate::acme::AcmeStore>>,
     /// Validates ACME challenges under the egress rules; validates nothing by default.
     pub acme_validator: Arc<dyn crate::acme::ChallengeValidator>,
+    /// Rows every issuance or API-key request reads, kept briefly (see [`ReadCaches`]).
+    pub cached: Arc<ReadCaches>,
+}
+
+/// Rows read on every API-key request and every issuance, and changed rarely: each read costs
+/// a hand-off to SQLite's connection thread (docs/benchmarks.md, "Issuance against OpenBao").
+/// Staleness is bounded as [`crate::ttl_cache`] says: a change through this replica is seen at
+/// once (its use case forgets the row after committing), another replica's within
+/// [`crate::ttl_cache::TTL_MS`].
+#[derive(Default)]
+pub struct ReadCaches {
+    /// API keys as authentication reads them, by digest (see [`crate::auth::KeyGrant`]).
+    pub api_keys: TtlMap<String, crate::auth::KeyGrant>,
+    /// CA records as issuance reads them, by workspace and id.
+    pub cas: TtlMap<(String, i64), crate::cas::CertificateAuthority>,
+    /// Each workspace's issuance policies, in order, as issuance reads them.
+    pub policies: TtlMap<String, Vec<crate::issuance::policies::IssuancePolicy>>,
 }
 
 pub type SharedContext = Arc<Context>;
@@ -88,6 +106,7 @@ impl Context {
             oidc: None,
             acme: None,
             acme_validator: Arc::new(crate::acme::NoValidator),
+            cached: Arc::default(),
         }
     }
 

@@ -528,6 +528,9 @@ async fn the_domain_policy_denies_with_every_reason() {
     assert_eq!(typo.status, 400, "{}", typo.body);
     assert_eq!(typo.body["error"]["details"]["config"][0]["field"], "/allowedDnsSufixes", "{}", typo.body);
     assert_eq!(admin.get("/api/issuance-policies").await.body["data"], json!([]));
+    // Issued while no policy exists: the next request, after the policy is created, is judged
+    // by it (the replica's list of policies is forgotten when one is created).
+    issue(&admin, json!({ "caId": root, "commonName": "www.example.org" })).await;
 
     let policy = admin
         .post(
@@ -568,7 +571,7 @@ async fn the_domain_policy_denies_with_every_reason() {
         .await;
     assert_eq!(key.status, 403, "{}", key.body);
     assert_eq!(reason_codes(&key), ["key_algorithm_not_allowed"]);
-    assert_eq!(admin.get("/api/certificates").await.body["total"], 0, "denied requests issue nothing");
+    assert_eq!(admin.get("/api/certificates").await.body["total"], 1, "denied requests issue nothing");
     issue(&admin, json!({ "caId": root, "commonName": "ok.example.com", "subjectAltNames": ["10.1.1.1"] })).await;
 
     // A disabled policy is skipped; a deleted one is gone.

@@ -5,95 +5,48 @@
 //! statements a request cost, each a hand-off to SQLite's connection thread (the profile in
 //! docs/benchmarks.md, "ACME server against OpenBao"). Both rows change rarely.
 //!
-//! Staleness: a write through this replica (`put_directory`, `update_account`,
-//! `insert_account`) replaces or drops the entry at once, so this replica never serves an
-//! outdated row. Another replica's write (a directory disabled, an account deactivated or its
-//! key rolled over through another instance) is seen here after at most [`TTL_MS`]: each
-//! entry is re-read from the database once it is older than that. Absent rows are not cached
-//! (a new account or directory is found at once everywhere).
+//! Staleness is [`crate::ttl_cache`]'s: a write through this replica (`put_directory`,
+//! `update_account`) drops the entry at once; another replica's (a directory disabled, an
+//! account deactivated or its key rolled over through another instance) is seen here after at
+//! most [`TTL_MS`].
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use super::{Account, AcmeStore, Authorization, Challenge, DirectoryConfig, EabKey, Identifier, Order};
 use crate::clock::SharedClock;
 use crate::ports::StoreResult;
-
-/// How long another replica's change to a directory or an account may go unseen here.
-pub const TTL_MS: i64 = 2_000;
-/// Entries kept at most per map; when full, the map starts over (accounts are unbounded).
-const MAX_ENTRIES: usize = 10_000;
-
-struct Entry<T> {
-    read_at: i64,
-    value: T,
-}
+use crate::ttl_cache::TtlMap;
+pub use crate::ttl_cache::TTL_MS;
 
 /// Wraps the store; every call but the cached reads goes straight through.
 pub struct CachedAcmeStore {
     inner: Arc<dyn AcmeStore>,
     clock: SharedClock,
-    directories: Mutex<HashMap<i64, Entry<DirectoryConfig>>>,
-    accounts: Mutex<HashMap<(i64, String), Entry<Account>>>,
+    directories: TtlMap<i64, DirectoryConfig>,
+    accounts: TtlMap<(i64, String), Account>,
 }
 
 impl CachedAcmeStore {
     pub fn new(inner: Arc<dyn AcmeStore>, clock: SharedClock) -> Self {
-        CachedAcmeStore { inner, clock, directories: Mutex::default(), accounts: Mutex::default() }
+        CachedAcmeStore { inner, clock, directories: TtlMap::default(), accounts: TtlMap::default() }
     }
 
     fn now(&self) -> i64 {
         self.clock.now().timestamp_millis()
-    }
-
-    fn fresh<K: std::hash::Hash + Eq, T: Clone>(&self, map: &Mutex<HashMap<K, Entry<T>>>, key: &K) -> Option<T> {
-        let now = self.now();
-        let map = map.lock().ok()?;
-        map.get(key).filter(|e| now >= e.read_at && now - e.read_at < TTL_MS).map(|e| e.value.clone())
-    }
-
-    fn keep<K: std::hash::Hash + Eq, T>(&self, map: &Mutex<HashMap<K, Entry<T>>>, key: K, value: Option<T>) {
-        let read_at = self.now();
-        if let Ok(mut map) = map.lock() {
-            match value {
-                Some(value) => {
-                    if map.len() >= MAX_ENTRIES {
-                        map.clear();
-                    }
-                    map.insert(key, Entry { read_at, value });
-                }
-                None => {
-                    map.remove(&key);
-                }
-            }
-        }
-    }
-
-    fn forget_account(&self, ca_id: i64, id: &str) {
-        if let Ok(mut map) = self.accounts.lock() {
-            map.remove(&(ca_id, id.to_owned()));
-        }
     }
 }
 
 #[async_trait]
 impl AcmeStore for CachedAcmeStore {
     async fn directory(&self, ca_id: i64) -> StoreResult<Option<DirectoryConfig>> {
-        if let Some(config) = self.fresh(&self.directories, &ca_id) {
-            return Ok(Some(config));
-        }
-        let config = self.inner.directory(ca_id).await?;
-        self.keep(&self.directories, ca_id, config.clone());
-        Ok(config)
+        self.directories.get_or_load(ca_id, self.now(), || self.inner.directory(ca_id)).await
     }
 
     async fn put_directory(&self, config: &DirectoryConfig) -> StoreResult<()> {
-        // Dropped before and after the write: a read racing the write cannot keep the old row.
-        self.keep(&self.directories, config.ca_id, None);
         let written = self.inner.put_directory(config).await;
-        self.keep(&self.directories, config.ca_id, None);
+        self.directories.forget(&config.ca_id);
         written
     }
 
@@ -127,13 +80,7 @@ impl AcmeStore for CachedAcmeStore {
         self.inner.insert_account(account).await
     }
     async fn account(&self, ca_id: i64, id: &str) -> StoreResult<Option<Account>> {
-        let key = (ca_id, id.to_owned());
-        if let Some(account) = self.fresh(&self.accounts, &key) {
-            return Ok(Some(account));
-        }
-        let account = self.inner.account(ca_id, id).await?;
-        self.keep(&self.accounts, key, account.clone());
-        Ok(account)
+        self.accounts.get_or_load((ca_id, id.to_owned()), self.now(), || self.inner.account(ca_id, id)).await
     }
     async fn account_in_workspace(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Account>> {
         self.inner.account_in_workspace(workspace_id, id).await
@@ -145,9 +92,8 @@ impl AcmeStore for CachedAcmeStore {
         self.inner.accounts(workspace_id).await
     }
     async fn update_account(&self, account: &Account) -> StoreResult<()> {
-        self.forget_account(account.ca_id, &account.id);
         let written = self.inner.update_account(account).await;
-        self.forget_account(account.ca_id, &account.id);
+        self.accounts.forget(&(account.ca_id, account.id.clone()));
         written
     }
 

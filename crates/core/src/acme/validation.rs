@@ -160,8 +160,11 @@ pub async fn screen(
     let keys = [("ec", 256, Some("p256")), ("rsa", 2048, None)];
     // Listed once for every identifier and key; none enabled (the common case) means nothing
     // to judge.
-    let policies: Vec<_> =
-        ctx.store.list_issuance_policies(&config.workspace_id).await?.into_iter().filter(|p| p.enabled).collect();
+    let policies: Vec<_> = crate::issuance::policies::in_force(ctx, &config.workspace_id)
+        .await?
+        .into_iter()
+        .filter(|p| p.enabled)
+        .collect();
     if policies.is_empty() {
         return Ok(());
     }

@@ -209,6 +209,7 @@ pub async fn set_role(ctx: &Context, caller: &Caller, user_id: &UserId, role: &s
         serde_json::json!({ "email": member.email, "from": member.role.as_str(), "to": role.as_str() }),
     );
     change.commit().await?;
+    crate::auth::forget_key_grants(ctx);
     Ok(Member { role, ..member })
 }
 
@@ -239,6 +240,7 @@ pub async fn remove(ctx: &Context, caller: &Caller, user_id: &UserId) -> Result<
         serde_json::json!({ "email": member.email, "role": member.role.as_str(), "apiKeysDeleted": keys.len() }),
     );
     change.commit().await?;
+    crate::auth::forget_key_grants(ctx);
     Ok(())
 }
 

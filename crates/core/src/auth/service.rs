@@ -196,34 +196,45 @@ pub async fn authenticate_session(
     Ok((user, caller))
 }
 
+/// An API key as authentication reads it: its row and, for a key a user made, that user's
+/// role in the key's workspace now. Kept in [`crate::context::ReadCaches`] by the key's digest for at
+/// most [`crate::ttl_cache::TTL_MS`]; a change to keys or memberships through this replica
+/// forgets them all once committed ([`forget_key_grants`]).
+#[derive(Debug, Clone)]
+pub struct KeyGrant {
+    key: ApiKey,
+    maker_role: Option<Role>,
+}
+
+/// Forgets every kept [`KeyGrant`]: call it after committing a change to API keys or to
+/// memberships (a demoted or removed maker changes what their keys open).
+pub fn forget_key_grants(ctx: &Context) {
+    ctx.cached.api_keys.forget_all();
+}
+
 /// Resolves an API key (`ck_…` or `ak_…`) to a caller bound to the key's workspace.
 pub async fn authenticate_key(ctx: &Context, key: &str, request_id: &str) -> Result<Caller> {
     if !looks_like_key(key) {
         return Err(Error::Unauthorized);
     }
     // The lookup is by SHA-256 digest, so response timing reveals nothing about the key.
-    let api_key = ctx.store.find_api_key_by_hash(&token_digest(key)).await?.ok_or(Error::Unauthorized)?;
-    // Last use is recorded at minute granularity, so most requests stay read-only.
+    let digest = token_digest(key);
     let now = ctx.now_millis();
-    if api_key.last_used_at.is_none_or(|at| at < now - 60_000) {
+    let grant = ctx
+        .cached
+        .api_keys
+        .get_or_load(digest.clone(), now, || load_key_grant(ctx, &digest))
+        .await?
+        .ok_or(Error::Unauthorized)?;
+    // Last use is recorded at minute granularity, so most requests stay read-only.
+    if grant.key.last_used_at.is_none_or(|at| at < now - 60_000) {
         let mut tx = ctx.store.begin().await?;
-        tx.touch_api_key(&api_key.id, now).await?;
+        tx.touch_api_key(&grant.key.id, now).await?;
         tx.commit().await?;
+        ctx.cached.api_keys.update(&digest, |kept| kept.key.last_used_at = Some(now));
     }
-    // A key acts for the user who made it, so it holds no more than that user holds now: a
-    // maker removed from the workspace leaves a key that opens nothing (removal also deletes
-    // such keys; this covers memberships ended by any other path), and a demoted maker's key
-    // loses what the new role lacks at its next request.
-    let maker_role = match &api_key.created_by {
-        Some(maker) => Some(
-            ctx.store.find_membership(&api_key.workspace_id, &UserId::from(maker.as_str())).await?.ok_or_else(|| {
-                tracing::warn!(target: "trellis::security", key = %api_key.id, "API key of a former member refused");
-                Error::Unauthorized
-            })?,
-        ),
-        None => None,
-    };
     // Enforced on use as well as on creation, whatever the stored row says.
+    let KeyGrant { key: api_key, maker_role } = grant;
     let scopes = api_key
         .scopes
         .into_iter()
@@ -237,6 +248,24 @@ pub async fn authenticate_key(ctx: &Context, key: &str, request_id: &str) -> Res
         instance_admin: false,
         request_id: request_id.to_string(),
     })
+}
+
+async fn load_key_grant(ctx: &Context, digest: &str) -> Result<Option<KeyGrant>> {
+    let Some(key) = ctx.store.find_api_key_by_hash(digest).await? else { return Ok(None) };
+    // A key acts for the user who made it, so it holds no more than that user holds now: a
+    // maker removed from the workspace leaves a key that opens nothing (removal also deletes
+    // such keys; this covers memberships ended by any other path), and a demoted maker's key
+    // loses what the new role lacks at its next request.
+    let maker_role = match &key.created_by {
+        Some(maker) => Some(
+            ctx.store.find_membership(&key.workspace_id, &UserId::from(maker.as_str())).await?.ok_or_else(|| {
+                tracing::warn!(target: "trellis::security", key = %key.id, "API key of a former member refused");
+                Error::Unauthorized
+            })?,
+        ),
+        None => None,
+    };
+    Ok(Some(KeyGrant { key, maker_role }))
 }
 
 fn looks_like_key(key: &str) -> bool {
@@ -343,6 +372,7 @@ pub async fn delete_api_key(ctx: &Context, caller: &Caller, key_id: &ApiKeyId) -
     }
     change.audit("api_key.deleted", Target::new("api_key", key_id), serde_json::json!({}));
     change.commit().await?;
+    forget_key_grants(ctx);
     Ok(())
 }
 

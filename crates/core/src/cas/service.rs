@@ -223,6 +223,21 @@ pub async fn stats(ctx: &Context, caller: &Caller) -> Result<CaStats> {
 }
 
 /// A CA of the caller's workspace, unmasked (for other use cases of the domain).
+/// [`find`] for issuance: from [`crate::context::ReadCaches::cas`] when read there lately.
+pub async fn find_for_issuance(ctx: &Context, workspace_id: &str, id: i64) -> Result<CertificateAuthority> {
+    let key = (workspace_id.to_owned(), id);
+    ctx.cached
+        .cas
+        .get_or_load(key, ctx.now_millis(), || ctx.store.find_ca(workspace_id, id))
+        .await?
+        .ok_or(Error::NotFound(Entity::CertificateAuthority))
+}
+
+/// Drops the CA from [`crate::context::ReadCaches::cas`]: after every committed change to it.
+fn forget(ctx: &Context, workspace_id: &str, id: i64) {
+    ctx.cached.cas.forget(&(workspace_id.to_owned(), id));
+}
+
 pub async fn find(ctx: &Context, workspace_id: &str, id: i64) -> Result<CertificateAuthority> {
     ctx.store.find_ca(workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateAuthority))
 }
@@ -331,6 +346,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: CaInput) -> Result<Ca
         let mut undo = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
         undo.tx().delete_ca(&workspace_id, ca.id).await?;
         undo.commit().await?;
+        forget(ctx, &workspace_id, ca.id);
         return Err(err);
     }
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
@@ -382,6 +398,7 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: CaInput, rep
         .audit("ca.updated", Target::new("certificate_authority", id), audit_details(&ca))
         .emit(Event::CaUpdated(event_data(&ca)));
     change.commit().await?;
+    forget(ctx, &workspace_id, id);
     Ok(view(ca))
 }
 
@@ -392,7 +409,9 @@ pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
     let ca = change.tx().find_ca(&workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateAuthority))?;
     change.tx().delete_ca(&workspace_id, id).await?;
     change.audit("ca.deleted", Target::new("certificate_authority", id), audit_details(&ca));
-    change.commit().await
+    change.commit().await?;
+    forget(ctx, &workspace_id, id);
+    Ok(())
 }
 
 /// Touches `lastSync` only (§4.1).
@@ -405,6 +424,7 @@ pub async fn sync(ctx: &Context, caller: &Caller, id: i64) -> Result<CaView> {
         change.tx().touch_ca_sync(&workspace_id, id, at).await?.ok_or(Error::NotFound(Entity::CertificateAuthority))?;
     change.audit("ca.synced", Target::new("certificate_authority", id), json!({ "lastSync": at }));
     change.commit().await?;
+    forget(ctx, &workspace_id, id);
     Ok(view(ca))
 }
 
@@ -538,7 +558,9 @@ pub async fn record_check(
         let updated = CertificateAuthority { status, health_status: health, ..ca.clone() };
         change.emit(Event::CaUpdated(event_data(&updated)));
     }
-    change.commit().await
+    change.commit().await?;
+    forget(ctx, &ca.workspace_id, ca.id);
+    Ok(())
 }
 
 /// The revoked serials of the workspace's internal CAs, newest first (`GET /api/certificates/crl`).

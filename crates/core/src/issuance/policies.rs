@@ -40,8 +40,22 @@ pub struct NewPolicy {
 /// Every enabled policy's decision on `request`, in order. A policy that fails (trap, timeout,
 /// error) denies: policies fail closed.
 pub async fn evaluate(ctx: &Context, workspace_id: &str, request: &EvaluationRequest) -> Result<Vec<Decision>> {
-    let policies = ctx.store.list_issuance_policies(workspace_id).await?;
+    let policies = in_force(ctx, workspace_id).await?;
     evaluate_listed(ctx, workspace_id, policies, request).await
+}
+
+/// The workspace's policies as issuance judges by them: from
+/// [`crate::context::ReadCaches::policies`] when listed there lately (a create or delete
+/// through this replica forgets them once committed).
+pub async fn in_force(ctx: &Context, workspace_id: &str) -> Result<Vec<IssuancePolicy>> {
+    let listed = ctx
+        .cached
+        .policies
+        .get_or_load(workspace_id.to_owned(), ctx.now_millis(), || async {
+            ctx.store.list_issuance_policies(workspace_id).await.map(Some)
+        })
+        .await?;
+    Ok(listed.unwrap_or_default())
 }
 
 /// [`evaluate`] with the workspace's policies already listed (a caller judging several
@@ -151,6 +165,7 @@ pub async fn create(ctx: &Context, caller: &Caller, new: NewPolicy) -> Result<Is
         json!({ "name": policy.name, "type": policy.policy_type, "position": policy.position }),
     );
     change.commit().await?;
+    ctx.cached.policies.forget(&workspace_id);
     Ok(policy)
 }
 
@@ -162,5 +177,7 @@ pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
         return Err(Error::NotFound(crate::error::Entity::IssuancePolicy));
     }
     change.audit("issuance_policy.deleted", Target::new("issuance_policy", id), json!({}));
-    change.commit().await
+    change.commit().await?;
+    ctx.cached.policies.forget(&workspace_id);
+    Ok(())
 }

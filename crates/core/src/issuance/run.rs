@@ -16,7 +16,7 @@ use super::templates::{self, Template};
 use super::{policies, requester, requester_from_principal, store_issued, Issued};
 use crate::audit::Audit;
 use crate::auth::Caller;
-use crate::cas::service::{call_target, cannot_issue, connector_for, find};
+use crate::cas::service::{call_target, cannot_issue, connector_for, find, find_for_issuance};
 use crate::cas::CertificateAuthority;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -88,7 +88,7 @@ impl Run {
     /// now.
     pub async fn for_caller(ctx: &Context, caller: &Caller, input: &IssueInput, source: IssuanceSource) -> Result<Run> {
         let ca_id = input.ca_id.ok_or_else(|| Error::invalid_field("caId", "is required"))?;
-        let ca = find(ctx, &caller.workspace_id, ca_id).await?;
+        let ca = find_for_issuance(ctx, &caller.workspace_id, ca_id).await?;
         if let Some(ca_type) = input.ca_type.as_deref().filter(|t| *t != ca.ca_type) {
             return Err(Error::invalid_field(
                 "caType",
@@ -121,7 +121,7 @@ impl Run {
         input: &IssueInput,
         actor: Audit,
     ) -> Result<Run> {
-        let ca = find(ctx, workspace_id, ca_id).await?;
+        let ca = find_for_issuance(ctx, workspace_id, ca_id).await?;
         let connector = connector_for(ctx, workspace_id, &ca.ca_type)?;
         if !connector.capabilities.issue {
             return Err(cannot_issue(&ca, &connector));

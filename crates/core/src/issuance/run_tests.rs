@@ -49,6 +49,9 @@ struct Fixture {
     /// The CA answers "pending" instead of issuing.
     pending: Arc<Mutex<bool>>,
     connector: PluginInfo,
+    /// The contexts' read caches: a policy put through the fixture is forgotten there, as the
+    /// policy use cases do.
+    cached: Arc<crate::context::ReadCaches>,
 }
 
 fn connector(issue: bool) -> PluginInfo {
@@ -104,6 +107,7 @@ impl Fixture {
             verdicts: Arc::default(),
             pending: Arc::default(),
             connector: connector(can_issue),
+            cached: Arc::default(),
         }
     }
 
@@ -125,6 +129,7 @@ impl Fixture {
             updated_at: 0,
         });
         self.verdicts.lock().unwrap_or_else(|_| panic!("lock")).insert(format!("policy-{id}"), verdict);
+        self.cached.policies.forget(&WORKSPACE.to_owned());
     }
 
     fn ctx(&self) -> Context {
@@ -170,7 +175,7 @@ impl Fixture {
             policy: Some((policy_plugin(), policy_script)),
             ..NoPlugins::default()
         };
-        context_with(self.store.clone(), NOW, plugins)
+        Context { cached: self.cached.clone(), ..context_with(self.store.clone(), NOW, plugins) }
     }
 
     fn calls_to_ca(&self) -> usize {

@@ -818,6 +818,7 @@ async fn sync_memberships(
                     serde_json::json!({ "from": m.role.as_str(), "to": role.as_str(), "source": "oidc", "email": user.email }),
                 );
                 change.commit().await?;
+                crate::auth::forget_key_grants(ctx);
             }
             Some(_) => {}
         }
@@ -840,6 +841,7 @@ async fn sync_memberships(
             serde_json::json!({ "role": m.role.as_str(), "source": "oidc", "email": user.email }),
         );
         change.commit().await?;
+        crate::auth::forget_key_grants(ctx);
     }
     // The session opens in the current workspace if the person is still a member, else in any
     // workspace they have, else in none ("no workspace yet").
