@@ -15,12 +15,16 @@ trap 'rm -rf "$DATA"' EXIT
 cd "$ROOT"
 started=$SECONDS
 if ! {
-    TRELLIS_DATA_DIR="$DATA" "$BIN" plugin install-first-party
+    # The scratch directory holds the database too (its default is ./data/trellis.db, which
+    # would keep what an earlier run installed).
+    export TRELLIS_DATA_DIR="$DATA" TRELLIS_DATABASE_URL="sqlite://$DATA/trellis.db"
+    "$BIN" plugin install-first-party
     for wasm in target/plugins/py-*.wasm target/plugins/js-*.wasm; do
-        # Fixtures (an endless loop, …) are loaded only by the plugin host's own tests, with
-        # their own cache.
+        # Fixtures (an endless loop, …) are loaded only by the plugin host's own tests, which
+        # compile them into the same cache; the other Python and JavaScript plugins they load are
+        # the ones compiled here.
         [ -e "$wasm" ] && [[ "$wasm" != *-fixture-* ]] || continue
-        TRELLIS_DATA_DIR="$DATA" "$BIN" plugin install "$wasm"
+        "$BIN" plugin install "$wasm"
     done
 } >"$LOG" 2>&1; then
     echo "warm-plugin-cache: installing a plugin failed; its log ($LOG):" >&2

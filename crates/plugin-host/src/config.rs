@@ -135,6 +135,35 @@ impl ArtefactKey {
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.0
     }
+
+    /// The key kept in `dir/artefact.key` (32 bytes, 0600), written from `fresh` by the first
+    /// runtime to ask: how every server and test started from one build tree shares its cache
+    /// (`target/plugin-cache`), each having a master key of its own. Development and tests
+    /// only: an installed service derives its key from the master key.
+    pub fn from_key_file(dir: &std::path::Path, fresh: [u8; 32]) -> std::io::Result<ArtefactKey> {
+        use std::io::Write as _;
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join("artefact.key");
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        match options.open(&path) {
+            // Written through a temporary name would be nicer, but create_new already makes the
+            // first writer win; a reader racing it sees a short file and retries below.
+            Ok(mut file) => file.write_all(&fresh)?,
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(err) => return Err(err),
+        }
+        for _ in 0..50 {
+            let bytes = std::fs::read(&path)?;
+            if let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) {
+                return Ok(ArtefactKey::new(key));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Err(std::io::Error::other(format!("{} is not a 32-byte key", path.display())))
+    }
 }
 
 impl std::fmt::Debug for ArtefactKey {

@@ -37,7 +37,9 @@ pub fn start_runtime(
     // servers has its own master key, so the build tree's cache has its own key file instead.
     if let Some(target_dir) = build_tree_target_dir().filter(|_| config.plugin_cache_dir.is_none()) {
         let dir = target_dir.join("plugin-cache");
-        match build_tree_cache_key(&dir) {
+        let mut fresh = [0u8; 32];
+        trellis_core::clock::Entropy::fill(&trellis_core::clock::OsEntropy, &mut fresh);
+        match ArtefactKey::from_key_file(&dir, fresh) {
             Ok(key) => {
                 runtime_config.cache_dir = Some(dir);
                 runtime_config.cache_key = Some(key);
@@ -86,36 +88,6 @@ pub fn start_runtime(
         tracing::warn!(target: "trellis::security", mode = config.plugin_signatures.as_str(), "plugins are installed without requiring a trusted signature; set TRELLIS_PLUGIN_SIGNATURES=require in production");
     }
     Ok(PluginService::new(Arc::new(runtime)).with_signature_mode(config.plugin_signatures))
-}
-
-/// The build tree's cache key: `target/plugin-cache/artefact.key` (32 random bytes, 0600),
-/// created by the first server started from the tree. Development and tests only: a service
-/// installed anywhere else derives its key from the master key.
-fn build_tree_cache_key(dir: &Path) -> std::io::Result<ArtefactKey> {
-    use std::io::Write as _;
-    std::fs::create_dir_all(dir)?;
-    let path = dir.join("artefact.key");
-    let mut fresh = [0u8; 32];
-    trellis_core::clock::Entropy::fill(&trellis_core::clock::OsEntropy, &mut fresh);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    match options.open(&path) {
-        // Written through a temporary name would be nicer, but create_new already makes the
-        // first writer win; a reader racing it sees a short file and retries below.
-        Ok(mut file) => file.write_all(&fresh)?,
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(err) => return Err(err),
-    }
-    for _ in 0..50 {
-        let bytes = std::fs::read(&path)?;
-        if let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) {
-            return Ok(ArtefactKey::new(key));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Err(std::io::Error::other(format!("{} is not a 32-byte key", path.display())))
 }
 
 /// `target/` when the binary runs from `target/<profile>/` next to built plugins.

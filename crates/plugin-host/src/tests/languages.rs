@@ -23,13 +23,23 @@ use crate::{
     SubjectKey,
 };
 
-/// With a compiled-code cache kept in the build tree: CPython's component takes tens of seconds
-/// to compile, once per build tree instead of once per runtime. `peer_roots`: the PEM bundle of
-/// the local HTTPS peer the notifiers and connectors reach (private addresses allowed for it).
+/// With the build tree's compiled-code cache, the one the binary's servers share: CPython's
+/// component takes tens of seconds to compile, once per build tree instead of once per runtime,
+/// and the plugins `scripts/warm-plugin-cache.sh` compiled before the suite are not compiled
+/// again here. `peer_roots`: the PEM bundle of the local HTTPS peer the notifiers and
+/// connectors reach (private addresses allowed for it).
 fn config_with(limits: KindLimits, peer_roots: Option<&Path>) -> RuntimeConfig {
     let mut config = RuntimeConfig::without_cache();
-    config.cache_dir = built_plugins_dir().parent().map(|target| target.join("plugin-cache-host-tests"));
-    config.cache_key = Some(crate::ArtefactKey::new([7; 32]));
+    let cache = built_plugins_dir().parent().map(|target| target.join("plugin-cache"));
+    let mut fresh = [0u8; 32];
+    trellis_core::clock::Entropy::fill(&trellis_core::clock::OsEntropy, &mut fresh);
+    let key = cache.as_deref().map(|dir| crate::ArtefactKey::from_key_file(dir, fresh));
+    config.cache_key = match key {
+        Some(Ok(key)) => Some(key),
+        Some(Err(err)) => panic!("the build tree's plugin cache key: {err}"),
+        None => None,
+    };
+    config.cache_dir = cache;
     config.limits = limits;
     config.egress.use_system_roots = false;
     if let Some(bundle) = peer_roots {
