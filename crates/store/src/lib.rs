@@ -20,6 +20,8 @@ mod issuance;
 mod oidc;
 mod outbox;
 mod plugins;
+#[cfg(test)]
+mod probes;
 mod readers;
 mod webhooks;
 mod writer;
