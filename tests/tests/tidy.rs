@@ -43,10 +43,10 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
                 "plugins",
                 "newOrder's policy screen builds an EvaluationRequest; finalize tells the client what a CA's connector reported",
             ),
-            ("ports", "StoreResult, and the inventory and request reads"),
             ("unit_of_work", "changes recorded with their audit rows"),
             ("validation", "the shared free-text checks"),
             ("ttl_cache", "the directory and account cache keeps its rows in a TtlMap"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     (
@@ -71,10 +71,10 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("issuance", "attest-and-provision issues through issue_attested"),
             ("pagination", "paged lists"),
             ("plugins", "the verifier plugin's calls"),
-            ("ports", "its storage port and records"), // two-way edge, not in issue 22's list
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("validation", "the shared free-text checks"),
             ("state", "its records' states are state enums"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     (
@@ -84,6 +84,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
             ("error", "the domain error"),
             ("pagination", "paged lists"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     (
@@ -96,8 +97,8 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("error", "the domain error"),
             ("ids", "typed ids"),
             ("pagination", "paged member and invitation lists"),
-            ("ports", "its storage port and records"), // two-way edge, not in issue 22's list
             ("unit_of_work", "changes recorded with their audit rows and events"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     (
@@ -126,9 +127,9 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("events", "event type names"),
             ("pagination", "paged lists"),
             ("plugins", "typed SANs, keys and revocation reasons"),
-            ("ports", "its storage port and records"), // two-way edge, not in issue 22's list
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("state", "its records' states are state enums"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     (
@@ -164,9 +165,9 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("error", "the domain error"),
             ("events", "event type names"),
             ("pagination", "paged lists"),
-            ("ports", "its storage port and records"), // two-way edge, not in issue 22's list
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("state", "its records' states are state enums"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     (
@@ -177,8 +178,8 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("clock", "verification timestamps"),
             ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
             ("error", "the domain error"),
-            ("ports", "its storage port and records"),
             ("unit_of_work", "changes recorded with their audit rows and events"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     (
@@ -187,7 +188,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("attestation", "AttestationError is a domain error"), // two-way edge, not in issue 22's list
             ("auth", "OidcError (a failed OpenID Connect sign-in) is a domain error"), // two-way edge, not in issue 22's list
             ("plugins", "PluginError is a domain error"), // two-way edge, not in issue 22's list
-            ("ports", "StoreError is a domain error"),    // two-way edge, not in issue 22's list
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     (
@@ -198,6 +199,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("context", "the event list takes the Context"),
             ("error", "the domain error"),
             ("pagination", "paged lists"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     (
@@ -218,6 +220,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("validation", "the shared free-text checks"),
             ("state", "its records' states are state enums"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     ("pagination", &[("error", "the domain error")]),
@@ -236,8 +239,8 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("pagination", "paged lists"),
             ("pki", "a revocation reaches the internal CA's ledger"),
             ("plugins", "revocation reasons and the connector's revoke call"),
-            ("ports", "its storage port and records"),
             ("unit_of_work", "changes recorded with their audit rows and events"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     (
@@ -247,6 +250,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("crypto", "sealing and digests under the master key"),
             ("error", "the domain error"),
             ("ports", "its storage port and records"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     (
@@ -282,6 +286,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("plugins", "the port names this area's records"), // two-way edge, not in issue 22's list
             ("webhooks", "the port names this area's records"),
             ("pki", "the port names the ledger and CA key records"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     (
@@ -291,6 +296,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("error", "the domain error"),
             ("events", "the events a change emits"),
             ("ports", "its storage port and records"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     ("validation", &[("error", "the domain error")]),
@@ -310,6 +316,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("validation", "the shared free-text checks"),
             ("ports", "its port extends the store composites (StoreError, Store, Tx)"),
             ("state", "a delivery's state is a state enum"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
 ];

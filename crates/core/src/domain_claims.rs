@@ -20,7 +20,7 @@ use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
-use crate::ports::{StoreError, StoreResult};
+use crate::store_error::{StoreError, StoreResult};
 use crate::unit_of_work::Target;
 
 /// Where the verification TXT record lives: `_trellis-challenge.<domain>`.

@@ -2,7 +2,7 @@
 //! mapped in exactly one place (`api::error`). Domain code never mentions HTTP.
 
 use crate::plugins::PluginError;
-use crate::ports::StoreError;
+use crate::store_error::StoreError;
 
 /// What a resource lookup was about, for `NotFound` messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,10 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+pub mod port;
+
+pub use self::port::{EventReads, EventWrites};
+
 /// Declares [`EventType`] once: variant, wire name, in catalogue order.
 macro_rules! event_types {
     ($($(#[$doc:meta])* $variant:ident => $name:literal,)+) => {

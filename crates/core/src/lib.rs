@@ -28,6 +28,7 @@ pub mod pki;
 pub mod plugins;
 pub mod ports;
 pub mod state;
+pub mod store_error;
 pub mod ttl_cache;
 pub mod unit_of_work;
 pub mod validation;

@@ -13,7 +13,7 @@ use std::any::Any;
 use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 
-use crate::audit::{AuditEntry, AuditFilter, NewAuditEntry};
+use crate::audit::NewAuditEntry;
 use crate::auth::{ApiKey, Invitation, Member, Role, User, Workspace};
 use crate::cas::{CaFields, CaStats, CertificateAuthority};
 use crate::certificates::revocation_requests::{RevocationRequest, RevocationStatus};
@@ -21,7 +21,7 @@ use crate::certificates::{
     Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
 };
 use crate::error::Error;
-use crate::events::{NewEvent, OutboxEvent};
+use crate::events::NewEvent;
 /// The issuance area's port lives beside it; re-exported so `Store` and `Tx` name it here.
 pub use crate::issuance::port::{IssuanceReads, IssuanceWrites};
 use crate::pagination::{Page, PageRequest};
@@ -32,33 +32,11 @@ use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPlugin
 pub use crate::webhooks::port::{WebhookReads, WebhookWrites};
 
 pub use crate::attestation::port::{AttestationReads, AttestationWrites};
+pub use crate::audit::port::{AuditReads, AuditWrites};
 pub use crate::discovery::port::{DiscoveryReads, DiscoveryWrites};
+pub use crate::events::port::{EventReads, EventWrites};
 
-/// Why a storage operation failed. Carries no driver types: the store maps its driver's
-/// errors onto these.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("cannot open database {url}: {message}")]
-    Connect { url: String, message: String },
-    #[error("migration {version} ({name}) failed: {message}")]
-    Migration { version: i64, name: &'static str, message: String },
-    #[error("uniqueness violated: {0}")]
-    Unique(String),
-    #[error("corrupt row: {0}")]
-    Corrupt(String),
-    /// The database failed or refused the statement; the message is the driver's.
-    #[error("database error: {0}")]
-    Database(String),
-    /// The group-commit transaction a change was part of did not commit.
-    #[error("the transaction failed: {0}")]
-    BatchFailed(String),
-    #[error("a write job panicked; its changes were rolled back")]
-    JobPanicked,
-    #[error("the database writer has stopped (shutting down)")]
-    WriterStopped,
-}
-
-pub type StoreResult<T> = Result<T, StoreError>;
+pub use crate::store_error::{StoreError, StoreResult};
 
 #[async_trait]
 pub trait CertificateReads: Send + Sync {
@@ -189,40 +167,6 @@ pub trait AuthWrites: Send {
     async fn delete_invitation(&mut self, workspace_id: &WorkspaceId, id: &str) -> StoreResult<Option<Invitation>>;
     /// Removes every invitation for `email` and answers those not expired at `now`.
     async fn take_invitations(&mut self, email: &str, now: i64) -> StoreResult<Vec<Invitation>>;
-}
-
-#[async_trait]
-pub trait AuditReads: Send + Sync {
-    async fn list_audit(
-        &self,
-        workspace_id: &str,
-        filter: &AuditFilter,
-        page: PageRequest,
-    ) -> StoreResult<Page<AuditEntry>>;
-}
-
-/// The audit table is append-only: this port has no update or delete.
-#[async_trait]
-pub trait AuditWrites: Send {
-    async fn insert_audit(&mut self, entry: &NewAuditEntry<'_>) -> StoreResult<()>;
-}
-
-#[async_trait]
-pub trait EventReads: Send + Sync {
-    async fn list_events(
-        &self,
-        workspace_id: &str,
-        event_type: Option<&str>,
-        page: PageRequest,
-    ) -> StoreResult<Page<OutboxEvent>>;
-}
-
-#[async_trait]
-pub trait EventWrites: Send {
-    async fn insert_event(&mut self, event: &NewEvent<'_>) -> StoreResult<()>;
-    /// Deletes up to `limit` events delivered (processed) before `before`; never an
-    /// undelivered one. Returns how many went.
-    async fn purge_delivered_events(&mut self, before: i64, limit: i64) -> StoreResult<u64>;
 }
 
 #[async_trait]

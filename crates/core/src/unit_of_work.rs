@@ -22,7 +22,8 @@ use serde_json::Value;
 use crate::audit::{Audit, NewAuditEntry};
 use crate::error::Result;
 use crate::events::{self, Event, NewEvent};
-use crate::ports::{NewRow, StoreResult, Tx};
+use crate::ports::{NewRow, Tx};
+use crate::store_error::StoreResult;
 
 /// What a unit of work needs of its transaction: to write the change's rows and to commit.
 /// The full transaction is one; an area's narrow transaction (`webhooks::port::WebhookTx`) is

@@ -44,7 +44,11 @@ async fn certificate_insert_in_a_batch() {
     let cases: [(&str, &[&str], bool); 4] = [
         ("every trigger, a savepoint a job", &[], true),
         ("no search index, a savepoint a job", &["certificates_search_insert"], true),
-        ("no search index nor tallies, a savepoint a job", &["certificates_search_insert", "certificates_tally_insert"], true),
+        (
+            "no search index nor tallies, a savepoint a job",
+            &["certificates_search_insert", "certificates_tally_insert"],
+            true,
+        ),
         ("every trigger, no savepoints", &[], false),
     ];
     for (label, dropped, savepoints) in cases {

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 
 use super::{Account, AcmeStore, Authorization, Challenge, DirectoryConfig, EabKey, Identifier, Order};
 use crate::clock::SharedClock;
-use crate::ports::StoreResult;
+use crate::store_error::StoreResult;
 use crate::ttl_cache::TtlMap;
 pub use crate::ttl_cache::TTL_MS;
 

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 
 use super::{Account, Authorization, Challenge, DirectoryConfig, EabKey, Identifier, Order};
-use crate::ports::StoreResult;
+use crate::store_error::StoreResult;
 
 #[async_trait]
 pub trait AcmeStore: Send + Sync + 'static {

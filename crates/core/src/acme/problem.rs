@@ -147,8 +147,8 @@ impl From<Error> for Problem {
     }
 }
 
-impl From<crate::ports::StoreError> for Problem {
-    fn from(err: crate::ports::StoreError) -> Problem {
+impl From<crate::store_error::StoreError> for Problem {
+    fn from(err: crate::store_error::StoreError) -> Problem {
         Problem::from(Error::from(err))
     }
 }

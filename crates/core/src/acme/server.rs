@@ -724,7 +724,7 @@ async fn new_order(
     // round trip to SQLite's writer instead of one autocommit per row, and no authorization
     // left behind by an order that failed to insert.
     match acme.insert_order_with_authorizations(&order, &created).await {
-        Err(crate::ports::StoreError::Unique(_)) if order.replaces.is_some() => {
+        Err(crate::store_error::StoreError::Unique(_)) if order.replaces.is_some() => {
             return Err(super::renewal_info::already_replaced())
         }
         inserted => inserted?,

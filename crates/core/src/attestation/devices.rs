@@ -119,7 +119,9 @@ pub async fn create(ctx: &Context, caller: &Caller, input: DeviceInput) -> Resul
         updated_at: at,
     };
     let device = change.tx().insert_device(&device).await.map_err(|err| match err {
-        crate::ports::StoreError::Unique(_) => crate::error::Error::Conflict("A device with this serial exists".into()),
+        crate::store_error::StoreError::Unique(_) => {
+            crate::error::Error::Conflict("A device with this serial exists".into())
+        }
         other => other.into(),
     })?;
     change.audit(
@@ -162,7 +164,9 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: DeviceInput)
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     device.updated_at = change.at();
     let updated = change.tx().update_device(&device).await.map_err(|err| match err {
-        crate::ports::StoreError::Unique(_) => crate::error::Error::Conflict("A device with this serial exists".into()),
+        crate::store_error::StoreError::Unique(_) => {
+            crate::error::Error::Conflict("A device with this serial exists".into())
+        }
         other => other.into(),
     })?;
     if !updated {

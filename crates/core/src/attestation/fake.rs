@@ -13,7 +13,7 @@ use super::provision::AttestationRecord;
 use super::trust::TrustRoot;
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::TpmClock;
-use crate::ports::{StoreError, StoreResult};
+use crate::store_error::{StoreError, StoreResult};
 use crate::testing::kernel::FakeTables;
 use crate::testing::{MemoryStore, MemoryTx};
 

@@ -11,7 +11,7 @@ use super::provision::AttestationRecord;
 use super::trust::TrustRoot;
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::TpmClock;
-use crate::ports::StoreResult;
+use crate::store_error::StoreResult;
 
 #[async_trait]
 pub trait AttestationReads: Send + Sync {

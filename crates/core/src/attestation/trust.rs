@@ -92,7 +92,7 @@ pub async fn add(
         created_at: change.at(),
     };
     let root = change.tx().insert_trust_root(&root).await.map_err(|err| match err {
-        crate::ports::StoreError::Unique(_) => AttestationError::DuplicateTrustRoot.into(),
+        crate::store_error::StoreError::Unique(_) => AttestationError::DuplicateTrustRoot.into(),
         other => crate::error::Error::from(other),
     })?;
     change.audit(

@@ -1,6 +1,9 @@
 //! The audit log: who changed what, when, from which request. Rows are written by
 //! the domain services in the same transaction as the change; the table is append-only.
 
+pub mod port;
+
+pub use self::port::{AuditReads, AuditWrites};
 use crate::auth::{Caller, Scope};
 use crate::context::Context;
 use crate::error::Result;
@@ -71,4 +74,52 @@ pub struct AuditFilter {
 pub async fn list(ctx: &Context, caller: &Caller, filter: AuditFilter, page: PageRequest) -> Result<Page<AuditEntry>> {
     caller.require(Scope::AuditRead)?;
     Ok(ctx.store.list_audit(&caller.workspace_id, &filter, page).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{Actor, Role};
+    use crate::testing::{context, MemoryStore};
+    use crate::unit_of_work::Target;
+
+    fn caller(workspace: &str, role: Role) -> Caller {
+        Caller {
+            actor: Actor::User { id: "usr_a".into(), email: "a@example.com".into() },
+            workspace_id: workspace.into(),
+            scopes: role.scopes(),
+            instance_admin: false,
+            request_id: "req_1".into(),
+        }
+    }
+
+    /// The log is the caller's workspace's only, newest first, filtered by every member given,
+    /// and needs `audit:read` (which viewers lack).
+    #[tokio::test]
+    async fn the_log_is_the_workspaces_newest_first_and_filtered() {
+        let ctx = context(MemoryStore::default(), "2026-11-29T12:00:00Z");
+        for (workspace, action, target) in [
+            ("ws_1", "ca.created", "1"),
+            ("ws_1", "ca.deleted", "1"),
+            ("ws_1", "ca.created", "2"),
+            ("ws_2", "ca.created", "3"),
+        ] {
+            let mut change = ctx.change(Audit::system("test"), Some(workspace)).await.expect("change");
+            change.audit(action, Target::new("certificate_authority", target), serde_json::json!({}));
+            change.commit().await.expect("commit");
+        }
+        let owner = caller("ws_1", Role::Owner);
+        let all = list(&ctx, &owner, AuditFilter::default(), PageRequest { limit: 50, offset: 0 }).await.expect("list");
+        let seen: Vec<(&str, Option<&str>)> =
+            all.items.iter().map(|e| (e.action.as_str(), e.target_id.as_deref())).collect();
+        assert_eq!(seen, [("ca.created", Some("2")), ("ca.deleted", Some("1")), ("ca.created", Some("1"))]);
+        let filter =
+            AuditFilter { action: Some("ca.created".into()), target_id: Some("1".into()), ..AuditFilter::default() };
+        let one = list(&ctx, &owner, filter, PageRequest { limit: 50, offset: 0 }).await.expect("filtered");
+        assert_eq!(one.items.iter().map(|e| e.id).collect::<Vec<_>>(), [all.items[2].id]);
+        let viewer =
+            list(&ctx, &caller("ws_1", Role::Viewer), AuditFilter::default(), PageRequest { limit: 50, offset: 0 })
+                .await;
+        assert!(matches!(viewer, Err(crate::error::Error::MissingScope(_))), "{viewer:?}");
+    }
 }

@@ -56,7 +56,7 @@ pub async fn create_user(ctx: &Context, new: NewUser) -> Result<(User, Workspace
     let mut change = ctx.change(system, Some(&workspace.id)).await?;
     change.tx().insert_workspace(&workspace, None).await?;
     change.tx().insert_user(&user, &password_hash).await.map_err(|err| match err {
-        crate::ports::StoreError::Unique(_) => {
+        crate::store_error::StoreError::Unique(_) => {
             Error::Conflict(format!("A user with email {} already exists", user.email))
         }
         other => other.into(),

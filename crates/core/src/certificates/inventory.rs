@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::{event_data, Certificate, CertificateUpdate, IssuanceSource, NewCertificate, ParsedCertificate};
 use crate::error::{Entity, Error, Result};
 use crate::events::{CertificateRevoked, Event};
-use crate::ports::StoreError;
+use crate::store_error::StoreError;
 use crate::unit_of_work::{Target, UnitOfWork};
 
 /// Bounds of what a certificate may carry into the inventory. Real certificates stay far below

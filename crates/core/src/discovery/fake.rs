@@ -11,7 +11,7 @@ use super::{
 };
 use crate::certificates::Certificate;
 use crate::pagination::{Page, PageRequest};
-use crate::ports::StoreResult;
+use crate::store_error::StoreResult;
 use crate::testing::kernel::FakeTables;
 use crate::testing::{MemoryStore, MemoryTx};
 

@@ -36,7 +36,7 @@ use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events::{Event, NewCertificatesFound, ScanCompleted};
 use crate::pagination::{Page, PageRequest};
-use crate::ports::StoreError;
+use crate::store_error::StoreError;
 use crate::unit_of_work::{Target, UnitOfWork};
 use trellis_pki::x509::parse_der;
 

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use super::{KnownCertificate, Scan, ScanFinding};
 use crate::certificates::Certificate;
 use crate::pagination::{Page, PageRequest};
-use crate::ports::StoreResult;
+use crate::store_error::StoreResult;
 
 #[async_trait]
 pub trait DiscoveryReads: Send + Sync {

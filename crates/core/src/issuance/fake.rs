@@ -11,7 +11,7 @@ use super::requests::{CertificateRequest, ISSUING};
 use super::templates::StoredTemplate;
 use crate::certificates::Certificate;
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{StoreError, StoreResult};
+use crate::store_error::{StoreError, StoreResult};
 use crate::testing::kernel::FakeTables;
 use crate::testing::memory_store::{renewable, MemoryTx};
 use crate::testing::MemoryStore;

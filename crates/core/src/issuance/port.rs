@@ -9,7 +9,7 @@ use super::requests::CertificateRequest;
 use super::templates::StoredTemplate;
 use crate::certificates::Certificate;
 use crate::pagination::{Page, PageRequest};
-use crate::ports::StoreResult;
+use crate::store_error::StoreResult;
 
 #[async_trait]
 pub trait IssuanceReads: Send + Sync {

@@ -437,8 +437,8 @@ async fn save(
         created_at: at,
         updated_at: at,
     };
-    let unique = |err: crate::ports::StoreError| match err {
-        crate::ports::StoreError::Unique(_) => Error::Conflict(format!("a template named `{}` exists", row.name)),
+    let unique = |err: crate::store_error::StoreError| match err {
+        crate::store_error::StoreError::Unique(_) => Error::Conflict(format!("a template named `{}` exists", row.name)),
         other => other.into(),
     };
     let stored = match id {

@@ -16,7 +16,7 @@ use crate::certificates::Certificate;
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::pagination::{Page, PageRequest};
-use crate::ports::StoreError;
+use crate::store_error::StoreError;
 use crate::unit_of_work::Target;
 
 /// Whether revoking `certificate` needs approval (its template says so). Fails closed: when

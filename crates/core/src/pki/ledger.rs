@@ -41,7 +41,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::records::IssuedRecord;
 use crate::error::Error;
-use crate::ports::{Store, StoreError};
+use crate::ports::Store;
+use crate::store_error::StoreError;
 
 /// Where `sign-csr` leaves the ledger row of the certificate it signed, for the caller to
 /// record in its own transaction. Shared by the clones of the grant (the host's and the

@@ -23,7 +23,8 @@ use super::records::{IssuedRecord, StoredAuthority, StoredCrl};
 use super::{CaChain, PkiPort};
 use crate::clock::{SharedClock, SharedEntropy};
 use crate::crypto::MasterKey;
-use crate::ports::{Store, StoreError};
+use crate::ports::Store;
+use crate::store_error::StoreError;
 
 /// A CA ready to sign, with its chain (own certificate first, up to the root).
 pub struct Prepared {

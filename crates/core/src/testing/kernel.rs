@@ -10,7 +10,8 @@ use async_trait::async_trait;
 
 use crate::audit::{AuditEntry, NewAuditEntry};
 use crate::events::{NewEvent, OutboxEvent};
-use crate::ports::{AuditWrites, EventWrites, StoreResult};
+use crate::ports::{AuditWrites, EventWrites};
+use crate::store_error::StoreResult;
 
 /// A fake's set of tables: its own rows, plus the ones the kernel writes.
 pub trait FakeTables: Clone + Default + Send + 'static {

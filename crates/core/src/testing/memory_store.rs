@@ -314,22 +314,51 @@ impl CertificateWrites for MemoryTx {
 
 #[async_trait]
 impl AuditReads for MemoryStore {
+    /// As the store: every filter member that is set must match; newest first.
     async fn list_audit(
         &self,
         workspace_id: &str,
-        _: &AuditFilter,
+        filter: &AuditFilter,
         page: PageRequest,
     ) -> StoreResult<Page<AuditEntry>> {
-        let items: Vec<AuditEntry> =
-            self.snapshot().audit.into_iter().filter(|a| a.workspace_id.as_deref() == Some(workspace_id)).collect();
-        Ok(Page { total: items.len() as i64, items, total_exact: true, request: page })
+        let matches = |wanted: &Option<String>, value: Option<&str>| wanted.as_deref().is_none_or(|w| Some(w) == value);
+        let mut items: Vec<AuditEntry> = self
+            .snapshot()
+            .audit
+            .into_iter()
+            .filter(|a| a.workspace_id.as_deref() == Some(workspace_id))
+            .filter(|a| {
+                matches(&filter.action, Some(&a.action))
+                    && matches(&filter.actor_id, Some(&a.actor_id))
+                    && matches(&filter.target_type, Some(&a.target_type))
+                    && matches(&filter.target_id, a.target_id.as_deref())
+                    && matches(&filter.request_id, a.request_id.as_deref())
+                    && filter.since.is_none_or(|since| a.created_at >= since)
+                    && filter.until.is_none_or(|until| a.created_at < until)
+            })
+            .collect();
+        items.sort_by_key(|a| std::cmp::Reverse((a.created_at, a.id)));
+        Ok(window(items, page))
     }
 }
 
 #[async_trait]
 impl EventReads for MemoryStore {
-    async fn list_events(&self, _: &str, _: Option<&str>, _: PageRequest) -> StoreResult<Page<OutboxEvent>> {
-        not_faked("list_events")
+    /// The workspace's events, newest first, of one type if asked.
+    async fn list_events(
+        &self,
+        workspace_id: &str,
+        event_type: Option<&str>,
+        page: PageRequest,
+    ) -> StoreResult<Page<OutboxEvent>> {
+        let mut items: Vec<OutboxEvent> = self
+            .snapshot()
+            .events
+            .into_iter()
+            .filter(|e| e.workspace_id == workspace_id && event_type.is_none_or(|t| e.event_type == t))
+            .collect();
+        items.reverse();
+        Ok(window(items, page))
     }
 }
 

@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use crate::audit::AuditEntry;
 use crate::events::OutboxEvent;
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{AuditWrites, EventWrites, NewRow, StoreError, StoreResult};
+use crate::ports::{AuditWrites, EventWrites, NewRow};
+use crate::store_error::{StoreError, StoreResult};
 use crate::testing::kernel::{fake_tables, Committed, FakeTables, Working};
 use crate::unit_of_work::ChangeTx;
 
@@ -363,7 +364,7 @@ impl WebhookWrites for MemoryWebhooksTx {
         let stored = self.working.deliveries.iter().find(|row| row.delivery.id == delivery.id);
         stored
             .map(|row| row.delivery.clone())
-            .ok_or_else(|| crate::ports::StoreError::Unique(format!("delivery {}", delivery.id)))
+            .ok_or_else(|| crate::store_error::StoreError::Unique(format!("delivery {}", delivery.id)))
     }
 
     async fn claim_outbox_events(&mut self, limit: i64) -> StoreResult<Vec<OutboxEvent>> {

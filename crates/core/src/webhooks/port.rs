@@ -14,7 +14,8 @@ use async_trait::async_trait;
 
 use crate::events::OutboxEvent;
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{NewRow, Store, StoreResult, Tx};
+use crate::ports::{NewRow, Store, Tx};
+use crate::store_error::StoreResult;
 use crate::unit_of_work::ChangeTx;
 
 use super::deliveries::{Completion, Delivery, DeliveryFilter, NewDelivery};

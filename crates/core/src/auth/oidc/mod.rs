@@ -692,7 +692,7 @@ async fn resolve_user(ctx: &Context, provider: &Provider, identity: &Identity, r
     let mut change = ctx.change(actor(&user.id), None).await?;
     // No password: the empty hash never verifies, so this person signs in only through the IdP.
     change.tx().insert_user(&user, "").await.map_err(|err| match err {
-        crate::ports::StoreError::Unique(_) => failed(OidcError::EmailInUse, request_id),
+        crate::store_error::StoreError::Unique(_) => failed(OidcError::EmailInUse, request_id),
         other => other.into(),
     })?;
     change.tx().insert_user_identity(issuer, &identity.subject, &user.id, now).await?;

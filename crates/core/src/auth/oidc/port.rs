@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use crate::auth::{Role, User};
 use crate::ids::{UserId, WorkspaceId};
-use crate::ports::StoreResult;
+use crate::store_error::StoreResult;
 
 /// An answer from the IdP: the status and a bounded body.
 #[derive(Debug, Clone)]
