@@ -1,6 +1,6 @@
 //! Rows read often and changed rarely, kept in memory for at most [`TTL_MS`]: the ACME
-//! server's directories and accounts (`acme::cache`), API-key authentications
-//! (`auth::key_cache`).
+//! server's directories and accounts (`acme::cache`), and the API keys, CA records and policy
+//! lists of `context::ReadCaches`.
 //!
 //! Staleness has two bounds:
 //! - **This replica:** a write through it forgets the entry once committed, and a read that

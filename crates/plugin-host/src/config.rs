@@ -136,13 +136,18 @@ impl ArtefactKey {
         &self.0
     }
 
-    /// The key kept in `dir/artefact.key` (32 bytes, 0600), written from `fresh` by the first
+    /// The key kept in `dir/artefact.key` (32 bytes, 0600), drawn from `entropy` by the first
     /// runtime to ask: how every server and test started from one build tree shares its cache
     /// (`target/plugin-cache`), each having a master key of its own. Development and tests
     /// only: an installed service derives its key from the master key.
-    pub fn from_key_file(dir: &std::path::Path, fresh: [u8; 32]) -> std::io::Result<ArtefactKey> {
+    pub fn from_key_file(
+        dir: &std::path::Path,
+        entropy: &dyn trellis_core::clock::Entropy,
+    ) -> std::io::Result<ArtefactKey> {
         use std::io::Write as _;
         std::fs::create_dir_all(dir)?;
+        let mut fresh = [0u8; 32];
+        entropy.fill(&mut fresh);
         let path = dir.join("artefact.key");
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);

@@ -310,8 +310,6 @@ impl Store {
         if let Some(options) = sqlite_options {
             store.pool.close().await;
             store.pool = sqlite_pool(options, 8).await.map_err(connect_err)?;
-        }
-        if dialect == Dialect::Sqlite {
             store.writer = Some(writer::spawn(store.clone()));
             writer::spawn_checkpointer(store.pool.clone());
         }

@@ -37,9 +37,7 @@ pub fn start_runtime(
     // servers has its own master key, so the build tree's cache has its own key file instead.
     if let Some(target_dir) = build_tree_target_dir().filter(|_| config.plugin_cache_dir.is_none()) {
         let dir = target_dir.join("plugin-cache");
-        let mut fresh = [0u8; 32];
-        trellis_core::clock::Entropy::fill(&trellis_core::clock::OsEntropy, &mut fresh);
-        match ArtefactKey::from_key_file(&dir, fresh) {
+        match ArtefactKey::from_key_file(&dir, &trellis_core::clock::OsEntropy) {
             Ok(key) => {
                 runtime_config.cache_dir = Some(dir);
                 runtime_config.cache_key = Some(key);

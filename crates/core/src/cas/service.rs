@@ -222,7 +222,6 @@ pub async fn stats(ctx: &Context, caller: &Caller) -> Result<CaStats> {
     Ok(ctx.store.ca_stats(&caller.workspace_id).await?)
 }
 
-/// A CA of the caller's workspace, unmasked (for other use cases of the domain).
 /// [`find`] for issuance: from [`crate::context::ReadCaches::cas`] when read there lately.
 pub async fn find_for_issuance(ctx: &Context, workspace_id: &str, id: i64) -> Result<CertificateAuthority> {
     let key = (workspace_id.to_owned(), id);
@@ -238,6 +237,7 @@ fn forget(ctx: &Context, workspace_id: &str, id: i64) {
     ctx.cached.cas.forget(&(workspace_id.to_owned(), id));
 }
 
+/// A CA of the caller's workspace, unmasked (for other use cases of the domain).
 pub async fn find(ctx: &Context, workspace_id: &str, id: i64) -> Result<CertificateAuthority> {
     ctx.store.find_ca(workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateAuthority))
 }

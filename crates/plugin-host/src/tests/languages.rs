@@ -31,9 +31,7 @@ use crate::{
 fn config_with(limits: KindLimits, peer_roots: Option<&Path>) -> RuntimeConfig {
     let mut config = RuntimeConfig::without_cache();
     let cache = built_plugins_dir().parent().map(|target| target.join("plugin-cache"));
-    let mut fresh = [0u8; 32];
-    trellis_core::clock::Entropy::fill(&trellis_core::clock::OsEntropy, &mut fresh);
-    let key = cache.as_deref().map(|dir| crate::ArtefactKey::from_key_file(dir, fresh));
+    let key = cache.as_deref().map(|dir| crate::ArtefactKey::from_key_file(dir, &trellis_core::clock::OsEntropy));
     config.cache_key = match key {
         Some(Ok(key)) => Some(key),
         Some(Err(err)) => panic!("the build tree's plugin cache key: {err}"),
