@@ -286,7 +286,7 @@ impl DbAcme {
                 if let Some(from) = &from {
                     query = query.bind(from);
                 }
-                query.execute(&mut *tx.inner).await.db()
+                query.execute(tx.conn().await?).await.db()
             })
         })
         .await
@@ -363,7 +363,7 @@ impl AcmeStore for DbAcme {
                 )
                 .bind(&nonce)
                 .bind(expires_at)
-                .execute(&mut *tx.inner)
+                .execute(tx.conn().await?)
                 .await
                 .db()
             })
@@ -570,19 +570,19 @@ impl AcmeStore for DbAcme {
                                 query = bind_challenge(query, challenge, error);
                             }
                         }
-                        bind_order(query, &order, &texts).execute(&mut *tx.inner).await.db()?;
+                        bind_order(query, &order, &texts).execute(tx.conn().await?).await.db()?;
                         return Ok(());
                     }
                     for (authz, challenges) in &rows {
                         let sql = crate::insert_sql(INSERT_AUTHZ, 1);
-                        bind_authz(sqlx::query(&sql), authz).execute(&mut *tx.inner).await.db()?;
+                        bind_authz(sqlx::query(&sql), authz).execute(tx.conn().await?).await.db()?;
                         for (challenge, error) in challenges {
                             let sql = crate::insert_sql(INSERT_CHALLENGE, 1);
-                            bind_challenge(sqlx::query(&sql), challenge, error).execute(&mut *tx.inner).await.db()?;
+                            bind_challenge(sqlx::query(&sql), challenge, error).execute(tx.conn().await?).await.db()?;
                         }
                     }
                     let sql = crate::insert_sql(INSERT_ORDER, 1);
-                    bind_order(sqlx::query(&sql), &order, &texts).execute(&mut *tx.inner).await.db()?;
+                    bind_order(sqlx::query(&sql), &order, &texts).execute(tx.conn().await?).await.db()?;
                     Ok::<_, StoreError>(())
                 })
             })
@@ -740,7 +740,7 @@ impl AcmeStore for DbAcme {
         let (c, from) = (c.clone(), from.to_owned());
         self.write_one(move |tx: &mut crate::Tx| {
             Box::pin(async move {
-                bind_challenge_update(sqlx::query(UPDATE_CHALLENGE), &c, &from).execute(&mut *tx.inner).await.db()
+                bind_challenge_update(sqlx::query(UPDATE_CHALLENGE), &c, &from).execute(tx.conn().await?).await.db()
             })
         })
         .await
@@ -753,7 +753,7 @@ impl AcmeStore for DbAcme {
             .write(move |tx: &mut crate::Tx| {
                 Box::pin(async move {
                     let moved = bind_challenge_update(sqlx::query(UPDATE_CHALLENGE), &c, &from)
-                        .execute(&mut *tx.inner)
+                        .execute(tx.conn().await?)
                         .await
                         .db()?
                         .rows_affected()
@@ -762,7 +762,7 @@ impl AcmeStore for DbAcme {
                         sqlx::query("UPDATE acme_authorizations SET status = $1 WHERE id = $2")
                             .bind(&authz_status)
                             .bind(&c.authz_id)
-                            .execute(&mut *tx.inner)
+                            .execute(tx.conn().await?)
                             .await
                             .db()?;
                     }

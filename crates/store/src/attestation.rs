@@ -254,7 +254,7 @@ impl AttestationWrites for Tx {
             .bind(d.metadata.to_string())
             .bind(d.created_at)
             .bind(d.updated_at)
-            .fetch_one(&mut *self.inner)
+            .fetch_one(self.conn().await?)
             .await
             .db()?;
         device_from_row(&row)
@@ -285,7 +285,7 @@ impl AttestationWrites for Tx {
         .bind(d.last_attested_at)
         .bind(d.metadata.to_string())
         .bind(d.updated_at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(done.rows_affected() > 0)
@@ -295,7 +295,7 @@ impl AttestationWrites for Tx {
         let done = sqlx::query("DELETE FROM iot_devices WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         if done.rows_affected() > 0 {
@@ -303,7 +303,7 @@ impl AttestationWrites for Tx {
                 sqlx::query(&format!("DELETE FROM {table} WHERE workspace_id = $1 AND device_id = $2"))
                     .bind(workspace_id)
                     .bind(id)
-                    .execute(&mut *self.inner)
+                    .execute(self.conn().await?)
                     .await
                     .db()?;
             }
@@ -328,7 +328,7 @@ impl AttestationWrites for Tx {
         .bind(status.as_str())
         .bind(at)
         .bind(clock_text(clock))
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -356,7 +356,7 @@ impl AttestationWrites for Tx {
             .bind(i64::from(p.enabled))
             .bind(p.created_at)
             .bind(p.updated_at)
-            .fetch_one(&mut *self.inner)
+            .fetch_one(self.conn().await?)
             .await
             .db()?;
         policy_from_row(&row)
@@ -383,7 +383,7 @@ impl AttestationWrites for Tx {
         .bind(i64::from(p.require_secure_boot))
         .bind(i64::from(p.enabled))
         .bind(p.updated_at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(done.rows_affected() > 0)
@@ -393,7 +393,7 @@ impl AttestationWrites for Tx {
         let done = sqlx::query("DELETE FROM attestation_policies WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(done.rows_affected() > 0)
@@ -411,7 +411,7 @@ impl AttestationWrites for Tx {
         .bind(n.issued_at)
         .bind(n.expires_at)
         .bind(n.consumed_at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -424,7 +424,7 @@ impl AttestationWrites for Tx {
         )
         .bind(workspace_id)
         .bind(nonce)
-        .fetch_optional(&mut *self.inner)
+        .fetch_optional(self.conn().await?)
         .await
         .db()?;
         row.as_ref().map(nonce_from_row).transpose()
@@ -437,7 +437,7 @@ impl AttestationWrites for Tx {
         .bind(workspace_id)
         .bind(nonce)
         .bind(at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(done.rows_affected() == 1)
@@ -446,7 +446,7 @@ impl AttestationWrites for Tx {
     async fn put_enrollment(&mut self, e: &PendingEnrollment) -> StoreResult<()> {
         sqlx::query("DELETE FROM attestation_enrollments WHERE device_id = $1")
             .bind(e.device_id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         sqlx::query(
@@ -465,7 +465,7 @@ impl AttestationWrites for Tx {
         .bind(e.ek_manufacturer.as_deref())
         .bind(e.created_at)
         .bind(e.expires_at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -478,7 +478,7 @@ impl AttestationWrites for Tx {
         )
         .bind(workspace_id)
         .bind(device_id)
-        .fetch_optional(&mut *self.inner)
+        .fetch_optional(self.conn().await?)
         .await
         .db()?;
         let Some(row) = row else { return Ok(None) };
@@ -513,7 +513,7 @@ impl AttestationWrites for Tx {
             .bind(&r.fingerprint_sha256)
             .bind(r.not_after)
             .bind(r.created_at)
-            .fetch_one(&mut *self.inner)
+            .fetch_one(self.conn().await?)
             .await
             .db()?;
         root_from_row(&row)
@@ -523,7 +523,7 @@ impl AttestationWrites for Tx {
         let done = sqlx::query("DELETE FROM tpm_trust_roots WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(done.rows_affected() > 0)
@@ -549,7 +549,7 @@ impl AttestationWrites for Tx {
             .bind(r.nonce.as_deref())
             .bind(r.claims.to_string())
             .bind(r.created_at)
-            .fetch_one(&mut *self.inner)
+            .fetch_one(self.conn().await?)
             .await
             .db()?;
         record_from_row(&row)

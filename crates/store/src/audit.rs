@@ -65,7 +65,7 @@ impl AuditReads for Store {
 impl AuditWrites for Tx {
     async fn insert_audit(&mut self, entry: &NewAuditEntry<'_>) -> StoreResult<()> {
         let sql = crate::insert_sql(INSERT_AUDIT, 1);
-        bind_audit(sqlx::query(&sql), entry).execute(&mut *self.inner).await.db()?;
+        bind_audit(sqlx::query(&sql), entry).execute(self.conn().await?).await.db()?;
         Ok(())
     }
 }

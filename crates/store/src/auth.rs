@@ -215,7 +215,7 @@ impl AuthWrites for Tx {
         .bind(id)
         .bind(now)
         .bind(now - 60_000)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -229,7 +229,7 @@ impl AuthWrites for Tx {
         .bind(workspace.name.as_str())
         .bind(created_by)
         .bind(workspace.created_at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -245,7 +245,7 @@ impl AuthWrites for Tx {
         .bind(user.first_name.as_str())
         .bind(i64::from(user.is_admin))
         .bind(user.created_at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await.db()?;
         Ok(())
     }
@@ -262,7 +262,7 @@ impl AuthWrites for Tx {
             .bind(user_id.as_str())
             .bind(role.as_str())
             .bind(at)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(())
@@ -272,7 +272,7 @@ impl AuthWrites for Tx {
         sqlx::query("UPDATE users SET current_workspace_id = $2 WHERE id = $1")
             .bind(user_id.as_str())
             .bind(workspace_id.as_str())
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(())
@@ -283,7 +283,7 @@ impl AuthWrites for Tx {
         sqlx::query("DELETE FROM sessions WHERE user_id = $1 AND expires_at <= $2")
             .bind(user_id)
             .bind(at)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         sqlx::query("INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)")
@@ -291,7 +291,7 @@ impl AuthWrites for Tx {
             .bind(user_id)
             .bind(at)
             .bind(expires_at)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(())
@@ -300,7 +300,7 @@ impl AuthWrites for Tx {
     async fn delete_session(&mut self, token_hash: &str) -> StoreResult<()> {
         sqlx::query("DELETE FROM sessions WHERE token_hash = $1")
             .bind(token_hash)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(())
@@ -321,7 +321,7 @@ impl AuthWrites for Tx {
         .bind(scopes.join(","))
         .bind(key.created_by.as_deref())
         .bind(key.created_at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await.db()?;
         Ok(())
     }
@@ -330,7 +330,7 @@ impl AuthWrites for Tx {
         let done = sqlx::query("DELETE FROM api_keys WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id.as_str())
             .bind(id.as_str())
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(done.rows_affected() > 0)
@@ -342,13 +342,13 @@ impl AuthWrites for Tx {
         // last-owner check.
         let lock = if self.dialect == Dialect::Postgres { " FOR UPDATE" } else { "" };
         let sql = format!("SELECT id FROM workspaces WHERE id = $1{lock}");
-        let row = sqlx::query(&sql).bind(workspace_id.as_str()).fetch_optional(&mut *self.inner).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id.as_str()).fetch_optional(self.conn().await?).await.db()?;
         Ok(row.is_some())
     }
 
     async fn find_user_by_email(&mut self, email: &str) -> StoreResult<Option<User>> {
         let sql = format!("SELECT {USER_COLUMNS} FROM users u WHERE u.email = $1");
-        let row = sqlx::query(&sql).bind(email).fetch_optional(&mut *self.inner).await.db()?;
+        let row = sqlx::query(&sql).bind(email).fetch_optional(self.conn().await?).await.db()?;
         row.as_ref().map(user_from_row).transpose()
     }
 
@@ -360,7 +360,7 @@ impl AuthWrites for Tx {
         let row = sqlx::query(&sql)
             .bind(workspace_id.as_str())
             .bind(user_id.as_str())
-            .fetch_optional(&mut *self.inner)
+            .fetch_optional(self.conn().await?)
             .await
             .db()?;
         row.as_ref().map(member_from_row).transpose()
@@ -369,7 +369,7 @@ impl AuthWrites for Tx {
     async fn count_owners(&mut self, workspace_id: &WorkspaceId) -> StoreResult<i64> {
         let row = sqlx::query("SELECT COUNT(*) FROM workspace_members WHERE workspace_id = $1 AND role = 'owner'")
             .bind(workspace_id.as_str())
-            .fetch_one(&mut *self.inner)
+            .fetch_one(self.conn().await?)
             .await
             .db()?;
         row.try_get(0).db()
@@ -380,7 +380,7 @@ impl AuthWrites for Tx {
             .bind(workspace_id.as_str())
             .bind(user_id.as_str())
             .bind(role.as_str())
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(done.rows_affected() > 0)
@@ -390,7 +390,7 @@ impl AuthWrites for Tx {
         let done = sqlx::query("DELETE FROM workspace_members WHERE workspace_id = $1 AND user_id = $2")
             .bind(workspace_id.as_str())
             .bind(user_id.as_str())
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(done.rows_affected() > 0)
@@ -404,7 +404,7 @@ impl AuthWrites for Tx {
         let rows = sqlx::query("DELETE FROM api_keys WHERE workspace_id = $1 AND created_by = $2 RETURNING id")
             .bind(workspace_id.as_str())
             .bind(user_id.as_str())
-            .fetch_all(&mut *self.inner)
+            .fetch_all(self.conn().await?)
             .await
             .db()?;
         rows.iter().map(|row| Ok(row.try_get::<String, _>(0).db()?.into())).collect()
@@ -419,7 +419,7 @@ impl AuthWrites for Tx {
         )
         .bind(user_id.as_str())
         .bind(workspace_id.as_str())
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -429,7 +429,7 @@ impl AuthWrites for Tx {
         sqlx::query("DELETE FROM workspace_invitations WHERE workspace_id = $1 AND email = $2")
             .bind(invitation.workspace_id.as_str())
             .bind(invitation.email.as_str())
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         let sql =
@@ -442,7 +442,7 @@ impl AuthWrites for Tx {
             .bind(invitation.invited_by.as_str())
             .bind(invitation.created_at)
             .bind(invitation.expires_at)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(())
@@ -452,13 +452,13 @@ impl AuthWrites for Tx {
         let sql = format!(
             "DELETE FROM workspace_invitations WHERE workspace_id = $1 AND id = $2 RETURNING {INVITATION_COLUMNS}"
         );
-        let row = sqlx::query(&sql).bind(workspace_id.as_str()).bind(id).fetch_optional(&mut *self.inner).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id.as_str()).bind(id).fetch_optional(self.conn().await?).await.db()?;
         row.as_ref().map(invitation_from_row).transpose()
     }
 
     async fn take_invitations(&mut self, email: &str, now: i64) -> StoreResult<Vec<Invitation>> {
         let sql = format!("DELETE FROM workspace_invitations WHERE email = $1 RETURNING {INVITATION_COLUMNS}");
-        let rows = sqlx::query(&sql).bind(email).fetch_all(&mut *self.inner).await.db()?;
+        let rows = sqlx::query(&sql).bind(email).fetch_all(self.conn().await?).await.db()?;
         let mut taken = rows.iter().map(invitation_from_row).collect::<StoreResult<Vec<_>>>()?;
         taken.retain(|invitation| invitation.expires_at > now);
         taken.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));

@@ -232,7 +232,7 @@ impl CaWrites for Tx {
             .bind(patterns_json(fields))
             .bind(fields.config.to_string())
             .bind(at)
-            .fetch_one(&mut *self.inner)
+            .fetch_one(self.conn().await?)
             .await
             .db()?;
         ca_from_row(&row)
@@ -240,7 +240,7 @@ impl CaWrites for Tx {
 
     async fn find_ca(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateAuthority>> {
         let sql = format!("SELECT {CA_COLUMNS} FROM certificate_authorities WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.inner).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(self.conn().await?).await.db()?;
         row.as_ref().map(ca_from_row).transpose()
     }
 
@@ -267,7 +267,7 @@ impl CaWrites for Tx {
             .bind(patterns_json(fields))
             .bind(fields.config.to_string())
             .bind(at)
-            .fetch_optional(&mut *self.inner)
+            .fetch_optional(self.conn().await?)
             .await
             .db()?;
         row.as_ref().map(ca_from_row).transpose()
@@ -290,7 +290,7 @@ impl CaWrites for Tx {
         .bind(status.as_str())
         .bind(health.as_str())
         .bind(at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -310,7 +310,7 @@ impl CaWrites for Tx {
              WHERE id IN (SELECT id FROM certificate_authorities WHERE {due} ORDER BY id LIMIT $3) AND ({due}) \
              RETURNING {CA_COLUMNS}"
         );
-        let rows = sqlx::query(&sql).bind(now).bind(due_before).bind(limit).fetch_all(&mut *self.inner).await.db()?;
+        let rows = sqlx::query(&sql).bind(now).bind(due_before).bind(limit).fetch_all(self.conn().await?).await.db()?;
         rows.iter().map(ca_from_row).collect()
     }
 
@@ -323,7 +323,7 @@ impl CaWrites for Tx {
         let sql = format!(
             "UPDATE certificate_authorities SET last_sync = $3 WHERE workspace_id = $1 AND id = $2 RETURNING {CA_COLUMNS}"
         );
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).bind(at).fetch_optional(&mut *self.inner).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).bind(at).fetch_optional(self.conn().await?).await.db()?;
         row.as_ref().map(ca_from_row).transpose()
     }
 
@@ -331,13 +331,13 @@ impl CaWrites for Tx {
         sqlx::query("UPDATE certificates SET ca_id = NULL WHERE workspace_id = $1 AND ca_id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         let deleted = sqlx::query("DELETE FROM certificate_authorities WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(deleted.rows_affected() > 0)
@@ -355,7 +355,7 @@ impl CaWrites for Tx {
         .bind(authority.key_algorithm.as_deref())
         .bind(authority.parent_ca_id)
         .bind(authority.created_at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -363,7 +363,7 @@ impl CaWrites for Tx {
 
     async fn insert_issued(&mut self, record: &IssuedRecord) -> StoreResult<()> {
         let sql = crate::insert_sql(INSERT_ISSUED, 1);
-        bind_issued(sqlx::query(&sql), record).execute(&mut *self.inner).await.db()?;
+        bind_issued(sqlx::query(&sql), record).execute(self.conn().await?).await.db()?;
         Ok(())
     }
 
@@ -382,7 +382,7 @@ impl CaWrites for Tx {
         .bind(serial_number)
         .bind(at_secs)
         .bind(reason)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         if changed.rows_affected() > 0 {
@@ -391,7 +391,7 @@ impl CaWrites for Tx {
                  ON CONFLICT (ca_id) DO UPDATE SET revocations = internal_crls.revocations + 1",
             )
             .bind(ca_id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         }
@@ -399,7 +399,7 @@ impl CaWrites for Tx {
             sqlx::query_scalar("SELECT COUNT(*) FROM internal_issued WHERE ca_id = $1 AND serial_number = $2")
                 .bind(ca_id)
                 .bind(serial_number)
-                .fetch_one(&mut *self.inner)
+                .fetch_one(self.conn().await?)
                 .await
                 .db()?;
         Ok(exists > 0)
@@ -420,7 +420,7 @@ impl CaWrites for Tx {
         .bind(der)
         .bind(crl.this_update)
         .bind(crl.next_update)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(stored.rows_affected() > 0)

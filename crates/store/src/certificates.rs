@@ -544,9 +544,18 @@ fn usage_from_row(row: &AnyRow) -> StoreResult<UsageRecord> {
     })
 }
 
+/// SQLite: indexes the certificates noted since the last flush, in one statement (migration
+/// 0590). Run before a commit that inserted certificates, and when the store opens (rows a
+/// tool inserted behind its back).
+pub(crate) const SEARCH_PENDING_FLUSH: &str = "INSERT INTO certificates_search (rowid, common_name, issuer) \
+     SELECT w.number * 1099511627776 + c.id, c.common_name, c.issuer \
+     FROM certificates_search_pending p JOIN certificates c ON c.id = p.id JOIN workspaces w ON w.id = c.workspace_id; \
+     DELETE FROM certificates_search_pending;";
+
 #[async_trait]
 impl CertificateWrites for Tx {
     async fn insert_certificate(&mut self, new: &NewCertificate<'_>) -> StoreResult<Certificate> {
+        self.note_certificate_inserted();
         let parsed = new.parsed;
         let sql = "INSERT INTO certificates (workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
                 signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, \
@@ -557,7 +566,9 @@ impl CertificateWrites for Tx {
              RETURNING id";
         // Only the id comes back: the rest of the row is what was bound, and decoding it again
         // (thirty-odd columns looked up by name) was CPU on the group-commit writer's path.
-        let id: i64 = sqlx::query_scalar(sql)
+        // The statement also opens the group-commit job's savepoint when that is owed.
+        let sql = self.opening_sql(sql);
+        let query = sqlx::query(&sql)
             .bind(new.workspace_id)
             .bind(parsed.common_name.as_str())
             .bind(parsed.issuer.as_str())
@@ -585,10 +596,9 @@ impl CertificateWrites for Tx {
             .bind(new.private_key_sealed)
             .bind(new.issuance_template)
             .bind(new.csr_pem)
-            .bind(new.renew_before_ms)
-            .fetch_one(&mut *self.inner)
-            .await
-            .db()?;
+            .bind(new.renew_before_ms);
+        let rows = self.fetch_opening(query).await?;
+        let id: i64 = rows.first().ok_or(StoreError::Database("the certificate insert returned no id".into()))?.try_get(0).db()?;
         Ok(Certificate {
             id,
             workspace_id: new.workspace_id.to_owned(),
@@ -629,7 +639,7 @@ impl CertificateWrites for Tx {
 
     async fn find_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>> {
         let sql = format!("SELECT {CERTIFICATE_COLUMNS} FROM certificates WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.inner).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(self.conn().await?).await.db()?;
         row.as_ref().map(certificate_from_row).transpose()
     }
 
@@ -637,7 +647,7 @@ impl CertificateWrites for Tx {
         let row = sqlx::query("SELECT private_key_sealed FROM certificates WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .fetch_optional(&mut *self.inner)
+            .fetch_optional(self.conn().await?)
             .await
             .db()?;
         Ok(match row {
@@ -692,7 +702,7 @@ impl CertificateWrites for Tx {
                 None => query.bind(None::<String>),
             };
         }
-        let row = query.fetch_optional(&mut *self.inner).await.db()?;
+        let row = query.fetch_optional(self.conn().await?).await.db()?;
         row.as_ref().map(certificate_from_row).transpose()
     }
 
@@ -700,7 +710,7 @@ impl CertificateWrites for Tx {
         let done = sqlx::query("DELETE FROM certificates WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(done.rows_affected() > 0)
@@ -720,7 +730,7 @@ impl CertificateWrites for Tx {
         .bind(record.location.as_deref())
         .bind(record.metadata.to_string())
         .bind(record.created_at)
-        .fetch_one(&mut *self.inner)
+        .fetch_one(self.conn().await?)
         .await.db()?;
         usage_from_row(&row)
     }
@@ -737,7 +747,7 @@ impl CertificateWrites for Tx {
         .bind(identity.description.as_deref())
         .bind(identity.metadata.to_string())
         .bind(identity.created_at)
-        .fetch_one(&mut *self.inner)
+        .fetch_one(self.conn().await?)
         .await.db()?;
         identity_from_row(&row)
     }
@@ -748,13 +758,13 @@ impl CertificateWrites for Tx {
         )
         .bind(workspace_id)
         .bind(id)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         let done = sqlx::query("DELETE FROM machine_identities WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(done.rows_affected() > 0)
@@ -770,7 +780,7 @@ impl CertificateWrites for Tx {
                AND expired_notified_at IS NULL \
              RETURNING {CERTIFICATE_COLUMNS}"
         );
-        let rows = sqlx::query(&sql).bind(now).bind(limit).fetch_all(&mut *self.inner).await.db()?;
+        let rows = sqlx::query(&sql).bind(now).bind(limit).fetch_all(self.conn().await?).await.db()?;
         rows.iter().map(certificate_from_row).collect()
     }
 
@@ -788,7 +798,7 @@ impl CertificateWrites for Tx {
             .bind(now)
             .bind(now.saturating_add(EXPIRING_WINDOW_MS))
             .bind(limit)
-            .fetch_all(&mut *self.inner)
+            .fetch_all(self.conn().await?)
             .await
             .db()?;
         rows.iter().map(certificate_from_row).collect()
@@ -806,7 +816,7 @@ impl CertificateWrites for Tx {
             .bind(request.status.as_str())
             .bind(request.requested_by.as_str())
             .bind(request.created_at)
-            .fetch_one(&mut *self.inner)
+            .fetch_one(self.conn().await?)
             .await
             .db()?;
         revocation_request_from_row(&row)
@@ -814,7 +824,7 @@ impl CertificateWrites for Tx {
 
     async fn find_revocation_request(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<RevocationRequest>> {
         let sql = format!("SELECT {REVOCATION_COLUMNS} FROM revocation_requests WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.inner).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(self.conn().await?).await.db()?;
         row.as_ref().map(revocation_request_from_row).transpose()
     }
 
@@ -837,7 +847,7 @@ impl CertificateWrites for Tx {
             .bind(request.error.as_deref())
             .bind(request.updated_at)
             .bind(from.as_str())
-            .fetch_optional(&mut *self.inner)
+            .fetch_optional(self.conn().await?)
             .await
             .db()?;
         row.as_ref().map(revocation_request_from_row).transpose()
@@ -907,6 +917,66 @@ mod tests {
         .expect("certificate");
     }
 
+    async fn search(store: &Store, term: &str) -> Vec<i64> {
+        let filter = CertificateFilter { search: Some(term.into()), now: NOW, ..Default::default() };
+        walk(store, &filter, 50).await
+    }
+
+    /// SQLite indexes a transaction's new certificates at its commit (migration 0590). A row
+    /// renamed or deleted before that commit must leave the contentless index consistent: no
+    /// stale name, no ghost, and FTS5's own integrity check passes. PostgreSQL passes the same.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn search_sees_every_committed_change_of_certificates_new_in_the_transaction() {
+        let (_dir, store) = crate::testing::store().await;
+        workspaces(&store).await;
+        let row = |id| Row { id, expires_at: NOW + DAY, revoked: false, ca_id: None, auto_renewal: false, key_algorithm: "EC" };
+        // Committed and indexed before the transaction under test.
+        insert(&store, "ws", &row(1)).await;
+        store.index_pending_certificates().await.expect("search index");
+
+        let mut tx = store.begin_tx().await.expect("tx");
+        for id in [2, 3, 4] {
+            sqlx::query(
+                "INSERT INTO certificates (id, workspace_id, common_name, issuer, subject, serial_number, not_before, \
+                 expires_at, signature_algorithm, key_algorithm, fingerprint_sha256, usage_category, issuance_source, \
+                 certificate_pem, created_at, updated_at) \
+                 VALUES ($1, 'ws', $2, 'CN=Queue CA', 'CN=x', $3, 0, $4, 'SHA256-ECDSA', 'EC', $3, 'TLS', 'external', '', 0, 0)",
+            )
+            .bind(id)
+            .bind(format!("queued{id}.example.com"))
+            .bind(format!("{id:064x}"))
+            .bind(NOW + DAY)
+            .execute(tx.conn().await.expect("conn"))
+            .await
+            .expect("insert");
+        }
+        tx.note_certificate_inserted();
+        let rename = "UPDATE certificates SET common_name = $1 WHERE id = $2";
+        for (name, id) in [("renamed3.example.com", 3), ("renamed1.example.com", 1)] {
+            sqlx::query(rename).bind(name).bind(id).execute(tx.conn().await.expect("conn")).await.expect("rename");
+        }
+        sqlx::query("DELETE FROM certificates WHERE id = 4").execute(tx.conn().await.expect("conn")).await.expect("delete");
+        tx.commit_tx().await.expect("commit");
+
+        assert_eq!(search(&store, "queued2").await, vec![2]);
+        assert_eq!(search(&store, "queued3").await, Vec::<i64>::new(), "the old name of a renamed new row");
+        assert_eq!(search(&store, "renamed3").await, vec![3]);
+        assert_eq!(search(&store, "queued4").await, Vec::<i64>::new(), "a new row deleted before the commit");
+        assert_eq!(search(&store, "renamed1").await, vec![1]);
+        assert_eq!(search(&store, "c1.example").await, Vec::<i64>::new(), "the old name of an indexed row");
+        if store.dialect == Dialect::Sqlite {
+            let queued: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM certificates_search_pending")
+                .fetch_one(&store.pool)
+                .await
+                .expect("queue");
+            assert_eq!(queued, 0);
+            sqlx::query("INSERT INTO certificates_search (certificates_search) VALUES ('integrity-check')")
+                .execute(&store.pool)
+                .await
+                .expect("the search index is consistent");
+        }
+    }
+
     async fn workspaces(store: &Store) {
         for id in ["ws", "other"] {
             sqlx::query("INSERT INTO workspaces (id, name, created_at, updated_at) VALUES ($1, $1, 0, 0)")
@@ -970,6 +1040,7 @@ mod tests {
             },
         )
         .await;
+        store.index_pending_certificates().await.expect("search index");
         let expected = |keep: &dyn Fn(&Row) -> bool, order: CertificateOrder| {
             let mut kept: Vec<&Row> = rows.iter().filter(|r| keep(r)).collect();
             match order {

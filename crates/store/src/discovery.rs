@@ -248,7 +248,7 @@ impl DiscoveryWrites for Tx {
             .bind(scan.requested_by.as_str())
             .bind(scan.created_at)
             .bind(targets)
-            .fetch_one(&mut *self.inner)
+            .fetch_one(self.conn().await?)
             .await
             .db()?;
         scan_from_row(&row)
@@ -260,7 +260,7 @@ impl DiscoveryWrites for Tx {
         if self.dialect == crate::Dialect::Postgres {
             sqlx::query("SELECT id FROM workspaces WHERE id = $1 FOR NO KEY UPDATE")
                 .bind(workspace_id)
-                .fetch_optional(&mut *self.inner)
+                .fetch_optional(self.conn().await?)
                 .await
                 .db()?;
         }
@@ -268,7 +268,7 @@ impl DiscoveryWrites for Tx {
             "SELECT {SCAN_COLUMNS} FROM discovery_scans WHERE workspace_id = $1 AND scan_type = 'tls_endpoints' \
              AND (status IN ('pending', 'running') OR created_at > $2)"
         );
-        let rows = sqlx::query(&sql).bind(workspace_id).bind(since).fetch_all(&mut *self.inner).await.db()?;
+        let rows = sqlx::query(&sql).bind(workspace_id).bind(since).fetch_all(self.conn().await?).await.db()?;
         rows.iter().map(scan_from_row).collect()
     }
 
@@ -285,7 +285,7 @@ impl DiscoveryWrites for Tx {
             .bind(now)
             .bind(only.unwrap_or(0))
             .bind(stale_before)
-            .fetch_optional(&mut *self.inner)
+            .fetch_optional(self.conn().await?)
             .await
             .db()?;
         row.as_ref().map(scan_from_row).transpose()
@@ -307,7 +307,7 @@ impl DiscoveryWrites for Tx {
         .bind(scan.total)
         .bind(scan.done)
         .bind(failures)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(updated.rows_affected() > 0)
@@ -331,7 +331,7 @@ impl DiscoveryWrites for Tx {
         .bind(scan.total)
         .bind(scan.done)
         .bind(failures)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(updated.rows_affected() > 0)
@@ -342,7 +342,7 @@ impl DiscoveryWrites for Tx {
             "UPDATE discovery_scans SET status = 'cancelled', finished_at = $3 \
              WHERE workspace_id = $1 AND id = $2 AND status IN ('pending', 'running') RETURNING {SCAN_COLUMNS}"
         );
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).bind(at).fetch_optional(&mut *self.inner).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).bind(at).fetch_optional(self.conn().await?).await.db()?;
         row.as_ref().map(scan_from_row).transpose()
     }
 
@@ -357,7 +357,7 @@ impl DiscoveryWrites for Tx {
         let row = sqlx::query(&sql)
             .bind(workspace_id)
             .bind(fingerprint_sha256)
-            .fetch_optional(&mut *self.inner)
+            .fetch_optional(self.conn().await?)
             .await
             .db()?;
         row.as_ref().map(certificate_from_row).transpose()
@@ -371,7 +371,7 @@ impl DiscoveryWrites for Tx {
         .bind(id)
         .bind(ca_id)
         .bind(at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(updated.rows_affected() > 0)
@@ -404,7 +404,7 @@ impl DiscoveryWrites for Tx {
         for (certificate_id, outcome) in found {
             query = query.bind(*certificate_id).bind(outcome.as_str());
         }
-        query.execute(&mut *self.inner).await.db()?;
+        query.execute(self.conn().await?).await.db()?;
         Ok(())
     }
 
@@ -423,7 +423,7 @@ impl DiscoveryWrites for Tx {
         .bind(certificate_id)
         .bind(host)
         .bind(port)
-        .fetch_optional(&mut *self.inner)
+        .fetch_optional(self.conn().await?)
         .await
         .db()?;
         Ok(row.is_some())

@@ -181,7 +181,7 @@ impl Tx {
             .bind(request.issuing_since)
             .bind(request.order_sealed.as_deref())
             .bind(request.renews_certificate_id)
-            .fetch_optional(&mut *self.inner)
+            .fetch_optional(self.conn().await?)
             .await
             .db()?;
         row.as_ref().map(request_from_row).transpose()
@@ -203,7 +203,7 @@ impl IssuanceWrites for Tx {
             .bind(policy.position)
             .bind(i64::from(policy.enabled))
             .bind(policy.created_at)
-            .fetch_one(&mut *self.inner)
+            .fetch_one(self.conn().await?)
             .await
             .db()?;
         policy_from_row(&row)
@@ -213,7 +213,7 @@ impl IssuanceWrites for Tx {
         let deleted = sqlx::query("DELETE FROM issuance_policies WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(deleted.rows_affected() > 0)
@@ -229,7 +229,7 @@ impl IssuanceWrites for Tx {
             .bind(workspace_id)
             .bind(id)
             .bind(config.to_string())
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(updated.rows_affected() > 0)
@@ -259,7 +259,7 @@ impl IssuanceWrites for Tx {
             .bind(request.order_sealed.as_deref())
             .bind(request.renews_certificate_id)
             .bind(request.template_snapshot.as_ref().map(serde_json::Value::to_string))
-            .fetch_one(&mut *self.inner)
+            .fetch_one(self.conn().await?)
             .await
             .db()?;
         request_from_row(&row)
@@ -267,7 +267,7 @@ impl IssuanceWrites for Tx {
 
     async fn find_request(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateRequest>> {
         let sql = format!("SELECT {REQUEST_COLUMNS} FROM certificate_requests WHERE workspace_id = $1 AND id = $2");
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(&mut *self.inner).await.db()?;
+        let row = sqlx::query(&sql).bind(workspace_id).bind(id).fetch_optional(self.conn().await?).await.db()?;
         row.as_ref().map(request_from_row).transpose()
     }
 
@@ -301,7 +301,7 @@ impl IssuanceWrites for Tx {
             .bind(lease_owner)
             .bind(lease_until)
             .bind(limit)
-            .fetch_all(&mut *self.inner)
+            .fetch_all(self.conn().await?)
             .await
             .db()?;
         rows.iter().map(request_from_row).collect()
@@ -325,7 +325,7 @@ impl IssuanceWrites for Tx {
             .bind(template.name.as_str())
             .bind(template.body.to_string())
             .bind(template.created_at)
-            .fetch_one(&mut *self.inner)
+            .fetch_one(self.conn().await?)
             .await
             .db()?;
         template_from_row(&row)
@@ -342,7 +342,7 @@ impl IssuanceWrites for Tx {
             .bind(template.name.as_str())
             .bind(template.body.to_string())
             .bind(template.updated_at)
-            .fetch_optional(&mut *self.inner)
+            .fetch_optional(self.conn().await?)
             .await
             .db()?;
         row.as_ref().map(template_from_row).transpose()
@@ -352,7 +352,7 @@ impl IssuanceWrites for Tx {
         let deleted = sqlx::query("DELETE FROM certificate_templates WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(deleted.rows_affected() > 0)
@@ -383,7 +383,7 @@ impl IssuanceWrites for Tx {
             .bind(default_window_ms)
             .bind(claimed_before)
             .bind(limit)
-            .fetch_all(&mut *self.inner)
+            .fetch_all(self.conn().await?)
             .await
             .db()?;
         rows.iter().map(certificate_from_row).collect()
@@ -405,7 +405,7 @@ impl IssuanceWrites for Tx {
                 ORDER BY COALESCE(renewal_info_next_check, 0), id LIMIT $3{lock}) AND {due} \
              RETURNING {CERTIFICATE_COLUMNS}"
         );
-        let rows = sqlx::query(&sql).bind(now).bind(next_check).bind(limit).fetch_all(&mut *self.inner).await.db()?;
+        let rows = sqlx::query(&sql).bind(now).bind(next_check).bind(limit).fetch_all(self.conn().await?).await.db()?;
         rows.iter().map(certificate_from_row).collect()
     }
 
@@ -428,7 +428,7 @@ impl IssuanceWrites for Tx {
         .bind(next_check)
         .bind(window.map(|w| w.0))
         .bind(window.map(|w| w.1))
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -442,7 +442,7 @@ impl IssuanceWrites for Tx {
         .bind(workspace_id)
         .bind(old_id)
         .bind(new_id)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -453,7 +453,7 @@ impl IssuanceWrites for Tx {
             .bind(workspace_id)
             .bind(id)
             .bind(error)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(())

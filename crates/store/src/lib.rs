@@ -23,6 +23,7 @@ mod plugins;
 #[cfg(test)]
 mod probes;
 mod readers;
+mod tx;
 mod webhooks;
 mod writer;
 
@@ -33,7 +34,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{Any, AnyPool, Executor};
-use tokio::sync::{Mutex, OwnedMutexGuard};
+use tokio::sync::Mutex;
 use trellis_core::ports;
 use trellis_core::Error;
 
@@ -41,6 +42,7 @@ pub use self::acme::DbAcme;
 pub use self::challenges::DbChallengeAnswers;
 pub use self::domain_claims::DbDomainClaims;
 pub use self::plugins::{DbPluginKeys, DbPluginState};
+pub use self::tx::Tx;
 
 pub use trellis_core::ports::{StoreError, StoreResult};
 
@@ -219,6 +221,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0580_discovery_scan_certificates.sql"),
         postgres: include_str!("../../../migrations/postgres/0580_discovery_scan_certificates.sql"),
     },
+    Migration {
+        version: 590,
+        name: "search_index_per_commit",
+        sqlite: include_str!("../../../migrations/sqlite/0590_search_index_per_commit.sql"),
+        postgres: include_str!("../../../migrations/postgres/0590_search_index_per_commit.sql"),
+    },
 ];
 
 #[derive(Clone)]
@@ -268,12 +276,6 @@ async fn sqlite_pool(options: AnyConnectOptions, max: u32) -> Result<sqlx::AnyPo
 /// SQLite: how many kept read connections at most (beyond, reads take the pool's).
 const SQLITE_READERS: usize = 8;
 
-/// A write transaction. Dropping it without `commit` rolls back.
-pub struct Tx {
-    inner: sqlx::Transaction<'static, Any>,
-    _gate: Option<OwnedMutexGuard<()>>,
-    dialect: Dialect,
-}
 
 impl Store {
     /// Opens (creating if needed) the database and applies pending migrations.
@@ -308,6 +310,9 @@ impl Store {
             Store { pool, dialect, write_gate, writer: None, workspace_numbers: Default::default(), readers };
         store.migrate().await?;
         if let Some(options) = sqlite_options {
+            // Certificates a tool inserted straight into the file wait in the search index's
+            // queue (migration 0590): index them before the first search.
+            store.index_pending_certificates().await?;
             store.pool.close().await;
             store.pool = sqlite_pool(options, 8).await.map_err(connect_err)?;
             store.writer = Some(writer::spawn(store.clone()));
@@ -329,6 +334,17 @@ impl Store {
         }
     }
 
+    /// SQLite: indexes for search the certificates inserted other than through a [`Tx`]
+    /// (migration 0590); a `Tx` that inserts one does it before it commits.
+    pub(crate) async fn index_pending_certificates(&self) -> StoreResult<()> {
+        if self.dialect == Dialect::Sqlite {
+            let mut tx = self.begin_tx().await?;
+            tx.note_certificate_inserted();
+            tx.commit_tx().await?;
+        }
+        Ok(())
+    }
+
     /// A write transaction of this store's own type (the writer and migrations need it).
     pub(crate) async fn begin_tx(&self) -> StoreResult<Tx> {
         let gate = match &self.write_gate {
@@ -342,7 +358,7 @@ impl Store {
             Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await.db()?,
             Dialect::Postgres => self.pool.begin().await.db()?,
         };
-        Ok(Tx { inner, _gate: gate, dialect: self.dialect })
+        Ok(Tx::new(inner, gate, self.dialect))
     }
 
     async fn migrate(&self) -> StoreResult<()> {
@@ -368,12 +384,12 @@ impl Store {
                 message: source.to_string(),
             };
             let mut tx = self.begin_tx().await?;
-            sqlx::raw_sql(sql).execute(&mut *tx.inner).await.map_err(failed)?;
+            sqlx::raw_sql(sql).execute(tx.conn().await?).await.map_err(failed)?;
             sqlx::query("INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)")
                 .bind(migration.version)
                 .bind(migration.name)
                 .bind(chrono::Utc::now().timestamp_millis())
-                .execute(&mut *tx.inner)
+                .execute(tx.conn().await?)
                 .await
                 .map_err(failed)?;
             tx.commit_tx().await?;
@@ -385,12 +401,6 @@ impl Store {
             );
         }
         Ok(())
-    }
-}
-
-impl Tx {
-    pub(crate) async fn commit_tx(self) -> StoreResult<()> {
-        self.inner.commit().await.db()
     }
 }
 
@@ -427,6 +437,7 @@ impl ports::Tx for Tx {
             sql.push_str(";\n");
             first += insert.1;
         }
+        let sql = self.opening_sql(&sql);
         let mut query = sqlx::query(&sql);
         for row in rows {
             query = match row {
@@ -435,7 +446,7 @@ impl ports::Tx for Tx {
                 NewRow::Event(event) => outbox::bind_event(query, event),
             };
         }
-        query.execute(&mut *self.inner).await.db()?;
+        self.fetch_opening(query).await?;
         Ok(())
     }
 }

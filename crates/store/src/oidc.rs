@@ -76,7 +76,7 @@ impl OidcWrites for Tx {
         // Abandoned sign-ins are swept here rather than by a separate job.
         sqlx::query("DELETE FROM oidc_login_attempts WHERE expires_at <= $1")
             .bind(now)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         let sql = format!("INSERT INTO oidc_login_attempts ({ATTEMPT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)");
@@ -88,7 +88,7 @@ impl OidcWrites for Tx {
             .bind(attempt.redirect.as_str())
             .bind(attempt.created_at)
             .bind(attempt.expires_at)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(())
@@ -98,7 +98,7 @@ impl OidcWrites for Tx {
         let done = sqlx::query("DELETE FROM oidc_login_attempts WHERE state_digest = $1 AND browser_digest = $2")
             .bind(state_digest)
             .bind(browser_digest)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(done.rows_affected() == 1)
@@ -118,7 +118,7 @@ impl OidcWrites for Tx {
         .bind(subject)
         .bind(user_id.as_str())
         .bind(at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -129,7 +129,7 @@ impl OidcWrites for Tx {
             .bind(issuer)
             .bind(subject)
             .bind(at)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(())
@@ -140,7 +140,7 @@ impl OidcWrites for Tx {
             .bind(user_id.as_str())
             .bind(first_name)
             .bind(at)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(())
@@ -162,7 +162,7 @@ impl OidcWrites for Tx {
         .bind(role.as_str())
         .bind(at)
         .bind(source.as_str())
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -180,7 +180,7 @@ impl OidcWrites for Tx {
         .bind(workspace_id.as_str())
         .bind(user_id.as_str())
         .bind(role.as_str())
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(done.rows_affected() > 0)
@@ -191,7 +191,7 @@ impl OidcWrites for Tx {
             sqlx::query("DELETE FROM workspace_members WHERE workspace_id = $1 AND user_id = $2 AND source = 'oidc'")
                 .bind(workspace_id.as_str())
                 .bind(user_id.as_str())
-                .execute(&mut *self.inner)
+                .execute(self.conn().await?)
                 .await
                 .db()?;
         Ok(done.rows_affected() > 0)
@@ -205,7 +205,7 @@ impl OidcWrites for Tx {
         sqlx::query("UPDATE users SET current_workspace_id = $2 WHERE id = $1")
             .bind(user_id.as_str())
             .bind(workspace_id.map(|w| w.as_str()))
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(())

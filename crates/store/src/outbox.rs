@@ -59,7 +59,7 @@ fn event_from_row(row: &AnyRow) -> StoreResult<OutboxEvent> {
 impl EventWrites for Tx {
     async fn insert_event(&mut self, event: &NewEvent<'_>) -> StoreResult<()> {
         let sql = crate::insert_sql(INSERT_EVENT, 1);
-        bind_event(sqlx::query(&sql), event).execute(&mut *self.inner).await.db()?;
+        bind_event(sqlx::query(&sql), event).execute(self.conn().await?).await.db()?;
         Ok(())
     }
 
@@ -70,7 +70,7 @@ impl EventWrites for Tx {
         )
         .bind(before)
         .bind(limit)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(done.rows_affected())

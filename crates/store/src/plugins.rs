@@ -189,7 +189,7 @@ impl PluginWrites for Tx {
         .bind(new.bytes.to_vec())
         .bind(new.bytes.len() as i64)
         .bind(new.at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         sqlx::query(
@@ -199,7 +199,7 @@ impl PluginWrites for Tx {
         .bind(new.plugin_id)
         .bind(new.kind)
         .bind(new.at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await.db()?;
         sqlx::query(
             "INSERT INTO plugin_versions (plugin_id, version, sha256, wit_version, info, installed_by, installed_at, signer_key_id) \
@@ -213,7 +213,7 @@ impl PluginWrites for Tx {
         .bind(new.installed_by)
         .bind(new.at)
         .bind(new.signer_key_id)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -234,7 +234,7 @@ impl PluginWrites for Tx {
         .bind(serde_json::to_string(previous_versions).unwrap_or_else(|_| "[]".into()))
         .bind(at)
         .bind(plugin_id)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -245,7 +245,7 @@ impl PluginWrites for Tx {
             .bind(serde_json::to_string(hosts).unwrap_or_else(|_| "[]".into()))
             .bind(at)
             .bind(plugin_id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(())
@@ -259,7 +259,7 @@ impl PluginWrites for Tx {
                 sqlx::query("DELETE FROM plugin_versions WHERE plugin_id = $1 AND version = $2")
                     .bind(plugin_id)
                     .bind(version)
-                    .execute(&mut *self.inner)
+                    .execute(self.conn().await?)
                     .await
                     .db()?;
             }
@@ -267,14 +267,14 @@ impl PluginWrites for Tx {
                 for table in ["plugin_bindings", "plugin_versions", "plugin_state", "plugin_keys", "plugins"] {
                     sqlx::query(&format!("DELETE FROM {table} WHERE plugin_id = $1"))
                         .bind(plugin_id)
-                        .execute(&mut *self.inner)
+                        .execute(self.conn().await?)
                         .await
                         .db()?;
                 }
             }
         }
         sqlx::query("DELETE FROM plugin_components WHERE sha256 NOT IN (SELECT sha256 FROM plugin_versions)")
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(())
@@ -290,7 +290,7 @@ impl PluginWrites for Tx {
         .bind(&binding.service_type)
         .bind(&binding.plugin_id)
         .bind(at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await.db()?;
         Ok(())
     }
@@ -301,7 +301,7 @@ impl PluginWrites for Tx {
                 .bind(workspace_id)
                 .bind(kind)
                 .bind(service_type)
-                .execute(&mut *self.inner)
+                .execute(self.conn().await?)
                 .await
                 .db()?;
         Ok(done.rows_affected() > 0)
@@ -321,7 +321,7 @@ impl PluginWrites for Tx {
         .bind(serde_json::to_string(&kinds).unwrap_or_else(|_| "[]".into()))
         .bind(key.created_at)
         .bind(&key.created_by)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(done.rows_affected() > 0)
@@ -331,7 +331,7 @@ impl PluginWrites for Tx {
         sqlx::query("UPDATE plugin_signing_keys SET revoked_at = $1 WHERE key_id = $2 AND revoked_at IS NULL")
             .bind(at)
             .bind(key_id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         Ok(())

@@ -28,7 +28,7 @@ async fn statement_round_trip() {
     for _ in 0..5 {
         let started = Instant::now();
         for _ in 0..2_000 {
-            sqlx::query("SELECT 1").execute(&mut *tx.inner).await.expect("select");
+            sqlx::query("SELECT 1").execute(tx.conn().await.expect("conn")).await.expect("select");
         }
         samples.push(started.elapsed().as_secs_f64() / 2_000.0 * 1e6);
     }
@@ -74,7 +74,7 @@ async fn insert_batches(dropped_triggers: &[&str], savepoints: bool) -> f64 {
         for _ in 0..32 {
             id += 1;
             if savepoints {
-                sqlx::query("SAVEPOINT job").execute(&mut *tx.inner).await.expect("savepoint");
+                sqlx::query("SAVEPOINT job").execute(tx.conn().await.expect("conn")).await.expect("savepoint");
             }
             sqlx::query(
                 "INSERT INTO certificates (id, workspace_id, common_name, issuer, subject, serial_number, not_before, \
@@ -89,11 +89,12 @@ async fn insert_batches(dropped_triggers: &[&str], savepoints: bool) -> f64 {
             .bind(1_800_000_000_000 + id * 1_000)
             .bind(format!("{id:064x}"))
             .bind("x".repeat(700))
-            .fetch_one(&mut *tx.inner)
+            .fetch_one(tx.conn().await.expect("conn"))
             .await
             .expect("insert");
+            tx.note_certificate_inserted();
             if savepoints {
-                sqlx::query("RELEASE job").execute(&mut *tx.inner).await.expect("release");
+                sqlx::query("RELEASE job").execute(tx.conn().await.expect("conn")).await.expect("release");
             }
         }
         tx.commit_tx().await.expect("commit");

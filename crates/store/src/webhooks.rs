@@ -276,7 +276,7 @@ impl WebhookWrites for Tx {
         .bind(e.created_at)
         .bind(e.updated_at)
         .bind(e.subscribed_at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -302,7 +302,7 @@ impl WebhookWrites for Tx {
         .bind(e.failing_since)
         .bind(e.updated_at)
         .bind(e.subscribed_at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(done.rows_affected() > 0)
@@ -312,7 +312,7 @@ impl WebhookWrites for Tx {
         let done = sqlx::query("DELETE FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         if done.rows_affected() > 0 {
@@ -339,7 +339,7 @@ impl WebhookWrites for Tx {
         .bind(i.created_at)
         .bind(i.updated_at)
         .bind(i.subscribed_at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())
@@ -362,7 +362,7 @@ impl WebhookWrites for Tx {
         .bind(i.failing_since)
         .bind(i.updated_at)
         .bind(i.subscribed_at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(done.rows_affected() > 0)
@@ -372,7 +372,7 @@ impl WebhookWrites for Tx {
         let done = sqlx::query("DELETE FROM external_integrations WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
         if done.rows_affected() > 0 {
@@ -384,7 +384,7 @@ impl WebhookWrites for Tx {
     async fn insert_delivery(&mut self, d: &NewDelivery) -> StoreResult<Delivery> {
         self.insert_deliveries(std::slice::from_ref(d)).await?;
         let sql = format!("SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE id = $1");
-        let row = sqlx::query(&sql).bind(&d.id).fetch_one(&mut *self.inner).await.db()?;
+        let row = sqlx::query(&sql).bind(&d.id).fetch_one(self.conn().await?).await.db()?;
         delivery_from_row(&row)
     }
 
@@ -394,7 +394,7 @@ impl WebhookWrites for Tx {
             "SELECT id, workspace_id, event_type, payload, created_at, processed_at FROM event_outbox \
              WHERE processed_at IS NULL ORDER BY id LIMIT $1{lock}"
         );
-        let rows = sqlx::query(&sql).bind(limit).fetch_all(&mut *self.inner).await.db()?;
+        let rows = sqlx::query(&sql).bind(limit).fetch_all(self.conn().await?).await.db()?;
         rows.iter()
             .map(|row| {
                 let payload: String = row.try_get("payload").db()?;
@@ -426,7 +426,7 @@ impl WebhookWrites for Tx {
         for id in workspace_ids {
             query = query.bind(id.as_str());
         }
-        let rows = query.fetch_all(&mut *self.inner).await.db()?;
+        let rows = query.fetch_all(self.conn().await?).await.db()?;
         rows.iter()
             .map(|row| {
                 let kind: String = row.try_get("kind").db()?;
@@ -482,7 +482,7 @@ impl WebhookWrites for Tx {
                     .bind(d.redelivery_of.as_deref())
                     .bind(d.created_at);
             }
-            query.execute(&mut *self.inner).await.db()?;
+            query.execute(self.conn().await?).await.db()?;
         }
         Ok(())
     }
@@ -495,7 +495,7 @@ impl WebhookWrites for Tx {
             for id in chunk {
                 query = query.bind(*id);
             }
-            query.execute(&mut *self.inner).await.db()?;
+            query.execute(self.conn().await?).await.db()?;
         }
         Ok(())
     }
@@ -528,7 +528,7 @@ impl WebhookWrites for Tx {
         for id in exclude_targets {
             query = query.bind(id.as_str());
         }
-        let rows = query.fetch_all(&mut *self.inner).await.db()?;
+        let rows = query.fetch_all(self.conn().await?).await.db()?;
         rows.iter().map(delivery_from_row).collect()
     }
 
@@ -539,7 +539,7 @@ impl WebhookWrites for Tx {
         .bind(lease_owner)
         .bind(now)
         .bind(lease_until)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(done.rows_affected())
@@ -567,7 +567,7 @@ impl WebhookWrites for Tx {
             .bind(c.last_attempt_at)
             .bind(c.completed_at)
             .bind(c.duration_ms)
-            .execute(&mut *self.inner)
+            .execute(self.conn().await?)
             .await
             .db()?;
             applied += done.rows_affected();
@@ -586,14 +586,14 @@ impl WebhookWrites for Tx {
                 "UPDATE {} SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL",
                 target_table(*kind)
             );
-            sqlx::query(&sql).bind(id.as_str()).execute(&mut *self.inner).await.db()?;
+            sqlx::query(&sql).bind(id.as_str()).execute(self.conn().await?).await.db()?;
         }
         for (kind, id) in failed {
             let sql = format!(
                 "UPDATE {} SET failing_since = $2 WHERE id = $1 AND failing_since IS NULL",
                 target_table(*kind)
             );
-            sqlx::query(&sql).bind(id.as_str()).bind(at).execute(&mut *self.inner).await.db()?;
+            sqlx::query(&sql).bind(id.as_str()).bind(at).execute(self.conn().await?).await.db()?;
         }
         Ok(())
     }
@@ -603,7 +603,7 @@ impl WebhookWrites for Tx {
             "UPDATE {} SET enabled = 0, disabled_reason = $2, updated_at = $3 WHERE id = $1 AND enabled = 1",
             target_table(kind)
         );
-        let done = sqlx::query(&sql).bind(id).bind(reason).bind(at).execute(&mut *self.inner).await.db()?;
+        let done = sqlx::query(&sql).bind(id).bind(reason).bind(at).execute(self.conn().await?).await.db()?;
         Ok(done.rows_affected() > 0)
     }
 }
@@ -619,7 +619,7 @@ impl Tx {
         .bind(target_id)
         .bind(error)
         .bind(at)
-        .execute(&mut *self.inner)
+        .execute(self.conn().await?)
         .await
         .db()?;
         Ok(())

@@ -7,9 +7,13 @@
 //! learns its outcome only after the shared commit. Under load the queue fills while a
 //! batch commits, so batches grow with the load, without a timer; a lone job commits alone.
 //!
+//! Every statement is a round trip to SQLite's connection thread, and under load each costs
+//! more than most statements themselves. So a job's savepoint is not a statement of its own:
+//! the job's first statement opens it, either in the same text (the hot inserts) or just
+//! before (see [`crate::tx`]).
+//!
 //! On PostgreSQL, which has concurrent writers, `write` is simply begin, job, commit.
 
-use crate::DbResult;
 use std::panic::AssertUnwindSafe;
 
 use futures_util::future::BoxFuture;
@@ -124,19 +128,10 @@ async fn run_batch(store: &Store, jobs: Vec<Job>) {
     let mut finished = Vec::with_capacity(jobs.len());
     let outcome = async {
         let mut tx = store.begin_tx().await?;
-        // Every statement is a round trip to the connection's thread, on the path of every job
-        // of the batch: the savepoint that ends one job and the one that starts the next go
-        // together, and COMMIT releases the last.
-        sqlx::query("SAVEPOINT job").execute(&mut *tx.inner).await.db()?;
-        for (index, job) in jobs.into_iter().enumerate() {
-            if index > 0 {
-                // (SQLite runs every statement of a query text; the writer is SQLite's only.)
-                sqlx::query("RELEASE job; SAVEPOINT job").execute(&mut *tx.inner).await.db()?;
-            }
+        for job in jobs {
+            tx.start_job();
             let done = job(&mut tx).await;
-            if done.failed {
-                sqlx::query("ROLLBACK TO job").execute(&mut *tx.inner).await.db()?;
-            }
+            tx.end_job(done.failed).await?;
             finished.push(done);
         }
         tx.commit_tx().await
@@ -179,12 +174,74 @@ mod tests {
             Box::pin(async move {
                 sqlx::query("INSERT INTO workspaces (id, name, created_at, updated_at) VALUES ($1, $1, 0, 0)")
                     .bind(name)
-                    .execute(&mut *tx.inner)
+                    .execute(tx.conn().await?)
                     .await
                     .map_err(crate::db)?;
                 Ok(())
             })
         }
+    }
+
+    /// Two workspaces in one text whose savepoint statement leads it (`Tx::fetch_opening`).
+    fn insert_two_at_once(
+        first: &'static str,
+        second: &'static str,
+    ) -> impl for<'t> FnOnce(&'t mut Tx) -> BoxFuture<'t, Result<(), JobError>> {
+        move |tx| {
+            Box::pin(async move {
+                let sql = tx.opening_sql(
+                    "INSERT INTO workspaces (id, name, created_at, updated_at) VALUES ($1, $1, 0, 0);\n\
+                     INSERT INTO workspaces (id, name, created_at, updated_at) VALUES ($2, $2, 0, 0)",
+                );
+                tx.fetch_opening(sqlx::query(&sql).bind(first).bind(second)).await?;
+                Ok(())
+            })
+        }
+    }
+
+    /// A job's savepoint opened in the text of its first statement: when a later statement
+    /// of that text fails, the job still rolls back to its own savepoint, and only to it;
+    /// a job whose first statement is a plain one behaves the same. Batch-mates commit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_savepoint_opened_with_the_first_statement_bounds_the_rollback() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/writer.db", dir.path().display());
+        let store = Arc::new(Store::open(&url).await.unwrap());
+        store.write(insert_workspace("taken")).await.unwrap();
+        let mut tasks = Vec::new();
+        for round in 0..20 {
+            let names: [&'static str; 4] =
+                std::array::from_fn(|i| &*Box::leak(format!("r{round:02}-{i}").into_boxed_str()));
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let (kept, failed_late, refused, kept_plain) = tokio::join!(
+                    store.write(insert_two_at_once(names[0], names[1])),
+                    // The text's second insert violates uniqueness: its first insert goes too.
+                    store.write(insert_two_at_once(names[2], "taken")),
+                    // Writes through the opening text, then refuses.
+                    store.write(move |tx| {
+                        Box::pin(async move {
+                            insert_two_at_once(names[3], "unused-name-never-kept")(tx).await?;
+                            Err::<(), _>(JobError::Refused)
+                        })
+                    }),
+                    store.write(insert_workspace(&*Box::leak(format!("r{round:02}-plain").into_boxed_str()))),
+                );
+                assert_eq!(kept, Ok(()));
+                assert!(matches!(failed_late, Err(JobError::Store(_))), "{failed_late:?}");
+                assert_eq!(refused, Err(JobError::Refused));
+                assert_eq!(kept_plain, Ok(()));
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let mut expected: Vec<String> = vec!["taken".into()];
+        for round in 0..20 {
+            expected.extend([format!("r{round:02}-0"), format!("r{round:02}-1"), format!("r{round:02}-plain")]);
+        }
+        expected.sort();
+        assert_eq!(workspace_names(&store).await, expected);
     }
 
     /// Many concurrent jobs share batches; a job that fails after writing, or panics, takes

@@ -761,6 +761,11 @@ fn seed_rows(workspace_id: &str, rows: u64, pem: &str) -> String {
              {pem}, CASE WHEN rev = 0 AND exp <= {now_ms} + 2592000000 THEN {now_ms} END,\n\
              CASE WHEN rev = 0 AND exp <= {now_ms} THEN {now_ms} END, created, created\n\
          FROM src;\n\
+         -- The search index takes new rows at the commit (migration 0590), as the store does.\n\
+         INSERT INTO certificates_search (rowid, common_name, issuer)\n\
+             SELECT w.number * 1099511627776 + c.id, c.common_name, c.issuer\n\
+             FROM certificates_search_pending p JOIN certificates c ON c.id = p.id JOIN workspaces w ON w.id = c.workspace_id;\n\
+         DELETE FROM certificates_search_pending;\n\
          COMMIT;\n",
         ws = sql_text(workspace_id),
         pem = sql_text(pem),
