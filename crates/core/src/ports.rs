@@ -16,10 +16,6 @@ use futures_util::future::BoxFuture;
 use crate::audit::NewAuditEntry;
 use crate::auth::{ApiKey, Invitation, Member, Role, User, Workspace};
 use crate::cas::{CaFields, CaStats, CertificateAuthority};
-use crate::certificates::revocation_requests::{RevocationRequest, RevocationStatus};
-use crate::certificates::{
-    Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
-};
 use crate::error::Error;
 use crate::events::NewEvent;
 /// The issuance area's port lives beside it; re-exported so `Store` and `Tx` name it here.
@@ -33,77 +29,11 @@ pub use crate::webhooks::port::{WebhookReads, WebhookWrites};
 
 pub use crate::attestation::port::{AttestationReads, AttestationWrites};
 pub use crate::audit::port::{AuditReads, AuditWrites};
+pub use crate::certificates::port::{CertificateReads, CertificateWrites};
 pub use crate::discovery::port::{DiscoveryReads, DiscoveryWrites};
 pub use crate::events::port::{EventReads, EventWrites};
 
 pub use crate::store_error::{StoreError, StoreResult};
-
-#[async_trait]
-pub trait CertificateReads: Send + Sync {
-    async fn find_certificate(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>>;
-    async fn list_certificates(
-        &self,
-        workspace_id: &str,
-        filter: &CertificateFilter,
-        page: PageRequest,
-    ) -> StoreResult<Page<Certificate>>;
-    async fn certificate_statistics(&self, workspace_id: &str, now: i64) -> StoreResult<Statistics>;
-    /// Unrevoked certificates expiring in `(now, now + buckets × bucket_ms]`, counted per bucket
-    /// of `bucket_ms` (bucket 0 ends at `now + bucket_ms`): `(bucket, count)` for non-empty ones.
-    async fn expiry_histogram(
-        &self,
-        workspace_id: &str,
-        now: i64,
-        bucket_ms: i64,
-        buckets: i64,
-    ) -> StoreResult<Vec<(i64, i64)>>;
-    async fn list_usage(
-        &self,
-        workspace_id: &str,
-        certificate_id: Option<i64>,
-        page: PageRequest,
-    ) -> StoreResult<Page<UsageRecord>>;
-    async fn list_identities(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<MachineIdentity>>;
-    async fn list_revocation_requests(
-        &self,
-        workspace_id: &str,
-        status: Option<&str>,
-        page: PageRequest,
-    ) -> StoreResult<Page<RevocationRequest>>;
-    async fn find_identity(&self, workspace_id: &str, id: i64) -> StoreResult<Option<MachineIdentity>>;
-}
-
-#[async_trait]
-pub trait CertificateWrites: Send {
-    async fn insert_certificate(&mut self, new: &NewCertificate<'_>) -> StoreResult<Certificate>;
-    async fn find_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>>;
-    /// The sealed private key of a certificate, if the service holds one.
-    async fn find_private_key(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<String>>;
-    async fn update_certificate(
-        &mut self,
-        workspace_id: &str,
-        id: i64,
-        update: &CertificateUpdate<'_>,
-        now: i64,
-    ) -> StoreResult<Option<Certificate>>;
-    async fn delete_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
-    async fn insert_usage(&mut self, record: &UsageRecord) -> StoreResult<UsageRecord>;
-    async fn insert_identity(&mut self, identity: &MachineIdentity) -> StoreResult<MachineIdentity>;
-    async fn delete_identity(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
-    /// Claims up to `limit` certificates (of every workspace) that passed expiry and were not
-    /// announced yet; a claimed row is never returned again, so replicas never announce twice.
-    async fn claim_expired(&mut self, now: i64, limit: i64) -> StoreResult<Vec<Certificate>>;
-    /// As [`CertificateWrites::claim_expired`], for certificates entering the expiring window.
-    async fn claim_expiring(&mut self, now: i64, limit: i64) -> StoreResult<Vec<Certificate>>;
-    async fn insert_revocation_request(&mut self, request: &RevocationRequest) -> StoreResult<RevocationRequest>;
-    async fn find_revocation_request(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<RevocationRequest>>;
-    /// Moves a request from state `from`; `None` when it was not in `from`.
-    async fn update_revocation_request(
-        &mut self,
-        request: &RevocationRequest,
-        from: RevocationStatus,
-    ) -> StoreResult<Option<RevocationRequest>>;
-}
 
 #[async_trait]
 pub trait AuthReads: Send + Sync {

@@ -452,7 +452,8 @@ impl AuthWrites for Tx {
         let sql = format!(
             "DELETE FROM workspace_invitations WHERE workspace_id = $1 AND id = $2 RETURNING {INVITATION_COLUMNS}"
         );
-        let row = sqlx::query(&sql).bind(workspace_id.as_str()).bind(id).fetch_optional(self.conn().await?).await.db()?;
+        let row =
+            sqlx::query(&sql).bind(workspace_id.as_str()).bind(id).fetch_optional(self.conn().await?).await.db()?;
         row.as_ref().map(invitation_from_row).transpose()
     }
 

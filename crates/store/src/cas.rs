@@ -323,7 +323,8 @@ impl CaWrites for Tx {
         let sql = format!(
             "UPDATE certificate_authorities SET last_sync = $3 WHERE workspace_id = $1 AND id = $2 RETURNING {CA_COLUMNS}"
         );
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).bind(at).fetch_optional(self.conn().await?).await.db()?;
+        let row =
+            sqlx::query(&sql).bind(workspace_id).bind(id).bind(at).fetch_optional(self.conn().await?).await.db()?;
         row.as_ref().map(ca_from_row).transpose()
     }
 

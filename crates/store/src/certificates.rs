@@ -598,43 +598,12 @@ impl CertificateWrites for Tx {
             .bind(new.csr_pem)
             .bind(new.renew_before_ms);
         let rows = self.fetch_opening(query).await?;
-        let id: i64 = rows.first().ok_or(StoreError::Database("the certificate insert returned no id".into()))?.try_get(0).db()?;
-        Ok(Certificate {
-            id,
-            workspace_id: new.workspace_id.to_owned(),
-            common_name: parsed.common_name.clone(),
-            issuer: parsed.issuer.clone(),
-            subject: parsed.subject.clone(),
-            serial_number: parsed.serial_number.clone(),
-            not_before: parsed.not_before,
-            expires_at: parsed.expires_at,
-            signature_algorithm: parsed.signature_algorithm.clone(),
-            signature_hash: parsed.signature_hash.clone(),
-            key_algorithm: parsed.key_algorithm.clone(),
-            key_size: parsed.key_size,
-            fingerprint_sha256: parsed.fingerprint_sha256.clone(),
-            usage_category: parsed.usage_category.as_str().to_owned(),
-            subject_alt_names: parsed.subject_alt_names.clone(),
-            is_ca: parsed.is_ca,
-            issuance_source: new.issuance_source,
-            auto_renewal: new.auto_renewal,
-            location: new.location.map(str::to_owned),
-            metadata: new.metadata.clone(),
-            ca_id: new.ca_id,
-            machine_identity_id: None,
-            revoked: false,
-            revoked_at: None,
-            revocation_reason: None,
-            certificate_pem: parsed.pem.clone(),
-            chain_pem: new.chain_pem.map(str::to_owned),
-            issuance_template: new.issuance_template.map(str::to_owned),
-            csr_pem: new.csr_pem.map(str::to_owned),
-            renewed_by_id: None,
-            renewal_error: None,
-            has_private_key: new.private_key_sealed.is_some(),
-            created_at: new.created_at,
-            updated_at: new.created_at,
-        })
+        let id: i64 = rows
+            .first()
+            .ok_or(StoreError::Database("the certificate insert returned no id".into()))?
+            .try_get(0)
+            .db()?;
+        Ok(new.inserted(id))
     }
 
     async fn find_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>> {
@@ -929,7 +898,14 @@ mod tests {
     async fn search_sees_every_committed_change_of_certificates_new_in_the_transaction() {
         let (_dir, store) = crate::testing::store().await;
         workspaces(&store).await;
-        let row = |id| Row { id, expires_at: NOW + DAY, revoked: false, ca_id: None, auto_renewal: false, key_algorithm: "EC" };
+        let row = |id| Row {
+            id,
+            expires_at: NOW + DAY,
+            revoked: false,
+            ca_id: None,
+            auto_renewal: false,
+            key_algorithm: "EC",
+        };
         // Committed and indexed before the transaction under test.
         insert(&store, "ws", &row(1)).await;
         store.index_pending_certificates().await.expect("search index");
@@ -955,7 +931,10 @@ mod tests {
         for (name, id) in [("renamed3.example.com", 3), ("renamed1.example.com", 1)] {
             sqlx::query(rename).bind(name).bind(id).execute(tx.conn().await.expect("conn")).await.expect("rename");
         }
-        sqlx::query("DELETE FROM certificates WHERE id = 4").execute(tx.conn().await.expect("conn")).await.expect("delete");
+        sqlx::query("DELETE FROM certificates WHERE id = 4")
+            .execute(tx.conn().await.expect("conn"))
+            .await
+            .expect("delete");
         tx.commit_tx().await.expect("commit");
 
         assert_eq!(search(&store, "queued2").await, vec![2]);

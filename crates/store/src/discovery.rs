@@ -342,7 +342,8 @@ impl DiscoveryWrites for Tx {
             "UPDATE discovery_scans SET status = 'cancelled', finished_at = $3 \
              WHERE workspace_id = $1 AND id = $2 AND status IN ('pending', 'running') RETURNING {SCAN_COLUMNS}"
         );
-        let row = sqlx::query(&sql).bind(workspace_id).bind(id).bind(at).fetch_optional(self.conn().await?).await.db()?;
+        let row =
+            sqlx::query(&sql).bind(workspace_id).bind(id).bind(at).fetch_optional(self.conn().await?).await.db()?;
         row.as_ref().map(scan_from_row).transpose()
     }
 

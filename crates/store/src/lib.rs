@@ -276,7 +276,6 @@ async fn sqlite_pool(options: AnyConnectOptions, max: u32) -> Result<sqlx::AnyPo
 /// SQLite: how many kept read connections at most (beyond, reads take the pool's).
 const SQLITE_READERS: usize = 8;
 
-
 impl Store {
     /// Opens (creating if needed) the database and applies pending migrations.
     pub async fn open(url: &str) -> StoreResult<Self> {

@@ -43,7 +43,11 @@ enum JobSavepoint {
 const OPEN_SAVEPOINT: &str = "SAVEPOINT job";
 
 impl Tx {
-    pub(crate) fn new(inner: sqlx::Transaction<'static, Any>, gate: Option<OwnedMutexGuard<()>>, dialect: Dialect) -> Tx {
+    pub(crate) fn new(
+        inner: sqlx::Transaction<'static, Any>,
+        gate: Option<OwnedMutexGuard<()>>,
+        dialect: Dialect,
+    ) -> Tx {
         Tx { inner, _gate: gate, dialect, search_pending: false, savepoint: JobSavepoint::NoJob }
     }
 

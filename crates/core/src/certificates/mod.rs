@@ -1,7 +1,10 @@
 //! The certificate inventory: register, list, read, annotate, revoke, delete, download;
 //! usage records and machine identities. Issuance arrives with the PKI and CA areas.
 
+#[cfg(test)]
+mod fake;
 pub mod inventory;
+pub mod port;
 pub mod revocation_requests;
 mod service;
 
@@ -222,6 +225,49 @@ pub fn connector_ref(certificate: &Certificate) -> crate::plugins::CertificateRe
         not_before: certificate.not_before / 1000,
         not_after: certificate.expires_at / 1000,
         ca_reference: None,
+    }
+}
+
+impl NewCertificate<'_> {
+    /// The row as inserted under `id`: what a store returns without reading it back.
+    pub fn inserted(&self, id: i64) -> Certificate {
+        let parsed = self.parsed;
+        Certificate {
+            id,
+            workspace_id: self.workspace_id.to_owned(),
+            common_name: parsed.common_name.clone(),
+            issuer: parsed.issuer.clone(),
+            subject: parsed.subject.clone(),
+            serial_number: parsed.serial_number.clone(),
+            not_before: parsed.not_before,
+            expires_at: parsed.expires_at,
+            signature_algorithm: parsed.signature_algorithm.clone(),
+            signature_hash: parsed.signature_hash.clone(),
+            key_algorithm: parsed.key_algorithm.clone(),
+            key_size: parsed.key_size,
+            fingerprint_sha256: parsed.fingerprint_sha256.clone(),
+            usage_category: parsed.usage_category.as_str().to_owned(),
+            subject_alt_names: parsed.subject_alt_names.clone(),
+            is_ca: parsed.is_ca,
+            issuance_source: self.issuance_source,
+            auto_renewal: self.auto_renewal,
+            location: self.location.map(str::to_owned),
+            metadata: self.metadata.clone(),
+            ca_id: self.ca_id,
+            machine_identity_id: None,
+            revoked: false,
+            revoked_at: None,
+            revocation_reason: None,
+            certificate_pem: parsed.pem.clone(),
+            chain_pem: self.chain_pem.map(str::to_owned),
+            issuance_template: self.issuance_template.map(str::to_owned),
+            csr_pem: self.csr_pem.map(str::to_owned),
+            renewed_by_id: None,
+            renewal_error: None,
+            has_private_key: self.private_key_sealed.is_some(),
+            created_at: self.created_at,
+            updated_at: self.created_at,
+        }
     }
 }
 

@@ -16,9 +16,7 @@ use crate::audit::{AuditEntry, AuditFilter};
 use crate::auth::{ApiKey, Invitation, Member, Role, User, Workspace};
 use crate::cas::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus};
 use crate::certificates::revocation_requests::RevocationRequest;
-use crate::certificates::{
-    Certificate, CertificateFilter, CertificateUpdate, MachineIdentity, NewCertificate, Statistics, UsageRecord,
-};
+use crate::certificates::{Certificate, MachineIdentity, UsageRecord};
 use crate::discovery::Scan;
 use crate::error::Error;
 use crate::events::OutboxEvent;
@@ -33,7 +31,7 @@ use crate::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, NewDeliv
 use crate::webhooks::worker::Subscriber;
 use crate::webhooks::{DeliveryStats, ExternalIntegration, TargetKind, WebhookEndpoint};
 
-use super::kernel::{fake_tables, Committed, FakeTables, Working};
+use super::kernel::{fake_tables, Committed, Working};
 
 #[derive(Debug, Clone, Default)]
 pub struct Tables {
@@ -63,6 +61,12 @@ pub struct Tables {
     pub templates: Vec<StoredTemplate>,
     /// Usage records of certificates.
     pub usage: Vec<UsageRecord>,
+    /// Sealed private keys of certificates issued here, by certificate id.
+    pub private_keys: std::collections::HashMap<i64, String>,
+    /// When each certificate's expiry was announced: (entering the window, passing it).
+    pub expiry_announced: std::collections::HashMap<i64, (Option<i64>, Option<i64>)>,
+    /// Machine identities (their certificate counts are computed when read).
+    pub identities: Vec<MachineIdentity>,
     /// Discovery scans (their port is faked in `discovery::fake`).
     pub scans: Vec<Scan>,
     /// What each scan found: (workspace, scan, certificate, outcome).
@@ -126,193 +130,6 @@ fn not_faked(what: &str) -> ! {
 }
 
 #[async_trait]
-impl CertificateReads for MemoryStore {
-    async fn find_certificate(&self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>> {
-        Ok(self.snapshot().certificates.into_iter().find(|c| c.workspace_id == workspace_id && c.id == id))
-    }
-    async fn list_certificates(
-        &self,
-        workspace_id: &str,
-        _filter: &CertificateFilter,
-        page: PageRequest,
-    ) -> StoreResult<Page<Certificate>> {
-        let mut mine: Vec<Certificate> =
-            self.snapshot().certificates.into_iter().filter(|c| c.workspace_id == workspace_id).collect();
-        mine.reverse();
-        let total = mine.len() as i64;
-        let items = mine.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
-        Ok(Page { items, total, total_exact: true, request: page })
-    }
-    async fn certificate_statistics(&self, _: &str, _: i64) -> StoreResult<Statistics> {
-        not_faked("certificate_statistics")
-    }
-    async fn expiry_histogram(&self, _: &str, _: i64, _: i64, _: i64) -> StoreResult<Vec<(i64, i64)>> {
-        not_faked("expiry_histogram")
-    }
-    async fn list_usage(&self, _: &str, _: Option<i64>, _: PageRequest) -> StoreResult<Page<UsageRecord>> {
-        not_faked("list_usage")
-    }
-    async fn list_identities(&self, _: &str, _: PageRequest) -> StoreResult<Page<MachineIdentity>> {
-        not_faked("list_identities")
-    }
-    async fn find_identity(&self, _: &str, _: i64) -> StoreResult<Option<MachineIdentity>> {
-        not_faked("find_identity")
-    }
-    async fn list_revocation_requests(
-        &self,
-        workspace_id: &str,
-        status: Option<&str>,
-        page: PageRequest,
-    ) -> StoreResult<Page<RevocationRequest>> {
-        let mut items: Vec<_> = self
-            .snapshot()
-            .revocation_requests
-            .into_iter()
-            .filter(|r| r.workspace_id == workspace_id && status.is_none_or(|s| r.status.as_str() == s))
-            .collect();
-        items.reverse();
-        Ok(Page { total: items.len() as i64, items, total_exact: true, request: page })
-    }
-}
-
-#[async_trait]
-impl CertificateWrites for MemoryTx {
-    async fn insert_certificate(&mut self, new: &NewCertificate<'_>) -> StoreResult<Certificate> {
-        let parsed = new.parsed;
-        let duplicate = self
-            .working
-            .certificates
-            .iter()
-            .any(|c| c.workspace_id == new.workspace_id && c.fingerprint_sha256 == parsed.fingerprint_sha256);
-        if duplicate {
-            return Err(StoreError::Unique("certificates.workspace_id, fingerprint_sha256".into()));
-        }
-        let certificate = Certificate {
-            id: self.working.next_id(),
-            workspace_id: new.workspace_id.into(),
-            common_name: parsed.common_name.clone(),
-            issuer: parsed.issuer.clone(),
-            subject: parsed.subject.clone(),
-            serial_number: parsed.serial_number.clone(),
-            not_before: parsed.not_before,
-            expires_at: parsed.expires_at,
-            signature_algorithm: parsed.signature_algorithm.clone(),
-            signature_hash: parsed.signature_hash.clone(),
-            key_algorithm: parsed.key_algorithm.clone(),
-            key_size: parsed.key_size,
-            fingerprint_sha256: parsed.fingerprint_sha256.clone(),
-            usage_category: parsed.usage_category.as_str().into(),
-            subject_alt_names: parsed.subject_alt_names.clone(),
-            is_ca: parsed.is_ca,
-            issuance_source: new.issuance_source,
-            auto_renewal: new.auto_renewal,
-            location: new.location.map(str::to_owned),
-            metadata: new.metadata.clone(),
-            ca_id: new.ca_id,
-            machine_identity_id: None,
-            revoked: false,
-            revoked_at: None,
-            revocation_reason: None,
-            certificate_pem: parsed.pem.clone(),
-            chain_pem: new.chain_pem.map(str::to_owned),
-            issuance_template: new.issuance_template.map(str::to_owned),
-            csr_pem: new.csr_pem.map(str::to_owned),
-            renewed_by_id: None,
-            renewal_error: None,
-            has_private_key: new.private_key_sealed.is_some(),
-            created_at: new.created_at,
-            updated_at: new.created_at,
-        };
-        self.working.certificates.push(certificate.clone());
-        Ok(certificate)
-    }
-    async fn find_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>> {
-        Ok(self.working.certificates.iter().find(|c| c.workspace_id == workspace_id && c.id == id).cloned())
-    }
-    async fn find_private_key(&mut self, _: &str, _: i64) -> StoreResult<Option<String>> {
-        not_faked("find_private_key")
-    }
-    async fn update_certificate(
-        &mut self,
-        workspace_id: &str,
-        id: i64,
-        update: &CertificateUpdate<'_>,
-        now: i64,
-    ) -> StoreResult<Option<Certificate>> {
-        let Some(c) = self.working.certificates.iter_mut().find(|c| c.workspace_id == workspace_id && c.id == id)
-        else {
-            return Ok(None);
-        };
-        if let Some(auto_renewal) = update.auto_renewal {
-            c.auto_renewal = auto_renewal;
-        }
-        if let Some(location) = update.location {
-            c.location = location.map(str::to_owned);
-        }
-        if let Some((at, reason)) = update.revoke {
-            c.revoked = true;
-            c.revoked_at = Some(at);
-            c.revocation_reason = Some(reason.to_owned());
-        }
-        c.updated_at = now;
-        Ok(Some(c.clone()))
-    }
-    async fn delete_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool> {
-        let before = self.working.certificates.len();
-        self.working.certificates.retain(|c| !(c.workspace_id == workspace_id && c.id == id));
-        Ok(self.working.certificates.len() < before)
-    }
-    async fn insert_usage(&mut self, record: &UsageRecord) -> StoreResult<UsageRecord> {
-        let record = UsageRecord { id: self.working.next_id(), ..record.clone() };
-        self.working.usage.push(record.clone());
-        Ok(record)
-    }
-    async fn insert_identity(&mut self, _: &MachineIdentity) -> StoreResult<MachineIdentity> {
-        not_faked("insert_identity")
-    }
-    async fn delete_identity(&mut self, _: &str, _: i64) -> StoreResult<bool> {
-        not_faked("delete_identity")
-    }
-    async fn claim_expired(&mut self, _: i64, _: i64) -> StoreResult<Vec<Certificate>> {
-        not_faked("claim_expired")
-    }
-    async fn claim_expiring(&mut self, _: i64, _: i64) -> StoreResult<Vec<Certificate>> {
-        not_faked("claim_expiring")
-    }
-    async fn insert_revocation_request(&mut self, request: &RevocationRequest) -> StoreResult<RevocationRequest> {
-        // As the database's partial unique index: one pending request per certificate.
-        let pending =
-            |r: &&RevocationRequest| r.certificate_id == request.certificate_id && r.status.as_str() == "pending";
-        if self.working.revocation_requests.iter().any(|r| pending(&r)) {
-            return Err(StoreError::Unique("revocation_requests.certificate_id".into()));
-        }
-        let id = self.working.next_id();
-        let row = RevocationRequest { id, ..request.clone() };
-        self.working.revocation_requests.push(row.clone());
-        Ok(row)
-    }
-    async fn find_revocation_request(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<RevocationRequest>> {
-        Ok(self.working.revocation_requests.iter().find(|r| r.workspace_id == workspace_id && r.id == id).cloned())
-    }
-    async fn update_revocation_request(
-        &mut self,
-        request: &RevocationRequest,
-        from: crate::certificates::revocation_requests::RevocationStatus,
-    ) -> StoreResult<Option<RevocationRequest>> {
-        let Some(row) = self
-            .working
-            .revocation_requests
-            .iter_mut()
-            .find(|r| r.workspace_id == request.workspace_id && r.id == request.id && r.status == from)
-        else {
-            return Ok(None);
-        };
-        *row = RevocationRequest { created_at: row.created_at, ..request.clone() };
-        Ok(Some(row.clone()))
-    }
-}
-
-#[async_trait]
 impl AuditReads for MemoryStore {
     /// As the store: every filter member that is set must match; newest first.
     async fn list_audit(
@@ -362,7 +179,7 @@ impl EventReads for MemoryStore {
     }
 }
 
-fn window<T>(items: Vec<T>, page: PageRequest) -> Page<T> {
+pub(crate) fn window<T>(items: Vec<T>, page: PageRequest) -> Page<T> {
     let total = items.len() as i64;
     let items = items.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
     Page { items, total, total_exact: true, request: page }
