@@ -6,8 +6,8 @@
 //! SQLite's connection thread, and under load each costs more than most statements do. So a
 //! job's savepoint is not a statement of its own: the job's first statement opens it, in the
 //! same text for the hot inserts ([`Tx::fetch_opening`]), just before for everything else
-//! ([`Tx::conn`]). A job's savepoint is never released: the next job's nests inside it, and
-//! the commit ends them all.
+//! ([`Tx::conn`]). A successful job's savepoint is not released: the next job's nests inside
+//! it, and the commit ends them all; a failed job's is rolled back to and released.
 
 use futures_util::StreamExt;
 use sqlx::any::{AnyArguments, AnyRow};
