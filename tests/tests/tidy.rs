@@ -280,7 +280,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("discovery", "the port names this area's records"),    // two-way edge, not in issue 22's list
             ("error", "the port names this area's records"),        // two-way edge, not in issue 22's list
             ("events", "the port names this area's records"),
-            ("ids", "the port names this area's records"),
             ("issuance", "the port names this area's records"), // two-way edge, not in issue 22's list
             ("pagination", "the port names this area's records"),
             ("plugins", "the port names this area's records"), // two-way edge, not in issue 22's list

@@ -7,14 +7,12 @@
 //! Every method that reads or changes workspace data takes the workspace id and must
 //! confine itself to it: a row of another workspace is indistinguishable from an absent one.
 
-use crate::ids::{ApiKeyId, UserId, WorkspaceId};
 use std::any::Any;
 
 use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 
 use crate::audit::NewAuditEntry;
-use crate::auth::{ApiKey, Invitation, Member, Role, User, Workspace};
 use crate::cas::{CaFields, CaStats, CertificateAuthority};
 use crate::error::Error;
 use crate::events::NewEvent;
@@ -29,75 +27,12 @@ pub use crate::webhooks::port::{WebhookReads, WebhookWrites};
 
 pub use crate::attestation::port::{AttestationReads, AttestationWrites};
 pub use crate::audit::port::{AuditReads, AuditWrites};
+pub use crate::auth::port::{AuthReads, AuthWrites};
 pub use crate::certificates::port::{CertificateReads, CertificateWrites};
 pub use crate::discovery::port::{DiscoveryReads, DiscoveryWrites};
 pub use crate::events::port::{EventReads, EventWrites};
 
 pub use crate::store_error::{StoreError, StoreResult};
-
-#[async_trait]
-pub trait AuthReads: Send + Sync {
-    async fn count_users(&self) -> StoreResult<i64>;
-    /// The user and their Argon2id password hash.
-    async fn find_user_credentials(&self, email: &str) -> StoreResult<Option<(User, String)>>;
-    async fn find_session_user(&self, token_hash: &str, now: i64) -> StoreResult<Option<User>>;
-    async fn find_membership(&self, workspace_id: &WorkspaceId, user_id: &UserId) -> StoreResult<Option<Role>>;
-    async fn find_workspace(&self, id: &str) -> StoreResult<Option<Workspace>>;
-    async fn find_workspaces_by_name(&self, name: &str) -> StoreResult<Vec<Workspace>>;
-    async fn list_user_workspaces(&self, user_id: &str) -> StoreResult<Vec<Workspace>>;
-    async fn find_api_key_by_hash(&self, key_hash: &str) -> StoreResult<Option<ApiKey>>;
-    async fn list_api_keys(&self, workspace_id: &str) -> StoreResult<Vec<ApiKey>>;
-    /// The workspace's members, newest first.
-    async fn list_members(&self, workspace_id: &WorkspaceId, page: PageRequest) -> StoreResult<Page<Member>>;
-    /// The workspace's invitations that have not expired at `now`, newest first.
-    async fn list_invitations(
-        &self,
-        workspace_id: &WorkspaceId,
-        now: i64,
-        page: PageRequest,
-    ) -> StoreResult<Page<Invitation>>;
-}
-
-#[async_trait]
-pub trait AuthWrites: Send {
-    async fn touch_api_key(&mut self, id: &str, now: i64) -> StoreResult<()>;
-    async fn insert_workspace(&mut self, workspace: &Workspace, created_by: Option<&str>) -> StoreResult<()>;
-    async fn insert_user(&mut self, user: &User, password_hash: &str) -> StoreResult<()>;
-    async fn add_member(
-        &mut self,
-        workspace_id: &WorkspaceId,
-        user_id: &UserId,
-        role: Role,
-        at: i64,
-    ) -> StoreResult<()>;
-    async fn set_current_workspace(&mut self, user_id: &UserId, workspace_id: &WorkspaceId) -> StoreResult<()>;
-    async fn insert_session(&mut self, token_hash: &str, user_id: &str, at: i64, expires_at: i64) -> StoreResult<()>;
-    async fn delete_session(&mut self, token_hash: &str) -> StoreResult<()>;
-    async fn insert_api_key(&mut self, key: &ApiKey, key_hash: &str) -> StoreResult<()>;
-    async fn delete_api_key(&mut self, workspace_id: &WorkspaceId, id: &ApiKeyId) -> StoreResult<bool>;
-    /// Serialises membership changes of one workspace until the transaction ends (the
-    /// last-owner rule reads then writes); false when the workspace does not exist.
-    async fn lock_workspace(&mut self, workspace_id: &WorkspaceId) -> StoreResult<bool>;
-    async fn find_user_by_email(&mut self, email: &str) -> StoreResult<Option<User>>;
-    async fn find_member(&mut self, workspace_id: &WorkspaceId, user_id: &UserId) -> StoreResult<Option<Member>>;
-    async fn count_owners(&mut self, workspace_id: &WorkspaceId) -> StoreResult<i64>;
-    async fn set_member_role(&mut self, workspace_id: &WorkspaceId, user_id: &UserId, role: Role) -> StoreResult<bool>;
-    async fn remove_member(&mut self, workspace_id: &WorkspaceId, user_id: &UserId) -> StoreResult<bool>;
-    /// Deletes the API keys `user_id` created in the workspace and answers their ids.
-    async fn delete_user_api_keys(
-        &mut self,
-        workspace_id: &WorkspaceId,
-        user_id: &UserId,
-    ) -> StoreResult<Vec<ApiKeyId>>;
-    /// Points the user's current workspace away from `workspace_id` (to another of their
-    /// workspaces, or none) when it is the current one.
-    async fn leave_current_workspace(&mut self, user_id: &UserId, workspace_id: &WorkspaceId) -> StoreResult<()>;
-    /// Stores an invitation, replacing the one for the same workspace and e-mail.
-    async fn put_invitation(&mut self, invitation: &Invitation) -> StoreResult<()>;
-    async fn delete_invitation(&mut self, workspace_id: &WorkspaceId, id: &str) -> StoreResult<Option<Invitation>>;
-    /// Removes every invitation for `email` and answers those not expired at `now`.
-    async fn take_invitations(&mut self, email: &str, now: i64) -> StoreResult<Vec<Invitation>>;
-}
 
 #[async_trait]
 pub trait PluginReads: Send + Sync {

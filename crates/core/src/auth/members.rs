@@ -311,6 +311,7 @@ pub async fn redeem_invitations(ctx: &Context, user: &User, request_id: Option<&
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::fake::MembershipRow;
     use crate::auth::{ApiKey, KeyKind, Workspace};
     use crate::testing::{context, MemoryStore};
 
@@ -338,10 +339,10 @@ mod tests {
             t.users.push(user("usr_bob", "bob@example.com", Some("ws_a")));
             t.users.push(user("usr_carol", "carol@example.com", Some("ws_b")));
             t.users.push(user("usr_dave", "dave@example.com", None));
-            t.memberships.push(("ws_a".into(), "usr_alice".into(), Role::Owner, 1));
-            t.memberships.push(("ws_a".into(), "usr_bob".into(), Role::Member, 2));
-            t.memberships.push(("ws_b".into(), "usr_carol".into(), Role::Owner, 3));
-            t.memberships.push(("ws_b".into(), "usr_bob".into(), Role::Viewer, 4));
+            t.memberships.push(MembershipRow::manual("ws_a", "usr_alice", Role::Owner, 1));
+            t.memberships.push(MembershipRow::manual("ws_a", "usr_bob", Role::Member, 2));
+            t.memberships.push(MembershipRow::manual("ws_b", "usr_carol", Role::Owner, 3));
+            t.memberships.push(MembershipRow::manual("ws_b", "usr_bob", Role::Viewer, 4));
             t.api_keys.push(ApiKey {
                 id: "key_bob".into(),
                 workspace_id: "ws_a".into(),
@@ -403,7 +404,10 @@ mod tests {
         remove(&ctx, &alice, &"usr_bob".into()).await.unwrap_or_else(|e| panic!("{e}"));
         let tables = store.snapshot();
         assert!(tables.api_keys.is_empty(), "bob's key in ws_a is deleted");
-        assert!(!tables.memberships.iter().any(|(w, u, ..)| w.as_str() == "ws_a" && u.as_str() == "usr_bob"));
+        assert!(!tables
+            .memberships
+            .iter()
+            .any(|m| m.workspace_id.as_str() == "ws_a" && m.user_id.as_str() == "usr_bob"));
         let bob = tables.users.iter().find(|u| u.id.as_str() == "usr_bob").cloned();
         assert_eq!(bob.and_then(|b| b.current_workspace_id).map(|w| w.to_string()).as_deref(), Some("ws_b"));
         let audited: Vec<String> = actions(&store).into_iter().map(|(_, a)| a).collect();

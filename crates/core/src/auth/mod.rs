@@ -3,11 +3,16 @@
 //! Every request resolves to a [`Caller`]: who acts, in which workspace, with which
 //! scopes. Domain services take the caller and scope every query to its workspace.
 
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod members;
 pub mod oidc;
+pub mod port;
 mod rate_limit;
 pub mod scope;
 mod service;
+#[cfg(test)]
+mod use_case_tests;
 
 pub use self::members::{redeem_invitations, Invitation, Member};
 pub use self::rate_limit::LoginLimiter;

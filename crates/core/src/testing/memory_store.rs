@@ -1,7 +1,7 @@
 //! `MemoryStore`: the storage ports over a few vectors, on the fakes' kernel (`super::kernel`:
 //! a transaction works on a copy of the tables and swaps it in on commit).
 
-use crate::ids::{ApiKeyId, UserId, WorkspaceId};
+use crate::ids::{ApiKeyId, UserId};
 use std::any::Any;
 
 use async_trait::async_trait;
@@ -13,7 +13,9 @@ use crate::attestation::policies::Policy as AttestationPolicy;
 use crate::attestation::provision::AttestationRecord;
 use crate::attestation::trust::TrustRoot;
 use crate::audit::{AuditEntry, AuditFilter};
-use crate::auth::{ApiKey, Invitation, Member, Role, User, Workspace};
+use crate::auth::fake::{MembershipRow, SessionRow, UserIdentityRow};
+use crate::auth::oidc::port::LoginAttempt;
+use crate::auth::{ApiKey, Invitation, User, Workspace};
 use crate::cas::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus};
 use crate::certificates::revocation_requests::RevocationRequest;
 use crate::certificates::{Certificate, MachineIdentity, UsageRecord};
@@ -78,13 +80,19 @@ pub struct Tables {
     pub nonces: Vec<Nonce>,
     pub enrollments: Vec<PendingEnrollment>,
     pub attestation_records: Vec<AttestationRecord>,
-    /// Tenancy: users, workspaces, memberships (workspace, user, role, joined at), invitations,
-    /// API keys.
+    /// Tenancy and sign-in (their ports are faked in `auth::fake`): users and their password
+    /// hashes, workspaces, memberships, invitations, API keys and their digests, sessions,
+    /// OIDC sign-ins in flight and the identities users signed in as.
     pub users: Vec<User>,
+    pub password_hashes: std::collections::HashMap<UserId, String>,
     pub workspaces: Vec<Workspace>,
-    pub memberships: Vec<(WorkspaceId, UserId, Role, i64)>,
+    pub memberships: Vec<MembershipRow>,
     pub invitations: Vec<Invitation>,
     pub api_keys: Vec<ApiKey>,
+    pub api_key_hashes: std::collections::HashMap<ApiKeyId, String>,
+    pub sessions: Vec<SessionRow>,
+    pub login_attempts: Vec<LoginAttempt>,
+    pub user_identities: Vec<UserIdentityRow>,
     next_id: i64,
 }
 
@@ -183,247 +191,6 @@ pub(crate) fn window<T>(items: Vec<T>, page: PageRequest) -> Page<T> {
     let total = items.len() as i64;
     let items = items.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
     Page { items, total, total_exact: true, request: page }
-}
-
-fn member_of(tables: &Tables, workspace_id: &WorkspaceId, user_id: &UserId) -> Option<Member> {
-    let (_, _, role, joined_at) = tables.memberships.iter().find(|(w, u, ..)| w == workspace_id && u == user_id)?;
-    let user = tables.users.iter().find(|u| &u.id == user_id)?;
-    Some(Member {
-        user_id: user.id.clone(),
-        email: user.email.clone(),
-        first_name: user.first_name.clone(),
-        role: *role,
-        joined_at: *joined_at,
-    })
-}
-
-#[async_trait]
-impl AuthReads for MemoryStore {
-    async fn count_users(&self) -> StoreResult<i64> {
-        Ok(self.snapshot().users.len() as i64)
-    }
-    async fn find_user_credentials(&self, email: &str) -> StoreResult<Option<(User, String)>> {
-        Ok(self.snapshot().users.into_iter().find(|u| u.email == email).map(|u| (u, String::new())))
-    }
-    async fn find_session_user(&self, _: &str, _: i64) -> StoreResult<Option<User>> {
-        not_faked("find_session_user")
-    }
-    async fn find_membership(&self, workspace_id: &WorkspaceId, user_id: &UserId) -> StoreResult<Option<Role>> {
-        let tables = self.snapshot();
-        Ok(tables.memberships.iter().find(|(w, u, ..)| w == workspace_id && u == user_id).map(|(_, _, r, _)| *r))
-    }
-    async fn find_workspace(&self, id: &str) -> StoreResult<Option<Workspace>> {
-        Ok(self.snapshot().workspaces.into_iter().find(|w| w.id.as_str() == id))
-    }
-    async fn find_workspaces_by_name(&self, name: &str) -> StoreResult<Vec<Workspace>> {
-        Ok(self.snapshot().workspaces.into_iter().filter(|w| w.name == name).collect())
-    }
-    async fn list_user_workspaces(&self, _: &str) -> StoreResult<Vec<Workspace>> {
-        not_faked("list_user_workspaces")
-    }
-    async fn find_api_key_by_hash(&self, _: &str) -> StoreResult<Option<ApiKey>> {
-        not_faked("find_api_key_by_hash")
-    }
-    async fn list_api_keys(&self, workspace_id: &str) -> StoreResult<Vec<ApiKey>> {
-        Ok(self.snapshot().api_keys.into_iter().filter(|k| k.workspace_id.as_str() == workspace_id).collect())
-    }
-    async fn list_members(&self, workspace_id: &WorkspaceId, page: PageRequest) -> StoreResult<Page<Member>> {
-        let tables = self.snapshot();
-        let mut members: Vec<Member> = tables
-            .memberships
-            .iter()
-            .filter(|(w, ..)| w == workspace_id)
-            .filter_map(|(w, u, ..)| member_of(&tables, w, u))
-            .collect();
-        members.sort_by(|a, b| b.joined_at.cmp(&a.joined_at).then(a.user_id.as_str().cmp(b.user_id.as_str())));
-        Ok(window(members, page))
-    }
-    async fn list_invitations(
-        &self,
-        workspace_id: &WorkspaceId,
-        now: i64,
-        page: PageRequest,
-    ) -> StoreResult<Page<Invitation>> {
-        let mut invitations: Vec<Invitation> = self
-            .snapshot()
-            .invitations
-            .into_iter()
-            .filter(|i| &i.workspace_id == workspace_id && i.expires_at > now)
-            .collect();
-        invitations.sort_by_key(|i| std::cmp::Reverse(i.created_at));
-        Ok(window(invitations, page))
-    }
-}
-
-#[async_trait]
-impl crate::auth::oidc::port::OidcReads for MemoryStore {
-    async fn find_login_attempt(&self, _: &str) -> StoreResult<Option<crate::auth::oidc::port::LoginAttempt>> {
-        not_faked("find_login_attempt")
-    }
-    async fn find_identity_user(&self, _: &str, _: &str) -> StoreResult<Option<User>> {
-        not_faked("find_identity_user")
-    }
-    async fn has_identity(&self, _: &UserId, _: &str) -> StoreResult<bool> {
-        not_faked("has_identity")
-    }
-    async fn list_memberships(&self, _: &UserId) -> StoreResult<Vec<crate::auth::oidc::port::Membership>> {
-        not_faked("list_memberships")
-    }
-}
-
-#[async_trait]
-impl crate::auth::oidc::port::OidcWrites for MemoryTx {
-    async fn insert_login_attempt(&mut self, _: &crate::auth::oidc::port::LoginAttempt, _: i64) -> StoreResult<()> {
-        not_faked("insert_login_attempt")
-    }
-    async fn consume_login_attempt(&mut self, _: &str, _: &str) -> StoreResult<bool> {
-        not_faked("consume_login_attempt")
-    }
-    async fn insert_user_identity(&mut self, _: &str, _: &str, _: &UserId, _: i64) -> StoreResult<()> {
-        not_faked("insert_user_identity")
-    }
-    async fn touch_user_identity(&mut self, _: &str, _: &str, _: i64) -> StoreResult<()> {
-        not_faked("touch_user_identity")
-    }
-    async fn set_first_name(&mut self, _: &UserId, _: &str, _: i64) -> StoreResult<()> {
-        not_faked("set_first_name")
-    }
-    async fn add_sourced_member(
-        &mut self,
-        _: &WorkspaceId,
-        _: &UserId,
-        _: Role,
-        _: crate::auth::oidc::port::MembershipSource,
-        _: i64,
-    ) -> StoreResult<()> {
-        not_faked("add_sourced_member")
-    }
-    async fn set_oidc_member_role(&mut self, _: &WorkspaceId, _: &UserId, _: Role) -> StoreResult<bool> {
-        not_faked("set_oidc_member_role")
-    }
-    async fn remove_oidc_member(&mut self, _: &WorkspaceId, _: &UserId) -> StoreResult<bool> {
-        not_faked("remove_oidc_member")
-    }
-    async fn set_current_workspace_opt(&mut self, _: &UserId, _: Option<&WorkspaceId>) -> StoreResult<()> {
-        not_faked("set_current_workspace_opt")
-    }
-}
-
-#[async_trait]
-impl AuthWrites for MemoryTx {
-    async fn touch_api_key(&mut self, _: &str, _: i64) -> StoreResult<()> {
-        not_faked("touch_api_key")
-    }
-    async fn insert_workspace(&mut self, workspace: &Workspace, _: Option<&str>) -> StoreResult<()> {
-        self.working.workspaces.push(workspace.clone());
-        Ok(())
-    }
-    async fn insert_user(&mut self, user: &User, _: &str) -> StoreResult<()> {
-        if self.working.users.iter().any(|u| u.email == user.email) {
-            return Err(StoreError::Unique("users.email".into()));
-        }
-        self.working.users.push(user.clone());
-        Ok(())
-    }
-    async fn add_member(
-        &mut self,
-        workspace_id: &WorkspaceId,
-        user_id: &UserId,
-        role: Role,
-        at: i64,
-    ) -> StoreResult<()> {
-        if self.working.memberships.iter().any(|(w, u, ..)| w == workspace_id && u == user_id) {
-            return Err(StoreError::Unique("workspace_members".into()));
-        }
-        self.working.memberships.push((workspace_id.clone(), user_id.clone(), role, at));
-        Ok(())
-    }
-    async fn set_current_workspace(&mut self, user_id: &UserId, workspace_id: &WorkspaceId) -> StoreResult<()> {
-        for user in self.working.users.iter_mut().filter(|u| &u.id == user_id) {
-            user.current_workspace_id = Some(workspace_id.clone());
-        }
-        Ok(())
-    }
-    async fn insert_session(&mut self, _: &str, _: &str, _: i64, _: i64) -> StoreResult<()> {
-        not_faked("insert_session")
-    }
-    async fn delete_session(&mut self, _: &str) -> StoreResult<()> {
-        not_faked("delete_session")
-    }
-    async fn insert_api_key(&mut self, key: &ApiKey, _: &str) -> StoreResult<()> {
-        self.working.api_keys.push(key.clone());
-        Ok(())
-    }
-    async fn delete_api_key(&mut self, workspace_id: &WorkspaceId, id: &ApiKeyId) -> StoreResult<bool> {
-        let before = self.working.api_keys.len();
-        self.working.api_keys.retain(|k| !(&k.workspace_id == workspace_id && &k.id == id));
-        Ok(self.working.api_keys.len() < before)
-    }
-    async fn lock_workspace(&mut self, workspace_id: &WorkspaceId) -> StoreResult<bool> {
-        Ok(self.working.workspaces.iter().any(|w| &w.id == workspace_id))
-    }
-    async fn find_user_by_email(&mut self, email: &str) -> StoreResult<Option<User>> {
-        Ok(self.working.users.iter().find(|u| u.email == email).cloned())
-    }
-    async fn find_member(&mut self, workspace_id: &WorkspaceId, user_id: &UserId) -> StoreResult<Option<Member>> {
-        Ok(member_of(&self.working, workspace_id, user_id))
-    }
-    async fn count_owners(&mut self, workspace_id: &WorkspaceId) -> StoreResult<i64> {
-        Ok(self.working.memberships.iter().filter(|(w, _, r, _)| w == workspace_id && *r == Role::Owner).count() as i64)
-    }
-    async fn set_member_role(&mut self, workspace_id: &WorkspaceId, user_id: &UserId, role: Role) -> StoreResult<bool> {
-        let mut changed = false;
-        for membership in self.working.memberships.iter_mut().filter(|(w, u, ..)| w == workspace_id && u == user_id) {
-            membership.2 = role;
-            changed = true;
-        }
-        Ok(changed)
-    }
-    async fn remove_member(&mut self, workspace_id: &WorkspaceId, user_id: &UserId) -> StoreResult<bool> {
-        let before = self.working.memberships.len();
-        self.working.memberships.retain(|(w, u, ..)| !(w == workspace_id && u == user_id));
-        Ok(self.working.memberships.len() < before)
-    }
-    async fn delete_user_api_keys(
-        &mut self,
-        workspace_id: &WorkspaceId,
-        user_id: &UserId,
-    ) -> StoreResult<Vec<ApiKeyId>> {
-        let made = |k: &ApiKey| &k.workspace_id == workspace_id && k.created_by.as_deref() == Some(user_id.as_str());
-        let ids = self.working.api_keys.iter().filter(|k| made(k)).map(|k| k.id.clone()).collect();
-        self.working.api_keys.retain(|k| !made(k));
-        Ok(ids)
-    }
-    async fn leave_current_workspace(&mut self, user_id: &UserId, workspace_id: &WorkspaceId) -> StoreResult<()> {
-        let other = self
-            .working
-            .memberships
-            .iter()
-            .find(|(w, u, ..)| u == user_id && w != workspace_id)
-            .map(|(w, ..)| w.clone());
-        for user in self.working.users.iter_mut().filter(|u| &u.id == user_id) {
-            if user.current_workspace_id.as_ref() == Some(workspace_id) {
-                user.current_workspace_id = other.clone();
-            }
-        }
-        Ok(())
-    }
-    async fn put_invitation(&mut self, invitation: &Invitation) -> StoreResult<()> {
-        self.working
-            .invitations
-            .retain(|i| !(i.workspace_id == invitation.workspace_id && i.email == invitation.email));
-        self.working.invitations.push(invitation.clone());
-        Ok(())
-    }
-    async fn delete_invitation(&mut self, workspace_id: &WorkspaceId, id: &str) -> StoreResult<Option<Invitation>> {
-        let found = self.working.invitations.iter().position(|i| &i.workspace_id == workspace_id && i.id == id);
-        Ok(found.map(|at| self.working.invitations.remove(at)))
-    }
-    async fn take_invitations(&mut self, email: &str, now: i64) -> StoreResult<Vec<Invitation>> {
-        let (taken, kept) = std::mem::take(&mut self.working.invitations).into_iter().partition(|i| i.email == email);
-        self.working.invitations = kept;
-        Ok(taken.into_iter().filter(|i: &Invitation| i.expires_at > now).collect())
-    }
 }
 
 #[async_trait]

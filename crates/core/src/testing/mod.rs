@@ -2,7 +2,7 @@
 //! They implement what the tests here exercise; anything else panics with a clear message,
 //! which is how a test finds out it needs more of the fake. Areas with their own port fake it
 //! whole next to it, over these tables (`certificates::fake`, `discovery::fake`,
-//! `attestation::fake`) or tables of
+//! `attestation::fake`, `auth::fake`) or tables of
 //! their own (`webhooks::fake`), on the one kernel of transactions, ids, audit rows and events
 //! (`kernel`).
 
