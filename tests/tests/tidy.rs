@@ -114,6 +114,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("validation", "the shared free-text checks"),
             ("pki", "an internal CA is created and served through the PKI port"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     (
@@ -249,6 +250,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("clock", "time and randomness from the context"),
             ("crypto", "sealing and digests under the master key"),
             ("error", "the domain error"),
+            ("pagination", "paged lists of the ledger"),
             ("ports", "its storage port and records"),
             ("store_error", "storage failures: StoreError, StoreResult"),
         ],
@@ -267,6 +269,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("ports", "its storage port and records"), // two-way edge, not in issue 22's list
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("validation", "the trust store's key names are free text"),
+            ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
     (
@@ -281,7 +284,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("error", "the port names this area's records"),        // two-way edge, not in issue 22's list
             ("events", "the port names this area's records"),
             ("issuance", "the port names this area's records"), // two-way edge, not in issue 22's list
-            ("pagination", "the port names this area's records"),
             ("plugins", "the port names this area's records"), // two-way edge, not in issue 22's list
             ("webhooks", "the port names this area's records"),
             ("pki", "the port names the ledger and CA key records"),

@@ -1,4 +1,4 @@
-//! Certificate authorities, internal CA key material and the internal CAs' issuance ledger.
+//! Certificate authority records (an internal CA's keys and ledger are in `pki.rs`).
 
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
@@ -6,30 +6,12 @@ use sqlx::Row;
 
 use trellis_core::cas::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus};
 use trellis_core::pagination::{Page, PageRequest};
-use trellis_core::pki::{CrlState, IssuedRecord, StoredAuthority, StoredCrl};
 use trellis_core::ports::{CaReads, CaWrites};
 
 use crate::{json_column, DbResult, Store, StoreError, StoreResult, Tx};
 
 const CA_COLUMNS: &str = "id, workspace_id, name, ca_type, description, url, status, health_status, issuer_patterns, \
     config, last_sync, created_at, updated_at";
-
-/// The insert of a ledger row (without its `VALUES`) and its number of parameters.
-pub(crate) const INSERT_ISSUED: (&str, usize) =
-    ("INSERT INTO internal_issued (ca_id, workspace_id, serial_number, certificate_pem, not_after, issued_at)", 6);
-
-pub(crate) fn bind_issued<'q>(query: crate::AnyQuery<'q>, record: &'q IssuedRecord) -> crate::AnyQuery<'q> {
-    query
-        .bind(record.ca_id)
-        .bind(record.workspace_id.as_str())
-        .bind(record.serial_number.as_str())
-        .bind(record.certificate_pem.as_str())
-        .bind(record.not_after)
-        .bind(record.issued_at)
-}
-
-const ISSUED_COLUMNS: &str =
-    "id, ca_id, workspace_id, serial_number, certificate_pem, not_after, issued_at, revoked_at, revocation_reason";
 
 fn ca_from_row(row: &AnyRow) -> StoreResult<CertificateAuthority> {
     let status: String = row.try_get("status").db()?;
@@ -51,32 +33,6 @@ fn ca_from_row(row: &AnyRow) -> StoreResult<CertificateAuthority> {
         last_sync: row.try_get("last_sync").db()?,
         created_at: row.try_get("created_at").db()?,
         updated_at: row.try_get("updated_at").db()?,
-    })
-}
-
-fn authority_from_row(row: &AnyRow) -> StoreResult<StoredAuthority> {
-    Ok(StoredAuthority {
-        ca_id: row.try_get("ca_id").db()?,
-        workspace_id: row.try_get("workspace_id").db()?,
-        certificate_pem: row.try_get("certificate_pem").db()?,
-        key_sealed: row.try_get("key_sealed").db()?,
-        key_algorithm: row.try_get("key_algorithm").db()?,
-        parent_ca_id: row.try_get("parent_ca_id").db()?,
-        created_at: row.try_get("created_at").db()?,
-    })
-}
-
-fn issued_from_row(row: &AnyRow) -> StoreResult<IssuedRecord> {
-    Ok(IssuedRecord {
-        id: row.try_get("id").db()?,
-        ca_id: row.try_get("ca_id").db()?,
-        workspace_id: row.try_get("workspace_id").db()?,
-        serial_number: row.try_get("serial_number").db()?,
-        certificate_pem: row.try_get("certificate_pem").db()?,
-        not_after: row.try_get("not_after").db()?,
-        issued_at: row.try_get("issued_at").db()?,
-        revoked_at: row.try_get("revoked_at").db()?,
-        revocation_reason: row.try_get("revocation_reason").db()?,
     })
 }
 
@@ -122,94 +78,6 @@ impl CaReads for Store {
             healthy: row.try_get(3).db()?,
             certificates_issued: issued,
         })
-    }
-
-    async fn find_authority(&self, ca_id: i64) -> StoreResult<Option<StoredAuthority>> {
-        let row = sqlx::query(
-            "SELECT ca_id, workspace_id, certificate_pem, key_sealed, key_algorithm, parent_ca_id, created_at \
-             FROM internal_authorities WHERE ca_id = $1",
-        )
-        .bind(ca_id)
-        .fetch_optional(&mut *self.reader().await?)
-        .await
-        .db()?;
-        row.as_ref().map(authority_from_row).transpose()
-    }
-
-    async fn find_issued(&self, ca_id: i64, serial_number: &str) -> StoreResult<Option<IssuedRecord>> {
-        let sql = format!("SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE ca_id = $1 AND serial_number = $2");
-        let row =
-            sqlx::query(&sql).bind(ca_id).bind(serial_number).fetch_optional(&mut *self.reader().await?).await.db()?;
-        row.as_ref().map(issued_from_row).transpose()
-    }
-
-    async fn list_issued(&self, ca_id: i64, after: i64, limit: i64) -> StoreResult<Vec<IssuedRecord>> {
-        let sql =
-            format!("SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE ca_id = $1 AND id > $2 ORDER BY id LIMIT $3");
-        let rows =
-            sqlx::query(&sql).bind(ca_id).bind(after).bind(limit).fetch_all(&mut *self.reader().await?).await.db()?;
-        rows.iter().map(issued_from_row).collect()
-    }
-
-    async fn list_revoked(&self, ca_id: i64, now_secs: i64) -> StoreResult<Vec<IssuedRecord>> {
-        let sql = format!(
-            "SELECT {ISSUED_COLUMNS} FROM internal_issued \
-             WHERE ca_id = $1 AND revoked_at IS NOT NULL AND not_after > $2 ORDER BY id"
-        );
-        let rows = sqlx::query(&sql).bind(ca_id).bind(now_secs).fetch_all(&mut *self.reader().await?).await.db()?;
-        rows.iter().map(issued_from_row).collect()
-    }
-
-    async fn list_workspace_revoked(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<IssuedRecord>> {
-        let revoked = Some("revoked_at IS NOT NULL");
-        self.workspace_page(ISSUED_COLUMNS, "internal_issued", workspace_id, None, revoked, page, issued_from_row).await
-    }
-
-    async fn find_issued_by_serial(&self, workspace_id: &str, serial_number: &str) -> StoreResult<Vec<IssuedRecord>> {
-        let sql = format!(
-            "SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE workspace_id = $1 AND serial_number = $2 ORDER BY id"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(workspace_id)
-            .bind(serial_number)
-            .fetch_all(&mut *self.reader().await?)
-            .await
-            .db()?;
-        rows.iter().map(issued_from_row).collect()
-    }
-
-    async fn crl_state(&self, ca_id: i64, with_der: bool) -> StoreResult<CrlState> {
-        // The bytes are read only when the caller has no copy of this CRL: the usual read is
-        // a few integers.
-        let der_column = if with_der { "crl_der" } else { "NULL" };
-        let sql = format!(
-            "SELECT revocations, crl_revision, crl_number, this_update, next_update, {der_column} AS crl_der \
-             FROM internal_crls WHERE ca_id = $1"
-        );
-        let Some(row) = sqlx::query(&sql).bind(ca_id).fetch_optional(&mut *self.reader().await?).await.db()? else {
-            return Ok(CrlState::default());
-        };
-        let revocations: i64 = row.try_get("revocations").db()?;
-        let number: Option<i64> = row.try_get("crl_number").db()?;
-        let cached = match number {
-            None => None,
-            Some(number) => {
-                let text: Option<String> = row.try_get("crl_der").db()?;
-                let der = match text {
-                    Some(text) => base64::Engine::decode(&base64::engine::general_purpose::STANDARD, text)
-                        .map_err(|_| StoreError::Corrupt(format!("cached CRL of CA {ca_id}")))?,
-                    None => Vec::new(),
-                };
-                Some(StoredCrl {
-                    revision: row.try_get::<Option<i64>, _>("crl_revision").db()?.unwrap_or(-1),
-                    number,
-                    this_update: row.try_get::<Option<i64>, _>("this_update").db()?.unwrap_or(0),
-                    next_update: row.try_get::<Option<i64>, _>("next_update").db()?.unwrap_or(0),
-                    der,
-                })
-            }
-        };
-        Ok(CrlState { revocations, cached })
     }
 }
 
@@ -342,88 +210,5 @@ impl CaWrites for Tx {
             .await
             .db()?;
         Ok(deleted.rows_affected() > 0)
-    }
-
-    async fn insert_authority(&mut self, authority: &StoredAuthority) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO internal_authorities (ca_id, workspace_id, certificate_pem, key_sealed, key_algorithm, \
-                parent_ca_id, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(authority.ca_id)
-        .bind(authority.workspace_id.as_str())
-        .bind(authority.certificate_pem.as_str())
-        .bind(authority.key_sealed.as_str())
-        .bind(authority.key_algorithm.as_deref())
-        .bind(authority.parent_ca_id)
-        .bind(authority.created_at)
-        .execute(self.conn().await?)
-        .await
-        .db()?;
-        Ok(())
-    }
-
-    async fn insert_issued(&mut self, record: &IssuedRecord) -> StoreResult<()> {
-        let sql = crate::insert_sql(INSERT_ISSUED, 1);
-        bind_issued(sqlx::query(&sql), record).execute(self.conn().await?).await.db()?;
-        Ok(())
-    }
-
-    async fn revoke_issued(
-        &mut self,
-        ca_id: i64,
-        serial_number: &str,
-        at_secs: i64,
-        reason: &str,
-    ) -> StoreResult<bool> {
-        let changed = sqlx::query(
-            "UPDATE internal_issued SET revoked_at = $3, revocation_reason = $4 \
-             WHERE ca_id = $1 AND serial_number = $2 AND revoked_at IS NULL",
-        )
-        .bind(ca_id)
-        .bind(serial_number)
-        .bind(at_secs)
-        .bind(reason)
-        .execute(self.conn().await?)
-        .await
-        .db()?;
-        if changed.rows_affected() > 0 {
-            sqlx::query(
-                "INSERT INTO internal_crls (ca_id, revocations) VALUES ($1, 1) \
-                 ON CONFLICT (ca_id) DO UPDATE SET revocations = internal_crls.revocations + 1",
-            )
-            .bind(ca_id)
-            .execute(self.conn().await?)
-            .await
-            .db()?;
-        }
-        let exists: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM internal_issued WHERE ca_id = $1 AND serial_number = $2")
-                .bind(ca_id)
-                .bind(serial_number)
-                .fetch_one(self.conn().await?)
-                .await
-                .db()?;
-        Ok(exists > 0)
-    }
-    async fn store_crl(&mut self, ca_id: i64, crl: &StoredCrl) -> StoreResult<bool> {
-        let der = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &crl.der);
-        let stored = sqlx::query(
-            "INSERT INTO internal_crls (ca_id, revocations, crl_revision, crl_number, crl_der, this_update, next_update) \
-             VALUES ($1, 0, $2, $3, $4, $5, $6) \
-             ON CONFLICT (ca_id) DO UPDATE SET crl_revision = excluded.crl_revision, \
-                crl_number = excluded.crl_number, crl_der = excluded.crl_der, \
-                this_update = excluded.this_update, next_update = excluded.next_update \
-             WHERE internal_crls.crl_number IS NULL OR internal_crls.crl_number < excluded.crl_number",
-        )
-        .bind(ca_id)
-        .bind(crl.revision)
-        .bind(crl.number)
-        .bind(der)
-        .bind(crl.this_update)
-        .bind(crl.next_update)
-        .execute(self.conn().await?)
-        .await
-        .db()?;
-        Ok(stored.rows_affected() > 0)
     }
 }

@@ -19,6 +19,7 @@ mod domain_claims;
 mod issuance;
 mod oidc;
 mod outbox;
+mod pki;
 mod plugins;
 #[cfg(test)]
 mod probes;
@@ -413,7 +414,7 @@ impl ports::Tx for Tx {
     /// binding `$n` across them): one round trip to the connection's thread instead of one per
     /// row. PostgreSQL prepares one statement per text: one insert each.
     async fn insert_rows(&mut self, rows: &[ports::NewRow<'_>]) -> StoreResult<()> {
-        use ports::{AuditWrites, CaWrites, EventWrites, NewRow};
+        use ports::{AuditWrites, EventWrites, NewRow, PkiWrites};
         if self.dialect != Dialect::Sqlite || rows.len() < 2 {
             for row in rows {
                 match row {
@@ -428,7 +429,7 @@ impl ports::Tx for Tx {
         let mut first = 1;
         for row in rows {
             let insert = match row {
-                NewRow::Issued(_) => cas::INSERT_ISSUED,
+                NewRow::Issued(_) => pki::INSERT_ISSUED,
                 NewRow::Audit(_) => audit::INSERT_AUDIT,
                 NewRow::Event(_) => outbox::INSERT_EVENT,
             };
@@ -440,7 +441,7 @@ impl ports::Tx for Tx {
         let mut query = sqlx::query(&sql);
         for row in rows {
             query = match row {
-                NewRow::Issued(record) => cas::bind_issued(query, record),
+                NewRow::Issued(record) => pki::bind_issued(query, record),
                 NewRow::Audit(entry) => audit::bind_audit(query, entry),
                 NewRow::Event(event) => outbox::bind_event(query, event),
             };

@@ -4,7 +4,12 @@
 //! A CA's `type` is served by the connector plugin the workspace binds to it (or the only one
 //! installed that serves it); every operation on a CA is a call into that plugin.
 
+#[cfg(test)]
+mod fake;
+pub mod port;
 pub mod service;
+#[cfg(test)]
+mod use_case_tests;
 
 use serde_json::Value;
 

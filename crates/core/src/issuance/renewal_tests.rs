@@ -8,7 +8,7 @@ use serde_json::json;
 use super::renewal::{self, ARI_RETRY_DEFAULT_MS, ARI_RETRY_MAX_MS, ARI_RETRY_MIN_MS, WINDOW_MS};
 use crate::audit::Audit;
 use crate::cas::CertificateAuthority;
-use crate::certificates::{Certificate, IssuanceSource};
+use crate::certificates::Certificate;
 use crate::plugins::*;
 use crate::testing::{context_with, MemoryStore, NoPlugins};
 use crate::Context;
@@ -42,40 +42,16 @@ fn ca(id: i64, ca_type: &str) -> CertificateAuthority {
 /// An auto-renewing certificate of `ca_id` (its serial names the window the script answers).
 fn certificate(id: i64, ca_id: i64, serial: &str, expires_in_days: i64) -> Certificate {
     Certificate {
-        id,
-        workspace_id: WORKSPACE.into(),
         common_name: format!("{serial}.example.com"),
         issuer: "CN=CA".into(),
         subject: format!("CN={serial}.example.com"),
         serial_number: serial.into(),
         not_before: NOW_MS - 10 * DAY_MS,
         expires_at: NOW_MS + expires_in_days * DAY_MS,
-        signature_algorithm: "ecdsa-with-SHA256".into(),
-        signature_hash: None,
-        key_algorithm: "ECDSA".into(),
-        key_size: Some(256),
-        fingerprint_sha256: format!("{id:064}"),
-        usage_category: "server".into(),
-        subject_alt_names: vec![],
-        is_ca: false,
-        issuance_source: IssuanceSource::Internal,
         auto_renewal: true,
-        location: None,
-        metadata: json!({}),
-        ca_id: Some(ca_id),
-        machine_identity_id: None,
-        revoked: false,
-        revoked_at: None,
-        revocation_reason: None,
-        certificate_pem: String::new(),
-        chain_pem: None,
-        issuance_template: None,
-        csr_pem: None,
-        renewed_by_id: None,
-        renewal_error: None,
-        has_private_key: false,
         created_at: NOW_MS - 10 * DAY_MS,
         updated_at: NOW_MS - 10 * DAY_MS,
+        ..crate::testing::certificate_row(WORKSPACE, id, Some(ca_id))
     }
 }
 

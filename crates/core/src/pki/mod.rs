@@ -12,12 +12,17 @@
 //!   and the grant that limits what a call may do ([`PkiGrant`], [`SignPermit`]).
 //! - [`ledger`]: the ledger row of a certificate signed for an issuance, written in the
 //!   issuance's own transaction, and the backlog that keeps a row nobody wrote.
-//! - [`records`]: the PKI's rows as the store keeps them.
+//! - [`records`]: the PKI's rows as the store keeps them; [`port`]: how it reads and writes them.
 //! - [`PkiPort`]: what the HTTP layer, the CA registry and the jobs use of the PKI (`Context`
 //!   holds this port, not the service).
 
+#[cfg(test)]
+mod crl_tests;
+#[cfg(test)]
+mod fake;
 pub mod host;
 pub mod ledger;
+pub mod port;
 mod records;
 pub mod service;
 

@@ -8,14 +8,19 @@
 pub mod binding;
 pub mod challenges;
 mod error;
+#[cfg(test)]
+pub(crate) mod fake;
 mod host;
 mod keystore;
 mod policy;
+pub mod port;
 pub mod record_config;
 pub mod service;
 pub mod signatures;
 mod state;
 mod stored;
+#[cfg(test)]
+mod trust_store_tests;
 mod types;
 mod verifier;
 

@@ -16,7 +16,7 @@ use crate::audit::{AuditEntry, AuditFilter};
 use crate::auth::fake::{MembershipRow, SessionRow, UserIdentityRow};
 use crate::auth::oidc::port::LoginAttempt;
 use crate::auth::{ApiKey, Invitation, User, Workspace};
-use crate::cas::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus};
+use crate::cas::CertificateAuthority;
 use crate::certificates::revocation_requests::RevocationRequest;
 use crate::certificates::{Certificate, MachineIdentity, UsageRecord};
 use crate::discovery::Scan;
@@ -27,7 +27,9 @@ use crate::issuance::requests::CertificateRequest;
 use crate::issuance::templates::StoredTemplate;
 use crate::pagination::{Page, PageRequest};
 use crate::pki::{IssuedRecord, StoredAuthority};
-use crate::plugins::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
+use crate::plugins::fake::PluginVersionRow;
+use crate::plugins::signatures::SigningKey;
+use crate::plugins::{StoredBinding, StoredPlugin};
 use crate::ports::*;
 use crate::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, NewDelivery};
 use crate::webhooks::worker::Subscriber;
@@ -46,8 +48,12 @@ pub struct Tables {
     pub issued: Vec<IssuedRecord>,
     /// Transactions committed (each `write` job commits once here).
     pub commits: usize,
-    /// CAs (read by id; tests put them here).
+    /// CAs (their port is faked in `cas::fake`), and when each was last claimed for a health
+    /// check.
     pub cas: Vec<CertificateAuthority>,
+    pub ca_health_checked_at: std::collections::HashMap<i64, i64>,
+    /// Internal CAs' revocation markers and cached CRLs (the PKI's port is faked in `pki::fake`).
+    pub crls: std::collections::HashMap<i64, crate::pki::CrlState>,
     /// Certificate requests, and who holds each one's poll lease.
     pub requests: Vec<CertificateRequest>,
     pub request_leases: std::collections::HashMap<i64, String>,
@@ -93,6 +99,13 @@ pub struct Tables {
     pub sessions: Vec<SessionRow>,
     pub login_attempts: Vec<LoginAttempt>,
     pub user_identities: Vec<UserIdentityRow>,
+    /// The plugin registry (its port is faked in `plugins::fake`): component bytes by digest,
+    /// versions, plugins, workspace bindings and the trust store of publisher keys.
+    pub plugin_components: std::collections::HashMap<String, Vec<u8>>,
+    pub plugin_versions: Vec<PluginVersionRow>,
+    pub plugins: Vec<StoredPlugin>,
+    pub plugin_bindings: Vec<StoredBinding>,
+    pub plugin_signing_keys: Vec<SigningKey>,
     next_id: i64,
 }
 
@@ -191,165 +204,6 @@ pub(crate) fn window<T>(items: Vec<T>, page: PageRequest) -> Page<T> {
     let total = items.len() as i64;
     let items = items.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
     Page { items, total, total_exact: true, request: page }
-}
-
-#[async_trait]
-impl PluginReads for MemoryStore {
-    async fn list_plugin_versions(&self) -> StoreResult<Vec<StoredPluginVersion>> {
-        not_faked("list_plugin_versions")
-    }
-    async fn plugin_component(&self, _: &str) -> StoreResult<Option<Vec<u8>>> {
-        not_faked("plugin_component")
-    }
-    async fn list_plugins(&self) -> StoreResult<Vec<StoredPlugin>> {
-        not_faked("list_plugins")
-    }
-    async fn list_plugin_bindings(&self) -> StoreResult<Vec<StoredBinding>> {
-        not_faked("list_plugin_bindings")
-    }
-    async fn list_workspace_plugin_bindings(&self, _: &str) -> StoreResult<Vec<StoredBinding>> {
-        not_faked("list_workspace_plugin_bindings")
-    }
-    async fn any_plugin_installed(&self) -> StoreResult<bool> {
-        not_faked("any_plugin_installed")
-    }
-    async fn list_plugin_signing_keys(&self) -> StoreResult<Vec<crate::plugins::signatures::SigningKey>> {
-        not_faked("list_plugin_signing_keys")
-    }
-    async fn plugin_versions_signed_by(&self, _: &str) -> StoreResult<Vec<(String, String)>> {
-        not_faked("plugin_versions_signed_by")
-    }
-    async fn plugin_version_signer(&self, _: &str, _: &str) -> StoreResult<Option<String>> {
-        not_faked("plugin_version_signer")
-    }
-}
-
-#[async_trait]
-impl PluginWrites for MemoryTx {
-    async fn insert_plugin_version(&mut self, _: &NewPluginVersion<'_>) -> StoreResult<()> {
-        not_faked("insert_plugin_version")
-    }
-    async fn set_plugin_activation(&mut self, _: &str, _: Option<&str>, _: &[String], _: i64) -> StoreResult<()> {
-        not_faked("set_plugin_activation")
-    }
-    async fn set_plugin_grants(&mut self, _: &str, _: &[String], _: i64) -> StoreResult<()> {
-        not_faked("set_plugin_grants")
-    }
-    async fn delete_plugin(&mut self, _: &str, _: Option<&str>) -> StoreResult<()> {
-        not_faked("delete_plugin")
-    }
-    async fn upsert_plugin_binding(&mut self, _: &StoredBinding, _: i64) -> StoreResult<()> {
-        not_faked("upsert_plugin_binding")
-    }
-    async fn delete_plugin_binding(&mut self, _: &str, _: &str, _: &str) -> StoreResult<bool> {
-        not_faked("delete_plugin_binding")
-    }
-    async fn insert_plugin_signing_key(&mut self, _: &crate::plugins::signatures::SigningKey) -> StoreResult<bool> {
-        not_faked("insert_plugin_signing_key")
-    }
-    async fn revoke_plugin_signing_key(&mut self, _: &str, _: i64) -> StoreResult<()> {
-        not_faked("revoke_plugin_signing_key")
-    }
-}
-
-#[async_trait]
-impl CaReads for MemoryStore {
-    async fn find_ca(&self, workspace_id: &str, id: i64) -> StoreResult<Option<CertificateAuthority>> {
-        Ok(self.snapshot().cas.into_iter().find(|ca| ca.workspace_id == workspace_id && ca.id == id))
-    }
-    async fn list_cas(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<CertificateAuthority>> {
-        let mine: Vec<CertificateAuthority> =
-            self.snapshot().cas.into_iter().filter(|ca| ca.workspace_id == workspace_id).collect();
-        let total = mine.len() as i64;
-        let items = mine.into_iter().skip(page.offset as usize).take(page.limit as usize).collect();
-        Ok(Page { items, total, total_exact: true, request: page })
-    }
-    async fn ca_stats(&self, _: &str) -> StoreResult<CaStats> {
-        not_faked("ca_stats")
-    }
-    async fn find_authority(&self, ca_id: i64) -> StoreResult<Option<StoredAuthority>> {
-        Ok(self.snapshot().authorities.into_iter().find(|a| a.ca_id == ca_id))
-    }
-    async fn find_issued(&self, _: i64, _: &str) -> StoreResult<Option<IssuedRecord>> {
-        not_faked("find_issued")
-    }
-    async fn list_issued(&self, _: i64, _: i64, _: i64) -> StoreResult<Vec<IssuedRecord>> {
-        not_faked("list_issued")
-    }
-    async fn list_revoked(&self, _: i64, _: i64) -> StoreResult<Vec<IssuedRecord>> {
-        not_faked("list_revoked")
-    }
-    async fn list_workspace_revoked(&self, _: &str, _: PageRequest) -> StoreResult<Page<IssuedRecord>> {
-        not_faked("list_workspace_revoked")
-    }
-    async fn find_issued_by_serial(&self, workspace_id: &str, serial_number: &str) -> StoreResult<Vec<IssuedRecord>> {
-        let issued = self.snapshot().issued.into_iter();
-        Ok(issued.filter(|r| r.workspace_id == workspace_id && r.serial_number == serial_number).collect())
-    }
-    async fn crl_state(&self, _: i64, _: bool) -> StoreResult<crate::pki::CrlState> {
-        not_faked("crl_state")
-    }
-}
-
-#[async_trait]
-impl CaWrites for MemoryTx {
-    async fn claim_ca_health_checks(&mut self, _: i64, _: i64, _: i64) -> StoreResult<Vec<CertificateAuthority>> {
-        not_faked("claim_ca_health_checks")
-    }
-    async fn insert_ca(&mut self, _: &str, _: &CaFields, _: i64) -> StoreResult<CertificateAuthority> {
-        not_faked("insert_ca")
-    }
-    async fn find_ca(&mut self, _: &str, _: i64) -> StoreResult<Option<CertificateAuthority>> {
-        not_faked("find_ca")
-    }
-    async fn update_ca(&mut self, _: &str, _: i64, _: &CaFields, _: i64) -> StoreResult<Option<CertificateAuthority>> {
-        not_faked("update_ca")
-    }
-    async fn set_ca_health(&mut self, _: &str, _: i64, _: CaStatus, _: HealthStatus, _: i64) -> StoreResult<()> {
-        not_faked("set_ca_health")
-    }
-    async fn touch_ca_sync(&mut self, _: &str, _: i64, _: i64) -> StoreResult<Option<CertificateAuthority>> {
-        not_faked("touch_ca_sync")
-    }
-    async fn delete_ca(&mut self, _: &str, _: i64) -> StoreResult<bool> {
-        not_faked("delete_ca")
-    }
-    async fn insert_authority(&mut self, authority: &StoredAuthority) -> StoreResult<()> {
-        if self.working.authorities.iter().any(|a| a.ca_id == authority.ca_id) {
-            return Err(StoreError::Unique("internal_authorities".into()));
-        }
-        self.working.authorities.push(authority.clone());
-        Ok(())
-    }
-    async fn insert_issued(&mut self, record: &IssuedRecord) -> StoreResult<()> {
-        let issued = &mut self.working.issued;
-        if issued.iter().any(|r| r.ca_id == record.ca_id && r.serial_number == record.serial_number) {
-            return Err(StoreError::Unique("internal_issued_serial".into()));
-        }
-        let id = issued.len() as i64 + 1;
-        issued.push(IssuedRecord { id, ..record.clone() });
-        Ok(())
-    }
-    async fn revoke_issued(
-        &mut self,
-        ca_id: i64,
-        serial_number: &str,
-        at_secs: i64,
-        reason: &str,
-    ) -> StoreResult<bool> {
-        let row = self.working.issued.iter_mut().find(|r| r.ca_id == ca_id && r.serial_number == serial_number);
-        Ok(row
-            .map(|row| {
-                if row.revoked_at.is_none() {
-                    row.revoked_at = Some(at_secs);
-                    row.revocation_reason = Some(reason.to_owned());
-                }
-            })
-            .is_some())
-    }
-    async fn store_crl(&mut self, _: i64, _: &crate::pki::StoredCrl) -> StoreResult<bool> {
-        not_faked("store_crl")
-    }
 }
 
 #[async_trait]

@@ -70,3 +70,46 @@ pub fn owner(workspace_id: &str) -> Caller {
         request_id: "req_test".into(),
     }
 }
+
+/// A certificate row of `workspace_id` linked to `ca_id`, valid from 2026 to 2027, for tests
+/// that need one in the inventory and care only about the fields they override.
+pub fn certificate_row(workspace_id: &str, id: i64, ca_id: Option<i64>) -> crate::certificates::Certificate {
+    const START_2026_MS: i64 = 1_767_225_600_000;
+    const YEAR_MS: i64 = 365 * 24 * 3600 * 1000;
+    crate::certificates::Certificate {
+        id,
+        workspace_id: workspace_id.into(),
+        common_name: format!("host-{id}.example.com"),
+        issuer: "CN=Test CA".into(),
+        subject: format!("CN=host-{id}.example.com"),
+        serial_number: format!("{id:x}"),
+        not_before: START_2026_MS,
+        expires_at: START_2026_MS + YEAR_MS,
+        signature_algorithm: "ecdsa-with-SHA256".into(),
+        signature_hash: None,
+        key_algorithm: "ECDSA".into(),
+        key_size: Some(256),
+        fingerprint_sha256: format!("{id:064}"),
+        usage_category: "server".into(),
+        subject_alt_names: vec![],
+        is_ca: false,
+        issuance_source: crate::certificates::IssuanceSource::Internal,
+        auto_renewal: false,
+        location: None,
+        metadata: serde_json::json!({}),
+        ca_id,
+        machine_identity_id: None,
+        revoked: false,
+        revoked_at: None,
+        revocation_reason: None,
+        certificate_pem: String::new(),
+        chain_pem: None,
+        issuance_template: None,
+        csr_pem: None,
+        renewed_by_id: None,
+        renewal_error: None,
+        has_private_key: false,
+        created_at: START_2026_MS,
+        updated_at: START_2026_MS,
+    }
+}
