@@ -47,15 +47,16 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("validation", "the shared free-text checks"),
             ("ttl_cache", "the directory and account cache keeps its rows in a TtlMap"),
             ("store_error", "storage failures: StoreError, StoreResult"),
+            ("principal", "an ACME account acts as a principal"),
         ],
     ),
     (
         "approvals",
         &[
-            ("audit", "the principal behind an Audit"),
             ("auth", "use cases run for a Caller"),
             ("context", "use cases take the Context"),
             ("error", "the domain error"),
+            ("principal", "requesters and deciders compared as principals"),
         ],
     ),
     (
@@ -85,6 +86,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("error", "the domain error"),
             ("pagination", "paged lists"),
             ("store_error", "storage failures: StoreError, StoreResult"),
+            ("principal", "who acted (Principal)"),
         ],
     ),
     (
@@ -99,6 +101,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("pagination", "paged member and invitation lists"),
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("store_error", "storage failures: StoreError, StoreResult"),
+            ("principal", "an actor reduces to its principal"),
         ],
     ),
     (
@@ -222,6 +225,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("validation", "the shared free-text checks"),
             ("state", "its records' states are state enums"),
             ("store_error", "storage failures: StoreError, StoreResult"),
+            ("principal", "requests name their requester as a principal"),
         ],
     ),
     ("pagination", &[("error", "the domain error")]),

@@ -4,36 +4,34 @@
 //! An API key acts for the user who made it, so "other" is decided between the people behind
 //! the principals (a user and a key they made are one person), and every doubt refuses.
 
-use crate::audit::Audit;
 use crate::auth::{Actor, Caller};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::principal::{Principal, PrincipalKind};
 
 /// The state every approval request starts in.
 pub const PENDING: &str = "pending";
 
-/// How a request records a principal: `<actor type>:<actor id>`.
-pub fn principal(actor: &Audit) -> String {
-    format!("{}:{}", actor.actor_type, actor.actor_id)
-}
-
 /// Who answers for what `caller` does: the user, or the user who made the API key (a key the
 /// operator made at the command line answers for itself).
-fn accountable_caller(caller: &Caller) -> String {
+fn accountable_caller(caller: &Caller) -> Principal {
     match &caller.actor {
-        Actor::ApiKey { owner: Some(owner), .. } => format!("user:{owner}"),
-        _ => principal(&Audit::of(caller)),
+        Actor::ApiKey { owner: Some(owner), .. } => Principal::user(owner.as_str()),
+        other => other.principal(),
     }
 }
 
 /// Who answers for a stored requester principal. A key that no longer exists cannot be traced
 /// to a person, so the request cannot be approved (it can still be rejected).
-async fn accountable_requester(ctx: &Context, workspace_id: &str, requested_by: &str) -> Result<Option<String>> {
-    let Some(key_id) = requested_by.strip_prefix("api_key:") else { return Ok(Some(requested_by.to_owned())) };
+async fn accountable_requester(ctx: &Context, workspace_id: &str, requested_by: &str) -> Result<Option<Principal>> {
+    let Some(requester) = Principal::parse(requested_by) else { return Ok(None) };
+    if requester.kind != PrincipalKind::ApiKey {
+        return Ok(Some(requester));
+    }
     let keys = ctx.store.list_api_keys(workspace_id).await?;
-    Ok(keys.into_iter().find(|key| *key.id == *key_id).map(|key| match key.created_by {
-        Some(user) => format!("user:{user}"),
-        None => requested_by.to_owned(),
+    Ok(keys.into_iter().find(|key| key.id.as_str() == requester.id).map(|key| match key.created_by {
+        Some(user) => Principal::user(user),
+        None => requester,
     }))
 }
 
@@ -64,7 +62,7 @@ pub async fn check_decidable(
             "A requester cannot approve or reject their own request, nor through an API key they made".into(),
         )
     };
-    if requested_by == principal(&Audit::of(caller)) {
+    if Principal::parse(requested_by).as_ref() == Some(&caller.actor.principal()) {
         return Err(own());
     }
     match accountable_requester(ctx, &caller.workspace_id, requested_by).await? {

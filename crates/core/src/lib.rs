@@ -27,6 +27,7 @@ pub mod pagination;
 pub mod pki;
 pub mod plugins;
 pub mod ports;
+pub mod principal;
 pub mod state;
 pub mod store_error;
 pub mod ttl_cache;

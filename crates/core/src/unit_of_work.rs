@@ -197,8 +197,8 @@ impl<'a, T: ?Sized + ChangeTx> UnitOfWork<'a, T> {
         for row in &audits {
             rows.push(NewRow::Audit(NewAuditEntry {
                 workspace_id: row.workspace_id.as_deref().or(workspace_id.as_deref()),
-                actor_type: actor.actor_type,
-                actor_id: &actor.actor_id,
+                actor_type: actor.principal.kind.as_str(),
+                actor_id: &actor.principal.id,
                 action: &row.action,
                 target_type: row.target.kind,
                 target_id: row.target.id.as_deref(),

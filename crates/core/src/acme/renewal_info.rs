@@ -17,6 +17,7 @@ use super::{rfc3339, Account, DirectoryConfig, Identifier, Order};
 use crate::audit::Audit;
 use crate::context::Context;
 use crate::events::{CertificateRenewed, Event};
+use crate::principal::Principal;
 use crate::unit_of_work::Target;
 
 /// Retry-After of a renewalInfo answer: RFC 9773 §4.3 suggests hours; certbot's own default
@@ -141,7 +142,7 @@ pub(super) async fn link_renewal(ctx: &Context, order: &Order) -> Result<(), Pro
     if old.renewed_by_id == Some(new_id) {
         return Ok(());
     }
-    let actor = Audit { actor_type: "acme_account", actor_id: order.account_id.clone(), request_id: None };
+    let actor = Audit::by(Principal::acme_account(order.account_id.clone()), None);
     let mut change = ctx.change(actor, Some(&order.workspace_id)).await?;
     change.tx().record_renewal(&order.workspace_id, old.id, new_id).await?;
     change

@@ -14,6 +14,7 @@ use super::{rfc3339, Account, Authorization, Challenge, DirectoryConfig, Identif
 use crate::audit::Audit;
 use crate::context::{Context, SharedContext};
 use crate::issuance::{Decision, IssueInput, Run};
+use crate::principal::Principal;
 use crate::unit_of_work::Target;
 
 /// The endpoints behind `/acme/{caId}/`.
@@ -334,7 +335,7 @@ fn contacts(payload: &Value) -> Result<Option<Vec<String>>, Problem> {
 }
 
 async fn audit(ctx: &Context, workspace_id: &str, actor: &str, action: &str, target: Target, details: Value) {
-    let actor = Audit { actor_type: "acme_account", actor_id: actor.to_owned(), request_id: None };
+    let actor = Audit::by(Principal::acme_account(actor), None);
     let recorded = async {
         let mut change = ctx.change(actor, Some(workspace_id)).await?;
         change.audit(action, target, details);
@@ -1083,7 +1084,7 @@ async fn finalize(
         metadata: Some(json!({ "acme": { "accountId": account.id, "orderId": order.id } })),
         ..IssueInput::default()
     };
-    let actor = Audit { actor_type: "acme_account", actor_id: account.id.clone(), request_id: None };
+    let actor = Audit::by(Principal::acme_account(account.id.clone()), None);
     let run = Run::for_acme(ctx, &config.workspace_id, config.ca_id, &input, actor).await.map_err(|err| match err {
         crate::Error::Validation { .. } => problem(ProblemType::BadCsr, err.to_string()),
         other => Problem::from(other),
@@ -1196,7 +1197,7 @@ async fn revoke_cert(ctx: &Context, config: &DirectoryConfig, verified: Verified
     if existing.revoked {
         return Err(problem(ProblemType::AlreadyRevoked, "the certificate is already revoked"));
     }
-    let actor = Audit { actor_type: "acme_account", actor_id, request_id: None };
+    let actor = Audit::by(Principal::acme_account(actor_id), None);
     crate::lifecycle::revocation::revoke_now(ctx, &actor, &existing, reason).await?;
     Ok(Reply { created: false, body: ReplyBody::Empty, location: None, links: Vec::new(), retry_after: None })
 }

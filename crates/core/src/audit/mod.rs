@@ -8,28 +8,28 @@ use crate::auth::{Caller, Scope};
 use crate::context::Context;
 use crate::error::Result;
 use crate::pagination::{Page, PageRequest};
+use crate::principal::Principal;
 
-/// The acting principal as recorded in audit rows.
+/// Who makes a change, and from which request: what its audit rows record.
 #[derive(Debug, Clone)]
 pub struct Audit {
-    pub actor_type: &'static str,
-    pub actor_id: String,
+    pub principal: Principal,
     pub request_id: Option<String>,
 }
 
 impl Audit {
     /// A change no user made: `source` names the operator path (`cli`, `first-start`, `plugin-dir`).
     pub fn system(source: &str) -> Self {
-        Audit { actor_type: "system", actor_id: source.to_owned(), request_id: None }
+        Audit::by(Principal::system(source), None)
+    }
+
+    pub fn by(principal: Principal, request_id: Option<String>) -> Self {
+        Audit { principal, request_id }
     }
 
     pub fn of(caller: &Caller) -> Self {
-        Audit {
-            actor_type: caller.actor.kind(),
-            actor_id: caller.actor.id().to_string(),
-            // The operator at the command line has no request.
-            request_id: (!caller.request_id.is_empty()).then(|| caller.request_id.clone()),
-        }
+        // The operator at the command line has no request.
+        Audit::by(caller.actor.principal(), (!caller.request_id.is_empty()).then(|| caller.request_id.clone()))
     }
 }
 

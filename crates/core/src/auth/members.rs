@@ -12,6 +12,7 @@ use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::ids::{UserId, WorkspaceId};
 use crate::pagination::{Page, PageRequest};
+use crate::principal::Principal;
 use crate::unit_of_work::Target;
 
 /// How long an invitation waits to be redeemed: long enough for a colleague back from two
@@ -169,7 +170,7 @@ pub async fn add(ctx: &Context, caller: &Caller, email: &str, role: &str) -> Res
         workspace_id: workspace_id.clone(),
         email,
         role,
-        invited_by: caller.actor.id().to_string(),
+        invited_by: caller.actor.principal().id,
         created_at: now,
         expires_at: now + INVITATION_LIFETIME_DAYS * 24 * 3600 * 1000,
     };
@@ -272,7 +273,7 @@ pub async fn delete_invitation(ctx: &Context, caller: &Caller, invitation_id: &s
 /// `email` claim must not be passed here).
 pub async fn redeem_invitations(ctx: &Context, user: &User, request_id: Option<&str>) -> Result<Vec<WorkspaceId>> {
     let now = ctx.now_millis();
-    let actor = Audit { actor_type: "user", actor_id: user.id.to_string(), request_id: request_id.map(str::to_owned) };
+    let actor = Audit::by(Principal::user(user.id.as_str()), request_id.map(str::to_owned));
     // With nothing to redeem this is one DELETE by the indexed e-mail, beside the session row a
     // sign-in writes anyway.
     let mut change = ctx.change(actor, None).await?;

@@ -106,19 +106,14 @@ pub enum Actor {
 }
 
 impl Actor {
-    pub fn kind(&self) -> &'static str {
+    /// The principal records name for this actor (the operator at the command line is
+    /// `system:cli`).
+    pub fn principal(&self) -> crate::principal::Principal {
+        use crate::principal::Principal;
         match self {
-            Actor::User { .. } => "user",
-            Actor::ApiKey { .. } => "api_key",
-            Actor::System => "system",
-        }
-    }
-
-    pub fn id(&self) -> &str {
-        match self {
-            Actor::User { id, .. } => id,
-            Actor::ApiKey { id, .. } => id,
-            Actor::System => "cli",
+            Actor::User { id, .. } => Principal::user(id.as_str()),
+            Actor::ApiKey { id, .. } => Principal::api_key(id.as_str()),
+            Actor::System => Principal::system("cli"),
         }
     }
 }

@@ -7,6 +7,7 @@ use crate::context::Context;
 use crate::crypto::{hash_password, token_digest, verify_password_off_thread};
 use crate::error::{Entity, Error, Result};
 use crate::ids::{ApiKeyId, UserId, WorkspaceId};
+use crate::principal::Principal;
 use crate::unit_of_work::Target;
 
 pub const SESSION_COOKIE: &str = "trellis_session";
@@ -52,7 +53,7 @@ pub async fn create_user(ctx: &Context, new: NewUser) -> Result<(User, Workspace
         role: Some(Role::Owner),
         created_at: now,
     };
-    let system = Audit::system(Actor::System.id());
+    let system = Audit::by(Actor::System.principal(), None);
     let mut change = ctx.change(system, Some(&workspace.id)).await?;
     change.tx().insert_workspace(&workspace, None).await?;
     change.tx().insert_user(&user, &password_hash).await.map_err(|err| match err {
@@ -149,7 +150,7 @@ pub async fn login(
     let token = random_hex(ctx.entropy.as_ref(), 32);
     let now_ms = now.timestamp_millis();
     let expires_at = now_ms + SESSION_LIFETIME_SECS * 1000;
-    let actor = Audit { actor_type: "user", actor_id: user.id.to_string(), request_id: Some(request_id.to_string()) };
+    let actor = Audit::by(Principal::user(user.id.as_str()), Some(request_id.to_string()));
     let mut change = ctx.change(actor, user.current_workspace_id.as_deref()).await?;
     change.tx().insert_session(&token_digest(&token), &user.id, now_ms, expires_at).await?;
     change.audit("auth.login", Target::kind("session"), serde_json::json!({}));
@@ -320,7 +321,7 @@ pub async fn create_api_key_as_operator(ctx: &Context, workspace_id: &str, new: 
     }
     let scopes = parse_scopes(&new.scopes)?;
     check_kind_scopes(new.kind, &scopes)?;
-    let system = Audit::system(Actor::System.id());
+    let system = Audit::by(Actor::System.principal(), None);
     insert_api_key(ctx, workspace_id, new.name, scopes, new.kind, None, &system).await
 }
 

@@ -284,7 +284,7 @@ fn new_scan(caller: &Caller, scan_type: &str, ca_id: Option<i64>, targets: Vec<S
         done: 0,
         failures: Vec::new(),
         error: None,
-        requested_by: format!("{}:{}", actor.actor_type, actor.actor_id),
+        requested_by: actor.principal.to_string(),
         created_at: at,
         started_at: None,
         finished_at: None,

@@ -42,6 +42,7 @@ use crate::plugins::{
     CertificateProfile, IssuanceSource, IssuedCertificate, PluginInfo, Requester, RequesterKind, SubjectAltName,
 };
 use crate::ports::NewRow;
+use crate::principal::{Principal, PrincipalKind};
 use crate::unit_of_work::UnitOfWork;
 use trellis_pki::x509::{parse_der, pem_encode, to_pem};
 
@@ -76,16 +77,16 @@ pub fn requester(caller: &Caller) -> Requester {
     }
 }
 
-/// The requester a stored request names (`<actor type>:<actor id>`), as policies see it.
-pub fn requester_from_principal(principal: &str) -> Requester {
-    let (kind, id) = principal.split_once(':').unwrap_or(("system", principal));
-    let kind = match kind {
-        "user" => RequesterKind::User,
-        "api_key" => RequesterKind::ApiKey,
-        "agent" => RequesterKind::Agent,
-        _ => RequesterKind::System,
+/// The requester a stored request names (its principal, `kind:id`), as policies see it.
+pub fn requester_from_principal(stored: &str) -> Requester {
+    let principal = Principal::parse(stored).unwrap_or_else(|| Principal::system(stored));
+    let kind = match principal.kind {
+        PrincipalKind::User => RequesterKind::User,
+        PrincipalKind::ApiKey => RequesterKind::ApiKey,
+        PrincipalKind::Agent => RequesterKind::Agent,
+        PrincipalKind::AcmeAccount | PrincipalKind::System => RequesterKind::System,
     };
-    Requester { kind, id: id.to_owned(), display_name: None }
+    Requester { kind, id: principal.id, display_name: None }
 }
 
 /// Issues a certificate through the CA `input.ca_id` (POST /api/certificates/issue). A policy

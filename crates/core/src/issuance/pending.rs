@@ -24,7 +24,6 @@ use serde_json::{json, Value};
 use super::requests::{CertificateRequest, FAILED, ISSUED, ISSUING};
 use super::run::Run;
 use super::{store_issued, IssueInput, PreparedRequest};
-use crate::approvals::principal;
 use crate::audit::Audit;
 use crate::cas::service::{call_target, connector_for, find};
 use crate::certificates::Certificate;
@@ -35,6 +34,7 @@ use crate::plugins::{
     CertificateProfile, IssuanceSource, IssueOutcome, IssueRequest, PendingIssue, PluginError, SubjectKey,
 };
 use crate::ports::Tx;
+use crate::principal::{Principal, PrincipalKind};
 use crate::unit_of_work::{Target, UnitOfWork};
 
 /// How long a poller holds a claimed request (far above a plugin call's wall-clock limit).
@@ -206,7 +206,7 @@ pub(crate) async fn open(
         request: body,
         common_name,
         reasons: json!([]),
-        requested_by: principal(actor),
+        requested_by: actor.principal.to_string(),
         created_at: at,
         updated_at: at,
         renews_certificate_id: renews,
@@ -413,9 +413,10 @@ async fn advance(ctx: &Context, lease_owner: &str, claimed: CertificateRequest) 
 /// Who a completed or failed request's audit rows name: its requester, on whose behalf the
 /// poller acts (the system for renewals).
 pub(crate) fn actor_of(request: &CertificateRequest) -> Audit {
-    match request.requested_by.split_once(':') {
-        Some(("user", id)) => Audit { actor_type: "user", actor_id: id.to_owned(), request_id: None },
-        Some(("api_key", id)) => Audit { actor_type: "api_key", actor_id: id.to_owned(), request_id: None },
+    match Principal::parse(&request.requested_by) {
+        Some(principal) if matches!(principal.kind, PrincipalKind::User | PrincipalKind::ApiKey) => {
+            Audit::by(principal, None)
+        }
         _ => Audit::system("issuance-poller"),
     }
 }

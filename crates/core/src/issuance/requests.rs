@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::run::{Decision as IssuanceDecision, Run};
 use super::{templates, IssueInput, Issued};
-use crate::approvals::{check_decidable, principal, Decision};
+use crate::approvals::{check_decidable, Decision};
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::context::Context;
@@ -99,7 +99,7 @@ pub(crate) async fn open(
         request: body,
         common_name: input.common_name.clone(),
         reasons,
-        requested_by: principal(&actor),
+        requested_by: actor.principal.to_string(),
         decided_by: None,
         decided_at: None,
         decision_reason: None,
@@ -178,7 +178,7 @@ async fn decide(
     let at = change.at();
     let decided = CertificateRequest {
         status: to,
-        decided_by: Some(principal(&actor)),
+        decided_by: Some(actor.principal.to_string()),
         decided_at: Some(at),
         decision_reason: reason,
         updated_at: at,

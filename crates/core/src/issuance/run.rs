@@ -133,7 +133,7 @@ impl Run {
             connector,
             requester: Requester {
                 kind: crate::plugins::RequesterKind::ApiKey,
-                id: format!("acme:{}", actor.actor_id),
+                id: format!("acme:{}", actor.principal.id),
                 display_name: Some("ACME account".into()),
             },
             actor,

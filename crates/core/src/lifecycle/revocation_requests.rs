@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::revocation::revoke_now;
-use crate::approvals::{check_decidable, principal, Decision};
+use crate::approvals::{check_decidable, Decision};
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::certificates::revocation_requests::{
@@ -48,7 +48,7 @@ pub(crate) async fn open(
         certificate_id: certificate.id,
         reason: reason.to_owned(),
         status: PENDING,
-        requested_by: principal(&actor),
+        requested_by: actor.principal.to_string(),
         decided_by: None,
         decided_at: None,
         decision_reason: None,
@@ -115,7 +115,7 @@ async fn decide(
     let at = change.at();
     let decided = RevocationRequest {
         status: to,
-        decided_by: Some(principal(&actor)),
+        decided_by: Some(actor.principal.to_string()),
         decided_at: Some(at),
         decision_reason: reason,
         updated_at: at,

@@ -180,7 +180,7 @@ pub async fn install_as(
                 bytes: wasm,
                 wit_version: &installed.wit_version,
                 info: &info,
-                installed_by: &actor.actor_id,
+                installed_by: &actor.principal.id,
                 at,
                 signer_key_id: signer_key_id.as_deref(),
             })

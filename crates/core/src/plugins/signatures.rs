@@ -248,7 +248,7 @@ pub async fn add_key_as(
         id_prefixes: new.id_prefixes,
         kinds,
         created_at: change.at(),
-        created_by: actor.actor_id.clone(),
+        created_by: actor.principal.id.clone(),
         revoked_at: None,
     };
     if !change.tx().insert_plugin_signing_key(&key).await? {

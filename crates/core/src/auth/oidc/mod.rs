@@ -29,6 +29,7 @@ use crate::context::Context;
 use crate::crypto::{constant_time_eq, token_digest};
 use crate::error::{Error, Result};
 use crate::ids::{UserId, WorkspaceId};
+use crate::principal::Principal;
 use crate::unit_of_work::{Target, UnitOfWork};
 
 /// The cookie that binds a sign-in in flight to the browser that started it.
@@ -420,7 +421,7 @@ pub async fn finish_login(
     let now = ctx.now_millis();
     let token = random_hex(ctx.entropy.as_ref(), 32);
     let expires_at = now + SESSION_LIFETIME_SECS * 1000;
-    let actor = Audit { actor_type: "user", actor_id: user.id.to_string(), request_id: Some(request_id.to_owned()) };
+    let actor = Audit::by(Principal::user(user.id.as_str()), Some(request_id.to_owned()));
     let mut change = ctx.change(actor, workspace.as_deref()).await?;
     change.tx().insert_session(&token_digest(&token), &user.id, now, expires_at).await?;
     change.tx().touch_user_identity(&provider.config.issuer, &identity.subject, now).await?;
@@ -648,8 +649,7 @@ async fn resolve_user(ctx: &Context, provider: &Provider, identity: &Identity, r
     let issuer = &provider.config.issuer;
     let now = ctx.now_millis();
     let first_name: String = identity.first_name.clone().unwrap_or_default().chars().take(200).collect();
-    let actor =
-        |id: &UserId| Audit { actor_type: "user", actor_id: id.to_string(), request_id: Some(request_id.to_owned()) };
+    let actor = |id: &UserId| Audit::by(Principal::user(id.as_str()), Some(request_id.to_owned()));
     if let Some(user) = ctx.store.find_identity_user(issuer, &identity.subject).await? {
         if !first_name.is_empty() && first_name != user.first_name {
             let mut tx = ctx.store.begin().await?;
@@ -787,7 +787,7 @@ async fn sync_memberships(
         resolved.iter().find(|(r, _)| r == reference).and_then(|(_, id)| id.clone())
     });
     let current: Vec<Membership> = ctx.store.list_memberships(&user.id).await?;
-    let actor = Audit { actor_type: "user", actor_id: user.id.to_string(), request_id: Some(request_id.to_owned()) };
+    let actor = Audit::by(Principal::user(user.id.as_str()), Some(request_id.to_owned()));
     let now = ctx.now_millis();
     let target = Target::new("user", &user.id);
     for (workspace, role) in &desired {
