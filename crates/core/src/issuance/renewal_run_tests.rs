@@ -41,40 +41,21 @@ struct Fixture {
 
 fn certificate(id: i64, lifetime_days: i64, expires_in_days: i64) -> Certificate {
     Certificate {
-        id,
-        workspace_id: WORKSPACE.into(),
         common_name: format!("renew{id}.example.com"),
         issuer: "CN=CA".into(),
         subject: format!("CN=renew{id}.example.com"),
         serial_number: format!("{id:02x}"),
         not_before: NOW_MS + (expires_in_days - lifetime_days) * DAY_MS,
         expires_at: NOW_MS + expires_in_days * DAY_MS,
-        signature_algorithm: "ecdsa-with-SHA256".into(),
-        signature_hash: None,
-        key_algorithm: "ECDSA".into(),
-        key_size: Some(256),
-        fingerprint_sha256: format!("{id:064}"),
-        usage_category: "server".into(),
         subject_alt_names: vec![format!("dns:renew{id}.example.com")],
-        is_ca: false,
         issuance_source: InventorySource::External,
         auto_renewal: true,
-        location: None,
         metadata: json!({ "team": "edge" }),
-        ca_id: Some(CA_ID),
-        machine_identity_id: None,
-        revoked: false,
-        revoked_at: None,
-        revocation_reason: None,
-        certificate_pem: String::new(),
-        chain_pem: None,
         issuance_template: Some("web_server".into()),
-        csr_pem: None,
-        renewed_by_id: None,
-        renewal_error: None,
         has_private_key: true,
         created_at: 0,
         updated_at: 0,
+        ..crate::testing::certificate_row(WORKSPACE, id, Some(CA_ID))
     }
 }
 

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::{revocation_requests, revoke, set_auto_renewal, Revocation};
 use crate::auth::{Actor, Caller, Role};
 use crate::certificates::revocation_requests::{FAILED, PENDING, REJECTED};
-use crate::certificates::{Certificate, IssuanceSource};
+use crate::certificates::Certificate;
 use crate::error::Error;
 use crate::issuance::templates::StoredTemplate;
 use crate::pki::IssuedRecord;
@@ -64,40 +64,19 @@ fn pem_and_serial() -> (String, String) {
 fn certificate(ca_id: Option<i64>, template: Option<&str>) -> Certificate {
     let (pem, _) = pem_and_serial();
     Certificate {
-        id: CERTIFICATE_ID,
-        workspace_id: WORKSPACE.into(),
         common_name: "revoked.example.com".into(),
         issuer: "CN=CA".into(),
         subject: "CN=revoked.example.com".into(),
         serial_number: "0A:1B:2C:3D".into(),
         not_before: 0,
         expires_at: i64::MAX / 2,
-        signature_algorithm: "ecdsa-with-SHA256".into(),
-        signature_hash: None,
-        key_algorithm: "ECDSA".into(),
-        key_size: Some(256),
         fingerprint_sha256: "0".repeat(64),
-        usage_category: "server".into(),
         subject_alt_names: vec!["dns:revoked.example.com".into()],
-        is_ca: false,
-        issuance_source: IssuanceSource::Internal,
-        auto_renewal: false,
-        location: None,
-        metadata: json!({}),
-        ca_id,
-        machine_identity_id: None,
-        revoked: false,
-        revoked_at: None,
-        revocation_reason: None,
         certificate_pem: pem,
-        chain_pem: None,
         issuance_template: template.map(str::to_owned),
-        csr_pem: None,
-        renewed_by_id: None,
-        renewal_error: None,
-        has_private_key: false,
         created_at: 0,
         updated_at: 0,
+        ..crate::testing::certificate_row(WORKSPACE, CERTIFICATE_ID, ca_id)
     }
 }
 
