@@ -48,6 +48,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("ttl_cache", "the directory and account cache keeps its rows in a TtlMap"),
             ("store_error", "storage failures: StoreError, StoreResult"),
             ("principal", "an ACME account acts as a principal"),
+            ("state", "accounts, orders, authorizations and challenges keep RFC 8555's states as state enums"),
         ],
     ),
     (

@@ -1,6 +1,7 @@
 //! The state enums of records that move through a lifecycle (revocation and certificate
-//! requests, discovery scans, devices). Each is stored as its name; the store parses the name
-//! back and reports an unknown one as corrupt data instead of carrying a free string.
+//! requests, discovery scans, devices, ACME accounts, orders, authorizations and challenges).
+//! Each is stored as its name; the store parses the name back and reports an unknown one as
+//! corrupt data instead of carrying a free string.
 
 /// Declares a state enum: its variants with their stored names (the names the API shows),
 /// `ALL`, `as_str`, `parse` and `Display` (the name).
@@ -78,6 +79,7 @@ mod tests {
     /// records held as strings before they were typed.
     #[test]
     fn record_states_keep_their_names() {
+        use crate::acme::{AccountStatus, AuthorizationStatus, ChallengeStatus, OrderStatus};
         use crate::attestation::devices::DeviceStatus;
         use crate::certificates::revocation_requests::RevocationStatus;
         use crate::discovery::ScanStatus;
@@ -86,5 +88,10 @@ mod tests {
         assert_eq!(RequestStatus::names(), "pending, approved, issuing, issued, rejected, failed");
         assert_eq!(ScanStatus::names(), "pending, running, completed, failed, cancelled");
         assert_eq!(DeviceStatus::names(), "registered, enrolled, attested, failed, disabled");
+        // RFC 8555 §7.1.6's names, which ACME clients read.
+        assert_eq!(AccountStatus::names(), "valid, deactivated, revoked");
+        assert_eq!(OrderStatus::names(), "pending, ready, processing, valid, invalid");
+        assert_eq!(AuthorizationStatus::names(), "pending, valid, invalid, deactivated, expired, revoked");
+        assert_eq!(ChallengeStatus::names(), "pending, processing, valid, invalid");
     }
 }

@@ -433,8 +433,8 @@ async fn revoke_eab_key(
 pub struct AcmeAccountDto {
     id: String,
     ca_id: i64,
-    /// `valid` or `deactivated`.
-    status: String,
+    /// `valid`, `deactivated` or `revoked`.
+    status: &'static str,
     contact: Vec<String>,
     eab_key_id: Option<String>,
     orders: usize,
@@ -446,7 +446,7 @@ fn account_dto(view: admin::AccountView) -> AcmeAccountDto {
     AcmeAccountDto {
         id: account.id,
         ca_id: account.ca_id,
-        status: account.status,
+        status: account.status.as_str(),
         contact: account.contact,
         eab_key_id: account.eab_key_id,
         orders: view.orders,

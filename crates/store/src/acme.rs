@@ -12,7 +12,10 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 use trellis_core::acme::jws::Jwk;
-use trellis_core::acme::{Account, AcmeStore, Authorization, Challenge, DirectoryConfig, EabKey, Identifier, Order};
+use trellis_core::acme::{
+    Account, AccountStatus, AcmeStore, Authorization, AuthorizationStatus, Challenge, ChallengeStatus, DirectoryConfig,
+    EabKey, Identifier, Order, OrderStatus,
+};
 use trellis_core::ports::StoreError;
 
 use crate::{DbResult, Store, StoreResult};
@@ -93,11 +96,17 @@ fn account(row: &AnyRow) -> StoreResult<Account> {
         ca_id: row.try_get("ca_id").db()?,
         thumbprint: row.try_get("thumbprint").db()?,
         jwk: Jwk::from_value(&jwk).map_err(|_| corrupt("account key"))?,
-        status: row.try_get("status").db()?,
+        status: state(row, AccountStatus::parse)?,
         contact: json_text(row, "contact")?,
         eab_key_id: row.try_get("eab_key_id").db()?,
         created_at: row.try_get("created_at").db()?,
     })
+}
+
+/// A record's `status` column as its state enum; a name that is none of them is corrupt data.
+fn state<T>(row: &AnyRow, parse: fn(&str) -> Option<T>) -> StoreResult<T> {
+    let name: String = row.try_get("status").db()?;
+    parse(&name).ok_or_else(|| corrupt(&format!("status `{name}`")))
 }
 
 fn identifiers_from(value: serde_json::Value) -> StoreResult<Vec<Identifier>> {
@@ -118,7 +127,7 @@ fn order(row: &AnyRow) -> StoreResult<Order> {
         workspace_id: row.try_get("workspace_id").db()?,
         ca_id: row.try_get("ca_id").db()?,
         account_id: row.try_get("account_id").db()?,
-        status: row.try_get("status").db()?,
+        status: state(row, OrderStatus::parse)?,
         identifiers: identifiers_from(json_text(row, "identifiers")?)?,
         authorizations: json_text(row, "authorizations")?,
         profile: row.try_get("profile").db()?,
@@ -155,7 +164,7 @@ fn authz(row: &AnyRow) -> StoreResult<Authorization> {
         account_id: row.try_get("account_id").db()?,
         identifier: Identifier { kind: row.try_get("identifier_type").db()?, value: row.try_get("identifier").db()? },
         wildcard: row.try_get::<i64, _>("wildcard").db()? != 0,
-        status: row.try_get("status").db()?,
+        status: state(row, AuthorizationStatus::parse)?,
         expires_at: row.try_get("expires_at").db()?,
         created_at: row.try_get("created_at").db()?,
     })
@@ -167,7 +176,7 @@ fn challenge(row: &AnyRow) -> StoreResult<Challenge> {
         authz_id: row.try_get("authz_id").db()?,
         kind: row.try_get("kind").db()?,
         token: row.try_get("token").db()?,
-        status: row.try_get("status").db()?,
+        status: state(row, ChallengeStatus::parse)?,
         validated_at: row.try_get("validated_at").db()?,
         error: optional_json(row, "error")?,
         updated_at: row.try_get("updated_at").db()?,
@@ -212,7 +221,7 @@ fn bind_order<'q>(query: crate::AnyQuery<'q>, o: &'q Order, texts: &'q OrderText
         .bind(&o.workspace_id)
         .bind(o.ca_id)
         .bind(&o.account_id)
-        .bind(&o.status)
+        .bind(o.status.as_str())
         .bind(&texts.identifiers)
         .bind(&texts.authorizations)
         .bind(&o.profile)
@@ -237,7 +246,7 @@ fn bind_authz<'q>(query: crate::AnyQuery<'q>, a: &'q Authorization) -> crate::An
         .bind(&a.identifier.kind)
         .bind(&a.identifier.value)
         .bind(i64::from(a.wildcard))
-        .bind(&a.status)
+        .bind(a.status.as_str())
         .bind(a.expires_at)
         .bind(a.created_at)
 }
@@ -248,7 +257,7 @@ fn bind_challenge<'q>(query: crate::AnyQuery<'q>, c: &'q Challenge, error: &'q O
         .bind(&c.authz_id)
         .bind(&c.kind)
         .bind(&c.token)
-        .bind(&c.status)
+        .bind(c.status.as_str())
         .bind(c.validated_at)
         .bind(error)
         .bind(c.updated_at)
@@ -274,8 +283,8 @@ impl DbAcme {
 
     /// Writes the order's mutable fields, only if its stored status is `from` when given;
     /// answers the rows changed.
-    async fn write_order(&self, o: &Order, from: Option<&str>) -> StoreResult<u64> {
-        let (o, from) = (o.clone(), from.map(str::to_owned));
+    async fn write_order(&self, o: &Order, from: Option<OrderStatus>) -> StoreResult<u64> {
+        let o = o.clone();
         self.write_one(move |tx: &mut crate::Tx| {
             Box::pin(async move {
                 let sql = match from {
@@ -283,8 +292,8 @@ impl DbAcme {
                     None => format!("{UPDATE_ORDER} WHERE id = $8"),
                 };
                 let mut query = bind_order_update(sqlx::query(&sql), &o);
-                if let Some(from) = &from {
-                    query = query.bind(from);
+                if let Some(from) = from {
+                    query = query.bind(from.as_str());
                 }
                 query.execute(tx.conn().await?).await.db()
             })
@@ -454,7 +463,7 @@ impl AcmeStore for DbAcme {
             .bind(a.ca_id)
             .bind(&a.thumbprint)
             .bind(a.jwk.to_value().to_string())
-            .bind(&a.status)
+            .bind(a.status.as_str())
             .bind(to_text(&a.contact)?)
             .bind(&a.eab_key_id)
             .bind(a.created_at)
@@ -512,7 +521,7 @@ impl AcmeStore for DbAcme {
         sqlx::query("UPDATE acme_accounts SET thumbprint = $1, jwk = $2, status = $3, contact = $4 WHERE id = $5")
             .bind(&a.thumbprint)
             .bind(a.jwk.to_value().to_string())
-            .bind(&a.status)
+            .bind(a.status.as_str())
             .bind(to_text(&a.contact)?)
             .bind(&a.id)
             .execute(&self.store.pool)
@@ -617,7 +626,7 @@ impl AcmeStore for DbAcme {
         self.write_order(o, None).await.map(|_| ())
     }
 
-    async fn update_order_from(&self, o: &Order, from: &str) -> StoreResult<bool> {
+    async fn update_order_from(&self, o: &Order, from: OrderStatus) -> StoreResult<bool> {
         self.write_order(o, Some(from)).await.map(|changed| changed == 1)
     }
 
@@ -692,9 +701,9 @@ impl AcmeStore for DbAcme {
         .transpose()
     }
 
-    async fn update_authorization_status(&self, id: &str, status: &str) -> StoreResult<()> {
+    async fn update_authorization_status(&self, id: &str, status: AuthorizationStatus) -> StoreResult<()> {
         sqlx::query("UPDATE acme_authorizations SET status = $1 WHERE id = $2")
-            .bind(status)
+            .bind(status.as_str())
             .bind(id)
             .execute(&self.store.pool)
             .await
@@ -736,23 +745,28 @@ impl AcmeStore for DbAcme {
         rows.iter().map(challenge).collect()
     }
 
-    async fn update_challenge(&self, c: &Challenge, from: &str) -> StoreResult<bool> {
-        let (c, from) = (c.clone(), from.to_owned());
+    async fn update_challenge(&self, c: &Challenge, from: ChallengeStatus) -> StoreResult<bool> {
+        let c = c.clone();
         self.write_one(move |tx: &mut crate::Tx| {
             Box::pin(async move {
-                bind_challenge_update(sqlx::query(UPDATE_CHALLENGE), &c, &from).execute(tx.conn().await?).await.db()
+                bind_challenge_update(sqlx::query(UPDATE_CHALLENGE), &c, from).execute(tx.conn().await?).await.db()
             })
         })
         .await
         .map(|changed| changed == 1)
     }
 
-    async fn record_validation(&self, c: &Challenge, from: &str, authz_status: &str) -> StoreResult<bool> {
-        let (c, from, authz_status) = (c.clone(), from.to_owned(), authz_status.to_owned());
+    async fn record_validation(
+        &self,
+        c: &Challenge,
+        from: ChallengeStatus,
+        authz_status: AuthorizationStatus,
+    ) -> StoreResult<bool> {
+        let c = c.clone();
         self.store
             .write(move |tx: &mut crate::Tx| {
                 Box::pin(async move {
-                    let moved = bind_challenge_update(sqlx::query(UPDATE_CHALLENGE), &c, &from)
+                    let moved = bind_challenge_update(sqlx::query(UPDATE_CHALLENGE), &c, from)
                         .execute(tx.conn().await?)
                         .await
                         .db()?
@@ -760,7 +774,7 @@ impl AcmeStore for DbAcme {
                         == 1;
                     if moved {
                         sqlx::query("UPDATE acme_authorizations SET status = $1 WHERE id = $2")
-                            .bind(&authz_status)
+                            .bind(authz_status.as_str())
                             .bind(&c.authz_id)
                             .execute(tx.conn().await?)
                             .await
@@ -791,7 +805,7 @@ const UPDATE_ORDER: &str =
 
 fn bind_order_update<'q>(query: crate::AnyQuery<'q>, o: &'q Order) -> crate::AnyQuery<'q> {
     query
-        .bind(&o.status)
+        .bind(o.status.as_str())
         .bind(o.error.as_ref().map(|e| e.to_string()))
         .bind(o.certificate_id)
         .bind(&o.certificate_pem)
@@ -806,14 +820,18 @@ const UPDATE_CHALLENGE: &str =
     "UPDATE acme_challenges SET status = $1, validated_at = $2, error = $3, updated_at = $4 \
      WHERE id = $5 AND status = $6";
 
-fn bind_challenge_update<'q>(query: crate::AnyQuery<'q>, c: &'q Challenge, from: &'q str) -> crate::AnyQuery<'q> {
+fn bind_challenge_update<'q>(
+    query: crate::AnyQuery<'q>,
+    c: &'q Challenge,
+    from: ChallengeStatus,
+) -> crate::AnyQuery<'q> {
     query
-        .bind(&c.status)
+        .bind(c.status.as_str())
         .bind(c.validated_at)
         .bind(c.error.as_ref().map(|e| e.to_string()))
         .bind(c.updated_at)
         .bind(&c.id)
-        .bind(from)
+        .bind(from.as_str())
 }
 
 #[cfg(test)]
@@ -826,7 +844,7 @@ mod tests {
             workspace_id: "ws".into(),
             ca_id: 7,
             account_id: "acct_1".into(),
-            status: "pending".into(),
+            status: OrderStatus::Pending,
             identifiers: vec![Identifier { kind: "dns".into(), value: "a.example.test".into() }],
             authorizations: Vec::new(),
             profile: None,
@@ -862,14 +880,14 @@ mod tests {
             Some("order_r1")
         );
 
-        first.status = "invalid".into();
+        first.status = OrderStatus::Invalid;
         acme.update_order(&first).await.expect("invalid");
         assert!(acme.replacing_order(7, "aki.serial").await.expect("read").is_none());
         acme.insert_order(&order("order_r3", Some("aki.serial"))).await.expect("a failed replacement frees it");
 
         let mut issued = order("order_issued", None);
         issued.cert_id = Some("aki.issued".into());
-        issued.status = "valid".into();
+        issued.status = OrderStatus::Valid;
         acme.insert_order(&issued).await.expect("issued");
         assert_eq!(
             acme.order_by_cert_id(7, "aki.issued").await.expect("read").map(|o| o.id).as_deref(),
@@ -906,7 +924,7 @@ mod tests {
             account_id: "acct_1".into(),
             identifier: Identifier { kind: "dns".into(), value: "a.example.test".into() },
             wildcard: false,
-            status: "pending".into(),
+            status: AuthorizationStatus::Pending,
             expires_at: 10,
             created_at: 1,
         }
@@ -918,7 +936,7 @@ mod tests {
             authz_id: authz_id.into(),
             kind: kind.into(),
             token: format!("token-{id}"),
-            status: "pending".into(),
+            status: ChallengeStatus::Pending,
             validated_at: None,
             error: None,
             updated_at: 1,
@@ -968,12 +986,15 @@ mod tests {
         let acme = DbAcme::new(store);
         let mut claimed = order("order_claim", None);
         acme.insert_order(&claimed).await.expect("insert");
-        claimed.status = "processing".into();
-        assert!(acme.update_order_from(&claimed, "pending").await.expect("claim"), "the first claim");
+        claimed.status = OrderStatus::Processing;
+        assert!(acme.update_order_from(&claimed, OrderStatus::Pending).await.expect("claim"), "the first claim");
         let mut late = claimed.clone();
-        late.status = "invalid".into();
-        assert!(!acme.update_order_from(&late, "pending").await.expect("claim"), "the second finds it moved");
-        assert_eq!(acme.order(7, "order_claim").await.expect("read").map(|o| o.status).as_deref(), Some("processing"));
+        late.status = OrderStatus::Invalid;
+        assert!(
+            !acme.update_order_from(&late, OrderStatus::Pending).await.expect("claim"),
+            "the second finds it moved"
+        );
+        assert_eq!(acme.order(7, "order_claim").await.expect("read").map(|o| o.status), Some(OrderStatus::Processing));
 
         acme.insert_order_with_authorizations(
             &order("order_v", None),
@@ -982,18 +1003,27 @@ mod tests {
         .await
         .expect("insert");
         let mut processing = challenge("chall_v", "authz_v", "http-01");
-        processing.status = "processing".into();
-        assert!(acme.update_challenge(&processing, "pending").await.expect("claim"));
+        processing.status = ChallengeStatus::Processing;
+        assert!(acme.update_challenge(&processing, ChallengeStatus::Pending).await.expect("claim"));
         let mut valid = processing.clone();
-        valid.status = "valid".into();
+        valid.status = ChallengeStatus::Valid;
         valid.validated_at = Some(5);
-        assert!(acme.record_validation(&valid, "processing", "valid").await.expect("record"));
+        assert!(acme
+            .record_validation(&valid, ChallengeStatus::Processing, AuthorizationStatus::Valid)
+            .await
+            .expect("record"));
         let mut invalid = processing.clone();
-        invalid.status = "invalid".into();
-        assert!(!acme.record_validation(&invalid, "processing", "invalid").await.expect("record"), "recorded once");
+        invalid.status = ChallengeStatus::Invalid;
+        assert!(
+            !acme
+                .record_validation(&invalid, ChallengeStatus::Processing, AuthorizationStatus::Invalid)
+                .await
+                .expect("record"),
+            "recorded once"
+        );
         assert_eq!(acme.challenge("chall_v").await.expect("read"), Some(valid));
         let stored = acme.authorization(7, "authz_v").await.expect("read").expect("the authorization");
-        assert_eq!(stored.status, "valid", "the losing validator left the authorization alone");
+        assert_eq!(stored.status, AuthorizationStatus::Valid, "the losing validator left the authorization alone");
     }
 
     /// The cache in front of the store: a write through it is seen at once; another replica's
@@ -1044,7 +1074,7 @@ mod tests {
             ca_id: 7,
             thumbprint: jwk.thumbprint(),
             jwk,
-            status: "valid".into(),
+            status: AccountStatus::Valid,
             contact: Vec::new(),
             eab_key_id: None,
             created_at: 1,
@@ -1053,13 +1083,13 @@ mod tests {
         db.insert_account(&account).await.expect("another replica's new account");
         assert!(cached.account(7, "acct_1").await.expect("read").is_some(), "found at once: absence is not cached");
         assert!(cached.account(8, "acct_1").await.expect("read").is_none(), "another CA's directory");
-        account.status = "deactivated".into();
+        account.status = AccountStatus::Deactivated;
         cached.update_account(&account).await.expect("update");
-        assert_eq!(cached.account(7, "acct_1").await.expect("read").expect("row").status, "deactivated");
-        account.status = "valid".into();
+        assert_eq!(cached.account(7, "acct_1").await.expect("read").expect("row").status, AccountStatus::Deactivated);
+        account.status = AccountStatus::Valid;
         db.update_account(&account).await.expect("another replica's update");
-        assert_eq!(cached.account(7, "acct_1").await.expect("read").expect("row").status, "deactivated");
+        assert_eq!(cached.account(7, "acct_1").await.expect("read").expect("row").status, AccountStatus::Deactivated);
         advance(TTL_MS);
-        assert_eq!(cached.account(7, "acct_1").await.expect("read").expect("row").status, "valid");
+        assert_eq!(cached.account(7, "acct_1").await.expect("read").expect("row").status, AccountStatus::Valid);
     }
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::jws::b64;
-use super::{Account, DirectoryConfig, EabKey, CHALLENGE_TYPES};
+use super::{Account, AccountStatus, DirectoryConfig, EabKey, CHALLENGE_TYPES};
 use crate::audit::Audit;
 use crate::auth::{Caller, Scope};
 use crate::context::Context;
@@ -217,7 +217,7 @@ pub async fn deactivate_account(ctx: &Context, caller: &Caller, id: &str) -> Res
     let store = acme(ctx)?;
     let mut account =
         store.account_in_workspace(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::AcmeAccount))?;
-    account.status = "deactivated".into();
+    account.status = AccountStatus::Deactivated;
     store.update_account(&account).await?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     change.audit("acme.account.deactivate", Target::new("acme_account", id), json!({}));

@@ -14,7 +14,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{Account, AcmeStore, Authorization, Challenge, DirectoryConfig, EabKey, Identifier, Order};
+use super::{
+    Account, AcmeStore, Authorization, AuthorizationStatus, Challenge, ChallengeStatus, DirectoryConfig, EabKey,
+    Identifier, Order, OrderStatus,
+};
 use crate::clock::SharedClock;
 use crate::store_error::StoreResult;
 use crate::ttl_cache::TtlMap;
@@ -116,7 +119,7 @@ impl AcmeStore for CachedAcmeStore {
     async fn update_order(&self, order: &Order) -> StoreResult<()> {
         self.inner.update_order(order).await
     }
-    async fn update_order_from(&self, order: &Order, from: &str) -> StoreResult<bool> {
+    async fn update_order_from(&self, order: &Order, from: OrderStatus) -> StoreResult<bool> {
         self.inner.update_order_from(order, from).await
     }
     async fn order_by_cert_id(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>> {
@@ -150,7 +153,7 @@ impl AcmeStore for CachedAcmeStore {
     ) -> StoreResult<Option<Authorization>> {
         self.inner.reusable_authorization(account_id, identifier, wildcard, now).await
     }
-    async fn update_authorization_status(&self, id: &str, status: &str) -> StoreResult<()> {
+    async fn update_authorization_status(&self, id: &str, status: AuthorizationStatus) -> StoreResult<()> {
         self.inner.update_authorization_status(id, status).await
     }
     async fn count_pending_authorizations(&self, account_id: &str, now: i64) -> StoreResult<i64> {
@@ -166,10 +169,15 @@ impl AcmeStore for CachedAcmeStore {
     async fn challenges(&self, authz_id: &str) -> StoreResult<Vec<Challenge>> {
         self.inner.challenges(authz_id).await
     }
-    async fn update_challenge(&self, challenge: &Challenge, from: &str) -> StoreResult<bool> {
+    async fn update_challenge(&self, challenge: &Challenge, from: ChallengeStatus) -> StoreResult<bool> {
         self.inner.update_challenge(challenge, from).await
     }
-    async fn record_validation(&self, challenge: &Challenge, from: &str, authz_status: &str) -> StoreResult<bool> {
+    async fn record_validation(
+        &self,
+        challenge: &Challenge,
+        from: ChallengeStatus,
+        authz_status: AuthorizationStatus,
+    ) -> StoreResult<bool> {
         self.inner.record_validation(challenge, from, authz_status).await
     }
     async fn stale_processing_challenges(&self, before: i64) -> StoreResult<Vec<Challenge>> {

@@ -103,6 +103,48 @@ pub struct EabKey {
     pub created_at: i64,
 }
 
+crate::state::state_enum! {
+    /// An ACME account's state (RFC 8555 §7.1.6).
+    pub enum AccountStatus {
+        Valid => "valid",
+        Deactivated => "deactivated",
+        Revoked => "revoked",
+    }
+}
+
+crate::state::state_enum! {
+    /// An order's state (RFC 8555 §7.1.6): `processing` while the CA issues after finalize.
+    pub enum OrderStatus {
+        Pending => "pending",
+        Ready => "ready",
+        Processing => "processing",
+        Valid => "valid",
+        Invalid => "invalid",
+    }
+}
+
+crate::state::state_enum! {
+    /// An authorization's state (RFC 8555 §7.1.6).
+    pub enum AuthorizationStatus {
+        Pending => "pending",
+        Valid => "valid",
+        Invalid => "invalid",
+        Deactivated => "deactivated",
+        Expired => "expired",
+        Revoked => "revoked",
+    }
+}
+
+crate::state::state_enum! {
+    /// A challenge's state (RFC 8555 §7.1.6): `processing` while a validator works on it.
+    pub enum ChallengeStatus {
+        Pending => "pending",
+        Processing => "processing",
+        Valid => "valid",
+        Invalid => "invalid",
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Account {
     pub id: String,
@@ -110,8 +152,7 @@ pub struct Account {
     pub ca_id: i64,
     pub thumbprint: String,
     pub jwk: jws::Jwk,
-    /// `valid`, `deactivated` or `revoked`.
-    pub status: String,
+    pub status: AccountStatus,
     pub contact: Vec<String>,
     pub eab_key_id: Option<String>,
     pub created_at: i64,
@@ -187,8 +228,7 @@ pub struct Order {
     pub workspace_id: String,
     pub ca_id: i64,
     pub account_id: String,
-    /// `pending`, `ready`, `processing`, `valid`, `invalid`.
-    pub status: String,
+    pub status: OrderStatus,
     pub identifiers: Vec<Identifier>,
     pub authorizations: Vec<String>,
     pub profile: Option<String>,
@@ -216,8 +256,7 @@ pub struct Authorization {
     /// The identifier without the wildcard label.
     pub identifier: Identifier,
     pub wildcard: bool,
-    /// `pending`, `valid`, `invalid`, `deactivated`, `expired`, `revoked`.
-    pub status: String,
+    pub status: AuthorizationStatus,
     pub expires_at: i64,
     pub created_at: i64,
 }
@@ -229,8 +268,7 @@ pub struct Challenge {
     /// `http-01`, `dns-01`, `tls-alpn-01`.
     pub kind: String,
     pub token: String,
-    /// `pending`, `processing`, `valid`, `invalid`.
-    pub status: String,
+    pub status: ChallengeStatus,
     pub validated_at: Option<i64>,
     pub error: Option<Value>,
     pub updated_at: i64,

@@ -3,7 +3,10 @@
 
 use async_trait::async_trait;
 
-use super::{Account, Authorization, Challenge, DirectoryConfig, EabKey, Identifier, Order};
+use super::{
+    Account, Authorization, AuthorizationStatus, Challenge, ChallengeStatus, DirectoryConfig, EabKey, Identifier,
+    Order, OrderStatus,
+};
 use crate::store_error::StoreResult;
 
 #[async_trait]
@@ -49,7 +52,7 @@ pub trait AcmeStore: Send + Sync + 'static {
     /// Writes the order only if its stored status is still `from` (a compare-and-set: true when
     /// this caller moved it). Finalize claims a ready order this way, so two finalize requests
     /// racing on one order issue once.
-    async fn update_order_from(&self, order: &Order, from: &str) -> StoreResult<bool>;
+    async fn update_order_from(&self, order: &Order, from: OrderStatus) -> StoreResult<bool>;
     /// The order of the directory's CA that issued the certificate of `cert_id` (RFC 9773).
     async fn order_by_cert_id(&self, ca_id: i64, cert_id: &str) -> StoreResult<Option<Order>>;
     /// The order replacing `cert_id` that is not stored `invalid`, if any.
@@ -70,7 +73,7 @@ pub trait AcmeStore: Send + Sync + 'static {
         wildcard: bool,
         now: i64,
     ) -> StoreResult<Option<Authorization>>;
-    async fn update_authorization_status(&self, id: &str, status: &str) -> StoreResult<()>;
+    async fn update_authorization_status(&self, id: &str, status: AuthorizationStatus) -> StoreResult<()>;
     async fn count_pending_authorizations(&self, account_id: &str, now: i64) -> StoreResult<i64>;
 
     async fn insert_challenge(&self, challenge: &Challenge) -> StoreResult<()>;
@@ -78,10 +81,15 @@ pub trait AcmeStore: Send + Sync + 'static {
     async fn challenges(&self, authz_id: &str) -> StoreResult<Vec<Challenge>>;
     /// Moves the challenge from `from` to the challenge's status (a compare-and-set: true when
     /// this caller moved it).
-    async fn update_challenge(&self, challenge: &Challenge, from: &str) -> StoreResult<bool>;
+    async fn update_challenge(&self, challenge: &Challenge, from: ChallengeStatus) -> StoreResult<bool>;
     /// A validation's outcome in one transaction: the challenge moves from `from` to its status
     /// and, only if it did, its authorization takes `authz_status`. True when this caller moved it.
-    async fn record_validation(&self, challenge: &Challenge, from: &str, authz_status: &str) -> StoreResult<bool>;
+    async fn record_validation(
+        &self,
+        challenge: &Challenge,
+        from: ChallengeStatus,
+        authz_status: AuthorizationStatus,
+    ) -> StoreResult<bool>;
     /// Challenges left `processing` since before `before` (a replica stopped mid-validation).
     async fn stale_processing_challenges(&self, before: i64) -> StoreResult<Vec<Challenge>>;
 }

@@ -13,7 +13,7 @@ use x509_parser::prelude::{FromDer, ParsedExtension, X509Certificate};
 use super::jws::b64;
 use super::problem::{Problem, ProblemType};
 use super::server::{enabled_directory, store, Reply};
-use super::{rfc3339, Account, DirectoryConfig, Identifier, Order};
+use super::{rfc3339, Account, DirectoryConfig, Identifier, Order, OrderStatus};
 use crate::audit::Audit;
 use crate::context::Context;
 use crate::events::{CertificateRenewed, Event};
@@ -121,7 +121,7 @@ pub(super) async fn check_replaces(
         // A pending order past its expiry is invalid though still stored pending: refresh it
         // first so an abandoned replacement does not block the certificate forever.
         let existing = super::server::refresh_order(ctx, existing).await?;
-        if existing.status != "invalid" {
+        if existing.status != OrderStatus::Invalid {
             return Err(already_replaced());
         }
     }

@@ -10,7 +10,10 @@ use sha2::{Digest, Sha256};
 
 use super::jws::{b64, unb64, Jwk, Jws};
 use super::problem::{Problem, ProblemType, Subproblem};
-use super::{rfc3339, Account, Authorization, Challenge, DirectoryConfig, Identifier, Order};
+use super::{
+    rfc3339, Account, AccountStatus, Authorization, AuthorizationStatus, Challenge, ChallengeStatus, DirectoryConfig,
+    Identifier, Order, OrderStatus,
+};
 use crate::audit::Audit;
 use crate::context::{Context, SharedContext};
 use crate::issuance::{Decision, IssueInput, Run};
@@ -229,7 +232,7 @@ async fn verify(
                 problem(ProblemType::AccountDoesNotExist, format!("no account `{kid}` in this directory"))
             })?;
             jws.verify(&account.jwk)?;
-            if account.status != "valid" {
+            if account.status != AccountStatus::Valid {
                 return Err(problem(ProblemType::Unauthorized, format!("the account is {}", account.status)));
             }
             Ok(Verified { jws: jws.clone(), account: Some(account) })
@@ -272,7 +275,7 @@ pub async fn post(ctx: &SharedContext, ca_id: i64, endpoint: Endpoint, body: &[u
         Endpoint::Order(id) => {
             let order = owned_order(ctx, &config, &account, &id).await?;
             let order = refresh_order(ctx, order).await?;
-            let retry_after = (order.status == "processing").then_some(5);
+            let retry_after = (order.status == OrderStatus::Processing).then_some(5);
             Ok(Reply { retry_after, ..Reply::json(order_json(&base, &order)) })
         }
         Endpoint::Finalize(id) => {
@@ -287,7 +290,7 @@ pub async fn post(ctx: &SharedContext, ca_id: i64, endpoint: Endpoint, body: &[u
         Endpoint::Certificate(id) => {
             let order = owned_order(ctx, &config, &account, &id).await?;
             match order.certificate_pem {
-                Some(pem) if order.status == "valid" => Ok(Reply {
+                Some(pem) if order.status == OrderStatus::Valid => Ok(Reply {
                     created: false,
                     body: ReplyBody::PemChain(pem),
                     location: None,
@@ -382,7 +385,7 @@ async fn new_account(ctx: &Context, config: &DirectoryConfig, base: &str, jws: &
         ca_id: config.ca_id,
         thumbprint,
         jwk,
-        status: "valid".into(),
+        status: AccountStatus::Valid,
         contact,
         eab_key_id: eab.as_ref().map(|k| k.id.clone()),
         created_at: ctx.now_millis(),
@@ -468,7 +471,7 @@ async fn update_account(ctx: &Context, base: &str, mut account: Account, jws: &J
     match payload.get("status").and_then(Value::as_str) {
         None => {}
         Some("deactivated") => {
-            account.status = "deactivated".into();
+            account.status = AccountStatus::Deactivated;
             action = "acme.account.deactivate";
         }
         Some(other) => return Err(problem(ProblemType::Malformed, format!("status `{other}` cannot be set"))),
@@ -669,7 +672,7 @@ async fn new_order(
             account_id: account.id.clone(),
             identifier: base_identifier.clone(),
             wildcard,
-            status: "pending".into(),
+            status: AuthorizationStatus::Pending,
             expires_at: now + config.order_lifetime_seconds * 1000,
             created_at: now,
         };
@@ -690,7 +693,7 @@ async fn new_order(
                 authz_id: authz.id.clone(),
                 kind: kind.clone(),
                 token: b64(&token),
-                status: "pending".into(),
+                status: ChallengeStatus::Pending,
                 validated_at: None,
                 error: None,
                 updated_at: now,
@@ -704,7 +707,7 @@ async fn new_order(
         workspace_id: config.workspace_id.clone(),
         ca_id: config.ca_id,
         account_id: account.id.clone(),
-        status: "pending".into(),
+        status: OrderStatus::Pending,
         identifiers,
         authorizations,
         profile,
@@ -763,7 +766,7 @@ fn order_json(base: &str, order: &Order) -> Value {
     if let Some(error) = &order.error {
         body["error"] = error.clone();
     }
-    if order.status == "valid" && order.certificate_pem.is_some() {
+    if order.status == OrderStatus::Valid && order.certificate_pem.is_some() {
         body["certificate"] = json!(format!("{base}/cert/{}", order.id));
     }
     body
@@ -772,17 +775,17 @@ fn order_json(base: &str, order: &Order) -> Value {
 /// The order's status as its authorizations (and a certificate request it waits on) say now;
 /// stored when it moved.
 pub(crate) async fn refresh_order(ctx: &Context, order: Order) -> Result<Order, Problem> {
-    let before = order.status.clone();
+    let before = order.status;
     let order = derive_status(ctx, order).await?;
-    record_status_change(ctx, &order, &before).await?;
+    record_status_change(ctx, &order, before).await?;
     Ok(order)
 }
 
 /// Writes a status [`derive_status`] changed from `before`.
-async fn record_status_change(ctx: &Context, order: &Order, before: &str) -> Result<(), Problem> {
+async fn record_status_change(ctx: &Context, order: &Order, before: OrderStatus) -> Result<(), Problem> {
     if order.status != before {
         store(ctx)?.update_order(order).await?;
-        if order.status == "valid" {
+        if order.status == OrderStatus::Valid {
             link_renewal(ctx, order).await;
         }
     }
@@ -794,15 +797,15 @@ async fn record_status_change(ctx: &Context, order: &Order, before: &str) -> Res
 async fn derive_status(ctx: &Context, mut order: Order) -> Result<Order, Problem> {
     let acme = store(ctx)?;
     let now = ctx.now_millis();
-    if order.status == "pending" {
+    if order.status == OrderStatus::Pending {
         let mut all_valid = true;
         for id in &order.authorizations {
             let status = acme.authorization(order.ca_id, id).await?.map(|a| effective_status(&a, now));
-            match status.as_deref() {
-                Some("valid") => {}
-                Some("pending") => all_valid = false,
+            match status {
+                Some(AuthorizationStatus::Valid) => {}
+                Some(AuthorizationStatus::Pending) => all_valid = false,
                 _ => {
-                    order.status = "invalid".into();
+                    order.status = OrderStatus::Invalid;
                     order.error = Some(
                         problem(ProblemType::Unauthorized, "an authorization of the order failed or expired")
                             .document(),
@@ -813,12 +816,12 @@ async fn derive_status(ctx: &Context, mut order: Order) -> Result<Order, Problem
             }
         }
         if all_valid {
-            order.status = "ready".into();
-        } else if order.status == "pending" && order.expires_at <= now {
-            order.status = "invalid".into();
+            order.status = OrderStatus::Ready;
+        } else if order.status == OrderStatus::Pending && order.expires_at <= now {
+            order.status = OrderStatus::Invalid;
         }
     }
-    if order.status == "processing" {
+    if order.status == OrderStatus::Processing {
         if let Some(request_id) = order.request_id {
             order = complete_from_request(ctx, order, request_id).await?;
         }
@@ -844,13 +847,13 @@ async fn complete_from_request(ctx: &Context, mut order: Order, request_id: i64)
         // Trellis judged it, so it is the server's (`serverInternal`, with the CA's words, which
         // the workspace's own users see on the request too).
         RequestStatus::Rejected => {
-            order.status = "invalid".into();
+            order.status = OrderStatus::Invalid;
             let reason = request.decision_reason.unwrap_or_else(|| "no reason given".into());
             let detail = format!("the certificate request was rejected in Trellis: {reason}");
             order.error = Some(problem(ProblemType::Unauthorized, detail).document());
         }
         RequestStatus::Failed => {
-            order.status = "invalid".into();
+            order.status = OrderStatus::Invalid;
             let error = request.error.unwrap_or_else(|| "no error given".into());
             let detail = format!("the CA did not issue the certificate: {error}");
             order.error = Some(problem(ProblemType::ServerInternal, detail).document());
@@ -867,7 +870,7 @@ fn fill_certificate(order: &mut Order, certificate: &crate::certificates::Certif
         pem.push_str(ca.trim_end());
         pem.push('\n');
     }
-    order.status = "valid".into();
+    order.status = OrderStatus::Valid;
     order.certificate_id = Some(certificate.id);
     order.certificate_pem = Some(pem);
     order.fingerprint = Some(certificate.fingerprint_sha256.replace(':', "").to_ascii_lowercase());
@@ -884,11 +887,12 @@ async fn link_renewal(ctx: &Context, order: &Order) {
 }
 
 /// An authorization's status, expiry applied.
-fn effective_status(authz: &Authorization, now: i64) -> String {
-    if authz.expires_at <= now && (authz.status == "pending" || authz.status == "valid") {
-        "expired".into()
+fn effective_status(authz: &Authorization, now: i64) -> AuthorizationStatus {
+    let expirable = matches!(authz.status, AuthorizationStatus::Pending | AuthorizationStatus::Valid);
+    if expirable && authz.expires_at <= now {
+        AuthorizationStatus::Expired
     } else {
-        authz.status.clone()
+        authz.status
     }
 }
 
@@ -924,7 +928,7 @@ async fn authorization(
         if payload.get("status").and_then(Value::as_str) != Some("deactivated") {
             return Err(problem(ProblemType::Malformed, "only `{\"status\": \"deactivated\"}` may be posted"));
         }
-        acme.update_authorization_status(&authz.id, "deactivated").await?;
+        acme.update_authorization_status(&authz.id, AuthorizationStatus::Deactivated).await?;
         audit(
             ctx,
             &account.workspace_id,
@@ -934,7 +938,7 @@ async fn authorization(
             json!({ "identifier": authz.identifier.value }),
         )
         .await;
-        status = "deactivated".into();
+        status = AuthorizationStatus::Deactivated;
     }
     let challenges = acme.challenges(&authz.id).await?;
     let mut body = json!({
@@ -965,10 +969,12 @@ async fn challenge(
     let mut challenge = acme.challenge(id).await?.ok_or_else(|| not_found("challenge"))?;
     let authz = owned_authz(ctx, config, account, &challenge.authz_id).await?;
     let up = (format!("{base}/authz/{}", authz.id), "up");
-    if challenge.status == "pending" && effective_status(&authz, ctx.now_millis()) == "pending" {
-        challenge.status = "processing".into();
+    if challenge.status == ChallengeStatus::Pending
+        && effective_status(&authz, ctx.now_millis()) == AuthorizationStatus::Pending
+    {
+        challenge.status = ChallengeStatus::Processing;
         challenge.updated_at = ctx.now_millis();
-        if acme.update_challenge(&challenge, "pending").await? {
+        if acme.update_challenge(&challenge, ChallengeStatus::Pending).await? {
             // The validator is handed the rows this request holds (it would read the same three
             // again otherwise); a replica's restart resumes from the store (`resume_stale`).
             let (task_ctx, claimed, authz, account) = (ctx.clone(), challenge.clone(), authz.clone(), account.clone());
@@ -984,7 +990,7 @@ async fn challenge(
             challenge = now;
         }
     }
-    let retry_after = (challenge.status == "processing").then_some(2);
+    let retry_after = (challenge.status == ChallengeStatus::Processing).then_some(2);
     Ok(Reply { links: vec![up], retry_after, ..Reply::json(challenge_json(base, &challenge)) })
 }
 
@@ -1007,10 +1013,10 @@ async fn finalize(
 ) -> Result<Reply, Problem> {
     // `ready` is not written on its own here: the claim below moves the order from its stored
     // status straight to `processing`.
-    let stored_status = order.status.clone();
+    let stored_status = order.status;
     let mut order = derive_status(ctx, order).await?;
-    if order.status != "ready" {
-        record_status_change(ctx, &order, &stored_status).await?;
+    if order.status != OrderStatus::Ready {
+        record_status_change(ctx, &order, stored_status).await?;
         return Err(problem(ProblemType::OrderNotReady, format!("the order is {}, not ready", order.status)));
     }
     let payload = jws.payload_json()?;
@@ -1089,12 +1095,12 @@ async fn finalize(
         crate::Error::Validation { .. } => problem(ProblemType::BadCsr, err.to_string()),
         other => Problem::from(other),
     })?;
-    order.status = "processing".into();
+    order.status = OrderStatus::Processing;
     let acme = store(ctx)?;
     // A poll of the order may have written `ready` since it was read; any other move means
     // another finalize claimed it.
-    let claimed = acme.update_order_from(&order, &stored_status).await?
-        || (stored_status != "ready" && acme.update_order_from(&order, "ready").await?);
+    let claimed = acme.update_order_from(&order, stored_status).await?
+        || (stored_status != OrderStatus::Ready && acme.update_order_from(&order, OrderStatus::Ready).await?);
     if !claimed {
         return Err(problem(ProblemType::OrderNotReady, "the order is already being finalized"));
     }
@@ -1113,14 +1119,14 @@ async fn finalize(
             retry_after = Some(30);
         }
         Ok(Decision::Refused(reasons)) => {
-            order.status = "invalid".into();
+            order.status = OrderStatus::Invalid;
             let refused = problem(ProblemType::Unauthorized, format!("an issuance policy denied the order: {reasons}"));
             order.error = Some(refused.document());
             store(ctx)?.update_order(&order).await?;
             return Err(refused);
         }
         Err(err) => {
-            order.status = "invalid".into();
+            order.status = OrderStatus::Invalid;
             let failed = match err {
                 crate::Error::Validation { .. } => problem(ProblemType::BadCsr, err.to_string()),
                 // What the CA's connector reported (the CA refused, is down, limits us) is said
@@ -1138,7 +1144,7 @@ async fn finalize(
         }
     }
     store(ctx)?.update_order(&order).await?;
-    if order.status == "valid" {
+    if order.status == OrderStatus::Valid {
         link_renewal(ctx, &order).await;
     }
     Ok(Reply {

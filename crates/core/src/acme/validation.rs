@@ -7,7 +7,10 @@ use sha2::{Digest, Sha256};
 
 use super::jws::b64;
 use super::problem::{Problem, ProblemType};
-use super::{Account, Authorization, Challenge, DirectoryConfig, Identifier, ValidationFailure};
+use super::{
+    Account, Authorization, AuthorizationStatus, Challenge, ChallengeStatus, DirectoryConfig, Identifier,
+    ValidationFailure,
+};
 use crate::context::Context;
 use crate::plugins::{
     combine, Combined, EvaluationRequest, IssuanceSource, Requester, RequesterKind, Subject, SubjectAltName, SubjectKey,
@@ -43,7 +46,7 @@ pub async fn run_claimed(
 async fn validate(ctx: &Context, challenge_id: &str) -> Result<(), Problem> {
     let Some(acme) = ctx.acme.as_deref() else { return Ok(()) };
     let Some(challenge) = acme.challenge(challenge_id).await? else { return Ok(()) };
-    if challenge.status != "processing" {
+    if challenge.status != ChallengeStatus::Processing {
         return Ok(());
     }
     let Some(authz) = find_authz(ctx, &challenge.authz_id).await? else { return Ok(()) };
@@ -77,9 +80,9 @@ async fn check(
     challenge.updated_at = now;
     let authz_status = match outcome {
         Ok(()) => {
-            challenge.status = "valid".into();
+            challenge.status = ChallengeStatus::Valid;
             challenge.validated_at = Some(now);
-            "valid"
+            AuthorizationStatus::Valid
         }
         Err(failure) => {
             let (kind, detail) = match failure {
@@ -89,12 +92,12 @@ async fn check(
                 ValidationFailure::IncorrectResponse(d) => (ProblemType::IncorrectResponse, d),
             };
             tracing::info!(challenge_id, identifier = %authz.identifier.value, kind = kind.name(), %detail, "ACME challenge failed");
-            challenge.status = "invalid".into();
+            challenge.status = ChallengeStatus::Invalid;
             challenge.error = Some(Problem::new(kind, detail).document());
-            "invalid"
+            AuthorizationStatus::Invalid
         }
     };
-    Ok(acme.record_validation(&challenge, "processing", authz_status).await?.then_some(challenge))
+    Ok(acme.record_validation(&challenge, ChallengeStatus::Processing, authz_status).await?.then_some(challenge))
 }
 
 async fn find_authz(ctx: &Context, id: &str) -> Result<Option<super::Authorization>, Problem> {
