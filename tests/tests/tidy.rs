@@ -235,6 +235,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         &[
             ("approvals", "the four-eyes rule of revocation requests"),
             ("audit", "who acted (Audit)"),
+            ("clock", "a revocation's time goes to the PKI ledger as UnixMillis"),
             ("auth", "use cases run for a Caller"),
             ("cas", "revocation and renewal checks go to the CA's connector"),
             ("certificates", "the inventory side of revoke"),

@@ -147,7 +147,7 @@ async fn list_crl_entries(
     let entries = trellis_core::cas::service::revoked_serials(&ctx, &caller, page.request()?).await?;
     Ok(list(entries, |e| CrlEntryDto {
         serial_number: e.serial_number,
-        revoked_at: rfc3339(e.revoked_at.unwrap_or_default() * 1000),
+        revoked_at: e.revoked_at.unwrap_or_default().rfc3339(),
         reason: e.revocation_reason.unwrap_or_else(|| "unspecified".into()),
         ca_id: e.ca_id,
     }))

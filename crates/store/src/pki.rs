@@ -1,9 +1,11 @@
 //! The internal PKI's rows: CA key material, the ledger of what each internal CA signed, and the
-//! CRL cached per CA.
+//! CRL cached per CA. These tables keep their times in seconds (X.509's precision); the records
+//! carry [`UnixMillis`], converted here and nowhere else.
 
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::Row;
+use trellis_core::clock::UnixMillis;
 use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::pki::{CrlState, IssuedRecord, StoredAuthority, StoredCrl};
 use trellis_core::ports::{PkiReads, PkiWrites};
@@ -20,8 +22,17 @@ pub(crate) fn bind_issued<'q>(query: crate::AnyQuery<'q>, record: &'q IssuedReco
         .bind(record.workspace_id.as_str())
         .bind(record.serial_number.as_str())
         .bind(record.certificate_pem.as_str())
-        .bind(record.not_after)
-        .bind(record.issued_at)
+        .bind(record.not_after.as_secs())
+        .bind(record.issued_at.as_secs())
+}
+
+/// A column of seconds as the instant it names.
+fn instant(row: &AnyRow, column: &str) -> StoreResult<UnixMillis> {
+    Ok(UnixMillis::from_secs(row.try_get(column).db()?))
+}
+
+fn optional_instant(row: &AnyRow, column: &str) -> StoreResult<Option<UnixMillis>> {
+    Ok(row.try_get::<Option<i64>, _>(column).db()?.map(UnixMillis::from_secs))
 }
 
 const ISSUED_COLUMNS: &str =
@@ -35,7 +46,7 @@ fn authority_from_row(row: &AnyRow) -> StoreResult<StoredAuthority> {
         key_sealed: row.try_get("key_sealed").db()?,
         key_algorithm: row.try_get("key_algorithm").db()?,
         parent_ca_id: row.try_get("parent_ca_id").db()?,
-        created_at: row.try_get("created_at").db()?,
+        created_at: instant(row, "created_at")?,
     })
 }
 
@@ -46,9 +57,9 @@ fn issued_from_row(row: &AnyRow) -> StoreResult<IssuedRecord> {
         workspace_id: row.try_get("workspace_id").db()?,
         serial_number: row.try_get("serial_number").db()?,
         certificate_pem: row.try_get("certificate_pem").db()?,
-        not_after: row.try_get("not_after").db()?,
-        issued_at: row.try_get("issued_at").db()?,
-        revoked_at: row.try_get("revoked_at").db()?,
+        not_after: instant(row, "not_after")?,
+        issued_at: instant(row, "issued_at")?,
+        revoked_at: optional_instant(row, "revoked_at")?,
         revocation_reason: row.try_get("revocation_reason").db()?,
     })
 }
@@ -82,12 +93,13 @@ impl PkiReads for Store {
         rows.iter().map(issued_from_row).collect()
     }
 
-    async fn list_revoked(&self, ca_id: i64, now_secs: i64) -> StoreResult<Vec<IssuedRecord>> {
+    async fn list_revoked(&self, ca_id: i64, now: UnixMillis) -> StoreResult<Vec<IssuedRecord>> {
         let sql = format!(
             "SELECT {ISSUED_COLUMNS} FROM internal_issued \
              WHERE ca_id = $1 AND revoked_at IS NOT NULL AND not_after > $2 ORDER BY id"
         );
-        let rows = sqlx::query(&sql).bind(ca_id).bind(now_secs).fetch_all(&mut *self.reader().await?).await.db()?;
+        let rows =
+            sqlx::query(&sql).bind(ca_id).bind(now.as_secs()).fetch_all(&mut *self.reader().await?).await.db()?;
         rows.iter().map(issued_from_row).collect()
     }
 
@@ -134,8 +146,8 @@ impl PkiReads for Store {
                 Some(StoredCrl {
                     revision: row.try_get::<Option<i64>, _>("crl_revision").db()?.unwrap_or(-1),
                     number,
-                    this_update: row.try_get::<Option<i64>, _>("this_update").db()?.unwrap_or(0),
-                    next_update: row.try_get::<Option<i64>, _>("next_update").db()?.unwrap_or(0),
+                    this_update: optional_instant(&row, "this_update")?.unwrap_or_default(),
+                    next_update: optional_instant(&row, "next_update")?.unwrap_or_default(),
                     der,
                 })
             }
@@ -157,7 +169,7 @@ impl PkiWrites for Tx {
         .bind(authority.key_sealed.as_str())
         .bind(authority.key_algorithm.as_deref())
         .bind(authority.parent_ca_id)
-        .bind(authority.created_at)
+        .bind(authority.created_at.as_secs())
         .execute(self.conn().await?)
         .await
         .db()?;
@@ -174,7 +186,7 @@ impl PkiWrites for Tx {
         &mut self,
         ca_id: i64,
         serial_number: &str,
-        at_secs: i64,
+        at: UnixMillis,
         reason: &str,
     ) -> StoreResult<bool> {
         let changed = sqlx::query(
@@ -183,7 +195,7 @@ impl PkiWrites for Tx {
         )
         .bind(ca_id)
         .bind(serial_number)
-        .bind(at_secs)
+        .bind(at.as_secs())
         .bind(reason)
         .execute(self.conn().await?)
         .await
@@ -221,8 +233,8 @@ impl PkiWrites for Tx {
         .bind(crl.revision)
         .bind(crl.number)
         .bind(der)
-        .bind(crl.this_update)
-        .bind(crl.next_update)
+        .bind(crl.this_update.as_secs())
+        .bind(crl.next_update.as_secs())
         .execute(self.conn().await?)
         .await
         .db()?;

@@ -68,9 +68,9 @@ pub(crate) async fn revoke_now(
     // revocation reaches the ledger in this transaction whether or not the CA record (and the
     // certificate's link to it) still exists, or its connector was reachable.
     let ledger_reason = RevocationReason::parse(reason).unwrap_or(RevocationReason::Unspecified).as_str();
-    let at_secs = change.at().div_euclid(1000);
+    let at = crate::clock::UnixMillis::from_millis(change.at());
     for row in &ledger {
-        change.tx().revoke_issued(row.ca_id, &row.serial_number, at_secs, ledger_reason).await?;
+        change.tx().revoke_issued(row.ca_id, &row.serial_number, at, ledger_reason).await?;
     }
     let certificate = record_revocation(&mut change, &existing.workspace_id, existing.id, reason, at_ca).await?;
     change.commit().await?;

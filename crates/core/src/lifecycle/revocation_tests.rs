@@ -228,8 +228,8 @@ async fn the_ledger_row_of_exactly_this_certificate_is_revoked_with_it() {
         workspace_id: WORKSPACE.into(),
         serial_number: serial.clone(),
         certificate_pem,
-        not_after: i64::MAX / 4,
-        issued_at: 0,
+        not_after: crate::clock::UnixMillis::from_secs(i64::MAX / 4),
+        issued_at: crate::clock::UnixMillis::default(),
         revoked_at: None,
         revocation_reason: None,
     };

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 
 use super::port::{PkiReads, PkiWrites};
 use super::{CrlState, IssuedRecord, StoredAuthority, StoredCrl};
+use crate::clock::UnixMillis;
 use crate::pagination::{Page, PageRequest};
 use crate::store_error::{StoreError, StoreResult};
 use crate::testing::kernel::FakeTables;
@@ -28,12 +29,12 @@ impl PkiReads for MemoryStore {
         rows.truncate(limit.max(0) as usize);
         Ok(rows)
     }
-    async fn list_revoked(&self, ca_id: i64, now_secs: i64) -> StoreResult<Vec<IssuedRecord>> {
+    async fn list_revoked(&self, ca_id: i64, now: UnixMillis) -> StoreResult<Vec<IssuedRecord>> {
         let mut rows: Vec<IssuedRecord> = self
             .snapshot()
             .issued
             .into_iter()
-            .filter(|r| r.ca_id == ca_id && r.revoked_at.is_some() && r.not_after > now_secs)
+            .filter(|r| r.ca_id == ca_id && r.revoked_at.is_some() && r.not_after > now)
             .collect();
         rows.sort_by_key(|r| r.id);
         Ok(rows)
@@ -88,7 +89,7 @@ impl PkiWrites for MemoryTx {
         &mut self,
         ca_id: i64,
         serial_number: &str,
-        at_secs: i64,
+        at: UnixMillis,
         reason: &str,
     ) -> StoreResult<bool> {
         let Some(row) = self.working.issued.iter_mut().find(|r| r.ca_id == ca_id && r.serial_number == serial_number)
@@ -96,7 +97,7 @@ impl PkiWrites for MemoryTx {
             return Ok(false);
         };
         if row.revoked_at.is_none() {
-            row.revoked_at = Some(at_secs);
+            row.revoked_at = Some(at);
             row.revocation_reason = Some(reason.to_owned());
             self.working.crls.entry(ca_id).or_default().revocations += 1;
         }

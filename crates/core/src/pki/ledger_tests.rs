@@ -14,8 +14,8 @@ fn record(serial: &str) -> IssuedRecord {
         workspace_id: "ws_a".into(),
         serial_number: serial.into(),
         certificate_pem: String::new(),
-        not_after: 0,
-        issued_at: 0,
+        not_after: crate::clock::UnixMillis::default(),
+        issued_at: crate::clock::UnixMillis::default(),
         revoked_at: None,
         revocation_reason: None,
     }

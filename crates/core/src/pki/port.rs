@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 
 use super::{CrlState, IssuedRecord, StoredAuthority, StoredCrl};
+use crate::clock::UnixMillis;
 use crate::pagination::{Page, PageRequest};
 use crate::store_error::StoreResult;
 
@@ -17,7 +18,7 @@ pub trait PkiReads: Send + Sync {
     /// Issued certificates of a CA after ledger id `after`, oldest first.
     async fn list_issued(&self, ca_id: i64, after: i64, limit: i64) -> StoreResult<Vec<IssuedRecord>>;
     /// Every revoked certificate of a CA that has not expired (what its CRL lists).
-    async fn list_revoked(&self, ca_id: i64, now_secs: i64) -> StoreResult<Vec<IssuedRecord>>;
+    async fn list_revoked(&self, ca_id: i64, now: UnixMillis) -> StoreResult<Vec<IssuedRecord>>;
     /// Revoked certificates of every internal CA of a workspace, newest first.
     async fn list_workspace_revoked(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<IssuedRecord>>;
     /// Ledger rows of the workspace's internal CAs with this serial (lowercase hex), whatever
@@ -34,8 +35,13 @@ pub trait PkiWrites: Send {
     /// Marks a serial revoked; false when the CA never issued it. Revoking twice keeps the
     /// first time and reason. A revocation that changed the row bumps the CA's revocation
     /// marker in the same transaction ([`CrlState::revocations`]).
-    async fn revoke_issued(&mut self, ca_id: i64, serial_number: &str, at_secs: i64, reason: &str)
-        -> StoreResult<bool>;
+    async fn revoke_issued(
+        &mut self,
+        ca_id: i64,
+        serial_number: &str,
+        at: UnixMillis,
+        reason: &str,
+    ) -> StoreResult<bool>;
     /// Keeps `crl` as the CA's cached CRL unless one with an equal or higher number is kept
     /// already (another replica's): CRL numbers never go back. True when stored.
     async fn store_crl(&mut self, ca_id: i64, crl: &StoredCrl) -> StoreResult<bool>;

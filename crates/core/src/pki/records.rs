@@ -1,5 +1,8 @@
 //! The internal PKI's rows as the store keeps them: CA key material, the ledger of issued
-//! certificates, the CRL cache.
+//! certificates, the CRL cache. Their times are [`UnixMillis`]; the store keeps these tables'
+//! in seconds (the precision of X.509 times) and converts at its edge.
+
+use crate::clock::UnixMillis;
 
 /// An internal CA's key material as stored (the key sealed under the master key).
 #[derive(Clone, PartialEq, Eq)]
@@ -10,7 +13,7 @@ pub struct StoredAuthority {
     pub key_sealed: String,
     pub key_algorithm: Option<String>,
     pub parent_ca_id: Option<i64>,
-    pub created_at: i64,
+    pub created_at: UnixMillis,
 }
 
 impl std::fmt::Debug for StoredAuthority {
@@ -19,7 +22,7 @@ impl std::fmt::Debug for StoredAuthority {
     }
 }
 
-/// One certificate an internal CA signed (times in seconds).
+/// One certificate an internal CA signed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssuedRecord {
     pub id: i64,
@@ -27,9 +30,9 @@ pub struct IssuedRecord {
     pub workspace_id: String,
     pub serial_number: String,
     pub certificate_pem: String,
-    pub not_after: i64,
-    pub issued_at: i64,
-    pub revoked_at: Option<i64>,
+    pub not_after: UnixMillis,
+    pub issued_at: UnixMillis,
+    pub revoked_at: Option<UnixMillis>,
     pub revocation_reason: Option<String>,
 }
 
@@ -42,14 +45,14 @@ pub struct CrlState {
     pub cached: Option<StoredCrl>,
 }
 
-/// A signed CRL as kept for every replica (times in seconds).
+/// A signed CRL as kept for every replica.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoredCrl {
     /// The `revocations` value the CRL reflects.
     pub revision: i64,
     pub number: i64,
-    pub this_update: i64,
-    pub next_update: i64,
+    pub this_update: UnixMillis,
+    pub next_update: UnixMillis,
     /// Empty when the reader did not ask for the bytes.
     pub der: Vec<u8>,
 }

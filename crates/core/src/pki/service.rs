@@ -21,7 +21,7 @@ use super::host::{
 use super::ledger::{LedgerBacklog, Unrecorded};
 use super::records::{IssuedRecord, StoredAuthority, StoredCrl};
 use super::{CaChain, PkiPort};
-use crate::clock::{SharedClock, SharedEntropy};
+use crate::clock::{SharedClock, SharedEntropy, UnixMillis};
 use crate::crypto::MasterKey;
 use crate::ports::Store;
 use crate::store_error::StoreError;
@@ -302,7 +302,7 @@ impl InternalPki {
         }
         let state = self.store.crl_state(ca_id, false).await.map_err(store_error)?;
         let now = self.now_secs();
-        let revoked = self.store.list_revoked(ca_id, now).await.map_err(store_error)?;
+        let revoked = self.store.list_revoked(ca_id, UnixMillis::from_secs(now)).await.map_err(store_error)?;
         let entries: Vec<trellis_pki::RevokedEntry> = revoked
             .iter()
             .filter_map(|record| {
@@ -325,8 +325,8 @@ impl InternalPki {
         let crl = StoredCrl {
             revision: state.revocations,
             number,
-            this_update: now,
-            next_update: now + CRL_LIFETIME_SECS,
+            this_update: UnixMillis::from_secs(now),
+            next_update: UnixMillis::from_secs(now + CRL_LIFETIME_SECS),
             der: der.clone(),
         };
         let kept = self
@@ -347,8 +347,9 @@ impl InternalPki {
     async fn current_crl(&self, ca_id: i64) -> Result<Option<Arc<[u8]>>, PkiCoreError> {
         let now = self.now_secs();
         let state = self.store.crl_state(ca_id, false).await.map_err(store_error)?;
-        let current =
-            |kept: &StoredCrl| kept.revision == state.revocations && now < kept.next_update - CRL_REFRESH_SECS;
+        let current = |kept: &StoredCrl| {
+            kept.revision == state.revocations && now < kept.next_update.as_secs() - CRL_REFRESH_SECS
+        };
         let Some(kept) = state.cached.as_ref().filter(|kept| current(kept)) else { return Ok(None) };
         let local = self
             .crls
@@ -497,7 +498,7 @@ fn default_signing_slots() -> usize {
 
 fn revocation(record: &IssuedRecord) -> Option<RevocationInfo> {
     record.revoked_at.map(|at| RevocationInfo {
-        revoked_at: Some(at),
+        revoked_at: Some(at.as_secs()),
         reason: record
             .revocation_reason
             .as_deref()
@@ -580,7 +581,7 @@ impl PkiCore for InternalPki {
             ),
             key_algorithm: authority.key_algorithm.map(|a| a.as_str().to_owned()),
             parent_ca_id,
-            created_at: now,
+            created_at: UnixMillis::from_secs(now),
         };
         let row = stored.clone();
         let inserted = self
@@ -628,8 +629,8 @@ impl PkiCore for InternalPki {
             workspace_id: grant.workspace_id.clone(),
             serial_number: signed.serial_number.clone(),
             certificate_pem,
-            not_after: not_after.min(prepared.signer.not_after()),
-            issued_at: now,
+            not_after: UnixMillis::from_secs(not_after.min(prepared.signer.not_after())),
+            issued_at: UnixMillis::from_secs(now),
             revoked_at: None,
             revocation_reason: None,
         };
@@ -668,7 +669,8 @@ impl PkiCore for InternalPki {
     ) -> Result<(), PkiCoreError> {
         self.prepared_for(grant).await?;
         self.settle_backlog().await?;
-        let (ca_id, serial, at) = (grant.ca_id, normalize_serial(serial_number), self.now_secs());
+        let (ca_id, serial) = (grant.ca_id, normalize_serial(serial_number));
+        let at = UnixMillis::from_time(self.clock.now());
         let shown = serial.clone();
         let found = self
             .store
