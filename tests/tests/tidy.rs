@@ -55,7 +55,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         "approvals",
         &[
             ("auth", "use cases run for a Caller"),
-            ("context", "use cases take the Context"),
             ("error", "the domain error"),
             ("principal", "requesters and deciders compared as principals"),
         ],
@@ -83,7 +82,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         "audit",
         &[
             ("auth", "use cases run for a Caller"),    // two-way edge, not in issue 22's list
-            ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
             ("error", "the domain error"),
             ("pagination", "paged lists"),
             ("store_error", "storage failures: StoreError, StoreResult"),
@@ -201,7 +199,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         &[
             ("auth", "the event list is read by a Caller"),
             ("clock", "time and randomness from the context"),
-            ("context", "the event list takes the Context"),
             ("error", "the domain error"),
             ("pagination", "paged lists"),
             ("store_error", "storage failures: StoreError, StoreResult"),

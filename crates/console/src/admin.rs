@@ -203,7 +203,9 @@ pub async fn audit_log(
         target_id: present(&query.target_id),
         ..AuditFilter::default()
     };
-    let found = audit::list(&ctx, &console.caller, filter, PageRequest::new(Some(page), Some(50), None, 50)?).await?;
+    let found =
+        audit::list(ctx.store.as_ref(), &console.caller, filter, PageRequest::new(Some(page), Some(50), None, 50)?)
+            .await?;
     let more = found.items.len() == 50;
     let rows = found
         .items

@@ -252,7 +252,7 @@ pub async fn show(
             target_id: Some(id.to_string()),
             ..AuditFilter::default()
         };
-        let page = audit::list(&ctx, caller, filter, PageRequest::new(None, Some(50), None, 50)?).await?;
+        let page = audit::list(ctx.store.as_ref(), caller, filter, PageRequest::new(None, Some(50), None, 50)?).await?;
         Some(
             page.items
                 .into_iter()

@@ -131,8 +131,13 @@ pub async fn show(
     let pending_issuance = requests::list(&ctx, caller, Some("pending"), one).await?.total;
     let pending_revocation = revocation_requests::list(&ctx, caller, Some("pending"), one).await?.total;
     let events = if console.can(Scope::AuditRead) {
-        let page =
-            audit::list(&ctx, caller, AuditFilter::default(), PageRequest::new(None, Some(10), None, 10)?).await?;
+        let page = audit::list(
+            ctx.store.as_ref(),
+            caller,
+            AuditFilter::default(),
+            PageRequest::new(None, Some(10), None, 10)?,
+        )
+        .await?;
         Some(
             page.items
                 .into_iter()

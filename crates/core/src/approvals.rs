@@ -4,8 +4,8 @@
 //! An API key acts for the user who made it, so "other" is decided between the people behind
 //! the principals (a user and a key they made are one person), and every doubt refuses.
 
+use crate::auth::port::AuthReads;
 use crate::auth::{Actor, Caller};
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::principal::{Principal, PrincipalKind};
 
@@ -23,12 +23,16 @@ fn accountable_caller(caller: &Caller) -> Principal {
 
 /// Who answers for a stored requester principal. A key that no longer exists cannot be traced
 /// to a person, so the request cannot be approved (it can still be rejected).
-async fn accountable_requester(ctx: &Context, workspace_id: &str, requested_by: &str) -> Result<Option<Principal>> {
+async fn accountable_requester(
+    keys: &dyn AuthReads,
+    workspace_id: &str,
+    requested_by: &str,
+) -> Result<Option<Principal>> {
     let Some(requester) = Principal::parse(requested_by) else { return Ok(None) };
     if requester.kind != PrincipalKind::ApiKey {
         return Ok(Some(requester));
     }
-    let keys = ctx.store.list_api_keys(workspace_id).await?;
+    let keys = keys.list_api_keys(workspace_id).await?;
     Ok(keys.into_iter().find(|key| key.id.as_str() == requester.id).map(|key| match key.created_by {
         Some(user) => Principal::user(user),
         None => requester,
@@ -45,7 +49,7 @@ pub enum Decision {
 /// Whether `caller` may decide request `id` (`what` names it in messages): it must be pending
 /// and not the caller's own, directly or through a key either side made.
 pub async fn check_decidable(
-    ctx: &Context,
+    keys: &dyn AuthReads,
     caller: &Caller,
     decision: Decision,
     what: &str,
@@ -65,7 +69,7 @@ pub async fn check_decidable(
     if Principal::parse(requested_by).as_ref() == Some(&caller.actor.principal()) {
         return Err(own());
     }
-    match accountable_requester(ctx, &caller.workspace_id, requested_by).await? {
+    match accountable_requester(keys, &caller.workspace_id, requested_by).await? {
         Some(requester) if requester == deciding => Err(own()),
         Some(_) => Ok(()),
         None if decision == Decision::Reject => Ok(()),

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 pub mod port;
 
-pub use self::port::{EventReads, EventWrites};
+pub use self::port::{EventReads, EventWrites, OutboxRetention};
 
 /// Declares [`EventType`] once: variant, wire name, in catalogue order.
 macro_rules! event_types {
@@ -388,30 +388,29 @@ pub struct OutboxEvent {
 
 /// The workspace's event feed (what webhooks and integrations receive), newest first.
 pub async fn list(
-    ctx: &crate::context::Context,
+    events: &dyn EventReads,
     caller: &crate::auth::Caller,
     event_type: Option<&str>,
     page: crate::pagination::PageRequest,
 ) -> crate::error::Result<crate::pagination::Page<OutboxEvent>> {
     caller.require(crate::auth::Scope::IntegrationsRead)?;
-    Ok(ctx.store.list_events(&caller.workspace_id, event_type, page).await?)
+    Ok(events.list_events(&caller.workspace_id, event_type, page).await?)
 }
 
 /// Retention of the outbox: deletes events delivered more than `retention` before now, in
 /// batches (each its own short transaction), and returns how many went. Undelivered events are
 /// never deleted, however old. Safe on several replicas: a row is deleted once.
 pub async fn purge_delivered(
-    ctx: &crate::context::Context,
+    outbox: &dyn OutboxRetention,
+    clock: &dyn crate::clock::Clock,
     retention: std::time::Duration,
 ) -> crate::error::Result<u64> {
     const BATCH: i64 = 1000;
     let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
-    let before = ctx.now_millis().saturating_sub(retention_ms);
+    let before = clock.now().timestamp_millis().saturating_sub(retention_ms);
     let mut purged = 0;
     loop {
-        let mut tx = ctx.store.begin().await?;
-        let batch = tx.purge_delivered_events(before, BATCH).await?;
-        tx.commit().await?;
+        let batch = outbox.purge_delivered_batch(before, BATCH).await?;
         purged += batch;
         if batch < BATCH as u64 {
             return Ok(purged);

@@ -8,6 +8,7 @@
 //! confine itself to it: a row of another workspace is indistinguishable from an absent one.
 
 use std::any::Any;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures_util::future::BoxFuture;
@@ -107,6 +108,17 @@ pub trait Store:
     /// Readiness probe: the database answers a trivial query.
     async fn ping(&self) -> StoreResult<()>;
     async fn close(&self);
+}
+
+/// Retention's batches, each in its own transaction.
+#[async_trait]
+impl crate::events::OutboxRetention for Arc<dyn Store> {
+    async fn purge_delivered_batch(&self, before: i64, limit: i64) -> StoreResult<u64> {
+        let mut tx = self.begin().await?;
+        let purged = tx.purge_delivered_events(before, limit).await?;
+        tx.commit().await?;
+        Ok(purged)
+    }
 }
 
 impl dyn Store {

@@ -97,7 +97,7 @@ async fn list_audit(
         target_id: filters.target_id,
         request_id: filters.request_id,
     };
-    Ok(list(audit::list(&ctx, &caller, filter, page.request()?).await?, audit_dto))
+    Ok(list(audit::list(ctx.store.as_ref(), &caller, filter, page.request()?).await?, audit_dto))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -128,7 +128,8 @@ async fn list_events(
     Query(filters): Query<EventFilters>,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<EventDto>>> {
-    let page = trellis_core::events::list(&ctx, &caller, filters.event_type.as_deref(), page.request()?).await?;
+    let page =
+        trellis_core::events::list(ctx.store.as_ref(), &caller, filters.event_type.as_deref(), page.request()?).await?;
     Ok(list(page, |event: OutboxEvent| EventDto {
         id: event.id,
         event_type: event.event_type,

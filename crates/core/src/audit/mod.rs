@@ -5,7 +5,6 @@ pub mod port;
 
 pub use self::port::{AuditReads, AuditWrites};
 use crate::auth::{Caller, Scope};
-use crate::context::Context;
 use crate::error::Result;
 use crate::pagination::{Page, PageRequest};
 use crate::principal::Principal;
@@ -71,9 +70,14 @@ pub struct AuditFilter {
     pub until: Option<i64>,
 }
 
-pub async fn list(ctx: &Context, caller: &Caller, filter: AuditFilter, page: PageRequest) -> Result<Page<AuditEntry>> {
+pub async fn list(
+    log: &dyn AuditReads,
+    caller: &Caller,
+    filter: AuditFilter,
+    page: PageRequest,
+) -> Result<Page<AuditEntry>> {
     caller.require(Scope::AuditRead)?;
-    Ok(ctx.store.list_audit(&caller.workspace_id, &filter, page).await?)
+    Ok(log.list_audit(&caller.workspace_id, &filter, page).await?)
 }
 
 #[cfg(test)]
@@ -109,17 +113,24 @@ mod tests {
             change.commit().await.expect("commit");
         }
         let owner = caller("ws_1", Role::Owner);
-        let all = list(&ctx, &owner, AuditFilter::default(), PageRequest { limit: 50, offset: 0 }).await.expect("list");
+        let all = list(ctx.store.as_ref(), &owner, AuditFilter::default(), PageRequest { limit: 50, offset: 0 })
+            .await
+            .expect("list");
         let seen: Vec<(&str, Option<&str>)> =
             all.items.iter().map(|e| (e.action.as_str(), e.target_id.as_deref())).collect();
         assert_eq!(seen, [("ca.created", Some("2")), ("ca.deleted", Some("1")), ("ca.created", Some("1"))]);
         let filter =
             AuditFilter { action: Some("ca.created".into()), target_id: Some("1".into()), ..AuditFilter::default() };
-        let one = list(&ctx, &owner, filter, PageRequest { limit: 50, offset: 0 }).await.expect("filtered");
+        let one =
+            list(ctx.store.as_ref(), &owner, filter, PageRequest { limit: 50, offset: 0 }).await.expect("filtered");
         assert_eq!(one.items.iter().map(|e| e.id).collect::<Vec<_>>(), [all.items[2].id]);
-        let viewer =
-            list(&ctx, &caller("ws_1", Role::Viewer), AuditFilter::default(), PageRequest { limit: 50, offset: 0 })
-                .await;
+        let viewer = list(
+            ctx.store.as_ref(),
+            &caller("ws_1", Role::Viewer),
+            AuditFilter::default(),
+            PageRequest { limit: 50, offset: 0 },
+        )
+        .await;
         assert!(matches!(viewer, Err(crate::error::Error::MissingScope(_))), "{viewer:?}");
     }
 }

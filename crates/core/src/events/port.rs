@@ -25,3 +25,10 @@ pub trait EventWrites: Send {
     /// undelivered one. Returns how many went.
     async fn purge_delivered_events(&mut self, before: i64, limit: i64) -> StoreResult<u64>;
 }
+
+/// The outbox's retention: one batch of delivered events deleted and committed on its own, so
+/// a long purge never holds the write slot.
+#[async_trait]
+pub trait OutboxRetention: Send + Sync {
+    async fn purge_delivered_batch(&self, before: i64, limit: i64) -> StoreResult<u64>;
+}

@@ -168,7 +168,8 @@ async fn decide(
     let actor = Audit::of(caller);
     let seen = ctx.store.find_request(&workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateRequest))?;
     let decision = if to == REJECTED { Decision::Reject } else { Decision::Approve };
-    check_decidable(ctx, caller, decision, "request", id, seen.status.as_str(), &seen.requested_by).await?;
+    check_decidable(ctx.store.as_ref(), caller, decision, "request", id, seen.status.as_str(), &seen.requested_by)
+        .await?;
     let mut change = ctx.change(actor.clone(), Some(&workspace_id)).await?;
     let current =
         change.tx().find_request(&workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateRequest))?;

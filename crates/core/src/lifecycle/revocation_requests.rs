@@ -102,7 +102,16 @@ async fn decide(
         seen.ok_or(Error::NotFound(Entity::RevocationRequest))?
     };
     let decision = if to == REJECTED { Decision::Reject } else { Decision::Approve };
-    check_decidable(ctx, caller, decision, "revocation request", id, seen.status.as_str(), &seen.requested_by).await?;
+    check_decidable(
+        ctx.store.as_ref(),
+        caller,
+        decision,
+        "revocation request",
+        id,
+        seen.status.as_str(),
+        &seen.requested_by,
+    )
+    .await?;
     let mut change = ctx.change(actor.clone(), Some(&caller.workspace_id)).await?;
     let current = change
         .tx()

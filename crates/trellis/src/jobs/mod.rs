@@ -160,7 +160,7 @@ pub fn spawn_outbox_retention(
     spawn_periodic("outbox retention", interval, move || {
         let ctx = ctx.clone();
         async move {
-            let purged = trellis_core::events::purge_delivered(&ctx, retention).await?;
+            let purged = trellis_core::events::purge_delivered(&ctx.store, ctx.clock.as_ref(), retention).await?;
             if purged > 0 {
                 tracing::info!(purged, "outbox retention deleted delivered events");
             }
