@@ -26,7 +26,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         "acme",
         &[
             ("audit", "who acted (Audit): the ACME account, or the caller of the management API"),
-            ("auth", "the management API runs for a Caller"),
+            ("caller", "the management API runs for a Caller"),
             ("cas", "the directory's CA and its connector"),
             ("certificates", "an issued certificate's chain for the download"),
             ("clock", "the directory and account cache (acme/cache.rs) ages its entries by the injected clock"),
@@ -55,6 +55,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         "approvals",
         &[
             ("auth", "use cases run for a Caller"),
+            ("caller", "use cases run for a Caller"),
             ("error", "the domain error"),
             ("principal", "requesters and deciders compared as principals"),
         ],
@@ -63,7 +64,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         "attestation",
         &[
             ("audit", "who acted (Audit)"),
-            ("auth", "use cases run for a Caller"),
+            ("caller", "use cases run for a Caller"),
             ("clock", "time and randomness from the context"),
             ("context", "use cases take the Context"),
             ("crypto", "sealing and digests under the master key"),
@@ -81,7 +82,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
     (
         "audit",
         &[
-            ("auth", "use cases run for a Caller"),    // two-way edge, not in issue 22's list
+            ("caller", "use cases run for a Caller"),    // two-way edge, not in issue 22's list
             ("error", "the domain error"),
             ("pagination", "paged lists"),
             ("store_error", "storage failures: StoreError, StoreResult"),
@@ -101,13 +102,23 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("store_error", "storage failures: StoreError, StoreResult"),
             ("principal", "an actor reduces to its principal"),
+            ("caller", "use cases run for a Caller"),
+            ("validation", "display names are checked as every area's free text"),
+        ],
+    ),
+    (
+        "caller",
+        &[
+            ("error", "a missing scope is the domain error"),
+            ("ids", "typed user, key and workspace ids"),
+            ("principal", "an actor reduces to the principal records name"),
         ],
     ),
     (
         "cas",
         &[
             ("audit", "who acted (Audit)"),
-            ("auth", "use cases run for a Caller"),
+            ("caller", "use cases run for a Caller"),
             ("context", "use cases take the Context"),
             ("error", "the domain error"),
             ("events", "event type names"),
@@ -123,7 +134,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         "certificates",
         &[
             ("audit", "who acted (Audit)"),
-            ("auth", "use cases run for a Caller"),
+            ("caller", "use cases run for a Caller"),
             ("clock", "time and randomness from the context"),
             ("context", "use cases take the Context"),
             ("error", "the domain error"),
@@ -133,6 +144,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("state", "its records' states are state enums"),
             ("store_error", "storage failures: StoreError, StoreResult"),
+            ("validation", "a certificate's display name"),
         ],
     ),
     (
@@ -161,7 +173,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         "discovery",
         &[
             ("audit", "who acted (Audit)"),
-            ("auth", "use cases run for a Caller"),
+            ("caller", "use cases run for a Caller"),
             ("cas", "a ca_certs scan calls the CA's connector (call_target)"),
             ("certificates", "imports parse and add certificates"),
             ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
@@ -177,7 +189,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         "domain_claims",
         &[
             ("audit", "who acted (Audit)"),
-            ("auth", "use cases run for a Caller"),
+            ("caller", "use cases run for a Caller"),
             ("clock", "verification timestamps"),
             ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
             ("error", "the domain error"),
@@ -197,7 +209,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
     (
         "events",
         &[
-            ("auth", "the event list is read by a Caller"),
+            ("caller", "the event list is read by a Caller"),
             ("clock", "time and randomness from the context"),
             ("error", "the domain error"),
             ("pagination", "paged lists"),
@@ -209,7 +221,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         &[
             ("approvals", "approval-gated requests are decided between persons"),
             ("audit", "who acted (Audit)"),
-            ("auth", "use cases run for a Caller"),
+            ("caller", "use cases run for a Caller"),
             ("cas", "the CA's connector and call target"),
             ("certificates", "the issued certificate enters the inventory (inventory::add)"),
             ("context", "use cases take the Context"),
@@ -233,7 +245,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("approvals", "the four-eyes rule of revocation requests"),
             ("audit", "who acted (Audit)"),
             ("clock", "a revocation's time goes to the PKI ledger as UnixMillis"),
-            ("auth", "use cases run for a Caller"),
+            ("caller", "use cases run for a Caller"),
             ("cas", "revocation and renewal checks go to the CA's connector"),
             ("certificates", "the inventory side of revoke"),
             ("context", "use cases take the Context"),
@@ -262,7 +274,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         "plugins",
         &[
             ("audit", "plugin lifecycle changes are audited"),
-            ("auth", "use cases run for a Caller"),
+            ("caller", "use cases run for a Caller"),
             ("clock", "time and randomness from the context"),
             ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
             ("crypto", "sealing and digests under the master key"),
@@ -308,7 +320,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         "webhooks",
         &[
             ("audit", "who acted (Audit)"),
-            ("auth", "use cases run for a Caller"),
+            ("caller", "use cases run for a Caller"),
             ("clock", "time and randomness from the context"),
             ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
             ("crypto", "sealing and digests under the master key"),

@@ -5,7 +5,7 @@
 //! the principals (a user and a key they made are one person), and every doubt refuses.
 
 use crate::auth::port::AuthReads;
-use crate::auth::{Actor, Caller};
+use crate::caller::{Actor, Caller};
 use crate::error::{Error, Result};
 use crate::principal::{Principal, PrincipalKind};
 

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use serde_json::json;
 
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::store_error::{StoreError, StoreResult};

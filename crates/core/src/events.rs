@@ -389,11 +389,11 @@ pub struct OutboxEvent {
 /// The workspace's event feed (what webhooks and integrations receive), newest first.
 pub async fn list(
     events: &dyn EventReads,
-    caller: &crate::auth::Caller,
+    caller: &crate::caller::Caller,
     event_type: Option<&str>,
     page: crate::pagination::PageRequest,
 ) -> crate::error::Result<crate::pagination::Page<OutboxEvent>> {
-    caller.require(crate::auth::Scope::IntegrationsRead)?;
+    caller.require(crate::caller::Scope::IntegrationsRead)?;
     Ok(events.list_events(&caller.workspace_id, event_type, page).await?)
 }
 

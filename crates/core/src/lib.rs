@@ -11,6 +11,7 @@ pub mod approvals;
 pub mod attestation;
 pub mod audit;
 pub mod auth;
+pub mod caller;
 pub mod cas;
 pub mod certificates;
 pub mod clock;

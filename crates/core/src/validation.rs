@@ -23,6 +23,16 @@ pub fn optional_text(field: &str, value: Option<&str>, max: usize) -> Result<Opt
     }
 }
 
+/// A display name (a workspace's, a key's, a certificate's): trimmed, 1–200 characters without
+/// control characters.
+pub fn validate_name(field: &str, name: &str) -> Result<String> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 200 || name.chars().any(char::is_control) {
+        return Err(Error::invalid_field(field, "must be 1 to 200 printable characters"));
+    }
+    Ok(name.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::jws::b64;
 use super::{Account, AccountStatus, DirectoryConfig, EabKey, CHALLENGE_TYPES};
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::unit_of_work::Target;

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::context::Context;
 use crate::error::Result;
 use crate::pagination::{Page, PageRequest};

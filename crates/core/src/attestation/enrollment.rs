@@ -15,7 +15,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::context::Context;
 use crate::error::Result;
 use crate::plugins::{CallTarget, EnrollmentRequest, PluginRef};

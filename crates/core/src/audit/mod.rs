@@ -4,7 +4,7 @@
 pub mod port;
 
 pub use self::port::{AuditReads, AuditWrites};
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::error::Result;
 use crate::pagination::{Page, PageRequest};
 use crate::principal::Principal;
@@ -83,7 +83,7 @@ pub async fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{Actor, Role};
+    use crate::caller::{Actor, Role};
     use crate::testing::{context, MemoryStore};
     use crate::unit_of_work::Target;
 

@@ -9,6 +9,7 @@ use crate::error::{Entity, Error, Result};
 use crate::ids::{ApiKeyId, UserId, WorkspaceId};
 use crate::principal::Principal;
 use crate::unit_of_work::Target;
+use crate::validation::validate_name;
 
 pub const SESSION_COOKIE: &str = "trellis_session";
 pub const SESSION_LIFETIME_SECS: i64 = 7 * 24 * 3600;
@@ -418,15 +419,6 @@ pub(crate) fn normalize_email(email: &str) -> Result<String> {
     } else {
         Err(Error::invalid_field("email", "must be an email address like admin@example.com"))
     }
-}
-
-/// Trims a display name and checks it is 1–200 characters without control characters.
-pub fn validate_name(field: &str, name: &str) -> Result<String> {
-    let name = name.trim();
-    if name.is_empty() || name.chars().count() > 200 || name.chars().any(char::is_control) {
-        return Err(Error::invalid_field(field, "must be 1 to 200 printable characters"));
-    }
-    Ok(name.to_string())
 }
 
 /// The session's user and, when they have a workspace, their caller in it. A person signed in

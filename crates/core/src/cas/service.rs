@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus};
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events::{CaData, CaHealthChanged, Event};

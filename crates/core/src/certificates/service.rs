@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::certificates::inventory::{self, Provenance, RevokedBy};
 use crate::certificates::{
     parse_pem, Certificate, IssuanceSource, MachineIdentity, Statistics, Status, UsageCategory, UsageRecord,
@@ -524,7 +524,7 @@ pub const IDENTITY_KINDS: [&str; 5] = ["server", "workload", "device", "service_
 
 pub async fn create_identity(ctx: &Context, caller: &Caller, new: NewIdentity) -> Result<MachineIdentity> {
     caller.require(Scope::CertificatesWrite)?;
-    let name = crate::auth::validate_name("name", &new.name)?;
+    let name = crate::validation::validate_name("name", &new.name)?;
     let kind = new.kind.unwrap_or_else(|| "server".into());
     if !IDENTITY_KINDS.contains(&kind.as_str()) {
         return Err(Error::invalid_field("type", format!("must be one of {}", IDENTITY_KINDS.join(", "))));

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::cas::service::{call_target, connector_for, find};
 use crate::cas::CertificateAuthority;
 use crate::certificates::inventory::{self, CaRef, Provenance, RevokedBy};

@@ -30,7 +30,7 @@ mod run_tests;
 
 use serde_json::json;
 
-use crate::auth::{Actor, Caller, Scope};
+use crate::caller::{Actor, Caller, Scope};
 use crate::cas::service::call_target;
 use crate::cas::CertificateAuthority;
 use crate::certificates::inventory::{self, CaRef, Provenance};

@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::plugins::binding::{self, RecordBinding};

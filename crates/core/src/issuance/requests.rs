@@ -8,7 +8,7 @@ use super::run::{Decision as IssuanceDecision, Run};
 use super::{templates, IssueInput, Issued};
 use crate::approvals::{check_decidable, Decision};
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::pagination::{Page, PageRequest};

@@ -15,7 +15,7 @@ use super::request::{self, IssueInput, PreparedRequest};
 use super::templates::{self, Template};
 use super::{policies, requester, requester_from_principal, store_issued, Issued};
 use crate::audit::Audit;
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::cas::service::{call_target, cannot_issue, connector_for, find, find_for_issuance};
 use crate::cas::CertificateAuthority;
 use crate::context::Context;

@@ -14,7 +14,7 @@ use super::requests::{self, FAILED, ISSUED, ISSUING, PENDING, REJECTED};
 use super::templates::{self, StoredTemplate};
 use super::{issue, issue_attested, Approval, Decision, IssueInput, Outcome, Run};
 use crate::audit::Audit;
-use crate::auth::{Actor, Caller, Role};
+use crate::caller::{Actor, Caller, Role};
 use crate::error::Error;
 use crate::plugins::*;
 use crate::testing::{context_with, owner, MemoryStore, NoPlugins};

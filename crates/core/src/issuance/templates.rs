@@ -321,7 +321,7 @@ pub fn from_stored(stored: &StoredTemplate) -> crate::Result<Template> {
 // ---- use cases ----------------------------------------------------------------------------
 
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Entity, Error};
 use crate::unit_of_work::Target;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::cas::service::{self as registry, connector_for, CaInput, CaView};
 use crate::certificates::{self, Certificate};
 use crate::context::Context;

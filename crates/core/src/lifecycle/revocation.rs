@@ -4,7 +4,7 @@
 
 use super::revocation_requests;
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::cas::service::{call_target, connector_for};
 use crate::certificates::revocation_requests::RevocationRequest;
 use crate::certificates::{already_revoked, record_revocation, revocation_reason};

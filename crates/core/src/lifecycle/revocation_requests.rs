@@ -8,7 +8,7 @@ use serde_json::json;
 use super::revocation::revoke_now;
 use crate::approvals::{check_decidable, Decision};
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::certificates::revocation_requests::{
     RevocationRequest, RevocationStatus, APPROVED, FAILED, PENDING, REJECTED,
 };

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 
 use super::{revocation_requests, revoke, set_auto_renewal, Revocation};
-use crate::auth::{Actor, Caller, Role};
+use crate::caller::{Actor, Caller, Role};
 use crate::certificates::revocation_requests::{FAILED, PENDING, REJECTED};
 use crate::certificates::Certificate;
 use crate::error::Error;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::plugins::signatures::{self, SignatureMode, VerifiedSigner};

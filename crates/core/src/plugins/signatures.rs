@@ -17,7 +17,7 @@
 use std::io::Cursor;
 
 use crate::audit::Audit;
-use crate::auth::Caller;
+use crate::caller::Caller;
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events::{Event, PluginVersionDeactivated};

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 pub use self::memory_store::{MemoryStore, MemoryTx};
 pub use self::no_plugins::{IssueScript, ListScript, NoPlugins, PolicyScript, PollScript, RevokeScript, VerifyScript};
-use crate::auth::{Actor, Caller, Role};
+use crate::caller::{Actor, Caller, Role};
 use crate::clock::{FixedClock, OsEntropy};
 use crate::context::{Context, Settings};
 use crate::crypto::MasterKey;

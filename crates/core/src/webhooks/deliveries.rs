@@ -12,7 +12,7 @@
 use serde_json::Value;
 
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::pagination::{Page, PageRequest};

@@ -9,7 +9,7 @@
 use serde_json::json;
 
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::context::Context;
 use crate::crypto::MasterKey;
 use crate::error::{Entity, Error, Result};

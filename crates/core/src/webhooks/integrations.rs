@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::audit::Audit;
-use crate::auth::{Caller, Scope};
+use crate::caller::{Caller, Scope};
 use crate::context::Context;
 use crate::crypto::MasterKey;
 use crate::error::{Entity, Error, Result};
