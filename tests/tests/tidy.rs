@@ -200,9 +200,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
     (
         "error",
         &[
-            ("attestation", "AttestationError is a domain error"), // two-way edge, not in issue 22's list
-            ("auth", "OidcError (a failed OpenID Connect sign-in) is a domain error"), // two-way edge, not in issue 22's list
-            ("plugins", "PluginError is a domain error"), // two-way edge, not in issue 22's list
             ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),

@@ -1,8 +1,25 @@
 //! The domain error type. Every variant has one stable code and one HTTP status,
 //! mapped in exactly one place (`api::error`). Domain code never mentions HTTP.
+//!
+//! A leaf of core: an area with a vocabulary of refusals of its own (the plugin runtime, the
+//! attestation endpoints, OpenID Connect sign-in) keeps its error type at home, implements
+//! [`AreaError`] for it, and it travels inside [`Error::Area`]; [`Error::area`] gives it back.
 
-use crate::plugins::PluginError;
 use crate::store_error::StoreError;
+
+/// An area's own error type, carried whole inside [`Error`]: the layers that answer it (the
+/// HTTP layer's status per variant, a retry schedule) take it back with [`Error::area`].
+pub trait AreaError: std::error::Error + Send + Sync + 'static {
+    /// Stable machine-readable code. Never change a value once shipped.
+    fn code(&self) -> &'static str;
+}
+
+/// Every area error converts into the domain error with `?`.
+impl<E: AreaError> From<E> for Error {
+    fn from(err: E) -> Self {
+        Error::Area(Box::new(err))
+    }
+}
 
 /// What a resource lookup was about, for `NotFound` messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,15 +128,11 @@ pub enum Error {
     /// message names the cap, its setting and when to retry.
     #[error("{message}")]
     QuotaExceeded { message: String, retry_after_secs: u64 },
-    /// A plugin call or plugin lifecycle operation failed; the variant says how.
-    #[error(transparent)]
-    Plugin(#[from] PluginError),
-    /// An attestation endpoint's refusal (spec §4.3's own error form).
-    #[error(transparent)]
-    Attestation(#[from] crate::attestation::AttestationError),
-    /// An OpenID Connect sign-in failed; the variant says how.
-    #[error(transparent)]
-    Oidc(#[from] crate::auth::oidc::OidcError),
+    /// An area's own refusal: a plugin call or lifecycle operation that failed (`PluginError`),
+    /// an attestation endpoint's refusal (`AttestationError`, spec §4.3's own error form), an
+    /// OpenID Connect sign-in that failed (`OidcError`).
+    #[error("{0}")]
+    Area(Box<dyn AreaError>),
     #[error("storage failure: {0}")]
     Store(#[from] StoreError),
     #[error("internal error: {0}")]
@@ -134,6 +147,14 @@ impl From<trellis_pki::x509::CertificateError> for Error {
 }
 
 impl Error {
+    /// The area error of type `E` this is, if it is one.
+    pub fn area<E: AreaError>(&self) -> Option<&E> {
+        match self {
+            Error::Area(err) => (err.as_ref() as &(dyn std::error::Error + 'static)).downcast_ref::<E>(),
+            _ => None,
+        }
+    }
+
     pub fn validation(message: impl Into<String>) -> Self {
         Error::Validation { message: message.into(), details: None }
     }
@@ -170,9 +191,7 @@ impl Error {
             Error::Pending(_) => "ISSUANCE_PENDING",
             Error::CertificateKeyMismatch(_) => "CA_KEY_MISMATCH",
             Error::CertificateNameMismatch(_) => "CA_NAME_MISMATCH",
-            Error::Plugin(err) => err.api_code(),
-            Error::Attestation(err) => err.code(),
-            Error::Oidc(err) => err.code(),
+            Error::Area(err) => err.code(),
             Error::Store(_) => "INTERNAL_ERROR",
             Error::Internal(_) => "INTERNAL_ERROR",
         }

@@ -61,25 +61,12 @@ type AttResult<T> = Result<T, AttestationApiError>;
 impl IntoResponse for AttestationApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.0.status_and_code();
+        let refusal = match &self.0 {
+            ApiError::Domain(err) => err.area::<AttestationError>(),
+            _ => None,
+        };
         let body = match &self.0 {
-            ApiError::Domain(Error::Attestation(err)) => match err {
-                AttestationError::Failed(failures) | AttestationError::EnrollmentFailed(failures) => {
-                    json!({ "error": err.code(), "failures": failures })
-                }
-                AttestationError::InvalidPolicy(details) => json!({ "error": err.code(), "details": details }),
-                AttestationError::MissingField(field) => {
-                    json!({ "error": err.code(), "details": { "field": field, "message": format!("{field} is required") } })
-                }
-                AttestationError::InvalidRequest { field, message } => {
-                    json!({ "error": err.code(), "details": { "field": field, "message": message } })
-                }
-                AttestationError::NoncePurposeMismatch { expected, actual } => json!({
-                    "error": err.code(),
-                    "details": { "expected": expected, "actual": actual, "message": format!("this endpoint needs a nonce of purpose {expected}") }
-                }),
-                AttestationError::ActivationFailed(reason) => json!({ "error": err.code(), "details": reason }),
-                other => json!({ "error": other.code() }),
-            },
+            _ if let Some(refusal) = refusal => refusal_body(refusal),
             ApiError::Domain(Error::NotFound(entity)) => json!({ "error": format!("{} not found", entity.label()) }),
             ApiError::Domain(err) if status == StatusCode::INTERNAL_SERVER_ERROR => {
                 tracing::error!(code, error = ?err, "request failed");
@@ -94,6 +81,28 @@ impl IntoResponse for AttestationApiError {
             other => json!({ "error": code, "details": other.message() }),
         };
         (status, axum::Json(body)).into_response()
+    }
+}
+
+/// Spec §4.3's own error form of an attestation refusal.
+fn refusal_body(err: &AttestationError) -> Value {
+    match err {
+        AttestationError::Failed(failures) | AttestationError::EnrollmentFailed(failures) => {
+            json!({ "error": err.code(), "failures": failures })
+        }
+        AttestationError::InvalidPolicy(details) => json!({ "error": err.code(), "details": details }),
+        AttestationError::MissingField(field) => {
+            json!({ "error": err.code(), "details": { "field": field, "message": format!("{field} is required") } })
+        }
+        AttestationError::InvalidRequest { field, message } => {
+            json!({ "error": err.code(), "details": { "field": field, "message": message } })
+        }
+        AttestationError::NoncePurposeMismatch { expected, actual } => json!({
+            "error": err.code(),
+            "details": { "expected": expected, "actual": actual, "message": format!("this endpoint needs a nonce of purpose {expected}") }
+        }),
+        AttestationError::ActivationFailed(reason) => json!({ "error": err.code(), "details": reason }),
+        other => json!({ "error": other.code() }),
     }
 }
 

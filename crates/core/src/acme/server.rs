@@ -1127,16 +1127,20 @@ async fn finalize(
         }
         Err(err) => {
             order.status = OrderStatus::Invalid;
-            let failed = match err {
-                crate::Error::Validation { .. } => problem(ProblemType::BadCsr, err.to_string()),
-                // What the CA's connector reported (the CA refused, is down, limits us) is said
-                // in its words, as the order gets them when the poller meets the same failure
-                // later: the client learns why, not only an error code.
-                crate::Error::Plugin(crate::plugins::PluginError::Reported { error, .. }) => {
+            // What the CA's connector reported (the CA refused, is down, limits us) is said in
+            // its words, as the order gets them when the poller meets the same failure later:
+            // the client learns why, not only an error code.
+            let reported = match err.area::<crate::plugins::PluginError>() {
+                Some(crate::plugins::PluginError::Reported { error, .. }) => Some(error.to_string()),
+                _ => None,
+            };
+            let failed = match (err, reported) {
+                (invalid @ crate::Error::Validation { .. }, _) => problem(ProblemType::BadCsr, invalid.to_string()),
+                (_, Some(error)) => {
                     tracing::warn!(error = %error, order = %order.id, "the CA did not issue an ACME order");
                     problem(ProblemType::ServerInternal, format!("the CA did not issue the certificate: {error}"))
                 }
-                other => Problem::from(other),
+                (other, None) => Problem::from(other),
             };
             order.error = Some(failed.document());
             store(ctx)?.update_order(&order).await?;

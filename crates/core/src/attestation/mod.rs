@@ -102,6 +102,12 @@ impl AttestationError {
     }
 }
 
+impl crate::error::AreaError for AttestationError {
+    fn code(&self) -> &'static str {
+        AttestationError::code(self)
+    }
+}
+
 /// Decodes base64 (standard or URL-safe, padded or not) of a named member.
 pub(crate) fn base64_member(field: &str, text: &str) -> Result<Vec<u8>, AttestationError> {
     let text = text.trim();

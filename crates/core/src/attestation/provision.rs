@@ -235,10 +235,10 @@ async fn verify(
 }
 
 fn failure_strings(err: &Error) -> Vec<String> {
-    match err {
-        Error::Attestation(AttestationError::Failed(failures)) => failures.clone(),
-        Error::Attestation(other) => vec![format!("{}: {}", other.code(), attestation_detail(other))],
-        other => vec![format!("{}: {other}", other.code().to_ascii_lowercase())],
+    match err.area::<AttestationError>() {
+        Some(AttestationError::Failed(failures)) => failures.clone(),
+        Some(other) => vec![format!("{}: {}", other.code(), attestation_detail(other))],
+        None => vec![format!("{}: {err}", err.code().to_ascii_lowercase())],
     }
 }
 
@@ -435,7 +435,7 @@ pub async fn attest_tpm(
             v.ek_manufacturer,
             v.clock,
         ),
-        Err(err @ Error::Attestation(AttestationError::PolicyNotFound)) => return Err(err),
+        Err(err) if err.area::<AttestationError>() == Some(&AttestationError::PolicyNotFound) => return Err(err),
         Err(err) => (false, 0, failure_strings(&err), json!({}), None, None),
     };
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;

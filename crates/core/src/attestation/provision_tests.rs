@@ -214,10 +214,15 @@ fn input(nonce: &str) -> ProvisionInput {
 }
 
 fn failures_of(result: Result<impl std::fmt::Debug, Error>) -> Vec<String> {
-    match result {
-        Err(Error::Attestation(AttestationError::Failed(failures))) => failures,
-        other => panic!("expected attestation_failed, got {other:?}"),
+    match refusal_of(&result) {
+        Some(AttestationError::Failed(failures)) => failures.clone(),
+        _ => panic!("expected attestation_failed, got {result:?}"),
     }
+}
+
+/// The attestation refusal a use case answered, if it answered one.
+fn refusal_of<T>(result: &Result<T, Error>) -> Option<&AttestationError> {
+    result.as_ref().err().and_then(Error::area)
 }
 
 fn stored_device(store: &MemoryStore, id: i64) -> Device {
@@ -324,7 +329,7 @@ async fn a_nonce_is_good_for_one_attempt() {
 
     let again = attest_and_provision(&f.ctx, &caller, DEVICE_ID, input(NONCE)).await;
 
-    assert!(matches!(again, Err(Error::Attestation(AttestationError::NonceAlreadyUsed))), "{again:?}");
+    assert!(matches!(refusal_of(&again), Some(AttestationError::NonceAlreadyUsed)), "{again:?}");
     assert_eq!(f.store.snapshot().attestation_records.len(), records_before, "a nonce refusal records nothing");
     assert_eq!(f.asked.lock().map(|a| a.len()).unwrap_or_default(), 1, "the verifier ran once");
 }
@@ -341,15 +346,15 @@ async fn a_nonce_of_another_device_expired_or_for_enrollment_is_refused_and_left
     let caller = owner(WORKSPACE);
 
     let refusal = |text: &str| attest_and_provision(&f.ctx, &caller, DEVICE_ID, input(text));
-    assert!(matches!(refusal(other).await, Err(Error::Attestation(AttestationError::NonceDeviceMismatch))));
-    assert!(matches!(refusal(expired).await, Err(Error::Attestation(AttestationError::NonceExpired))));
+    assert!(matches!(refusal_of(&refusal(other).await), Some(AttestationError::NonceDeviceMismatch)));
+    assert!(matches!(refusal_of(&refusal(expired).await), Some(AttestationError::NonceExpired)));
     assert!(matches!(
-        refusal(enrollment).await,
-        Err(Error::Attestation(AttestationError::NoncePurposeMismatch { expected: ATTESTATION, .. }))
+        refusal_of(&refusal(enrollment).await),
+        Some(AttestationError::NoncePurposeMismatch { expected: ATTESTATION, .. })
     ));
     let unknown = "ee00000000000000000000000000000000000000000000000000000000000005";
-    assert!(matches!(refusal(unknown).await, Err(Error::Attestation(AttestationError::NonceNotFound))));
-    assert!(matches!(refusal("not-hex").await, Err(Error::Attestation(AttestationError::NonceNotFound))));
+    assert!(matches!(refusal_of(&refusal(unknown).await), Some(AttestationError::NonceNotFound)));
+    assert!(matches!(refusal_of(&refusal("not-hex").await), Some(AttestationError::NonceNotFound)));
 
     let tables = f.store.snapshot();
     assert!(tables.nonces.iter().all(|n| n.consumed_at.is_none()), "refusals leave nonces as they were");
@@ -364,17 +369,14 @@ async fn a_missing_member_is_named_before_the_nonce_is_spent() {
 
     let refused = attest_and_provision(&f.ctx, &owner(WORKSPACE), DEVICE_ID, without_ca).await;
 
-    assert!(
-        matches!(&refused, Err(Error::Attestation(AttestationError::MissingField(f))) if f == "caId"),
-        "{refused:?}"
-    );
+    assert!(matches!(refusal_of(&refused), Some(AttestationError::MissingField(f)) if f == "caId"), "{refused:?}");
     let mut no_quote = input(NONCE);
     if let Some(Value::Object(evidence)) = no_quote.evidence.as_mut() {
         evidence.remove("quoteBlob");
     }
     let refused = attest_and_provision(&f.ctx, &owner(WORKSPACE), DEVICE_ID, no_quote).await;
     assert!(
-        matches!(&refused, Err(Error::Attestation(AttestationError::MissingField(f))) if f == "evidence.quoteBlob"),
+        matches!(refusal_of(&refused), Some(AttestationError::MissingField(f)) if f == "evidence.quoteBlob"),
         "{refused:?}"
     );
     assert!(!nonce_consumed(&f.store, NONCE));
@@ -445,7 +447,7 @@ async fn an_unknown_named_policy_is_a_404_after_the_nonce() {
 
     let refused = attest_and_provision(&f.ctx, &owner(WORKSPACE), DEVICE_ID, unknown).await;
 
-    assert!(matches!(refused, Err(Error::Attestation(AttestationError::PolicyNotFound))), "{refused:?}");
+    assert!(matches!(refusal_of(&refused), Some(AttestationError::PolicyNotFound)), "{refused:?}");
     assert!(nonce_consumed(&f.store, NONCE));
     assert_eq!(event_types(&f.store), ["attestation.failed"]);
 }

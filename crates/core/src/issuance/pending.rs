@@ -325,17 +325,13 @@ impl Step {
 /// Failures worth another poll: the CA or the runtime unavailable or slow, rate limiting.
 fn retryable(err: &Error) -> bool {
     match err {
-        Error::Plugin(err) => err.is_transient(),
         Error::Store(_) => true,
-        _ => false,
+        other => other.area::<PluginError>().is_some_and(PluginError::is_transient),
     }
 }
 
 fn retry_after(err: &Error) -> Option<u64> {
-    match err {
-        Error::Plugin(err) => err.retry_after_secs(),
-        _ => None,
-    }
+    err.area::<PluginError>().and_then(PluginError::retry_after_secs)
 }
 
 /// One claimed request: poll the CA and record what it says.
@@ -355,7 +351,7 @@ async fn advance(ctx: &Context, lease_owner: &str, claimed: CertificateRequest) 
     let polled = async {
         let connector = connector_for(ctx, &ca.workspace_id, &ca.ca_type).map_err(|err| match err {
             // Not installed or bound right now: an operator may be replacing it.
-            Error::Validation { .. } => Error::Plugin(PluginError::NotBound {
+            Error::Validation { .. } => Error::from(PluginError::NotBound {
                 kind: crate::plugins::PluginKind::CaConnector,
                 service_type: ca.ca_type.clone(),
             }),

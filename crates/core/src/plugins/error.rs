@@ -285,3 +285,11 @@ impl InstallError {
         }
     }
 }
+
+/// Carried in the domain error with the code clients see in `error.code`
+/// ([`PluginError::api_code`]).
+impl crate::error::AreaError for PluginError {
+    fn code(&self) -> &'static str {
+        self.api_code()
+    }
+}

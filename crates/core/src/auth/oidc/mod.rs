@@ -139,6 +139,12 @@ pub enum OidcError {
     PasswordLoginDisabled,
 }
 
+impl crate::error::AreaError for OidcError {
+    fn code(&self) -> &'static str {
+        OidcError::code(self)
+    }
+}
+
 impl OidcError {
     /// Stable machine-readable code. Never change a value once shipped.
     pub fn code(&self) -> &'static str {
@@ -300,7 +306,7 @@ fn failed(err: OidcError, request_id: &str) -> Error {
             tracing::warn!(target: "trellis::security", code = err.code(), request_id, reason = %err, "OIDC sign-in failed")
         }
     }
-    Error::Oidc(err)
+    Error::from(err)
 }
 
 /// A `redirect` is a path on this site: one leading `/`, not `//` or `/\` (which browsers
@@ -408,9 +414,9 @@ pub async fn finish_login(
     request_id: &str,
 ) -> Result<SignedIn> {
     let provider = provider(ctx).map_err(|err| failed(err, request_id))?;
-    let attempt = take_attempt(ctx, &callback, browser_token).await.map_err(|err| match err {
-        Error::Oidc(err) => failed(err, request_id),
-        other => other,
+    let attempt = take_attempt(ctx, &callback, browser_token).await.map_err(|err| match err.area::<OidcError>() {
+        Some(refusal) => failed(refusal.clone(), request_id),
+        None => err,
     })?;
     let identity = redeem(ctx, provider, &callback, &attempt).await.map_err(|err| failed(err, request_id))?;
     let user = resolve_user(ctx, provider, &identity, request_id).await?;
