@@ -263,7 +263,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("crypto", "sealing and digests under the master key"),
             ("error", "the domain error"),
             ("pagination", "paged lists of the ledger"),
-            ("ports", "its storage port and records"),
             ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
@@ -291,6 +290,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("audit", "the port names this area's records"),
             ("auth", "the port names this area's records"), // two-way edge, not in issue 22's list
             ("cas", "the port names this area's records"),
+            ("clock", "the internal PKI's revocation time (UnixMillis) in its store's writes"),
             ("certificates", "the port names this area's records"), // two-way edge, not in issue 22's list
             ("discovery", "the port names this area's records"),    // two-way edge, not in issue 22's list
             ("error", "the port names this area's records"),        // two-way edge, not in issue 22's list

@@ -110,6 +110,50 @@ pub trait Store:
     async fn close(&self);
 }
 
+/// The internal PKI's writes, each a group-commit job.
+#[async_trait]
+impl crate::pki::PkiStore for Arc<dyn Store> {
+    fn reads(&self) -> &dyn PkiReads {
+        self.as_ref()
+    }
+
+    async fn write_authority(&self, authority: crate::pki::StoredAuthority) -> Result<(), Error> {
+        self.write(move |tx| Box::pin(async move { tx.insert_authority(&authority).await.map_err(Into::into) })).await
+    }
+
+    async fn write_issued(&self, records: Vec<IssuedRecord>) -> Result<(), Error> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                for record in &records {
+                    match tx.insert_issued(record).await {
+                        Ok(()) | Err(StoreError::Unique(_)) => {}
+                        Err(err) => return Err(err.into()),
+                    }
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn write_revocation(
+        &self,
+        ca_id: i64,
+        serial_number: String,
+        at: crate::clock::UnixMillis,
+        reason: &'static str,
+    ) -> Result<bool, Error> {
+        self.write(move |tx| {
+            Box::pin(async move { tx.revoke_issued(ca_id, &serial_number, at, reason).await.map_err(Into::into) })
+        })
+        .await
+    }
+
+    async fn write_crl(&self, ca_id: i64, crl: crate::pki::StoredCrl) -> Result<bool, Error> {
+        self.write(move |tx| Box::pin(async move { tx.store_crl(ca_id, &crl).await.map_err(Into::into) })).await
+    }
+}
+
 /// Retention's batches, each in its own transaction.
 #[async_trait]
 impl crate::events::OutboxRetention for Arc<dyn Store> {

@@ -90,7 +90,7 @@ pub async fn open_service(config: &Config, clock: SharedClock) -> Result<Service
         .map(|_| Arc::new(DbChallengeAnswers::new(store.clone())) as Arc<dyn ChallengeAnswers>);
     let shared_store: Arc<dyn trellis_core::ports::Store> = Arc::new(store.clone());
     let pki = Arc::new(InternalPki::new(
-        shared_store.clone(),
+        Arc::new(shared_store.clone()),
         master_key.clone(),
         clock.clone(),
         entropy.clone(),

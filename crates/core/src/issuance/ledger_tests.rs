@@ -48,7 +48,7 @@ async fn fixture() -> Fixture {
     let store = MemoryStore::default();
     let bare = context_with(store.clone(), NOW, NoPlugins::default());
     let pki = Arc::new(InternalPki::new(
-        bare.store.clone(),
+        Arc::new(bare.store.clone()),
         bare.master_key.clone(),
         bare.clock.clone(),
         bare.entropy.clone(),
@@ -209,7 +209,7 @@ async fn without_a_slot_pki_core_records_before_it_returns() {
     let fixture = fixture().await;
     let store: Arc<dyn Store> = Arc::new(fixture.store.clone());
     let pki = InternalPki::new(
-        store,
+        Arc::new(store),
         fixture.ctx.master_key.clone(),
         fixture.ctx.clock.clone(),
         fixture.ctx.entropy.clone(),

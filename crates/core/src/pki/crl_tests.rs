@@ -2,6 +2,8 @@
 //! what was revoked, is re-signed only when a revocation moved the CA's marker (on any replica),
 //! never goes back in number, and OCSP's status follows.
 
+use std::sync::Arc;
+
 use serde_json::json;
 use trellis_pki::{CertificateProfile, KeyAlgorithm, KeyUsage, RevocationReason, Subject, SubjectAltName};
 
@@ -32,7 +34,7 @@ fn grant(sign: Option<SignPermit>) -> PkiGrant {
 /// A replica's PKI over the context's store.
 fn replica(ctx: &Context) -> InternalPki {
     InternalPki::new(
-        ctx.store.clone(),
+        Arc::new(ctx.store.clone()),
         ctx.master_key.clone(),
         ctx.clock.clone(),
         ctx.entropy.clone(),

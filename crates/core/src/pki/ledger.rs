@@ -39,10 +39,9 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::port::PkiStore;
 use super::records::IssuedRecord;
 use crate::error::Error;
-use crate::ports::Store;
-use crate::store_error::StoreError;
 
 /// Where `sign-csr` leaves the ledger row of the certificate it signed, for the caller to
 /// record in its own transaction. Shared by the clones of the grant (the host's and the
@@ -111,26 +110,13 @@ impl LedgerBacklog {
 
     /// Writes every waiting row in one write (a row already there counts as written) and
     /// returns how many were waiting. On failure the rows wait for the next call.
-    pub async fn record(&self, store: &dyn Store) -> Result<usize, Error> {
+    pub async fn record(&self, store: &dyn PkiStore) -> Result<usize, Error> {
         let rows = std::mem::take(&mut *self.rows.lock().unwrap_or_else(PoisonError::into_inner));
         if rows.is_empty() {
             return Ok(0);
         }
         let count = rows.len();
-        let batch = rows.clone();
-        let written = store
-            .write(move |tx| {
-                Box::pin(async move {
-                    for record in &batch {
-                        match tx.insert_issued(record).await {
-                            Ok(()) | Err(StoreError::Unique(_)) => {}
-                            Err(err) => return Err(err.into()),
-                        }
-                    }
-                    Ok(())
-                })
-            })
-            .await;
+        let written = store.write_issued(rows.clone()).await;
         match written {
             Ok(()) => Ok(count),
             Err(err) => {
@@ -148,12 +134,12 @@ impl LedgerBacklog {
 pub struct Unrecorded {
     /// `None` once disposed of.
     record: Option<Box<IssuedRecord>>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn PkiStore>,
     backlog: Arc<LedgerBacklog>,
 }
 
 impl Unrecorded {
-    pub fn new(record: IssuedRecord, store: Arc<dyn Store>, backlog: Arc<LedgerBacklog>) -> Unrecorded {
+    pub fn new(record: IssuedRecord, store: Arc<dyn PkiStore>, backlog: Arc<LedgerBacklog>) -> Unrecorded {
         Unrecorded { record: Some(Box::new(record)), store, backlog }
     }
 
@@ -174,11 +160,8 @@ impl Unrecorded {
     /// as written. If the write fails, the row goes to the backlog (and the error is returned).
     pub async fn record_now(mut self) -> Result<(), Error> {
         let Some(record) = self.record.take() else { return Ok(()) };
-        let row = (*record).clone();
-        let written =
-            self.store.write(move |tx| Box::pin(async move { tx.insert_issued(&row).await.map_err(Into::into) })).await;
-        match written {
-            Ok(()) | Err(Error::Store(StoreError::Unique(_))) => Ok(()),
+        match self.store.write_issued(vec![(*record).clone()]).await {
+            Ok(()) => Ok(()),
             Err(err) => {
                 self.backlog.push(*record);
                 Err(err)

@@ -32,7 +32,7 @@ fn recorded(store: &MemoryStore) -> Vec<String> {
 #[tokio::test]
 async fn an_undisposed_row_waits_in_the_backlog_until_recorded() {
     let store = MemoryStore::default();
-    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    let shared: Arc<dyn PkiStore> = Arc::new(Arc::new(store.clone()) as Arc<dyn Store>);
     let backlog = LedgerBacklog::shared();
     let slot = LedgerSlot::default();
     assert!(slot.put(Unrecorded::new(record("0a"), shared.clone(), backlog.clone())).is_ok());
@@ -55,7 +55,7 @@ async fn an_undisposed_row_waits_in_the_backlog_until_recorded() {
 #[tokio::test]
 async fn disposed_rows_skip_the_backlog_and_repeats_are_no_ops() {
     let store = MemoryStore::default();
-    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    let shared: Arc<dyn PkiStore> = Arc::new(Arc::new(store.clone()) as Arc<dyn Store>);
     let backlog = LedgerBacklog::shared();
 
     Unrecorded::new(record("0a"), shared.clone(), backlog.clone()).committed();
@@ -79,6 +79,8 @@ async fn disposed_rows_skip_the_backlog_and_repeats_are_no_ops() {
 mod through_the_service {
     //! The backlog as `InternalPki` keeps it: a row the issuance never took is written before
     //! the PKI's next signature, and by the jobs tick.
+
+    use std::sync::Arc;
 
     use serde_json::json;
     use trellis_pki::{CertificateProfile, KeyAlgorithm, KeyUsage, Subject, SubjectAltName};
@@ -123,7 +125,7 @@ mod through_the_service {
         let store = MemoryStore::default();
         let ctx = context(store.clone(), "2026-11-24T12:00:00Z");
         let pki = InternalPki::new(
-            ctx.store.clone(),
+            Arc::new(ctx.store.clone()),
             ctx.master_key.clone(),
             ctx.clock.clone(),
             ctx.entropy.clone(),

@@ -37,6 +37,7 @@ pub use self::host::{
     SerialStatus, SignPermit, SignedCertificate,
 };
 pub use self::ledger::{LedgerBacklog, LedgerSlot, Unrecorded};
+pub use self::port::PkiStore;
 pub use self::records::{CrlState, IssuedRecord, StoredAuthority, StoredCrl};
 pub use self::service::InternalPki;
 

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 
 use super::{CrlState, IssuedRecord, StoredAuthority, StoredCrl};
 use crate::clock::UnixMillis;
+use crate::error::Error;
 use crate::pagination::{Page, PageRequest};
 use crate::store_error::StoreResult;
 
@@ -45,4 +46,27 @@ pub trait PkiWrites: Send {
     /// Keeps `crl` as the CA's cached CRL unless one with an equal or higher number is kept
     /// already (another replica's): CRL numbers never go back. True when stored.
     async fn store_crl(&mut self, ca_id: i64, crl: &StoredCrl) -> StoreResult<bool>;
+}
+
+/// What the internal PKI service needs of storage: the reads, and each of its writes as a
+/// transaction of its own (group-committed with other jobs on SQLite). The full store is one
+/// (`ports.rs`). A ledger row written inside a larger change (an issuance) goes through that
+/// change's transaction instead (`pki::ledger`).
+#[async_trait]
+pub trait PkiStore: Send + Sync {
+    fn reads(&self) -> &dyn PkiReads;
+    async fn write_authority(&self, authority: StoredAuthority) -> Result<(), Error>;
+    /// Inserts the ledger rows in one transaction; a row already there (the same CA and serial)
+    /// counts as written.
+    async fn write_issued(&self, records: Vec<IssuedRecord>) -> Result<(), Error>;
+    /// [`PkiWrites::revoke_issued`] in a transaction of its own.
+    async fn write_revocation(
+        &self,
+        ca_id: i64,
+        serial_number: String,
+        at: UnixMillis,
+        reason: &'static str,
+    ) -> Result<bool, Error>;
+    /// [`PkiWrites::store_crl`] in a transaction of its own.
+    async fn write_crl(&self, ca_id: i64, crl: StoredCrl) -> Result<bool, Error>;
 }

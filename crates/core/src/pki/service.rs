@@ -19,11 +19,11 @@ use super::host::{
     SerialStatus, SignedCertificate,
 };
 use super::ledger::{LedgerBacklog, Unrecorded};
+use super::port::PkiStore;
 use super::records::{IssuedRecord, StoredAuthority, StoredCrl};
 use super::{CaChain, PkiPort};
 use crate::clock::{SharedClock, SharedEntropy, UnixMillis};
 use crate::crypto::MasterKey;
-use crate::ports::Store;
 use crate::store_error::StoreError;
 
 /// A CA ready to sign, with its chain (own certificate first, up to the root).
@@ -36,7 +36,7 @@ pub struct Prepared {
 }
 
 pub struct InternalPki {
-    store: Arc<dyn Store>,
+    store: Arc<dyn PkiStore>,
     master_key: MasterKey,
     clock: SharedClock,
     entropy: SharedEntropy,
@@ -108,7 +108,7 @@ pub fn describe(certificate_der: &[u8]) -> Option<(String, String, i64, i64)> {
 
 impl InternalPki {
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn PkiStore>,
         master_key: MasterKey,
         clock: SharedClock,
         entropy: SharedEntropy,
@@ -195,7 +195,7 @@ impl InternalPki {
     }
 
     async fn stored(&self, ca_id: i64) -> Result<Option<StoredAuthority>, PkiCoreError> {
-        self.store.find_authority(ca_id).await.map_err(store_error)
+        self.store.reads().find_authority(ca_id).await.map_err(store_error)
     }
 
     fn open(&self, stored: &StoredAuthority) -> Result<Authority, PkiCoreError> {
@@ -300,9 +300,9 @@ impl InternalPki {
         if let Some(der) = self.current_crl(ca_id).await? {
             return Ok(der.to_vec());
         }
-        let state = self.store.crl_state(ca_id, false).await.map_err(store_error)?;
+        let state = self.store.reads().crl_state(ca_id, false).await.map_err(store_error)?;
         let now = self.now_secs();
-        let revoked = self.store.list_revoked(ca_id, UnixMillis::from_secs(now)).await.map_err(store_error)?;
+        let revoked = self.store.reads().list_revoked(ca_id, UnixMillis::from_secs(now)).await.map_err(store_error)?;
         let entries: Vec<trellis_pki::RevokedEntry> = revoked
             .iter()
             .filter_map(|record| {
@@ -329,10 +329,7 @@ impl InternalPki {
             next_update: UnixMillis::from_secs(now + CRL_LIFETIME_SECS),
             der: der.clone(),
         };
-        let kept = self
-            .store
-            .write(move |tx| Box::pin(async move { tx.store_crl(ca_id, &crl).await.map_err(Into::into) }))
-            .await;
+        let kept = self.store.write_crl(ca_id, crl).await;
         match kept {
             Ok(true) => self.keep_crl(ca_id, number, &der),
             // Another replica kept a newer one meanwhile: this one is still correct as of now.
@@ -346,7 +343,7 @@ impl InternalPki {
     /// process's copy, or the bytes another replica signed.
     async fn current_crl(&self, ca_id: i64) -> Result<Option<Arc<[u8]>>, PkiCoreError> {
         let now = self.now_secs();
-        let state = self.store.crl_state(ca_id, false).await.map_err(store_error)?;
+        let state = self.store.reads().crl_state(ca_id, false).await.map_err(store_error)?;
         let current = |kept: &StoredCrl| {
             kept.revision == state.revocations && now < kept.next_update.as_secs() - CRL_REFRESH_SECS
         };
@@ -359,7 +356,7 @@ impl InternalPki {
         if local.is_some() {
             return Ok(local);
         }
-        let with_der = self.store.crl_state(ca_id, true).await.map_err(store_error)?;
+        let with_der = self.store.reads().crl_state(ca_id, true).await.map_err(store_error)?;
         match with_der.cached {
             Some(kept) if current(&kept) && !kept.der.is_empty() => {
                 self.keep_crl(ca_id, kept.number, &kept.der);
@@ -378,7 +375,8 @@ impl InternalPki {
     /// The status of a serial of CA `ca_id`, for OCSP.
     pub async fn serial_status(&self, ca_id: i64, serial_number: &str) -> Result<SerialStatus, PkiCoreError> {
         self.settle_backlog().await?;
-        let record = self.store.find_issued(ca_id, &normalize_serial(serial_number)).await.map_err(store_error)?;
+        let record =
+            self.store.reads().find_issued(ca_id, &normalize_serial(serial_number)).await.map_err(store_error)?;
         Ok(match record {
             None => SerialStatus::Unknown,
             Some(record) => revocation(&record).map_or(SerialStatus::Good, SerialStatus::Revoked),
@@ -425,7 +423,7 @@ impl InternalPki {
         // Read before the statuses: a revocation after this read makes the answer stale.
         let revision = match &key {
             None => None,
-            Some(key) => match self.store.crl_state(ca_id, false).await {
+            Some(key) => match self.store.reads().crl_state(ca_id, false).await {
                 Ok(state) => {
                     if let Some(der) = self.kept_answer(key, state.revocations, now) {
                         return der.to_vec();
@@ -583,11 +581,7 @@ impl PkiCore for InternalPki {
             parent_ca_id,
             created_at: UnixMillis::from_secs(now),
         };
-        let row = stored.clone();
-        let inserted = self
-            .store
-            .write(move |tx| Box::pin(async move { tx.insert_authority(&row).await.map_err(Into::into) }))
-            .await;
+        let inserted = self.store.write_authority(stored.clone()).await;
         match inserted {
             Ok(()) => self.info(&stored),
             // A concurrent setup won: report what exists, as a repeated setup would see it.
@@ -672,16 +666,10 @@ impl PkiCore for InternalPki {
         let (ca_id, serial) = (grant.ca_id, normalize_serial(serial_number));
         let at = UnixMillis::from_time(self.clock.now());
         let shown = serial.clone();
-        let found = self
-            .store
-            .write(move |tx| {
-                Box::pin(async move { tx.revoke_issued(ca_id, &serial, at, reason.as_str()).await.map_err(Into::into) })
-            })
-            .await
-            .map_err(|err| {
-                tracing::error!(error = %err, "recording a revocation failed");
-                PkiCoreError::Unavailable("recording the revocation failed; retry later".into())
-            })?;
+        let found = self.store.write_revocation(ca_id, serial, at, reason.as_str()).await.map_err(|err| {
+            tracing::error!(error = %err, "recording a revocation failed");
+            PkiCoreError::Unavailable("recording the revocation failed; retry later".into())
+        })?;
         if found {
             Ok(())
         } else {
@@ -707,7 +695,7 @@ impl PkiCore for InternalPki {
             Some(text) => text.parse().map_err(|_| PkiCoreError::InvalidRequest(format!("bad cursor `{text}`")))?,
         };
         let limit = i64::from(limit.clamp(1, 500));
-        let records = self.store.list_issued(grant.ca_id, after, limit).await.map_err(store_error)?;
+        let records = self.store.reads().list_issued(grant.ca_id, after, limit).await.map_err(store_error)?;
         let next_cursor = (records.len() as i64 == limit).then(|| records.last().map(|r| r.id.to_string())).flatten();
         Ok(IssuedPageInfo { items: records.into_iter().map(entry).collect(), next_cursor })
     }
