@@ -218,3 +218,22 @@ pub async fn contain_panic<T>(what: &str, work: impl std::future::Future<Output 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attestation::AttestationError;
+    use crate::plugins::PluginError;
+
+    #[test]
+    fn an_area_error_keeps_its_code_and_comes_back_as_its_own_type_only() {
+        let err = Error::from(AttestationError::NonceExpired);
+        assert_eq!(err.code(), "nonce_expired");
+        assert_eq!(err.to_string(), "nonce_expired");
+        assert_eq!(err.area::<AttestationError>(), Some(&AttestationError::NonceExpired));
+        assert!(err.area::<PluginError>().is_none(), "not another area's");
+        let plugin = Error::from(PluginError::Overloaded { waited_ms: 5 });
+        assert_eq!(plugin.code(), "SERVICE_UNAVAILABLE", "the code clients see, api_code");
+        assert!(Error::Conflict("x".into()).area::<AttestationError>().is_none());
+    }
+}

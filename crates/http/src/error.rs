@@ -307,4 +307,27 @@ mod tests {
             assert_eq!(answer(err), (StatusCode::from_u16(status).unwrap_or_default(), code), "{text}");
         }
     }
+
+    /// Every area error core carries in `Error::Area` reaches its own table, not the 500 this
+    /// layer answers for a type it does not name.
+    #[test]
+    fn attestation_and_sign_in_refusals_keep_their_statuses_through_the_domain_error() {
+        use trellis_core::attestation::AttestationError;
+        use trellis_core::auth::oidc::OidcError;
+        let cases = [
+            (Error::from(AttestationError::NonceExpired), 400, "nonce_expired"),
+            (Error::from(AttestationError::PolicyNotFound), 404, "Policy not found"),
+            (Error::from(OidcError::NotConfigured), 404, "OIDC_NOT_CONFIGURED"),
+            (Error::from(OidcError::WrongAudience), 401, "OIDC_WRONG_AUDIENCE"),
+            (Error::from(OidcError::ProviderUnavailable("down".into())), 502, "OIDC_PROVIDER_UNAVAILABLE"),
+        ];
+        for (err, status, code) in cases {
+            let text = err.to_string();
+            assert_eq!(
+                ApiError::Domain(err).status_and_code(),
+                (StatusCode::from_u16(status).unwrap_or_default(), code),
+                "{text}"
+            );
+        }
+    }
 }
