@@ -18,7 +18,7 @@ use trellis_core::acme::{
 };
 use trellis_core::ports::StoreError;
 
-use crate::{DbResult, Store, StoreResult};
+use crate::{state_column, DbResult, Store, StoreResult};
 
 /// The ACME server's rows, in the database.
 #[derive(Clone)]
@@ -96,17 +96,11 @@ fn account(row: &AnyRow) -> StoreResult<Account> {
         ca_id: row.try_get("ca_id").db()?,
         thumbprint: row.try_get("thumbprint").db()?,
         jwk: Jwk::from_value(&jwk).map_err(|_| corrupt("account key"))?,
-        status: state(row, AccountStatus::parse)?,
+        status: state_column(row, "ACME account", AccountStatus::parse)?,
         contact: json_text(row, "contact")?,
         eab_key_id: row.try_get("eab_key_id").db()?,
         created_at: row.try_get("created_at").db()?,
     })
-}
-
-/// A record's `status` column as its state enum; a name that is none of them is corrupt data.
-fn state<T>(row: &AnyRow, parse: fn(&str) -> Option<T>) -> StoreResult<T> {
-    let name: String = row.try_get("status").db()?;
-    parse(&name).ok_or_else(|| corrupt(&format!("status `{name}`")))
 }
 
 fn identifiers_from(value: serde_json::Value) -> StoreResult<Vec<Identifier>> {
@@ -127,7 +121,7 @@ fn order(row: &AnyRow) -> StoreResult<Order> {
         workspace_id: row.try_get("workspace_id").db()?,
         ca_id: row.try_get("ca_id").db()?,
         account_id: row.try_get("account_id").db()?,
-        status: state(row, OrderStatus::parse)?,
+        status: state_column(row, "ACME order", OrderStatus::parse)?,
         identifiers: identifiers_from(json_text(row, "identifiers")?)?,
         authorizations: json_text(row, "authorizations")?,
         profile: row.try_get("profile").db()?,
@@ -164,7 +158,7 @@ fn authz(row: &AnyRow) -> StoreResult<Authorization> {
         account_id: row.try_get("account_id").db()?,
         identifier: Identifier { kind: row.try_get("identifier_type").db()?, value: row.try_get("identifier").db()? },
         wildcard: row.try_get::<i64, _>("wildcard").db()? != 0,
-        status: state(row, AuthorizationStatus::parse)?,
+        status: state_column(row, "ACME authorization", AuthorizationStatus::parse)?,
         expires_at: row.try_get("expires_at").db()?,
         created_at: row.try_get("created_at").db()?,
     })
@@ -176,7 +170,7 @@ fn challenge(row: &AnyRow) -> StoreResult<Challenge> {
         authz_id: row.try_get("authz_id").db()?,
         kind: row.try_get("kind").db()?,
         token: row.try_get("token").db()?,
-        status: state(row, ChallengeStatus::parse)?,
+        status: state_column(row, "ACME challenge", ChallengeStatus::parse)?,
         validated_at: row.try_get("validated_at").db()?,
         error: optional_json(row, "error")?,
         updated_at: row.try_get("updated_at").db()?,
