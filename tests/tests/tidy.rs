@@ -227,7 +227,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("pagination", "paged lists"),
             ("pki", "the ledger slot of an internal CA's signature"),
             ("plugins", "connector and policy calls"),
-            ("ports", "its storage port and records"), // two-way edge, not in issue 22's list
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("validation", "the shared free-text checks"),
             ("state", "its records' states are state enums"),
@@ -277,7 +276,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("error", "the domain error"), // two-way edge, not in issue 22's list
             ("events", "revoking a signing key emits plugin.version_deactivated"),
             ("pki", "a call target carries the pki-core grant (PkiGrant)"),
-            ("ports", "its storage port and records"), // two-way edge, not in issue 22's list
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("validation", "the trust store's key names are free text"),
             ("store_error", "storage failures: StoreError, StoreResult"),
@@ -299,6 +297,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("plugins", "the port names this area's records"), // two-way edge, not in issue 22's list
             ("webhooks", "the port names this area's records"),
             ("pki", "the port names the ledger and CA key records"),
+            ("unit_of_work", "the full transaction carries a unit of work's rows (ChangeTx, NewRow)"),
             ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
@@ -308,7 +307,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("audit", "the audit rows a change writes"),
             ("error", "the domain error"),
             ("events", "the events a change emits"),
-            ("ports", "its storage port and records"),
+            ("pki", "an internal CA's ledger row rides with a change's rows (NewRow::Issued)"),
             ("store_error", "storage failures: StoreError, StoreResult"),
         ],
     ),
@@ -327,7 +326,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("plugins", "integrations are plugin records (record_config)"),
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("validation", "the shared free-text checks"),
-            ("ports", "its port extends the store composites (StoreError, Store, Tx)"),
             ("state", "a delivery's state is a state enum"),
             ("store_error", "storage failures: StoreError, StoreResult"),
         ],

@@ -10,7 +10,7 @@ use crate::discovery::tls::{NoProber, TlsProber};
 use crate::error::Result;
 use crate::pki::PkiPort;
 use crate::plugins::service::PluginService;
-use crate::ports::Store;
+use crate::ports::{Store, Tx};
 use crate::ttl_cache::TtlMap;
 use crate::unit_of_work::UnitOfWork;
 use crate::webhooks::transport::{NoTransport, WebhookTransport};
@@ -169,7 +169,7 @@ impl Context {
     }
 
     /// Opens a unit of work for a change made by `actor` in `workspace_id` (now).
-    pub async fn change(&self, actor: Audit, workspace_id: Option<&str>) -> Result<UnitOfWork<'static>> {
+    pub async fn change(&self, actor: Audit, workspace_id: Option<&str>) -> Result<UnitOfWork<'static, dyn Tx>> {
         let tx = self.store.begin().await?;
         Ok(UnitOfWork::owning(tx, actor, workspace_id, self.now_millis()))
     }

@@ -13,9 +13,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 
-use crate::audit::NewAuditEntry;
 use crate::error::Error;
-use crate::events::NewEvent;
 /// The issuance area's port lives beside it; re-exported so `Store` and `Tx` name it here.
 pub use crate::issuance::port::{IssuanceReads, IssuanceWrites};
 use crate::pki::IssuedRecord;
@@ -34,13 +32,9 @@ pub use crate::plugins::port::{PluginReads, PluginWrites};
 
 pub use crate::store_error::{StoreError, StoreResult};
 
-/// A row written for its own sake, with no answer needed: see [`Tx::insert_rows`].
-pub enum NewRow<'a> {
-    /// An internal CA's ledger row.
-    Issued(&'a IssuedRecord),
-    Audit(NewAuditEntry<'a>),
-    Event(NewEvent<'a>),
-}
+use crate::unit_of_work::ChangeTx;
+/// The rows a unit of work writes with its change; re-exported for the stores.
+pub use crate::unit_of_work::NewRow;
 
 /// A write transaction. Dropping it without [`Tx::commit`] rolls back.
 #[async_trait]
@@ -74,6 +68,18 @@ pub trait Tx:
             }
         }
         Ok(())
+    }
+}
+
+/// The full transaction carries a unit of work's rows and commit.
+#[async_trait]
+impl<'t> ChangeTx for dyn Tx + 't {
+    async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()> {
+        Tx::insert_rows(self, rows).await
+    }
+
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
+        Tx::commit(self).await
     }
 }
 
@@ -151,6 +157,36 @@ impl crate::pki::PkiStore for Arc<dyn Store> {
 
     async fn write_crl(&self, ca_id: i64, crl: crate::pki::StoredCrl) -> Result<bool, Error> {
         self.write(move |tx| Box::pin(async move { tx.store_crl(ca_id, &crl).await.map_err(Into::into) })).await
+    }
+}
+
+/// The full store, seen through the webhooks area's port.
+#[async_trait]
+impl crate::webhooks::port::WebhookStore for Arc<dyn Store> {
+    fn reads(&self) -> &dyn WebhookReads {
+        self.as_ref()
+    }
+
+    async fn begin(&self) -> StoreResult<Box<dyn crate::webhooks::port::WebhookTx>> {
+        let tx = self.as_ref().begin().await?;
+        Ok(Box::new(tx))
+    }
+}
+
+impl crate::webhooks::port::WebhookTx for Box<dyn Tx> {
+    fn webhooks(&mut self) -> &mut dyn WebhookWrites {
+        self.as_mut()
+    }
+}
+
+#[async_trait]
+impl ChangeTx for Box<dyn Tx> {
+    async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()> {
+        Tx::insert_rows(self.as_mut(), rows).await
+    }
+
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
+        Tx::commit(*self).await
     }
 }
 

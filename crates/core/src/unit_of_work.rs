@@ -22,30 +22,28 @@ use serde_json::Value;
 use crate::audit::{Audit, NewAuditEntry};
 use crate::error::Result;
 use crate::events::{self, Event, NewEvent};
-use crate::ports::{NewRow, Tx};
+use crate::pki::IssuedRecord;
 use crate::store_error::StoreResult;
 
-/// What a unit of work needs of its transaction: to write the change's rows and to commit.
-/// The full transaction is one; an area's narrow transaction (`webhooks::port::WebhookTx`) is
-/// another, so a use case that sees only its area's port still records its change here.
-#[async_trait]
-pub trait ChangeTx: Send {
-    /// Inserts `rows` in order (see [`Tx::insert_rows`]). A narrow transaction writes the audit
-    /// rows and events a unit of work builds; only the full one takes the others
-    /// ([`UnitOfWork::commit_with`]).
-    async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()>;
-    async fn commit(self: Box<Self>) -> StoreResult<()>;
+/// A row written for its own sake, with no answer needed: see [`ChangeTx::insert_rows`].
+pub enum NewRow<'a> {
+    /// An internal CA's ledger row.
+    Issued(&'a IssuedRecord),
+    Audit(NewAuditEntry<'a>),
+    Event(NewEvent<'a>),
 }
 
+/// What a unit of work needs of its transaction: to write the change's rows and to commit.
+/// The full transaction (`crate::ports::Tx`) is one; an area's narrow transaction
+/// (`webhooks::port::WebhookTx`) is another, so a use case that sees only its area's port still
+/// records its change here.
 #[async_trait]
-impl<'t> ChangeTx for dyn Tx + 't {
-    async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()> {
-        Tx::insert_rows(self, rows).await
-    }
-
-    async fn commit(self: Box<Self>) -> StoreResult<()> {
-        Tx::commit(self).await
-    }
+pub trait ChangeTx: Send {
+    /// Inserts `rows` in order; a store may send them together (one round trip on SQLite). A
+    /// narrow transaction writes the audit rows and events a unit of work builds; only the full
+    /// one takes the others ([`UnitOfWork::commit_with`]).
+    async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()>;
+    async fn commit(self: Box<Self>) -> StoreResult<()>;
 }
 
 /// What an audit row is about.
@@ -86,8 +84,9 @@ enum Slot<'a, T: ?Sized> {
     Borrowed(&'a mut T),
 }
 
-/// A change in progress. Dropping it without [`UnitOfWork::commit`] rolls everything back.
-pub struct UnitOfWork<'a, T: ?Sized + ChangeTx = dyn Tx + 'a> {
+/// A change in progress over a transaction `T` (the full `dyn crate::ports::Tx`, or an area's
+/// narrow one). Dropping it without [`UnitOfWork::commit`] rolls everything back.
+pub struct UnitOfWork<'a, T: ?Sized + ChangeTx> {
     slot: Slot<'a, T>,
     actor: Audit,
     workspace_id: Option<String>,
@@ -103,9 +102,9 @@ impl<T: ?Sized + ChangeTx> UnitOfWork<'static, T> {
     }
 }
 
-impl<'a> UnitOfWork<'a> {
+impl<'a, T: ?Sized + ChangeTx> UnitOfWork<'a, T> {
     /// A unit of work inside a group-commit job's transaction.
-    pub fn within(tx: &'a mut (dyn Tx + 'a), actor: Audit, workspace_id: Option<&str>, at: i64) -> Self {
+    pub fn within(tx: &'a mut T, actor: Audit, workspace_id: Option<&str>, at: i64) -> Self {
         UnitOfWork::new(Slot::Borrowed(tx), actor, workspace_id, at)
     }
 
@@ -115,9 +114,7 @@ impl<'a> UnitOfWork<'a> {
     pub async fn commit_with(self, rows: Vec<NewRow<'_>>) -> Result<()> {
         self.write_and_commit(rows).await
     }
-}
 
-impl<'a, T: ?Sized + ChangeTx> UnitOfWork<'a, T> {
     fn new(slot: Slot<'a, T>, actor: Audit, workspace_id: Option<&str>, at: i64) -> Self {
         UnitOfWork {
             slot,

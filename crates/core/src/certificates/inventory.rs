@@ -6,10 +6,11 @@
 use serde_json::{json, Value};
 
 use super::{event_data, Certificate, CertificateUpdate, IssuanceSource, NewCertificate, ParsedCertificate};
+use crate::certificates::port::CertificateWrites;
 use crate::error::{Entity, Error, Result};
 use crate::events::{CertificateRevoked, Event};
 use crate::store_error::StoreError;
-use crate::unit_of_work::{Target, UnitOfWork};
+use crate::unit_of_work::{ChangeTx, Target, UnitOfWork};
 
 /// Bounds of what a certificate may carry into the inventory. Real certificates stay far below
 /// them (a DN of a few hundred characters, tens of SANs); a certificate made to be huge would
@@ -154,7 +155,11 @@ impl<'a> Entry<'a> {
 /// holds it. A certificate that arrives expired (or, found by a scan, revoked) never made that
 /// transition here: `certificate.created` carries its status, and no `certificate.expired`
 /// (or `certificate.revoked`) follows.
-pub async fn add(change: &mut UnitOfWork<'_>, entry: Entry<'_>, provenance: Provenance<'_>) -> Result<Certificate> {
+pub async fn add<T: ?Sized + ChangeTx + CertificateWrites>(
+    change: &mut UnitOfWork<'_, T>,
+    entry: Entry<'_>,
+    provenance: Provenance<'_>,
+) -> Result<Certificate> {
     check_size(entry.parsed)?;
     let now = change.at();
     let template = match provenance {
@@ -207,8 +212,8 @@ pub enum RevokedBy<'a> {
 /// Marks a certificate of the inventory revoked at `revoked_at` (ms) for `reason`, inside
 /// `change`, with its audit row and `certificate.revoked` (whose data carries `reason` on every
 /// path). `NotFound` when the workspace has no such certificate.
-pub async fn mark_revoked(
-    change: &mut UnitOfWork<'_>,
+pub async fn mark_revoked<T: ?Sized + ChangeTx + CertificateWrites>(
+    change: &mut UnitOfWork<'_, T>,
     workspace_id: &str,
     id: i64,
     revoked_at: i64,

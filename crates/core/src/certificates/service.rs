@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
 use crate::certificates::inventory::{self, Provenance, RevokedBy};
+use crate::certificates::port::CertificateWrites;
 use crate::certificates::{
     parse_pem, Certificate, IssuanceSource, MachineIdentity, Statistics, Status, UsageCategory, UsageRecord,
 };
@@ -15,7 +16,7 @@ use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events::{CertificateData, CertificateExpiring, CertificateUpdated, Event};
 use crate::pagination::{Page, PageRequest};
-use crate::unit_of_work::{Target, UnitOfWork};
+use crate::unit_of_work::{ChangeTx, Target, UnitOfWork};
 
 const MAX_TEXT: usize = 1024;
 const MAX_METADATA_BYTES: usize = 64 * 1024;
@@ -282,8 +283,8 @@ pub(crate) fn already_revoked(certificate: &Certificate) -> Error {
 
 /// Marks certificate `id` revoked in the inventory within `change`, with its audit row (`at_ca`:
 /// what its CA did) and `certificate.revoked`. Refused when it already is.
-pub(crate) async fn record_revocation(
-    change: &mut UnitOfWork<'_>,
+pub(crate) async fn record_revocation<T: ?Sized + ChangeTx + CertificateWrites>(
+    change: &mut UnitOfWork<'_, T>,
     workspace_id: &str,
     id: i64,
     reason: &str,

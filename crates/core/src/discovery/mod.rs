@@ -31,13 +31,15 @@ use crate::caller::{Caller, Scope};
 use crate::cas::service::{call_target, connector_for, find};
 use crate::cas::CertificateAuthority;
 use crate::certificates::inventory::{self, CaRef, Provenance, RevokedBy};
+use crate::certificates::port::CertificateWrites;
 use crate::certificates::UsageRecord;
 use crate::context::Context;
+use crate::discovery::port::DiscoveryWrites;
 use crate::error::{Entity, Error, Result};
 use crate::events::{Event, NewCertificatesFound, ScanCompleted};
 use crate::pagination::{Page, PageRequest};
 use crate::store_error::StoreError;
-use crate::unit_of_work::{Target, UnitOfWork};
+use crate::unit_of_work::{ChangeTx, Target, UnitOfWork};
 use trellis_pki::x509::parse_der;
 
 pub const CA_CERTS: &str = "ca_certs";
@@ -742,8 +744,8 @@ async fn import(ctx: &Context, scan: &Scan, cas: &[CertificateAuthority], found:
 
 /// Imports one certificate inside `change`, which the caller commits. A certificate inserted
 /// concurrently is a conflict (`inventory::add`'s 409): on PostgreSQL it ends the transaction.
-async fn import_into(
-    change: &mut UnitOfWork<'_>,
+async fn import_into<T: ?Sized + ChangeTx + CertificateWrites + DiscoveryWrites>(
+    change: &mut UnitOfWork<'_, T>,
     scan: &Scan,
     cas: &[CertificateAuthority],
     found: &Found<'_>,

@@ -41,8 +41,8 @@ use crate::pki::IssuedRecord;
 use crate::plugins::{
     CertificateProfile, IssuanceSource, IssuedCertificate, PluginInfo, Requester, RequesterKind, SubjectAltName,
 };
-use crate::ports::NewRow;
 use crate::principal::{Principal, PrincipalKind};
+use crate::unit_of_work::NewRow;
 use crate::unit_of_work::UnitOfWork;
 use trellis_pki::x509::{parse_der, pem_encode, to_pem};
 

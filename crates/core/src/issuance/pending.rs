@@ -26,16 +26,17 @@ use super::run::Run;
 use super::{store_issued, IssueInput, PreparedRequest};
 use crate::audit::Audit;
 use crate::cas::service::{call_target, connector_for, find};
+use crate::certificates::port::CertificateWrites;
 use crate::certificates::Certificate;
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events::{CertificateRenewalFailed, CertificateRenewed, Event};
+use crate::issuance::port::IssuanceWrites;
 use crate::plugins::{
     CertificateProfile, IssuanceSource, IssueOutcome, IssueRequest, PendingIssue, PluginError, SubjectKey,
 };
-use crate::ports::Tx;
 use crate::principal::{Principal, PrincipalKind};
-use crate::unit_of_work::{Target, UnitOfWork};
+use crate::unit_of_work::{ChangeTx, Target, UnitOfWork};
 
 /// How long a poller holds a claimed request (far above a plugin call's wall-clock limit).
 pub const LEASE_MS: i64 = 5 * 60_000;
@@ -517,7 +518,12 @@ impl Completion {
 
     /// Moves the request to `issued` with `certificate` (and links a renewed certificate to
     /// it); a lost lease fails the job, so the certificate is not stored twice.
-    pub(crate) async fn apply(self, tx: &mut dyn Tx, certificate: &Certificate, at: i64) -> Result<Completed> {
+    pub(crate) async fn apply<T: ?Sized + IssuanceWrites + CertificateWrites>(
+        self,
+        tx: &mut T,
+        certificate: &Certificate,
+        at: i64,
+    ) -> Result<Completed> {
         let request_id = self.request.id;
         let attempts = self.request.poll_attempts;
         let renews = self.request.renews_certificate_id;
@@ -546,7 +552,7 @@ impl Completion {
 }
 
 impl Completed {
-    pub(crate) fn record(&self, change: &mut UnitOfWork<'_>, certificate: &Certificate) {
+    pub(crate) fn record<T: ?Sized + ChangeTx>(&self, change: &mut UnitOfWork<'_, T>, certificate: &Certificate) {
         change.audit(
             "certificate_request.issued",
             Target::new("certificate_request", self.request_id),

@@ -9,13 +9,13 @@ use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
 use crate::context::Context;
 use crate::error::{Entity, Error, Result};
+use crate::plugins::port::{PluginReads, PluginWrites};
 use crate::plugins::signatures::{self, SignatureMode, VerifiedSigner};
 use crate::plugins::{
     Activation, CallTarget, Check, CheckStatus, ComponentSource, DeferredVersion, InstallError, InstalledVersion,
     NewPluginVersion, PluginError, PluginHost, PluginInfo, PluginKind, PluginRef, PluginSummary, StoredBinding,
     TestReport,
 };
-use crate::ports::Tx;
 use crate::unit_of_work::Target;
 
 /// The process's plugin runtime, as the service holds it.
@@ -58,7 +58,7 @@ fn parse_version(text: &str) -> Result<semver::Version> {
     semver::Version::parse(text).map_err(|_| Error::invalid_field("version", "must be a semantic version like 1.2.0"))
 }
 
-async fn persist_activation(tx: &mut dyn Tx, runtime: &dyn PluginHost, id: &str, at: i64) -> Result<()> {
+async fn persist_activation(tx: &mut dyn PluginWrites, runtime: &dyn PluginHost, id: &str, at: i64) -> Result<()> {
     let summary = runtime.show(id).ok_or(Error::NotFound(Entity::Plugin))?;
     tx.set_plugin_activation(id, summary.active_version.as_deref(), &summary.previous_versions, at).await?;
     Ok(())
@@ -433,7 +433,7 @@ pub fn release_compiled(ctx: &Context) -> usize {
 }
 
 /// Stored versions' component bytes, fetched when a deferred version is first called.
-struct StoredComponents(Arc<dyn crate::ports::Store>);
+struct StoredComponents(Arc<dyn PluginReads>);
 
 #[async_trait::async_trait]
 impl ComponentSource for StoredComponents {

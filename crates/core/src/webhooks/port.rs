@@ -5,16 +5,13 @@
 //! (`crate::ports` re-exports them). The use cases of the delivery worker see storage only
 //! through [`WebhookStore`] and [`WebhookTx`]: those reads and writes, plus the audit rows and
 //! events a change records, which a [`UnitOfWork`](crate::unit_of_work::UnitOfWork) over the
-//! transaction builds and writes ([`ChangeTx`]). The full store is one implementation (below);
+//! transaction builds and writes ([`ChangeTx`]). The full store is one implementation (`crate::ports`);
 //! the in-memory fake of the area's tests is the other.
-
-use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use crate::events::OutboxEvent;
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{NewRow, Store, Tx};
 use crate::store_error::StoreResult;
 use crate::unit_of_work::ChangeTx;
 
@@ -111,34 +108,4 @@ pub trait WebhookStore: Send + Sync {
 /// unit of work and the commit. Dropping it without [`ChangeTx::commit`] rolls it back.
 pub trait WebhookTx: ChangeTx {
     fn webhooks(&mut self) -> &mut dyn WebhookWrites;
-}
-
-/// The full store, seen through the area's port.
-#[async_trait]
-impl WebhookStore for Arc<dyn Store> {
-    fn reads(&self) -> &dyn WebhookReads {
-        self.as_ref()
-    }
-
-    async fn begin(&self) -> StoreResult<Box<dyn WebhookTx>> {
-        let tx = self.as_ref().begin().await?;
-        Ok(Box::new(tx))
-    }
-}
-
-impl WebhookTx for Box<dyn Tx> {
-    fn webhooks(&mut self) -> &mut dyn WebhookWrites {
-        self.as_mut()
-    }
-}
-
-#[async_trait]
-impl ChangeTx for Box<dyn Tx> {
-    async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()> {
-        Tx::insert_rows(self.as_mut(), rows).await
-    }
-
-    async fn commit(self: Box<Self>) -> StoreResult<()> {
-        Tx::commit(*self).await
-    }
 }

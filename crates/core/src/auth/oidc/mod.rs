@@ -23,6 +23,7 @@ use sha2::{Digest, Sha256};
 
 use self::port::{IdpAnswer, LoginAttempt, Membership, MembershipSource, OidcTransport};
 use crate::audit::Audit;
+use crate::auth::port::AuthWrites;
 use crate::auth::{Role, Session, User, SESSION_LIFETIME_SECS};
 use crate::clock::random_hex;
 use crate::context::Context;
@@ -30,7 +31,7 @@ use crate::crypto::{constant_time_eq, token_digest};
 use crate::error::{Error, Result};
 use crate::ids::{UserId, WorkspaceId};
 use crate::principal::Principal;
-use crate::unit_of_work::{Target, UnitOfWork};
+use crate::unit_of_work::{ChangeTx, Target, UnitOfWork};
 
 /// The cookie that binds a sign-in in flight to the browser that started it.
 pub const BINDING_COOKIE: &str = "trellis_oidc";
@@ -740,12 +741,12 @@ fn rank(role: Role) -> u8 {
 /// The change again when an owner's IdP-made membership may be demoted or removed; never the
 /// workspace's last owner (the members API's rule): then the change is dropped, logged and
 /// audited (`membership.sync_kept`), and the owner stays until the workspace has another.
-async fn unless_last_owner<'a>(
-    mut change: UnitOfWork<'a>,
+async fn unless_last_owner<'a, T: ?Sized + ChangeTx + AuthWrites>(
+    mut change: UnitOfWork<'a, T>,
     workspace: &WorkspaceId,
     user: &User,
     would_be: &str,
-) -> Result<Option<UnitOfWork<'a>>> {
+) -> Result<Option<UnitOfWork<'a, T>>> {
     change.tx().lock_workspace(workspace).await?;
     if change.tx().count_owners(workspace).await? > 1 {
         return Ok(Some(change));
