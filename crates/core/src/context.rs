@@ -159,6 +159,19 @@ impl Context {
         self
     }
 
+    /// The webhooks area's share: its storage port, the outbound transport, the plugin runtime,
+    /// the master key, the clock and entropy.
+    pub fn webhooks(&self) -> crate::webhooks::worker::WebhookDeps {
+        crate::webhooks::worker::WebhookDeps {
+            store: Arc::new(self.store.clone()),
+            transport: self.outbound.clone(),
+            plugins: self.plugins.clone(),
+            master_key: self.master_key.clone(),
+            clock: self.clock.clone(),
+            entropy: self.entropy.clone(),
+        }
+    }
+
     pub fn now_millis(&self) -> i64 {
         self.clock.now().timestamp_millis()
     }

@@ -351,7 +351,7 @@ async fn main() -> anyhow::Result<()> {
             let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
             plugin_service::sync(&ctx).await.context("loading plugins")?;
             let owner = ctx.new_id("cli_");
-            let run = trellis_core::webhooks::worker::run_once(&ctx, &config.delivery, &owner)
+            let run = trellis_core::webhooks::worker::run_due(&ctx.webhooks(), &config.delivery, &owner)
                 .await
                 .context("delivery failed")?;
             println!(
@@ -488,7 +488,7 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     let ca_health = config.ca_health_interval.map(|interval| trellis::jobs::spawn_ca_health(ctx.clone(), interval));
     let deliveries = config
         .delivery_worker
-        .then(|| trellis_core::webhooks::worker::DeliveryWorker::new(ctx.clone(), config.delivery.clone()).spawn());
+        .then(|| trellis_core::webhooks::worker::DeliveryWorker::new(ctx.webhooks(), config.delivery.clone()).spawn());
     let outbox_retention = trellis::jobs::spawn_outbox_retention(
         ctx.clone(),
         std::time::Duration::from_secs(3600),

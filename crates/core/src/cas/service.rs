@@ -302,7 +302,7 @@ async fn resolve_fields(
         )?;
     }
     // The plugin validates what it will receive: secrets in the clear, withheld ones removed.
-    binding::validate_config::<CertificateAuthority>(ctx, workspace_id, &info, &ca_type, &clear).await?;
+    binding::validate_config::<CertificateAuthority>(ctx.plugins.host(), workspace_id, &info, &ca_type, &clear).await?;
     let health_status = previous.map_or(HealthStatus::Unknown, |p| p.health_status);
     let config = secrets::without_secrets(&clear, &pointers);
     Ok((CaFields { name, ca_type, description, url, status, health_status, issuer_patterns, config }, clear, info))
@@ -333,7 +333,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: CaInput) -> Result<Ca
     let inserted = change.tx().insert_ca(&workspace_id, &fields, at).await?;
     // Seals are bound to the record, whose id the insert just allocated; the secrets go in
     // within the same transaction, so the record is never stored without them.
-    fields.config = binding::seal_config(ctx, &info, clear, None, &owner(&inserted))?;
+    fields.config = binding::seal_config(&ctx.master_key, ctx.entropy.as_ref(), &info, clear, None, &owner(&inserted))?;
     let ca = change
         .tx()
         .update_ca(&workspace_id, inserted.id, &fields, at)
@@ -386,7 +386,14 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: CaInput, rep
         }
     };
     let (mut fields, clear, info) = resolve_fields(ctx, &workspace_id, merged, Some(&existing)).await?;
-    fields.config = binding::seal_config(ctx, &info, clear, Some(&existing.config), &owner(&existing))?;
+    fields.config = binding::seal_config(
+        &ctx.master_key,
+        ctx.entropy.as_ref(),
+        &info,
+        clear,
+        Some(&existing.config),
+        &owner(&existing),
+    )?;
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
     let at = change.at();
     let ca = change

@@ -138,7 +138,7 @@ pub async fn create(ctx: &Context, caller: &Caller, new: NewPolicy) -> Result<Is
     };
     let pointers = secrets::secret_pointers(&info);
     let clear = secrets::resolve_masks("config", config, None, &pointers)?;
-    binding::validate_config::<IssuancePolicy>(ctx, &workspace_id, &info, &policy_type, &clear).await?;
+    binding::validate_config::<IssuancePolicy>(ctx.plugins.host(), &workspace_id, &info, &policy_type, &clear).await?;
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
     let at = change.at();
     let policy = IssuancePolicy {
@@ -156,7 +156,8 @@ pub async fn create(ctx: &Context, caller: &Caller, new: NewPolicy) -> Result<Is
     // Seals are bound to the record, whose id the insert just allocated; the secrets go in
     // within the same transaction, so the record is never stored without them.
     if pointers.iter().any(|(pointer, _)| clear.pointer(pointer).is_some_and(|v| !v.is_null())) {
-        policy.config = binding::seal_config(ctx, &info, clear, None, &owner(&policy))?;
+        policy.config =
+            binding::seal_config(&ctx.master_key, ctx.entropy.as_ref(), &info, clear, None, &owner(&policy))?;
         change.tx().set_issuance_policy_config(&workspace_id, policy.id, &policy.config).await?;
     }
     change.audit(

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::record_config::{self as secrets, Owner};
 use super::{CallTarget, PluginError, PluginHost, PluginInfo, PluginKind, PluginRef};
-use crate::context::Context;
+use crate::clock::Entropy;
 use crate::crypto::MasterKey;
 use crate::error::{Error, Result};
 
@@ -104,7 +104,7 @@ pub fn call_target<R: RecordBinding>(master_key: &MasterKey, record: &R, info: &
 /// Has the plugin validate a clear configuration as it would receive it in a call; its
 /// `invalid-config` becomes a 400 naming each problem under the record's configuration member.
 pub async fn validate_config<R: RecordBinding>(
-    ctx: &Context,
+    host: &dyn PluginHost,
     workspace_id: &str,
     info: &PluginInfo,
     service_type: &str,
@@ -112,23 +112,20 @@ pub async fn validate_config<R: RecordBinding>(
 ) -> Result<()> {
     let target =
         CallTarget::new(workspace_id, PluginRef::Id(info.id.clone()), plugin_config(clear, info, service_type));
-    ctx.plugins
-        .host()
-        .validate_config(&target, R::KIND)
-        .await
-        .map_err(|err| secrets::invalid_config(err, R::CONFIG_MEMBER))
+    host.validate_config(&target, R::KIND).await.map_err(|err| secrets::invalid_config(err, R::CONFIG_MEMBER))
 }
 
 /// Seals the secret members of a clear configuration for storage, bound to `owner`; members
 /// `previous` (the stored configuration) already holds sealed keep their ciphertext.
 pub fn seal_config(
-    ctx: &Context,
+    master_key: &MasterKey,
+    entropy: &dyn Entropy,
     info: &PluginInfo,
     clear: Value,
     previous: Option<&Value>,
     owner: &Owner,
 ) -> Result<Value> {
-    secrets::seal(clear, previous, &secrets::secret_pointers(info), owner, &ctx.master_key, ctx.entropy.as_ref())
+    secrets::seal(clear, previous, &secrets::secret_pointers(info), owner, master_key, entropy)
 }
 
 #[cfg(test)]
@@ -137,6 +134,7 @@ mod tests {
 
     use super::*;
     use crate::cas::CertificateAuthority;
+    use crate::context::Context;
     use crate::issuance::policies::IssuancePolicy;
     use crate::plugins::{Capabilities, SecretField};
     use crate::testing::{active_ca, context, MemoryStore};
@@ -162,7 +160,8 @@ mod tests {
 
     /// `config` stored as a record owned by `owner` would store it: its secrets sealed.
     fn sealed(ctx: &Context, info: &PluginInfo, config: Value, owner: &Owner) -> Value {
-        seal_config(ctx, info, config, None, owner).unwrap_or_else(|err| panic!("seal: {err}"))
+        seal_config(&ctx.master_key, ctx.entropy.as_ref(), info, config, None, owner)
+            .unwrap_or_else(|err| panic!("seal: {err}"))
     }
 
     fn policy(id: i64) -> IssuancePolicy {

@@ -13,11 +13,11 @@ use serde_json::Value;
 
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::pagination::{Page, PageRequest};
 use crate::unit_of_work::Target;
 
+use super::worker::WebhookDeps;
 use super::TargetKind;
 
 crate::state::state_enum! {
@@ -200,7 +200,7 @@ pub fn complete(
 }
 
 pub async fn list(
-    ctx: &Context,
+    ctx: &WebhookDeps,
     caller: &Caller,
     filter: &DeliveryFilter,
     page: PageRequest,
@@ -211,23 +211,25 @@ pub async fn list(
             return Err(Error::invalid_field("status", "must be pending, success or failed"));
         }
     }
-    Ok(ctx.store.list_deliveries(&caller.workspace_id, filter, page).await?)
+    Ok(ctx.store.reads().list_deliveries(&caller.workspace_id, filter, page).await?)
 }
 
-pub async fn get(ctx: &Context, caller: &Caller, id: &str) -> Result<Delivery> {
+pub async fn get(ctx: &WebhookDeps, caller: &Caller, id: &str) -> Result<Delivery> {
     caller.require(Scope::IntegrationsRead)?;
-    ctx.store.find_delivery(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::WebhookDelivery))
+    ctx.store.reads().find_delivery(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::WebhookDelivery))
 }
 
 /// Sends a delivery's payload again, as a new delivery (same event id, so receivers can
 /// deduplicate; `redeliveryOf` names the original). Its target must still exist.
-pub async fn redeliver(ctx: &Context, caller: &Caller, id: &str) -> Result<Delivery> {
+pub async fn redeliver(ctx: &WebhookDeps, caller: &Caller, id: &str) -> Result<Delivery> {
     caller.require(Scope::IntegrationsWrite)?;
     let original = get(ctx, caller, id).await?;
     let target_exists = match original.target_kind {
-        TargetKind::Webhook => ctx.store.find_webhook(&caller.workspace_id, &original.target_id).await?.is_some(),
+        TargetKind::Webhook => {
+            ctx.store.reads().find_webhook(&caller.workspace_id, &original.target_id).await?.is_some()
+        }
         TargetKind::Integration => {
-            ctx.store.find_integration(&caller.workspace_id, &original.target_id).await?.is_some()
+            ctx.store.reads().find_integration(&caller.workspace_id, &original.target_id).await?.is_some()
         }
     };
     if !target_exists {
@@ -249,7 +251,7 @@ pub async fn redeliver(ctx: &Context, caller: &Caller, id: &str) -> Result<Deliv
         redelivery_of: Some(original.id.clone()),
         created_at: now,
     };
-    let delivery = change.tx().insert_delivery(&new).await?;
+    let delivery = change.tx().webhooks().insert_delivery(&new).await?;
     change.audit(
         "webhook_delivery.redelivered",
         Target::new("webhook_delivery", &delivery.id),

@@ -10,7 +10,6 @@ use serde_json::json;
 
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
 use crate::crypto::MasterKey;
 use crate::error::{Entity, Error, Result};
 use crate::events::{Event, WebhookTest};
@@ -20,6 +19,7 @@ use crate::validation::bounded_text;
 
 use super::deliveries::{Delivery, NewDelivery};
 use super::transport::TransportError;
+use super::worker::WebhookDeps;
 use super::{check_event_list, signing, DeliveryStats, TargetKind, WebhookEndpoint, SUCCESS_RATE_WINDOW_MS};
 
 const MAX_URL: usize = 2000;
@@ -72,13 +72,13 @@ pub fn secrets(master_key: &MasterKey, endpoint: &WebhookEndpoint, now: i64) -> 
     Ok(out)
 }
 
-fn seal_secret(ctx: &Context, workspace_id: &str, id: &str, secret: &str) -> String {
+fn seal_secret(ctx: &WebhookDeps, workspace_id: &str, id: &str, secret: &str) -> String {
     ctx.master_key.seal_bound(secret.as_bytes(), &secret_context(workspace_id, id), ctx.entropy.as_ref())
 }
 
 /// An absolute `https://` URL with a host and no credentials, that the egress policy allows
 /// now (the worker checks again at every delivery).
-async fn check_url(ctx: &Context, url: &str) -> Result<String> {
+async fn check_url(ctx: &WebhookDeps, url: &str) -> Result<String> {
     let url = url.trim();
     let invalid = |problem: &str| Error::invalid_field("url", problem);
     if url.len() > MAX_URL {
@@ -97,7 +97,7 @@ async fn check_url(ctx: &Context, url: &str) -> Result<String> {
     if parsed.fragment().is_some() {
         return Err(invalid("must not have a #fragment"));
     }
-    match ctx.outbound.vet(url).await {
+    match ctx.transport.vet(url).await {
         Ok(()) => Ok(url.to_owned()),
         Err(TransportError::Denied { reason, message }) => Err(Error::validation_with(
             format!("The webhook URL is not allowed: {message}"),
@@ -110,10 +110,15 @@ async fn check_url(ctx: &Context, url: &str) -> Result<String> {
     }
 }
 
-async fn with_stats(ctx: &Context, endpoints: Vec<WebhookEndpoint>, workspace_id: &str) -> Result<Vec<WebhookView>> {
+async fn with_stats(
+    ctx: &WebhookDeps,
+    endpoints: Vec<WebhookEndpoint>,
+    workspace_id: &str,
+) -> Result<Vec<WebhookView>> {
     let ids: Vec<String> = endpoints.iter().map(|e| e.id.clone()).collect();
     let since = ctx.now_millis() - SUCCESS_RATE_WINDOW_MS;
-    let stats = if ids.is_empty() { Vec::new() } else { ctx.store.delivery_stats(workspace_id, &ids, since).await? };
+    let stats =
+        if ids.is_empty() { Vec::new() } else { ctx.store.reads().delivery_stats(workspace_id, &ids, since).await? };
     Ok(endpoints
         .into_iter()
         .map(|endpoint| {
@@ -123,18 +128,19 @@ async fn with_stats(ctx: &Context, endpoints: Vec<WebhookEndpoint>, workspace_id
         .collect())
 }
 
-pub async fn list(ctx: &Context, caller: &Caller, page: PageRequest) -> Result<Page<WebhookView>> {
+pub async fn list(ctx: &WebhookDeps, caller: &Caller, page: PageRequest) -> Result<Page<WebhookView>> {
     caller.require(Scope::IntegrationsRead)?;
-    let Page { items, total, total_exact, request } = ctx.store.list_webhooks(&caller.workspace_id, page).await?;
+    let Page { items, total, total_exact, request } =
+        ctx.store.reads().list_webhooks(&caller.workspace_id, page).await?;
     let items = with_stats(ctx, items, &caller.workspace_id).await?;
     Ok(Page { items, total, total_exact, request })
 }
 
-async fn find(ctx: &Context, workspace_id: &str, id: &str) -> Result<WebhookEndpoint> {
-    ctx.store.find_webhook(workspace_id, id).await?.ok_or(Error::NotFound(Entity::WebhookEndpoint))
+async fn find(ctx: &WebhookDeps, workspace_id: &str, id: &str) -> Result<WebhookEndpoint> {
+    ctx.store.reads().find_webhook(workspace_id, id).await?.ok_or(Error::NotFound(Entity::WebhookEndpoint))
 }
 
-pub async fn get(ctx: &Context, caller: &Caller, id: &str) -> Result<WebhookView> {
+pub async fn get(ctx: &WebhookDeps, caller: &Caller, id: &str) -> Result<WebhookView> {
     caller.require(Scope::IntegrationsRead)?;
     let endpoint = find(ctx, &caller.workspace_id, id).await?;
     let mut views = with_stats(ctx, vec![endpoint], &caller.workspace_id).await?;
@@ -145,7 +151,7 @@ fn audit_details(endpoint: &WebhookEndpoint) -> serde_json::Value {
     json!({ "url": endpoint.url, "events": endpoint.events, "enabled": endpoint.enabled })
 }
 
-pub async fn create(ctx: &Context, caller: &Caller, input: WebhookInput) -> Result<WithSecret> {
+pub async fn create(ctx: &WebhookDeps, caller: &Caller, input: WebhookInput) -> Result<WithSecret> {
     caller.require(Scope::IntegrationsWrite)?;
     let events = check_event_list("events", input.events, false)?;
     let url = check_url(ctx, input.url.as_deref().unwrap_or_default()).await?;
@@ -172,7 +178,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: WebhookInput) -> Resu
         updated_at: at,
         subscribed_at: at,
     };
-    change.tx().insert_webhook(&endpoint).await?;
+    change.tx().webhooks().insert_webhook(&endpoint).await?;
     change.audit("webhook.created", Target::new("webhook", &endpoint.id), audit_details(&endpoint));
     change.commit().await?;
     Ok(WithSecret { view: WebhookView { endpoint, stats: DeliveryStats::default() }, secret })
@@ -180,7 +186,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: WebhookInput) -> Resu
 
 /// Changes URL, events, description or enabled. Enabling an endpoint the service switched off
 /// clears its failure record.
-pub async fn update(ctx: &Context, caller: &Caller, id: &str, input: WebhookInput) -> Result<WebhookView> {
+pub async fn update(ctx: &WebhookDeps, caller: &Caller, id: &str, input: WebhookInput) -> Result<WebhookView> {
     caller.require(Scope::IntegrationsWrite)?;
     let mut endpoint = find(ctx, &caller.workspace_id, id).await?;
     let (was_enabled, old_events) = (endpoint.enabled, endpoint.events.clone());
@@ -211,7 +217,7 @@ pub async fn update(ctx: &Context, caller: &Caller, id: &str, input: WebhookInpu
     if super::resubscribed(was_enabled, &old_events, endpoint.enabled, &endpoint.events) {
         endpoint.subscribed_at = endpoint.updated_at;
     }
-    if !change.tx().update_webhook(&endpoint).await? {
+    if !change.tx().webhooks().update_webhook(&endpoint).await? {
         return Err(Error::NotFound(Entity::WebhookEndpoint));
     }
     change.audit("webhook.updated", Target::new("webhook", &endpoint.id), audit_details(&endpoint));
@@ -220,11 +226,11 @@ pub async fn update(ctx: &Context, caller: &Caller, id: &str, input: WebhookInpu
 }
 
 /// Deletes the endpoint; deliveries still pending for it end `failed`.
-pub async fn delete(ctx: &Context, caller: &Caller, id: &str) -> Result<()> {
+pub async fn delete(ctx: &WebhookDeps, caller: &Caller, id: &str) -> Result<()> {
     caller.require(Scope::IntegrationsWrite)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     let at = change.at();
-    if !change.tx().delete_webhook(&caller.workspace_id, id, at).await? {
+    if !change.tx().webhooks().delete_webhook(&caller.workspace_id, id, at).await? {
         return Err(Error::NotFound(Entity::WebhookEndpoint));
     }
     change.audit("webhook.deleted", Target::new("webhook", id), json!({}));
@@ -233,7 +239,12 @@ pub async fn delete(ctx: &Context, caller: &Caller, id: &str) -> Result<()> {
 
 /// A new secret; the current one keeps signing for `grace_secs` (default one day, at most a
 /// week, 0 = stop now).
-pub async fn rotate_secret(ctx: &Context, caller: &Caller, id: &str, grace_secs: Option<i64>) -> Result<WithSecret> {
+pub async fn rotate_secret(
+    ctx: &WebhookDeps,
+    caller: &Caller,
+    id: &str,
+    grace_secs: Option<i64>,
+) -> Result<WithSecret> {
     caller.require(Scope::IntegrationsWrite)?;
     let grace = grace_secs.unwrap_or(DEFAULT_ROTATION_GRACE_SECS);
     if !(0..=MAX_ROTATION_GRACE_SECS).contains(&grace) {
@@ -248,7 +259,7 @@ pub async fn rotate_secret(ctx: &Context, caller: &Caller, id: &str, grace_secs:
     endpoint.previous_secret_until = (grace > 0).then_some(at + grace * 1000);
     endpoint.secret_sealed = seal_secret(ctx, &endpoint.workspace_id, &endpoint.id, &secret);
     endpoint.updated_at = at;
-    if !change.tx().update_webhook(&endpoint).await? {
+    if !change.tx().webhooks().update_webhook(&endpoint).await? {
         return Err(Error::NotFound(Entity::WebhookEndpoint));
     }
     change.audit("webhook.secret_rotated", Target::new("webhook", &endpoint.id), json!({ "graceSeconds": grace }));
@@ -258,7 +269,7 @@ pub async fn rotate_secret(ctx: &Context, caller: &Caller, id: &str, grace_secs:
 }
 
 /// Enqueues a synthetic `webhook.test` event for this endpoint alone; returns the delivery.
-pub async fn test(ctx: &Context, caller: &Caller, id: &str) -> Result<Delivery> {
+pub async fn test(ctx: &WebhookDeps, caller: &Caller, id: &str) -> Result<Delivery> {
     caller.require(Scope::IntegrationsWrite)?;
     let endpoint = find(ctx, &caller.workspace_id, id).await?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
@@ -278,7 +289,7 @@ pub async fn test(ctx: &Context, caller: &Caller, id: &str) -> Result<Delivery> 
         redelivery_of: None,
         created_at: at,
     };
-    let delivery = change.tx().insert_delivery(&new).await?;
+    let delivery = change.tx().webhooks().insert_delivery(&new).await?;
     change.audit("webhook.tested", Target::new("webhook", &endpoint.id), json!({ "deliveryId": delivery.id }));
     change.commit().await?;
     Ok(delivery)

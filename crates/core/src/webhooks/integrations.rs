@@ -11,7 +11,6 @@ use serde_json::{json, Value};
 
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
 use crate::crypto::MasterKey;
 use crate::error::{Entity, Error, Result};
 use crate::pagination::{Page, PageRequest};
@@ -21,6 +20,7 @@ use crate::plugins::{CallTarget, PluginHost, PluginInfo, PluginKind, TestReport}
 use crate::unit_of_work::Target;
 use crate::validation::bounded_text;
 
+use super::worker::WebhookDeps;
 use super::{check_event_list, DeliveryStats, ExternalIntegration, SUCCESS_RATE_WINDOW_MS};
 
 const MAX_NAME: usize = 200;
@@ -99,13 +99,14 @@ fn view(integration: ExternalIntegration, stats: DeliveryStats) -> IntegrationVi
 }
 
 async fn with_stats(
-    ctx: &Context,
+    ctx: &WebhookDeps,
     items: Vec<ExternalIntegration>,
     workspace_id: &str,
 ) -> Result<Vec<IntegrationView>> {
     let ids: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
     let since = ctx.now_millis() - SUCCESS_RATE_WINDOW_MS;
-    let stats = if ids.is_empty() { Vec::new() } else { ctx.store.delivery_stats(workspace_id, &ids, since).await? };
+    let stats =
+        if ids.is_empty() { Vec::new() } else { ctx.store.reads().delivery_stats(workspace_id, &ids, since).await? };
     Ok(items
         .into_iter()
         .map(|i| {
@@ -115,18 +116,19 @@ async fn with_stats(
         .collect())
 }
 
-pub async fn list(ctx: &Context, caller: &Caller, page: PageRequest) -> Result<Page<IntegrationView>> {
+pub async fn list(ctx: &WebhookDeps, caller: &Caller, page: PageRequest) -> Result<Page<IntegrationView>> {
     caller.require(Scope::IntegrationsRead)?;
-    let Page { items, total, total_exact, request } = ctx.store.list_integrations(&caller.workspace_id, page).await?;
+    let Page { items, total, total_exact, request } =
+        ctx.store.reads().list_integrations(&caller.workspace_id, page).await?;
     let items = with_stats(ctx, items, &caller.workspace_id).await?;
     Ok(Page { items, total, total_exact, request })
 }
 
-async fn find(ctx: &Context, workspace_id: &str, id: &str) -> Result<ExternalIntegration> {
-    ctx.store.find_integration(workspace_id, id).await?.ok_or(Error::NotFound(Entity::ExternalIntegration))
+async fn find(ctx: &WebhookDeps, workspace_id: &str, id: &str) -> Result<ExternalIntegration> {
+    ctx.store.reads().find_integration(workspace_id, id).await?.ok_or(Error::NotFound(Entity::ExternalIntegration))
 }
 
-pub async fn get(ctx: &Context, caller: &Caller, id: &str) -> Result<IntegrationView> {
+pub async fn get(ctx: &WebhookDeps, caller: &Caller, id: &str) -> Result<IntegrationView> {
     caller.require(Scope::IntegrationsRead)?;
     let integration = find(ctx, &caller.workspace_id, id).await?;
     let mut views = with_stats(ctx, vec![integration], &caller.workspace_id).await?;
@@ -137,7 +139,7 @@ pub async fn get(ctx: &Context, caller: &Caller, id: &str) -> Result<Integration
 /// events of a create or a full replace; `previous` lets masked secrets stand for the stored
 /// ones.
 async fn resolve(
-    ctx: &Context,
+    ctx: &WebhookDeps,
     workspace_id: &str,
     id: &str,
     input: IntegrationInput,
@@ -175,8 +177,16 @@ async fn resolve(
         )?;
     }
     // The plugin validates what it will receive: secrets in the clear, withheld ones removed.
-    binding::validate_config::<ExternalIntegration>(ctx, workspace_id, &info, &integration_type, &clear).await?;
-    let sealed = binding::seal_config(ctx, &info, clear, same_type.map(|p| &p.config), &owner(workspace_id, id))?;
+    binding::validate_config::<ExternalIntegration>(ctx.plugins.host(), workspace_id, &info, &integration_type, &clear)
+        .await?;
+    let sealed = binding::seal_config(
+        &ctx.master_key,
+        ctx.entropy.as_ref(),
+        &info,
+        clear,
+        same_type.map(|p| &p.config),
+        &owner(workspace_id, id),
+    )?;
     let events = match input.events {
         Some(events) => check_event_list("events", Some(events), true)?,
         None => previous.map(|p| p.events.clone()).unwrap_or_else(|| vec!["*".to_owned()]),
@@ -188,7 +198,7 @@ fn audit_details(integration: &ExternalIntegration) -> Value {
     json!({ "name": integration.name, "type": integration.integration_type, "events": integration.events, "enabled": integration.enabled })
 }
 
-pub async fn create(ctx: &Context, caller: &Caller, input: IntegrationInput) -> Result<IntegrationView> {
+pub async fn create(ctx: &WebhookDeps, caller: &Caller, input: IntegrationInput) -> Result<IntegrationView> {
     caller.require(Scope::IntegrationsWrite)?;
     let workspace_id = caller.workspace_id.to_string();
     let enabled = input.enabled.unwrap_or(true);
@@ -211,7 +221,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: IntegrationInput) -> 
         updated_at: at,
         subscribed_at: at,
     };
-    change.tx().insert_integration(&integration).await?;
+    change.tx().webhooks().insert_integration(&integration).await?;
     change.audit("integration.created", Target::new("integration", &integration.id), audit_details(&integration));
     change.commit().await?;
     Ok(view(integration, DeliveryStats::default()))
@@ -220,7 +230,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: IntegrationInput) -> 
 /// PATCH (`replace = false`: absent members keep their value; configuration members merge)
 /// or PUT (`replace = true`: the body is the whole record).
 pub async fn update(
-    ctx: &Context,
+    ctx: &WebhookDeps,
     caller: &Caller,
     id: &str,
     mut input: IntegrationInput,
@@ -263,7 +273,7 @@ pub async fn update(
     if super::resubscribed(was_enabled, &old_events, integration.enabled, &integration.events) {
         integration.subscribed_at = integration.updated_at;
     }
-    if !change.tx().update_integration(&integration).await? {
+    if !change.tx().webhooks().update_integration(&integration).await? {
         return Err(Error::NotFound(Entity::ExternalIntegration));
     }
     change.audit("integration.updated", Target::new("integration", &integration.id), audit_details(&integration));
@@ -271,11 +281,11 @@ pub async fn update(
     get(ctx, caller, id).await
 }
 
-pub async fn delete(ctx: &Context, caller: &Caller, id: &str) -> Result<()> {
+pub async fn delete(ctx: &WebhookDeps, caller: &Caller, id: &str) -> Result<()> {
     caller.require(Scope::IntegrationsWrite)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     let at = change.at();
-    if !change.tx().delete_integration(&caller.workspace_id, id, at).await? {
+    if !change.tx().webhooks().delete_integration(&caller.workspace_id, id, at).await? {
         return Err(Error::NotFound(Entity::ExternalIntegration));
     }
     change.audit("integration.deleted", Target::new("integration", id), json!({}));
@@ -283,7 +293,7 @@ pub async fn delete(ctx: &Context, caller: &Caller, id: &str) -> Result<()> {
 }
 
 /// Runs the plugin's `test` (a harmless message to the external system) and reports each check.
-pub async fn test(ctx: &Context, caller: &Caller, id: &str) -> Result<TestReport> {
+pub async fn test(ctx: &WebhookDeps, caller: &Caller, id: &str) -> Result<TestReport> {
     caller.require(Scope::IntegrationsWrite)?;
     let integration = find(ctx, &caller.workspace_id, id).await?;
     let info = plugin_for(ctx.plugins.host(), &caller.workspace_id, &integration.integration_type)?;

@@ -18,7 +18,7 @@ use crate::testing::NoPlugins;
 use super::deliveries::{DeliveryStatus, NewDelivery};
 use super::fake::{MemoryWebhooks, WebhookTables};
 use super::transport::{OutboundPost, OutboundResponse, TransportError, WebhookTransport};
-use super::worker::{fan_out, run_due, DeliveryDeps, WorkerSettings};
+use super::worker::{fan_out, run_due, WebhookDeps, WorkerSettings};
 use super::{endpoints, signing, ExternalIntegration, TargetKind, WebhookEndpoint};
 
 const T0: i64 = 1_800_000_000_000;
@@ -73,7 +73,7 @@ struct Harness {
     store: MemoryWebhooks,
     clock: Arc<ManualClock>,
     transport: Arc<ScriptedTransport>,
-    deps: DeliveryDeps,
+    deps: WebhookDeps,
     settings: WorkerSettings,
 }
 
@@ -110,7 +110,7 @@ fn harness_with(plugins: NoPlugins) -> Harness {
     let store = MemoryWebhooks::default();
     let clock = Arc::new(ManualClock(Mutex::new(T0)));
     let transport = Arc::new(ScriptedTransport { answer: Mutex::new(Ok(204)), sent: Mutex::new(Vec::new()) });
-    let deps = DeliveryDeps {
+    let deps = WebhookDeps {
         store: Arc::new(store.clone()),
         transport: transport.clone(),
         plugins: PluginService::new(Arc::new(plugins)),

@@ -28,7 +28,6 @@ use tokio::sync::{mpsc, Notify, Semaphore};
 
 use crate::audit::Audit;
 use crate::clock::{SharedClock, SharedEntropy};
-use crate::context::{Context, SharedContext};
 use crate::crypto::MasterKey;
 use crate::error::Result;
 use crate::events::{self, EventType, OutboxEvent, TargetDisabled};
@@ -38,7 +37,7 @@ use crate::plugins::{CallTarget, Event};
 use crate::unit_of_work::{Target, UnitOfWork};
 
 use super::deliveries::{self, AttemptResult, Completion, Delivery, DeliveryStatus, NewDelivery, RECEIVER_TIMEOUT};
-use super::port::WebhookStore;
+use super::port::{WebhookStore, WebhookTx};
 use super::signing;
 use super::transport::{OutboundPost, WebhookTransport};
 use super::{endpoints, integrations, subscribes, ExternalIntegration, TargetKind, WebhookEndpoint};
@@ -85,11 +84,12 @@ impl Default for WorkerSettings {
     }
 }
 
-/// What the delivery worker uses, and nothing else of the [`Context`]: the area's storage port,
-/// the outbound transport, the plugin runtime (integrations' `notify`), the master key (signing
-/// secrets and integration configurations are sealed under it), the clock and entropy.
+/// What the area's use cases and its delivery worker use, and nothing else of the service: the
+/// area's storage port, the outbound transport, the plugin runtime (integrations' `notify` and
+/// `test`), the master key (signing secrets and integration configurations are sealed under it),
+/// the clock and entropy. `Context::webhooks` hands it out.
 #[derive(Clone)]
-pub struct DeliveryDeps {
+pub struct WebhookDeps {
     pub store: Arc<dyn WebhookStore>,
     pub transport: Arc<dyn WebhookTransport>,
     pub plugins: PluginService,
@@ -98,25 +98,23 @@ pub struct DeliveryDeps {
     pub entropy: SharedEntropy,
 }
 
-impl DeliveryDeps {
-    /// The worker's share of the service's context.
-    pub fn of(ctx: &Context) -> DeliveryDeps {
-        DeliveryDeps {
-            store: Arc::new(ctx.store.clone()),
-            transport: ctx.outbound.clone(),
-            plugins: ctx.plugins.clone(),
-            master_key: ctx.master_key.clone(),
-            clock: ctx.clock.clone(),
-            entropy: ctx.entropy.clone(),
-        }
-    }
-
-    fn now_millis(&self) -> i64 {
+impl WebhookDeps {
+    pub(crate) fn now_millis(&self) -> i64 {
         self.clock.now().timestamp_millis()
     }
 
-    fn new_id(&self, prefix: &str) -> String {
+    pub(crate) fn new_id(&self, prefix: &str) -> String {
         format!("{prefix}{}", crate::clock::random_hex(self.entropy.as_ref(), 12))
+    }
+
+    /// Opens a unit of work for a change made by `actor` in `workspace_id` (now).
+    pub(crate) async fn change(
+        &self,
+        actor: Audit,
+        workspace_id: Option<&str>,
+    ) -> Result<UnitOfWork<'static, dyn WebhookTx>> {
+        let tx = self.store.begin().await?;
+        Ok(UnitOfWork::owning(tx, actor, workspace_id, self.now_millis()))
     }
 }
 
@@ -138,7 +136,7 @@ fn body_of(event: &OutboxEvent) -> String {
 /// Fans out up to `limit` outbox events; returns how many were processed. Targets receive the
 /// events emitted since they subscribed (created, switched back on, or given another event
 /// list), so an event emitted while a target was off is not delivered once it is back on.
-pub async fn fan_out(deps: &DeliveryDeps, limit: i64) -> Result<usize> {
+pub async fn fan_out(deps: &WebhookDeps, limit: i64) -> Result<usize> {
     let mut tx = deps.store.begin().await?;
     let events = tx.webhooks().claim_outbox_events(limit).await?;
     if events.is_empty() {
@@ -206,7 +204,7 @@ impl Recipient {
     }
 }
 
-async fn load_recipient(deps: &DeliveryDeps, delivery: &Delivery) -> Recipient {
+async fn load_recipient(deps: &WebhookDeps, delivery: &Delivery) -> Recipient {
     let loaded: Result<Recipient> = async {
         Ok(match delivery.target_kind {
             TargetKind::Webhook => {
@@ -301,7 +299,7 @@ fn http_error_text(status: u16) -> String {
 }
 
 /// Makes one attempt: the signed POST, or the plugin's `notify`.
-async fn attempt(deps: &DeliveryDeps, delivery: &Delivery, recipient: &Recipient) -> AttemptResult {
+async fn attempt(deps: &WebhookDeps, delivery: &Delivery, recipient: &Recipient) -> AttemptResult {
     match recipient {
         Recipient::Unavailable(reason) => {
             AttemptResult::Refused { http_status: None, latency_ms: None, error: reason.clone() }
@@ -398,7 +396,7 @@ struct Finished {
     event_created_at: i64,
 }
 
-/// What one [`run_once`] did.
+/// What one [`run_due`] did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RunSummary {
     pub events: usize,
@@ -408,7 +406,7 @@ pub struct RunSummary {
 }
 
 /// Writes finished attempts in one transaction, then switches off targets failing too long.
-async fn write_batch(deps: &DeliveryDeps, settings: &WorkerSettings, batch: &[Finished]) -> Result<()> {
+async fn write_batch(deps: &WebhookDeps, settings: &WorkerSettings, batch: &[Finished]) -> Result<()> {
     if batch.is_empty() {
         return Ok(());
     }
@@ -460,7 +458,7 @@ async fn write_batch(deps: &DeliveryDeps, settings: &WorkerSettings, batch: &[Fi
 
 /// Switches a target off with its audit row and `webhook.disabled` / `integration.disabled`
 /// event, one unit of work over the area's transaction.
-async fn disable(deps: &DeliveryDeps, f: &Finished, now: i64) -> Result<()> {
+async fn disable(deps: &WebhookDeps, f: &Finished, now: i64) -> Result<()> {
     let days = (now - f.failing_since.unwrap_or(now)) / (24 * 3600 * 1000);
     let reason = format!("disabled automatically: every delivery failed for {days} days");
     let tx = deps.store.begin().await?;
@@ -481,7 +479,7 @@ async fn disable(deps: &DeliveryDeps, f: &Finished, now: i64) -> Result<()> {
     Ok(())
 }
 
-async fn finish(deps: &DeliveryDeps, owner: &str, delivery: &Delivery, recipient: &Recipient) -> Finished {
+async fn finish(deps: &WebhookDeps, owner: &str, delivery: &Delivery, recipient: &Recipient) -> Finished {
     let started = deps.now_millis();
     let result = attempt(deps, delivery, recipient).await;
     let ended = deps.now_millis();
@@ -497,7 +495,7 @@ async fn finish(deps: &DeliveryDeps, owner: &str, delivery: &Delivery, recipient
     }
 }
 
-async fn load_recipients(deps: &DeliveryDeps, claimed: &[Delivery]) -> HashMap<String, Arc<Recipient>> {
+async fn load_recipients(deps: &WebhookDeps, claimed: &[Delivery]) -> HashMap<String, Arc<Recipient>> {
     let mut recipients: HashMap<String, Arc<Recipient>> = HashMap::new();
     for delivery in claimed {
         if !recipients.contains_key(&delivery.target_id) {
@@ -511,12 +509,7 @@ async fn load_recipients(deps: &DeliveryDeps, claimed: &[Delivery]) -> HashMap<S
 /// Fans out everything and makes every attempt due now, in this process, then returns (the
 /// `trellis jobs deliver` command; tests use it with a clock set to a later instant to walk
 /// the retry schedule).
-pub async fn run_once(ctx: &Context, settings: &WorkerSettings, owner: &str) -> Result<RunSummary> {
-    run_due(&DeliveryDeps::of(ctx), settings, owner).await
-}
-
-/// [`run_once`] over the worker's dependencies.
-pub async fn run_due(deps: &DeliveryDeps, settings: &WorkerSettings, owner: &str) -> Result<RunSummary> {
+pub async fn run_due(deps: &WebhookDeps, settings: &WorkerSettings, owner: &str) -> Result<RunSummary> {
     let mut summary = RunSummary::default();
     loop {
         let n = fan_out(deps, settings.fan_out_batch).await?;
@@ -561,7 +554,7 @@ pub async fn run_due(deps: &DeliveryDeps, settings: &WorkerSettings, owner: &str
 
 /// The background worker of one process.
 pub struct DeliveryWorker {
-    deps: DeliveryDeps,
+    deps: WebhookDeps,
     settings: WorkerSettings,
     owner: String,
     in_flight: AtomicUsize,
@@ -570,12 +563,7 @@ pub struct DeliveryWorker {
 }
 
 impl DeliveryWorker {
-    pub fn new(ctx: SharedContext, settings: WorkerSettings) -> Arc<DeliveryWorker> {
-        DeliveryWorker::with_deps(DeliveryDeps::of(&ctx), settings)
-    }
-
-    /// A worker over `deps` alone.
-    pub fn with_deps(deps: DeliveryDeps, settings: WorkerSettings) -> Arc<DeliveryWorker> {
+    pub fn new(deps: WebhookDeps, settings: WorkerSettings) -> Arc<DeliveryWorker> {
         let owner = deps.new_id("wrk_");
         Arc::new(DeliveryWorker {
             deps,
