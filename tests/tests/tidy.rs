@@ -271,7 +271,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("audit", "plugin lifecycle changes are audited"),
             ("caller", "use cases run for a Caller"),
             ("clock", "time and randomness from the context"),
-            ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
             ("crypto", "sealing and digests under the master key"),
             ("error", "the domain error"), // two-way edge, not in issue 22's list
             ("events", "revoking a signing key emits plugin.version_deactivated"),

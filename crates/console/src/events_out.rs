@@ -50,7 +50,7 @@ struct EventsOutPage {
 async fn page(ctx: &SharedContext, console: &Console, secret: Option<String>) -> Result<Response, PageError> {
     let caller = &console.caller;
     let page = PageRequest::new(None, Some(50), None, 50)?;
-    let endpoints = endpoints::list(&ctx.webhooks(), caller, page)
+    let endpoints = endpoints::list(&ctx.webhook_deps(), caller, page)
         .await?
         .items
         .into_iter()
@@ -61,7 +61,7 @@ async fn page(ctx: &SharedContext, console: &Console, secret: Option<String>) ->
             enabled: v.endpoint.enabled,
         })
         .collect();
-    let integrations = integrations::list(&ctx.webhooks(), caller, page)
+    let integrations = integrations::list(&ctx.webhook_deps(), caller, page)
         .await?
         .items
         .into_iter()
@@ -69,7 +69,7 @@ async fn page(ctx: &SharedContext, console: &Console, secret: Option<String>) ->
             (v.integration.name, v.integration.integration_type, v.integration.events.join(", "), v.integration.enabled)
         })
         .collect();
-    let deliveries = deliveries::list(&ctx.webhooks(), caller, &DeliveryFilter::default(), page)
+    let deliveries = deliveries::list(&ctx.webhook_deps(), caller, &DeliveryFilter::default(), page)
         .await?
         .items
         .into_iter()
@@ -122,7 +122,7 @@ pub async fn create(
         description: Some(description),
         enabled: Some(true),
     };
-    let made = endpoints::create(&ctx.webhooks(), &console.caller, input).await?;
+    let made = endpoints::create(&ctx.webhook_deps(), &console.caller, input).await?;
     page(&ctx, &console, Some(made.secret)).await
 }
 
@@ -134,6 +134,6 @@ pub async fn redeliver(
     Path(id): Path<String>,
     Posted(console, Empty {}): Posted<Empty>,
 ) -> Result<Response, PageError> {
-    deliveries::redeliver(&ctx.webhooks(), &console.caller, id.trim()).await?;
+    deliveries::redeliver(&ctx.webhook_deps(), &console.caller, id.trim()).await?;
     Ok(see_other("/events-out"))
 }

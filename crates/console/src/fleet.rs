@@ -103,7 +103,7 @@ pub async fn plugins_page(
     notice: Option<Notice>,
     status: StatusCode,
 ) -> Result<Response, PageError> {
-    let rows = plugins::list(ctx, &console.caller)?
+    let rows = plugins::list(&ctx.plugin_deps(), &console.caller)?
         .into_iter()
         .map(|p| {
             let active = p.versions.iter().find(|v| v.active);
@@ -129,7 +129,7 @@ pub async fn plugins_page(
         })
         .collect();
     let bindings = if console.can(Scope::PluginsRead) {
-        plugins::list_bindings(ctx, &console.caller)
+        plugins::list_bindings(&ctx.plugin_deps(), &console.caller)
             .await?
             .into_iter()
             .map(|b| (b.kind, b.service_type, b.plugin_id))
@@ -162,7 +162,7 @@ pub async fn roll_back(
     Path(id): Path<String>,
     Posted(console, Empty {}): Posted<Empty>,
 ) -> Result<Response, PageError> {
-    plugins::rollback(&ctx, &console.caller, id.trim()).await?;
+    plugins::rollback(&ctx.plugin_deps(), &console.caller, id.trim()).await?;
     Ok(see_other("/plugins"))
 }
 
@@ -181,7 +181,7 @@ pub async fn activate(
     Path((id, version)): Path<(String, String)>,
     Posted(console, Empty {}): Posted<Empty>,
 ) -> Result<Response, PageError> {
-    match plugins::activate(&ctx, &console.caller, id.trim(), version.trim()).await {
+    match plugins::activate(&ctx.plugin_deps(), &console.caller, id.trim(), version.trim()).await {
         Ok(summary) => {
             let message = format!("{} {} is active.", summary.id, summary.active_version.unwrap_or_default());
             plugins_page(&ctx, &console, Some(Notice { ok: true, message, signature: None }), StatusCode::OK).await
@@ -205,7 +205,7 @@ pub async fn bind(
     Posted(console, form): Posted<BindForm>,
 ) -> Result<Response, PageError> {
     let (kind, service_type, plugin_id) = (form.kind.trim(), form.service_type.trim(), form.plugin_id.trim());
-    match plugins::bind(&ctx, &console.caller, kind, service_type, plugin_id).await {
+    match plugins::bind(&ctx.plugin_deps(), &console.caller, kind, service_type, plugin_id).await {
         Ok(b) => {
             let message =
                 format!("In this workspace, {} `{}` is now served by {}.", b.kind, b.service_type, b.plugin_id);
@@ -220,7 +220,7 @@ pub async fn unbind(
     Path((kind, service_type)): Path<(String, String)>,
     Posted(console, Empty {}): Posted<Empty>,
 ) -> Result<Response, PageError> {
-    match plugins::unbind(&ctx, &console.caller, kind.trim(), service_type.trim()).await {
+    match plugins::unbind(&ctx.plugin_deps(), &console.caller, kind.trim(), service_type.trim()).await {
         Ok(()) => {
             let message = format!("The binding of {kind} `{service_type}` was removed: its default plugin serves it.");
             plugins_page(&ctx, &console, Some(Notice { ok: true, message, signature: None }), StatusCode::OK).await

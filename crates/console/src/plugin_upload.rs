@@ -107,7 +107,7 @@ pub async fn upload(
         _ => Activation::IfNewer,
     };
     let signature = form.signature.as_deref();
-    match plugins::install(&ctx, &console.caller, component, signature, activation).await {
+    match plugins::install(&ctx.plugin_deps(), &console.caller, component, signature, activation).await {
         Ok(installed) => {
             let notice = Notice {
                 ok: true,

@@ -161,7 +161,7 @@ impl Context {
 
     /// The webhooks area's share: its storage port, the outbound transport, the plugin runtime,
     /// the master key, the clock and entropy.
-    pub fn webhooks(&self) -> crate::webhooks::worker::WebhookDeps {
+    pub fn webhook_deps(&self) -> crate::webhooks::worker::WebhookDeps {
         crate::webhooks::worker::WebhookDeps {
             store: Arc::new(self.store.clone()),
             transport: self.outbound.clone(),
@@ -169,6 +169,15 @@ impl Context {
             master_key: self.master_key.clone(),
             clock: self.clock.clone(),
             entropy: self.entropy.clone(),
+        }
+    }
+
+    /// The plugin registry's share: its storage port, the plugin runtime and the clock.
+    pub fn plugin_deps(&self) -> crate::plugins::service::PluginDeps {
+        crate::plugins::service::PluginDeps {
+            store: Arc::new(self.store.clone()),
+            plugins: self.plugins.clone(),
+            clock: self.clock.clone(),
         }
     }
 

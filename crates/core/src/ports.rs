@@ -190,6 +190,25 @@ impl ChangeTx for Box<dyn Tx> {
     }
 }
 
+/// The full store, seen through the plugin registry's port.
+#[async_trait]
+impl crate::plugins::port::PluginStore for Arc<dyn Store> {
+    fn reads(&self) -> &dyn PluginReads {
+        self.as_ref()
+    }
+
+    async fn begin(&self) -> StoreResult<Box<dyn crate::plugins::port::PluginTx>> {
+        let tx = self.as_ref().begin().await?;
+        Ok(Box::new(tx))
+    }
+}
+
+impl crate::plugins::port::PluginTx for Box<dyn Tx> {
+    fn plugins(&mut self) -> &mut dyn PluginWrites {
+        self.as_mut()
+    }
+}
+
 /// Retention's batches, each in its own transaction.
 #[async_trait]
 impl crate::events::OutboxRetention for Arc<dyn Store> {

@@ -110,7 +110,7 @@ async fn list_integrations(
     Authenticated(caller): Authenticated,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<IntegrationDto>>> {
-    Ok(list(integrations::list(&ctx.webhooks(), &caller, page.request()?).await?, integration_dto))
+    Ok(list(integrations::list(&ctx.webhook_deps(), &caller, page.request()?).await?, integration_dto))
 }
 
 /// Creates an integration `{name, type, configuration}`; the plugin serving `type` validates
@@ -122,7 +122,7 @@ async fn create_integration(
     Authenticated(caller): Authenticated,
     Json(body): Json<IntegrationBody>,
 ) -> ApiResult<Response> {
-    Ok(created(integration_dto(integrations::create(&ctx.webhooks(), &caller, input(body)).await?)))
+    Ok(created(integration_dto(integrations::create(&ctx.webhook_deps(), &caller, input(body)).await?)))
 }
 
 #[utoipa::path(get, path = "/api/integrations/external/{id}", params(("id" = String, Path, pattern = "^int_[0-9a-f]{1,64}$")), tag = "integrations",
@@ -132,7 +132,7 @@ async fn get_integration(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(integration_dto(integrations::get(&ctx.webhooks(), &caller, &prefixed_id(&id, "int_")?).await?)))
+    Ok(data(integration_dto(integrations::get(&ctx.webhook_deps(), &caller, &prefixed_id(&id, "int_")?).await?)))
 }
 
 /// Changes the given members (configuration members merge; `********` keeps a secret).
@@ -145,7 +145,7 @@ async fn patch_integration(
     Json(body): Json<IntegrationBody>,
 ) -> ApiResult<axum::Json<Value>> {
     let id = prefixed_id(&id, "int_")?;
-    Ok(data(integration_dto(integrations::update(&ctx.webhooks(), &caller, &id, input(body), false).await?)))
+    Ok(data(integration_dto(integrations::update(&ctx.webhook_deps(), &caller, &id, input(body), false).await?)))
 }
 
 /// Replaces the integration (name and type required).
@@ -158,7 +158,7 @@ async fn put_integration(
     Json(body): Json<IntegrationBody>,
 ) -> ApiResult<axum::Json<Value>> {
     let id = prefixed_id(&id, "int_")?;
-    Ok(data(integration_dto(integrations::update(&ctx.webhooks(), &caller, &id, input(body), true).await?)))
+    Ok(data(integration_dto(integrations::update(&ctx.webhook_deps(), &caller, &id, input(body), true).await?)))
 }
 
 /// Deletes the integration; its pending deliveries end `failed`.
@@ -169,7 +169,7 @@ async fn delete_integration(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    integrations::delete(&ctx.webhooks(), &caller, &prefixed_id(&id, "int_")?).await?;
+    integrations::delete(&ctx.webhook_deps(), &caller, &prefixed_id(&id, "int_")?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -181,6 +181,6 @@ async fn test_integration(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    let report = integrations::test(&ctx.webhooks(), &caller, &prefixed_id(&id, "int_")?).await?;
+    let report = integrations::test(&ctx.webhook_deps(), &caller, &prefixed_id(&id, "int_")?).await?;
     Ok(data(TestReportDto::from(report)))
 }

@@ -108,7 +108,7 @@ async fn install_plugin(
         None => Activation::IfNewer,
     };
     let signature = detached_signature(&headers)?;
-    let installed = service::install(&ctx, &caller, &body, signature.as_deref(), activation).await?;
+    let installed = service::install(&ctx.plugin_deps(), &caller, &body, signature.as_deref(), activation).await?;
     Ok(created(PluginVersionDto::from(installed)))
 }
 
@@ -117,7 +117,7 @@ async fn list_plugins(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    let plugins: Vec<PluginDto> = service::list(&ctx, &caller)?.into_iter().map(Into::into).collect();
+    let plugins: Vec<PluginDto> = service::list(&ctx.plugin_deps(), &caller)?.into_iter().map(Into::into).collect();
     Ok(data(plugins))
 }
 
@@ -127,7 +127,7 @@ async fn show_plugin(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    Ok(data(PluginDto::from(service::show(&ctx, &caller, &id)?)))
+    Ok(data(PluginDto::from(service::show(&ctx.plugin_deps(), &caller, &id)?)))
 }
 
 #[utoipa::path(post, path = "/api/plugins/{id}/versions/{version}/activate", tag = "plugins", params(("id" = String, Path), ("version" = String, Path)), responses((status = 200, body = Data<PluginDto>, description = "The plugin after activation; calls in flight finish on their version")))]
@@ -136,7 +136,7 @@ async fn activate_version(
     Authenticated(caller): Authenticated,
     Path((id, version)): Path<(String, String)>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    Ok(data(PluginDto::from(service::activate(&ctx, &caller, &id, &version).await?)))
+    Ok(data(PluginDto::from(service::activate(&ctx.plugin_deps(), &caller, &id, &version).await?)))
 }
 
 #[utoipa::path(post, path = "/api/plugins/{id}/rollback", tag = "plugins", params(("id" = String, Path)), responses((status = 200, body = Data<PluginDto>, description = "The plugin with the previously active version active again"), (status = 409, description = "Nothing to roll back to")))]
@@ -145,7 +145,7 @@ async fn rollback_plugin(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    Ok(data(PluginDto::from(service::rollback(&ctx, &caller, &id).await?)))
+    Ok(data(PluginDto::from(service::rollback(&ctx.plugin_deps(), &caller, &id).await?)))
 }
 
 #[utoipa::path(delete, path = "/api/plugins/{id}", tag = "plugins", params(("id" = String, Path)), responses((status = 204, description = "Removed with its versions, bindings, grants and state")))]
@@ -154,7 +154,7 @@ async fn remove_plugin(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    service::remove(&ctx, &caller, &id, None).await?;
+    service::remove(&ctx.plugin_deps(), &caller, &id, None).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -164,7 +164,7 @@ async fn remove_version(
     Authenticated(caller): Authenticated,
     Path((id, version)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    service::remove(&ctx, &caller, &id, Some(&version)).await?;
+    service::remove(&ctx.plugin_deps(), &caller, &id, Some(&version)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -181,7 +181,7 @@ async fn grant_hosts(
     Path(id): Path<String>,
     Json(body): Json<GrantBody>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    Ok(data(PluginDto::from(service::grant_hosts(&ctx, &caller, &id, body.hosts).await?)))
+    Ok(data(PluginDto::from(service::grant_hosts(&ctx.plugin_deps(), &caller, &id, body.hosts).await?)))
 }
 
 #[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
@@ -207,7 +207,8 @@ async fn list_bindings(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    let bindings: Vec<BindingDto> = service::list_bindings(&ctx, &caller).await?.into_iter().map(binding_dto).collect();
+    let bindings: Vec<BindingDto> =
+        service::list_bindings(&ctx.plugin_deps(), &caller).await?.into_iter().map(binding_dto).collect();
     Ok(data(bindings))
 }
 
@@ -217,7 +218,7 @@ async fn bind(
     Authenticated(caller): Authenticated,
     Json(body): Json<BindingDto>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    let binding = service::bind(&ctx, &caller, &body.kind, &body.service_type, &body.plugin_id).await?;
+    let binding = service::bind(&ctx.plugin_deps(), &caller, &body.kind, &body.service_type, &body.plugin_id).await?;
     Ok(data(binding_dto(binding)))
 }
 
@@ -227,7 +228,7 @@ async fn unbind(
     Authenticated(caller): Authenticated,
     Path((kind, service_type)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    service::unbind(&ctx, &caller, &kind, &service_type).await?;
+    service::unbind(&ctx.plugin_deps(), &caller, &kind, &service_type).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -244,7 +245,9 @@ async fn test_binding(
     Path((kind, service_type)): Path<(String, String)>,
     Json(body): Json<TestBody>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    Ok(data(TestReportDto::from(service::test_binding(&ctx, &caller, &kind, &service_type, body.config).await?)))
+    Ok(data(TestReportDto::from(
+        service::test_binding(&ctx.plugin_deps(), &caller, &kind, &service_type, body.config).await?,
+    )))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -270,7 +273,8 @@ async fn list_keys(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    let keys: Vec<PluginKeyDto> = signatures::list_keys(&ctx, &caller).await?.into_iter().map(Into::into).collect();
+    let keys: Vec<PluginKeyDto> =
+        signatures::list_keys(&ctx.plugin_deps(), &caller).await?.into_iter().map(Into::into).collect();
     Ok(data(keys))
 }
 
@@ -286,7 +290,7 @@ async fn add_key(
         id_prefixes: body.id_prefixes,
         kinds: body.kinds,
     };
-    Ok(created(PluginKeyDto::from(signatures::add_key(&ctx, &caller, new).await?)))
+    Ok(created(PluginKeyDto::from(signatures::add_key(&ctx.plugin_deps(), &caller, new).await?)))
 }
 
 #[utoipa::path(post, path = "/api/plugin-keys/{key_id}/revoke", tag = "plugins", params(("key_id" = String, Path)), responses((status = 200, body = Data<RevocationDto>, description = "The revoked key and the versions it signed, deactivated (plugin.version_deactivated events)"), (status = 404, description = "No such key"), (status = 409, description = "Already revoked"), (status = 403, description = "Not an instance administrator")))]
@@ -295,5 +299,5 @@ async fn revoke_key(
     Authenticated(caller): Authenticated,
     Path(key_id): Path<String>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    Ok(data(RevocationDto::from(signatures::revoke_key(&ctx, &caller, &key_id).await?)))
+    Ok(data(RevocationDto::from(signatures::revoke_key(&ctx.plugin_deps(), &caller, &key_id).await?)))
 }

@@ -117,7 +117,7 @@ async fn list_webhooks(
     Authenticated(caller): Authenticated,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<WebhookDto>>> {
-    Ok(list(endpoints::list(&ctx.webhooks(), &caller, page.request()?).await?, webhook_dto))
+    Ok(list(endpoints::list(&ctx.webhook_deps(), &caller, page.request()?).await?, webhook_dto))
 }
 
 /// Registers an endpoint; the response carries its `whsec_` signing secret, once.
@@ -128,7 +128,7 @@ async fn create_webhook(
     Authenticated(caller): Authenticated,
     Json(body): Json<WebhookBody>,
 ) -> ApiResult<Response> {
-    Ok(created(with_secret(endpoints::create(&ctx.webhooks(), &caller, input(body)).await?)))
+    Ok(created(with_secret(endpoints::create(&ctx.webhook_deps(), &caller, input(body)).await?)))
 }
 
 #[utoipa::path(get, path = "/api/integrations/webhooks/{id}", params(("id" = String, Path, pattern = "^whk_[0-9a-f]{1,64}$")), tag = "webhooks",
@@ -138,7 +138,7 @@ async fn get_webhook(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(webhook_dto(endpoints::get(&ctx.webhooks(), &caller, &prefixed_id(&id, "whk_")?).await?)))
+    Ok(data(webhook_dto(endpoints::get(&ctx.webhook_deps(), &caller, &prefixed_id(&id, "whk_")?).await?)))
 }
 
 /// Changes URL, events, description or enabled (absent members stay).
@@ -150,7 +150,9 @@ async fn update_webhook(
     Path(id): Path<String>,
     Json(body): Json<WebhookBody>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(webhook_dto(endpoints::update(&ctx.webhooks(), &caller, &prefixed_id(&id, "whk_")?, input(body)).await?)))
+    Ok(data(webhook_dto(
+        endpoints::update(&ctx.webhook_deps(), &caller, &prefixed_id(&id, "whk_")?, input(body)).await?,
+    )))
 }
 
 /// Deletes the endpoint; its pending deliveries end `failed`.
@@ -161,7 +163,7 @@ async fn delete_webhook(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    endpoints::delete(&ctx.webhooks(), &caller, &prefixed_id(&id, "whk_")?).await?;
+    endpoints::delete(&ctx.webhook_deps(), &caller, &prefixed_id(&id, "whk_")?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -180,7 +182,7 @@ async fn test_webhook(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    let delivery = endpoints::test(&ctx.webhooks(), &caller, &prefixed_id(&id, "whk_")?).await?;
+    let delivery = endpoints::test(&ctx.webhook_deps(), &caller, &prefixed_id(&id, "whk_")?).await?;
     Ok(data(TestEnqueuedDto { delivery_id: delivery.id }))
 }
 
@@ -214,7 +216,9 @@ async fn rotate_secret(
             .unwrap_or_default()
     };
     let grace = body.grace_seconds;
-    Ok(data(with_secret(endpoints::rotate_secret(&ctx.webhooks(), &caller, &prefixed_id(&id, "whk_")?, grace).await?)))
+    Ok(data(with_secret(
+        endpoints::rotate_secret(&ctx.webhook_deps(), &caller, &prefixed_id(&id, "whk_")?, grace).await?,
+    )))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -315,7 +319,7 @@ async fn list_deliveries(
         status: filters.status.filter(|s| !s.is_empty()),
         event_type: filters.event_type.filter(|s| !s.is_empty()),
     };
-    Ok(list(deliveries::list(&ctx.webhooks(), &caller, &filter, page.request()?).await?, delivery_dto))
+    Ok(list(deliveries::list(&ctx.webhook_deps(), &caller, &filter, page.request()?).await?, delivery_dto))
 }
 
 #[utoipa::path(get, path = "/api/integrations/webhooks/deliveries/{id}", params(("id" = String, Path, pattern = "^dlv_[0-9a-f]{1,64}$")), tag = "webhooks",
@@ -325,7 +329,7 @@ async fn get_delivery(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(delivery_dto(deliveries::get(&ctx.webhooks(), &caller, &prefixed_id(&id, "dlv_")?).await?)))
+    Ok(data(delivery_dto(deliveries::get(&ctx.webhook_deps(), &caller, &prefixed_id(&id, "dlv_")?).await?)))
 }
 
 /// Sends the delivery's payload again as a new delivery (same event id).
@@ -336,5 +340,5 @@ async fn redeliver(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    Ok(created(delivery_dto(deliveries::redeliver(&ctx.webhooks(), &caller, &prefixed_id(&id, "dlv_")?).await?)))
+    Ok(created(delivery_dto(deliveries::redeliver(&ctx.webhook_deps(), &caller, &prefixed_id(&id, "dlv_")?).await?)))
 }

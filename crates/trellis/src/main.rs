@@ -277,7 +277,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Plugin { command } => {
             let ctx = open(&config).await?;
-            plugin_service::sync(&ctx).await.context("loading plugins")?;
+            plugin_service::sync(&ctx.plugin_deps()).await.context("loading plugins")?;
             match command {
                 PluginCommand::Install { file, no_activate, signature } => {
                     let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -289,7 +289,7 @@ async fn main() -> anyhow::Result<()> {
                         None => plugin_workers::detached_signature_beside(&file).await,
                     };
                     let installed = plugin_service::install_as(
-                        &ctx,
+                        &ctx.plugin_deps(),
                         &Audit::system("cli"),
                         None,
                         &bytes,
@@ -315,14 +315,16 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::PluginKeys { command } => {
             let ctx = open(&config).await?;
-            plugin_service::sync(&ctx).await.context("loading plugins")?;
+            plugin_service::sync(&ctx.plugin_deps()).await.context("loading plugins")?;
             let actor = Audit::system("cli");
             let printed = match command {
                 PluginKeysCommand::Add { name, public_key, prefixes, kinds } => {
                     let public_key =
                         std::fs::read(&public_key).with_context(|| format!("cannot read {}", public_key.display()))?;
                     let new = signatures::NewSigningKey { name, public_key, id_prefixes: prefixes, kinds };
-                    let key = signatures::add_key_as(&ctx, &actor, None, new).await.context("cannot add the key")?;
+                    let key = signatures::add_key_as(&ctx.plugin_deps(), &actor, None, new)
+                        .await
+                        .context("cannot add the key")?;
                     serde_json::to_string(&PluginKeyDto::from(key))?
                 }
                 PluginKeysCommand::List => {
@@ -330,7 +332,7 @@ async fn main() -> anyhow::Result<()> {
                     serde_json::to_string(&keys.into_iter().map(PluginKeyDto::from).collect::<Vec<_>>())?
                 }
                 PluginKeysCommand::Revoke { key_id } => {
-                    let revocation = signatures::revoke_key_as(&ctx, &actor, None, &key_id)
+                    let revocation = signatures::revoke_key_as(&ctx.plugin_deps(), &actor, None, &key_id)
                         .await
                         .with_context(|| format!("cannot revoke key {key_id}"))?;
                     serde_json::to_string(&RevocationDto::from(revocation))?
@@ -349,9 +351,9 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Jobs { command: JobsCommand::Deliver { as_of } } => {
             let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
-            plugin_service::sync(&ctx).await.context("loading plugins")?;
+            plugin_service::sync(&ctx.plugin_deps()).await.context("loading plugins")?;
             let owner = ctx.new_id("cli_");
-            let run = trellis_core::webhooks::worker::run_due(&ctx.webhooks(), &config.delivery, &owner)
+            let run = trellis_core::webhooks::worker::run_due(&ctx.webhook_deps(), &config.delivery, &owner)
                 .await
                 .context("delivery failed")?;
             println!(
@@ -363,7 +365,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Jobs { command: JobsCommand::CaHealth { as_of } } => {
             let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
-            plugin_service::sync(&ctx).await.context("loading plugins")?;
+            plugin_service::sync(&ctx.plugin_deps()).await.context("loading plugins")?;
             // Off in the server (0) still leaves the job to run by hand: then every CA is due.
             let interval = config.ca_health_interval.unwrap_or(std::time::Duration::ZERO);
             let run =
@@ -374,7 +376,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Jobs { command: JobsCommand::Discovery { as_of } } => {
             let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
-            plugin_service::sync(&ctx).await.context("loading plugins")?;
+            plugin_service::sync(&ctx.plugin_deps()).await.context("loading plugins")?;
             let mut ran = 0u64;
             while trellis_core::discovery::claim_and_run(&ctx, None).await.context("discovery failed")? {
                 ran += 1;
@@ -385,7 +387,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Jobs { command: JobsCommand::Renew { as_of } } => {
             let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
-            plugin_service::sync(&ctx).await.context("loading plugins")?;
+            plugin_service::sync(&ctx.plugin_deps()).await.context("loading plugins")?;
             let run = trellis_core::issuance::renewal::run(&ctx, 1000).await.context("renewal failed")?;
             println!("{}", serde_json::json!({ "renewed": run.renewed, "failed": run.failed, "pending": run.pending }));
             ctx.store.close().await;
@@ -393,7 +395,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Jobs { command: JobsCommand::PollIssuance { as_of } } => {
             let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
-            plugin_service::sync(&ctx).await.context("loading plugins")?;
+            plugin_service::sync(&ctx.plugin_deps()).await.context("loading plugins")?;
             let owner = ctx.new_id("cli_");
             let mut total = trellis_core::issuance::pending::PollRun::default();
             loop {
@@ -486,9 +488,9 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
         trellis::jobs::spawn_issuance_poller(ctx.clone(), config.issuance_poll_interval, ctx.new_id("poller_"));
     let discovery = trellis::jobs::spawn_discovery(ctx.clone(), std::time::Duration::from_secs(60));
     let ca_health = config.ca_health_interval.map(|interval| trellis::jobs::spawn_ca_health(ctx.clone(), interval));
-    let deliveries = config
-        .delivery_worker
-        .then(|| trellis_core::webhooks::worker::DeliveryWorker::new(ctx.webhooks(), config.delivery.clone()).spawn());
+    let deliveries = config.delivery_worker.then(|| {
+        trellis_core::webhooks::worker::DeliveryWorker::new(ctx.webhook_deps(), config.delivery.clone()).spawn()
+    });
     let outbox_retention = trellis::jobs::spawn_outbox_retention(
         ctx.clone(),
         std::time::Duration::from_secs(3600),

@@ -110,7 +110,7 @@ pub fn first_party_dir(configured: Option<&Path>) -> Option<PathBuf> {
 /// the allocator keeps, and the service would carry it idle forever. Missing first-party
 /// components are logged (run `make plugins`), not fatal.
 pub async fn load(ctx: &Context, config_file: Option<&Path>, first_party: Option<&Path>) -> Result<()> {
-    sync(ctx).await?;
+    sync(&ctx.plugin_deps()).await?;
     if ctx.store.any_plugin_installed().await? {
         return Ok(());
     }
@@ -119,10 +119,10 @@ pub async fn load(ctx: &Context, config_file: Option<&Path>, first_party: Option
         Err(reason) => {
             tracing::warn!(%reason, "first start: cannot install the first-party plugins in a child process; installing them here");
             install_first_party(ctx, first_party).await;
-            trellis_core::plugins::service::release_compiled(ctx);
+            trellis_core::plugins::service::release_compiled(&ctx.plugin_deps());
         }
     }
-    sync(ctx).await
+    sync(&ctx.plugin_deps()).await
 }
 
 /// Compiles what the database holds into the on-disk cache, in the background, so that no
@@ -169,7 +169,7 @@ pub async fn install_first_party(ctx: &Context, first_party: Option<&Path>) -> u
             Ok(bytes) => {
                 let signature = detached_signature_beside(&path).await;
                 let outcome = install_as(
-                    ctx,
+                    &ctx.plugin_deps(),
                     &Audit::system("first-start"),
                     None,
                     &bytes,
@@ -211,7 +211,7 @@ pub fn spawn_sync(ctx: SharedContext, interval: Duration) -> tokio::task::JoinHa
         precompile(&ctx).await;
         loop {
             ticker.tick().await;
-            if let Err(err) = sync(&ctx).await {
+            if let Err(err) = sync(&ctx.plugin_deps()).await {
                 tracing::warn!(error = %err, "plugin sync failed");
             }
             precompile(&ctx).await;
@@ -231,7 +231,7 @@ pub fn spawn_directory_watcher(ctx: SharedContext, dir: PathBuf, interval: Durat
                 let Ok(bytes) = tokio::fs::read(&path).await else { continue };
                 let signature = detached_signature_beside(&path).await;
                 let installed = install_as(
-                    &ctx,
+                    &ctx.plugin_deps(),
                     &Audit::system("plugin-dir"),
                     None,
                     &bytes,

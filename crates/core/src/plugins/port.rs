@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use super::signatures::SigningKey;
 use super::{NewPluginVersion, StoredBinding, StoredPlugin, StoredPluginVersion};
 use crate::store_error::StoreResult;
+use crate::unit_of_work::ChangeTx;
 
 #[async_trait]
 pub trait PluginReads: Send + Sync {
@@ -43,4 +44,19 @@ pub trait PluginWrites: Send {
     /// Adds a key; false when the trust store already holds one with its id.
     async fn insert_plugin_signing_key(&mut self, key: &SigningKey) -> StoreResult<bool>;
     async fn revoke_plugin_signing_key(&mut self, key_id: &str, at: i64) -> StoreResult<()>;
+}
+
+/// What the registry's use cases need of storage: the area's reads, and transactions over its
+/// writes plus the audit rows and events of a change. The full store is one implementation
+/// (`crate::ports`).
+#[async_trait]
+pub trait PluginStore: Send + Sync {
+    fn reads(&self) -> &dyn PluginReads;
+    async fn begin(&self) -> StoreResult<Box<dyn PluginTx>>;
+}
+
+/// A transaction of [`PluginStore`]: the area's writes, and (as a [`ChangeTx`]) the rows of a
+/// unit of work and the commit. Dropping it without [`ChangeTx::commit`] rolls it back.
+pub trait PluginTx: ChangeTx {
+    fn plugins(&mut self) -> &mut dyn PluginWrites;
 }

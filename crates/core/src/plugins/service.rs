@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
+use crate::clock::SharedClock;
 use crate::error::{Entity, Error, Result};
-use crate::plugins::port::{PluginReads, PluginWrites};
+use crate::plugins::port::{PluginStore, PluginTx, PluginWrites};
 use crate::plugins::signatures::{self, SignatureMode, VerifiedSigner};
 use crate::plugins::{
     Activation, CallTarget, Check, CheckStatus, ComponentSource, DeferredVersion, InstallError, InstalledVersion,
@@ -17,6 +17,7 @@ use crate::plugins::{
     TestReport,
 };
 use crate::unit_of_work::Target;
+use crate::unit_of_work::UnitOfWork;
 
 /// The process's plugin runtime, as the service holds it.
 #[derive(Clone)]
@@ -54,6 +55,28 @@ impl PluginService {
     }
 }
 
+/// What the registry's use cases use, and nothing else of the service: the area's storage port,
+/// the plugin runtime (one engine per process) with its lifecycle lock, and the clock.
+/// `Context::plugin_deps` hands it out.
+#[derive(Clone)]
+pub struct PluginDeps {
+    pub store: Arc<dyn PluginStore>,
+    pub plugins: PluginService,
+    pub clock: SharedClock,
+}
+
+impl PluginDeps {
+    /// Opens a unit of work for a change made by `actor` (audited in `workspace_id`), now.
+    pub(crate) async fn change(
+        &self,
+        actor: Audit,
+        workspace_id: Option<&str>,
+    ) -> Result<UnitOfWork<'static, dyn PluginTx>> {
+        let tx = self.store.begin().await?;
+        Ok(UnitOfWork::owning(tx, actor, workspace_id, self.clock.now().timestamp_millis()))
+    }
+}
+
 fn parse_version(text: &str) -> Result<semver::Version> {
     semver::Version::parse(text).map_err(|_| Error::invalid_field("version", "must be a semantic version like 1.2.0"))
 }
@@ -72,7 +95,7 @@ pub fn authorize_install(caller: &Caller) -> Result<()> {
 /// Installs a component (instance administrators only), with its detached signature if it has
 /// one.
 pub async fn install(
-    ctx: &Context,
+    ctx: &PluginDeps,
     caller: &Caller,
     wasm: &[u8],
     detached_signature: Option<&[u8]>,
@@ -85,7 +108,7 @@ pub async fn install(
 /// The signature check of an install, before compilation: the trusted signer, or (in `warn`
 /// mode) the refusal `require` would have made, as a warning. `off` looks at nothing.
 async fn check_signature(
-    ctx: &Context,
+    ctx: &PluginDeps,
     wasm: &[u8],
     detached: Option<&[u8]>,
 ) -> Result<(Option<VerifiedSigner>, Option<InstallError>)> {
@@ -93,7 +116,7 @@ async fn check_signature(
     if mode == SignatureMode::Off {
         return Ok((None, None));
     }
-    let keys = ctx.store.list_plugin_signing_keys().await?;
+    let keys = ctx.store.reads().list_plugin_signing_keys().await?;
     match signatures::verify(wasm, detached, &keys) {
         Ok(signer) => Ok((Some(signer), None)),
         Err(refusal) if mode == SignatureMode::Require => Err(PluginError::from(refusal).into()),
@@ -105,7 +128,7 @@ async fn check_signature(
 /// version and activation in one transaction with the audit row. Plugins are instance-wide;
 /// the audit row goes to the acting administrator's workspace (`None` for system actors).
 pub async fn install_as(
-    ctx: &Context,
+    ctx: &PluginDeps,
     actor: &Audit,
     audit_workspace: Option<&str>,
     wasm: &[u8],
@@ -172,6 +195,7 @@ pub async fn install_as(
         let at = change.at();
         change
             .tx()
+            .plugins()
             .insert_plugin_version(&NewPluginVersion {
                 plugin_id: &id,
                 kind: installed.info.kind.as_str(),
@@ -185,7 +209,7 @@ pub async fn install_as(
                 signer_key_id: signer_key_id.as_deref(),
             })
             .await?;
-        persist_activation(change.tx(), runtime, &id, at).await?;
+        persist_activation(change.tx().plugins(), runtime, &id, at).await?;
         let details = serde_json::json!({
             "version": version.to_string(),
             "sha256": installed.sha256,
@@ -209,7 +233,7 @@ pub async fn install_as(
 }
 
 /// Makes a version active.
-pub async fn activate(ctx: &Context, caller: &Caller, id: &str, version: &str) -> Result<PluginSummary> {
+pub async fn activate(ctx: &PluginDeps, caller: &Caller, id: &str, version: &str) -> Result<PluginSummary> {
     caller.require_instance_admin()?;
     let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let version = parse_version(version)?;
@@ -221,7 +245,7 @@ pub async fn activate(ctx: &Context, caller: &Caller, id: &str, version: &str) -
 
 /// Persists the runtime's new activation of `id` with its audit row, and returns the summary.
 async fn record_activation(
-    ctx: &Context,
+    ctx: &PluginDeps,
     caller: &Caller,
     id: &str,
     action: &str,
@@ -230,14 +254,14 @@ async fn record_activation(
     let runtime = ctx.plugins.host();
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     let at = change.at();
-    persist_activation(change.tx(), runtime, id, at).await?;
+    persist_activation(change.tx().plugins(), runtime, id, at).await?;
     change.audit(action, Target::new("plugin", id), serde_json::json!({ "version": version.to_string() }));
     change.commit().await?;
     runtime.show(id).ok_or(Error::NotFound(Entity::Plugin))
 }
 
 /// Re-activates the previously active version.
-pub async fn rollback(ctx: &Context, caller: &Caller, id: &str) -> Result<PluginSummary> {
+pub async fn rollback(ctx: &PluginDeps, caller: &Caller, id: &str) -> Result<PluginSummary> {
     caller.require_instance_admin()?;
     let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let runtime = ctx.plugins.host();
@@ -250,7 +274,7 @@ pub async fn rollback(ctx: &Context, caller: &Caller, id: &str) -> Result<Plugin
 }
 
 /// Removes one version or (without `version`) the whole plugin.
-pub async fn remove(ctx: &Context, caller: &Caller, id: &str, version: Option<&str>) -> Result<()> {
+pub async fn remove(ctx: &PluginDeps, caller: &Caller, id: &str, version: Option<&str>) -> Result<()> {
     caller.require_instance_admin()?;
     let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let version = version.map(parse_version).transpose()?;
@@ -259,9 +283,9 @@ pub async fn remove(ctx: &Context, caller: &Caller, id: &str, version: Option<&s
     let version_text = version.as_ref().map(ToString::to_string);
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     let at = change.at();
-    change.tx().delete_plugin(id, version_text.as_deref()).await?;
+    change.tx().plugins().delete_plugin(id, version_text.as_deref()).await?;
     if version.is_some() && runtime.show(id).is_some() {
-        persist_activation(change.tx(), runtime, id, at).await?;
+        persist_activation(change.tx().plugins(), runtime, id, at).await?;
     }
     let details = serde_json::json!({ "version": version_text });
     change.audit("plugin.removed", Target::new("plugin", id), details);
@@ -270,7 +294,7 @@ pub async fn remove(ctx: &Context, caller: &Caller, id: &str, version: Option<&s
 }
 
 /// Replaces the outbound hosts the operator grants a plugin.
-pub async fn grant_hosts(ctx: &Context, caller: &Caller, id: &str, hosts: Vec<String>) -> Result<PluginSummary> {
+pub async fn grant_hosts(ctx: &PluginDeps, caller: &Caller, id: &str, hosts: Vec<String>) -> Result<PluginSummary> {
     caller.require_instance_admin()?;
     let _lifecycle = ctx.plugins.lifecycle.lock().await;
     if hosts.iter().any(|h| h.trim().is_empty() || h.contains('/') && !h.contains("://")) {
@@ -280,33 +304,33 @@ pub async fn grant_hosts(ctx: &Context, caller: &Caller, id: &str, hosts: Vec<St
     runtime.grant_hosts(id, hosts.clone())?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     let at = change.at();
-    change.tx().set_plugin_grants(id, &hosts, at).await?;
+    change.tx().plugins().set_plugin_grants(id, &hosts, at).await?;
     change.audit("plugin.hosts_granted", Target::new("plugin", id), serde_json::json!({ "hosts": hosts }));
     change.commit().await?;
     runtime.show(id).ok_or(Error::NotFound(Entity::Plugin))
 }
 
 /// Every installed plugin.
-pub fn list(ctx: &Context, caller: &Caller) -> Result<Vec<PluginSummary>> {
+pub fn list(ctx: &PluginDeps, caller: &Caller) -> Result<Vec<PluginSummary>> {
     caller.require_instance_admin()?;
     Ok(ctx.plugins.host().list())
 }
 
 /// One plugin with its versions.
-pub fn show(ctx: &Context, caller: &Caller, id: &str) -> Result<PluginSummary> {
+pub fn show(ctx: &PluginDeps, caller: &Caller, id: &str) -> Result<PluginSummary> {
     caller.require_instance_admin()?;
     ctx.plugins.host().show(id).ok_or(Error::NotFound(Entity::Plugin))
 }
 
 /// The caller's workspace bindings.
-pub async fn list_bindings(ctx: &Context, caller: &Caller) -> Result<Vec<StoredBinding>> {
+pub async fn list_bindings(ctx: &PluginDeps, caller: &Caller) -> Result<Vec<StoredBinding>> {
     caller.require(Scope::PluginsRead)?;
-    Ok(ctx.store.list_workspace_plugin_bindings(&caller.workspace_id).await?)
+    Ok(ctx.store.reads().list_workspace_plugin_bindings(&caller.workspace_id).await?)
 }
 
 /// Chooses which plugin serves a type in the caller's workspace.
 pub async fn bind(
-    ctx: &Context,
+    ctx: &PluginDeps,
     caller: &Caller,
     kind: &str,
     service_type: &str,
@@ -330,7 +354,7 @@ pub async fn bind(
     };
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     let at = change.at();
-    change.tx().upsert_plugin_binding(&binding, at).await?;
+    change.tx().plugins().upsert_plugin_binding(&binding, at).await?;
     let details = serde_json::json!({ "kind": kind, "type": service_type, "pluginId": plugin_id });
     change.audit("plugin.bound", Target::new("plugin", plugin_id), details);
     change.commit().await?;
@@ -338,14 +362,14 @@ pub async fn bind(
 }
 
 /// Removes a binding of the caller's workspace.
-pub async fn unbind(ctx: &Context, caller: &Caller, kind: &str, service_type: &str) -> Result<()> {
+pub async fn unbind(ctx: &PluginDeps, caller: &Caller, kind: &str, service_type: &str) -> Result<()> {
     caller.require(Scope::PluginsWrite)?;
     let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let kind_parsed = PluginKind::parse(kind).ok_or_else(|| {
         Error::invalid_field("kind", "must be ca-connector, integration, attestation-verifier or issuance-policy")
     })?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
-    if !change.tx().delete_plugin_binding(&caller.workspace_id, kind, service_type).await? {
+    if !change.tx().plugins().delete_plugin_binding(&caller.workspace_id, kind, service_type).await? {
         return Err(Error::NotFound(Entity::Plugin));
     }
     let details = serde_json::json!({ "kind": kind, "type": service_type });
@@ -361,7 +385,7 @@ pub async fn unbind(ctx: &Context, caller: &Caller, kind: &str, service_type: &s
 /// host, as it would for a stored record). Plugin failures become a failed report, so an
 /// operator sees why (the `plugin` check carries the error code).
 pub async fn test_binding(
-    ctx: &Context,
+    ctx: &PluginDeps,
     caller: &Caller,
     kind: &str,
     service_type: &str,
@@ -428,17 +452,17 @@ pub(crate) fn urls_in(value: &serde_json::Value) -> Vec<String> {
 
 /// Drops the runtime's compiled code (after the first start's installs): a version is compiled
 /// again, from the database, on its next call.
-pub fn release_compiled(ctx: &Context) -> usize {
+pub fn release_compiled(ctx: &PluginDeps) -> usize {
     ctx.plugins.host().release_compiled(Arc::new(StoredComponents(ctx.store.clone())))
 }
 
 /// Stored versions' component bytes, fetched when a deferred version is first called.
-struct StoredComponents(Arc<dyn PluginReads>);
+struct StoredComponents(Arc<dyn PluginStore>);
 
 #[async_trait::async_trait]
 impl ComponentSource for StoredComponents {
     async fn component(&self, sha256: &str) -> std::result::Result<Vec<u8>, PluginError> {
-        match self.0.plugin_component(sha256).await {
+        match self.0.reads().plugin_component(sha256).await {
             Ok(Some(bytes)) => Ok(bytes),
             Ok(None) => Err(PluginError::Internal(format!("the database holds no component {sha256}"))),
             Err(err) => Err(PluginError::Internal(format!("reading component {sha256}: {err}"))),
@@ -449,10 +473,10 @@ impl ComponentSource for StoredComponents {
 /// Brings this replica's runtime in line with the database: registers versions it does not
 /// have (compiled on first call; the digest checked then), drops removed ones, applies
 /// activation, grants and bindings.
-pub async fn sync(ctx: &Context) -> Result<()> {
+pub async fn sync(ctx: &PluginDeps) -> Result<()> {
     let _lifecycle = ctx.plugins.lifecycle.lock().await;
     let runtime = ctx.plugins.host();
-    let stored_versions = ctx.store.list_plugin_versions().await?;
+    let stored_versions = ctx.store.reads().list_plugin_versions().await?;
     for stored in &stored_versions {
         let Ok(version) = semver::Version::parse(&stored.version) else { continue };
         let known =
@@ -483,7 +507,7 @@ pub async fn sync(ctx: &Context) -> Result<()> {
             }
         }
     }
-    let stored_plugins = ctx.store.list_plugins().await?;
+    let stored_plugins = ctx.store.reads().list_plugins().await?;
     for summary in runtime.list() {
         match stored_plugins.iter().find(|p| p.plugin_id == summary.id) {
             None => {
@@ -521,7 +545,7 @@ pub async fn sync(ctx: &Context) -> Result<()> {
             "restore grants",
         );
     }
-    let bindings = ctx.store.list_plugin_bindings().await?;
+    let bindings = ctx.store.reads().list_plugin_bindings().await?;
     runtime.replace_bindings(
         bindings
             .into_iter()

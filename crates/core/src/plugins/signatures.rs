@@ -18,9 +18,9 @@ use std::io::Cursor;
 
 use crate::audit::Audit;
 use crate::caller::Caller;
-use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events::{Event, PluginVersionDeactivated};
+use crate::plugins::service::PluginDeps;
 use crate::plugins::{InstallError, PluginError, PluginInfo, PluginKind};
 use crate::unit_of_work::Target;
 use crate::validation;
@@ -221,14 +221,14 @@ fn check_prefixes(prefixes: &[String]) -> Result<()> {
 }
 
 /// Adds a publisher key (instance administrators).
-pub async fn add_key(ctx: &Context, caller: &Caller, new: NewSigningKey) -> Result<SigningKey> {
+pub async fn add_key(ctx: &PluginDeps, caller: &Caller, new: NewSigningKey) -> Result<SigningKey> {
     caller.require_instance_admin()?;
     add_key_as(ctx, &Audit::of(caller), Some(&caller.workspace_id), new).await
 }
 
 /// Adds a publisher key on behalf of `actor` (the CLI's system actor, or an administrator).
 pub async fn add_key_as(
-    ctx: &Context,
+    ctx: &PluginDeps,
     actor: &Audit,
     audit_workspace: Option<&str>,
     new: NewSigningKey,
@@ -251,7 +251,7 @@ pub async fn add_key_as(
         created_by: actor.principal.id.clone(),
         revoked_at: None,
     };
-    if !change.tx().insert_plugin_signing_key(&key).await? {
+    if !change.tx().plugins().insert_plugin_signing_key(&key).await? {
         return Err(Error::Conflict(format!("the trust store already holds key {}", key.key_id)));
     }
     let details = serde_json::json!({
@@ -265,9 +265,9 @@ pub async fn add_key_as(
 }
 
 /// The trust store, revoked keys included (instance administrators).
-pub async fn list_keys(ctx: &Context, caller: &Caller) -> Result<Vec<SigningKey>> {
+pub async fn list_keys(ctx: &PluginDeps, caller: &Caller) -> Result<Vec<SigningKey>> {
     caller.require_instance_admin()?;
-    Ok(ctx.store.list_plugin_signing_keys().await?)
+    Ok(ctx.store.reads().list_plugin_signing_keys().await?)
 }
 
 /// What a revocation did.
@@ -280,7 +280,7 @@ pub struct Revocation {
 }
 
 /// Revokes a key (instance administrators).
-pub async fn revoke_key(ctx: &Context, caller: &Caller, key_id: &str) -> Result<Revocation> {
+pub async fn revoke_key(ctx: &PluginDeps, caller: &Caller, key_id: &str) -> Result<Revocation> {
     caller.require_instance_admin()?;
     revoke_key_as(ctx, &Audit::of(caller), Some(&caller.workspace_id), key_id).await
 }
@@ -291,23 +291,23 @@ pub async fn revoke_key(ctx: &Context, caller: &Caller, key_id: &str) -> Result<
 /// per version, and one `plugin.version_deactivated` event per version in each workspace that
 /// binds the plugin and in the revoking administrator's.
 pub async fn revoke_key_as(
-    ctx: &Context,
+    ctx: &PluginDeps,
     actor: &Audit,
     audit_workspace: Option<&str>,
     key_id: &str,
 ) -> Result<Revocation> {
     let _lifecycle = ctx.plugins.lifecycle().lock().await;
-    let keys = ctx.store.list_plugin_signing_keys().await?;
+    let keys = ctx.store.reads().list_plugin_signing_keys().await?;
     let mut key = keys.into_iter().find(|k| k.key_id == key_id).ok_or(Error::NotFound(Entity::PluginSigningKey))?;
     if key.is_revoked() {
         return Err(Error::Conflict(format!("key {key_id} is already revoked")));
     }
-    let signed = ctx.store.plugin_versions_signed_by(key_id).await?;
-    let bindings = ctx.store.list_plugin_bindings().await?;
+    let signed = ctx.store.reads().plugin_versions_signed_by(key_id).await?;
+    let bindings = ctx.store.reads().list_plugin_bindings().await?;
     let runtime = ctx.plugins.host();
     let mut change = ctx.change(actor.clone(), audit_workspace).await?;
     let at = change.at();
-    change.tx().revoke_plugin_signing_key(key_id, at).await?;
+    change.tx().plugins().revoke_plugin_signing_key(key_id, at).await?;
     key.revoked_at = Some(at);
     for (plugin_id, version) in &signed {
         let Some(summary) = runtime.show(plugin_id) else { continue };
@@ -317,7 +317,7 @@ pub async fn revoke_key_as(
             let history: Vec<semver::Version> =
                 summary.previous_versions.iter().filter_map(|v| semver::Version::parse(v).ok()).collect();
             runtime.restore_activation(plugin_id, None, &history)?;
-            change.tx().set_plugin_activation(plugin_id, None, &summary.previous_versions, at).await?;
+            change.tx().plugins().set_plugin_activation(plugin_id, None, &summary.previous_versions, at).await?;
         }
         let details = serde_json::json!({ "version": version, "keyId": key_id, "reason": "signing_key_revoked" });
         change.audit("plugin.deactivated", Target::new("plugin", plugin_id), details);
@@ -352,11 +352,11 @@ pub async fn revoke_key_as(
 
 /// Refuses to make `version` active again when the key that signed it is revoked (whatever the
 /// mode: a revocation is the administrator's explicit word).
-pub(crate) async fn check_activatable(ctx: &Context, plugin_id: &str, version: &str) -> Result<()> {
-    let Some(signer) = ctx.store.plugin_version_signer(plugin_id, version).await? else {
+pub(crate) async fn check_activatable(ctx: &PluginDeps, plugin_id: &str, version: &str) -> Result<()> {
+    let Some(signer) = ctx.store.reads().plugin_version_signer(plugin_id, version).await? else {
         return Ok(());
     };
-    let keys = ctx.store.list_plugin_signing_keys().await?;
+    let keys = ctx.store.reads().list_plugin_signing_keys().await?;
     if keys.iter().any(|key| key.key_id == signer && key.is_revoked()) {
         return Err(PluginError::from(InstallError::SigningKeyRevoked { key_id: signer }).into());
     }
