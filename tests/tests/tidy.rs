@@ -191,7 +191,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("audit", "who acted (Audit)"),
             ("caller", "use cases run for a Caller"),
             ("clock", "verification timestamps"),
-            ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
             ("error", "the domain error"),
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("store_error", "storage failures: StoreError, StoreResult"),
@@ -298,6 +297,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("pki", "the port names the ledger and CA key records"),
             ("unit_of_work", "the full transaction carries a unit of work's rows (ChangeTx, NewRow)"),
             ("store_error", "storage failures: StoreError, StoreResult"),
+            ("domain_claims", "the full store answers the claims' workspace directory"),
         ],
     ),
     (

@@ -47,6 +47,16 @@ impl Entropy for OsEntropy {
 pub type SharedClock = Arc<dyn Clock>;
 pub type SharedEntropy = Arc<dyn Entropy>;
 
+/// Now, in milliseconds since the Unix epoch (every record's unit).
+pub fn now_millis(clock: &dyn Clock) -> i64 {
+    clock.now().timestamp_millis()
+}
+
+/// A fresh random identifier with a readable prefix, e.g. `ws_3f9c…`.
+pub fn new_id(entropy: &dyn Entropy, prefix: &str) -> String {
+    format!("{prefix}{}", random_hex(entropy, 12))
+}
+
 /// `n` random bytes, hex-encoded.
 pub fn random_hex(entropy: &dyn Entropy, n: usize) -> String {
     let mut buf = vec![0u8; n];

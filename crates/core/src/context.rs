@@ -181,13 +181,26 @@ impl Context {
         }
     }
 
+    /// The domain claims' share: the claims, the TXT resolver, the workspace directory, units
+    /// of work for their audit rows, the clock and entropy.
+    pub fn domain_claim_deps(&self) -> crate::domain_claims::DomainClaimDeps {
+        crate::domain_claims::DomainClaimDeps {
+            domain_claims: self.domain_claims.clone(),
+            txt_resolver: self.txt_resolver.clone(),
+            workspaces: Arc::new(self.store.clone()),
+            changes: Arc::new(self.store.clone()),
+            clock: self.clock.clone(),
+            entropy: self.entropy.clone(),
+        }
+    }
+
     pub fn now_millis(&self) -> i64 {
-        self.clock.now().timestamp_millis()
+        crate::clock::now_millis(self.clock.as_ref())
     }
 
     /// A fresh random identifier with a readable prefix, e.g. `ws_3f9c…`.
     pub fn new_id(&self, prefix: &str) -> String {
-        format!("{prefix}{}", crate::clock::random_hex(self.entropy.as_ref(), 12))
+        crate::clock::new_id(self.entropy.as_ref(), prefix)
     }
 
     /// Opens a unit of work for a change made by `actor` in `workspace_id` (now).

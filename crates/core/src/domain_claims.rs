@@ -18,10 +18,10 @@ use serde_json::json;
 
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
+use crate::clock::{SharedClock, SharedEntropy};
 use crate::error::{Entity, Error, Result};
 use crate::store_error::{StoreError, StoreResult};
-use crate::unit_of_work::Target;
+use crate::unit_of_work::{ChangeTx, Changes, Target, UnitOfWork};
 
 /// Where the verification TXT record lives: `_trellis-challenge.<domain>`.
 pub const TXT_LABEL: &str = "_trellis-challenge";
@@ -159,7 +159,41 @@ pub async fn entitled(
     }
 }
 
-fn new_claim(ctx: &Context, workspace_id: &str, domain: String) -> DomainClaim {
+/// Whether a workspace exists (an administrator assigns claims to existing ones only).
+#[async_trait]
+pub trait WorkspaceDirectory: Send + Sync {
+    async fn workspace_exists(&self, workspace_id: &str) -> StoreResult<bool>;
+}
+
+/// What the claims' use cases use, and nothing else of the service: the claims, the TXT
+/// resolver, the workspace directory, units of work for their audit rows, the clock and
+/// entropy. `Context::domain_claim_deps` hands it out.
+#[derive(Clone)]
+pub struct DomainClaimDeps {
+    pub domain_claims: Arc<dyn DomainClaims>,
+    pub txt_resolver: Arc<dyn TxtResolver>,
+    pub workspaces: Arc<dyn WorkspaceDirectory>,
+    pub changes: Arc<dyn Changes>,
+    pub clock: SharedClock,
+    pub entropy: SharedEntropy,
+}
+
+impl DomainClaimDeps {
+    fn now_millis(&self) -> i64 {
+        crate::clock::now_millis(self.clock.as_ref())
+    }
+
+    fn new_id(&self, prefix: &str) -> String {
+        crate::clock::new_id(self.entropy.as_ref(), prefix)
+    }
+
+    async fn change(&self, actor: Audit, workspace_id: Option<&str>) -> Result<UnitOfWork<'static, dyn ChangeTx>> {
+        let tx = self.changes.begin_change().await?;
+        Ok(UnitOfWork::owning(tx, actor, workspace_id, self.now_millis()))
+    }
+}
+
+fn new_claim(ctx: &DomainClaimDeps, workspace_id: &str, domain: String) -> DomainClaim {
     DomainClaim {
         id: ctx.new_id("dc_"),
         workspace_id: workspace_id.to_owned(),
@@ -172,7 +206,7 @@ fn new_claim(ctx: &Context, workspace_id: &str, domain: String) -> DomainClaim {
 }
 
 /// Another workspace's verified claim that overlaps `domain`, if any.
-async fn conflicting(ctx: &Context, workspace_id: &str, domain: &str) -> Result<Option<DomainClaim>> {
+async fn conflicting(ctx: &DomainClaimDeps, workspace_id: &str, domain: &str) -> Result<Option<DomainClaim>> {
     Ok(ctx
         .domain_claims
         .verified_claims()
@@ -188,7 +222,13 @@ fn conflict(domain: &str, other: &DomainClaim) -> Error {
     ))
 }
 
-async fn audited(ctx: &Context, caller: &Caller, workspace_id: &str, action: &str, claim: &DomainClaim) -> Result<()> {
+async fn audited(
+    ctx: &DomainClaimDeps,
+    caller: &Caller,
+    workspace_id: &str,
+    action: &str,
+    claim: &DomainClaim,
+) -> Result<()> {
     let mut change = ctx.change(Audit::of(caller), Some(workspace_id)).await?;
     change.audit(
         action,
@@ -199,7 +239,7 @@ async fn audited(ctx: &Context, caller: &Caller, workspace_id: &str, action: &st
 }
 
 /// `POST /api/domain-claims`: a pending claim with the TXT token to publish.
-pub async fn create(ctx: &Context, caller: &Caller, domain: &str) -> Result<DomainClaim> {
+pub async fn create(ctx: &DomainClaimDeps, caller: &Caller, domain: &str) -> Result<DomainClaim> {
     caller.require(Scope::CasWrite)?;
     let domain = normalize_domain(domain)?;
     if let Some(other) = conflicting(ctx, &caller.workspace_id, &domain).await? {
@@ -215,17 +255,17 @@ pub async fn create(ctx: &Context, caller: &Caller, domain: &str) -> Result<Doma
     Ok(claim)
 }
 
-pub async fn list(ctx: &Context, caller: &Caller) -> Result<Vec<DomainClaim>> {
+pub async fn list(ctx: &DomainClaimDeps, caller: &Caller) -> Result<Vec<DomainClaim>> {
     caller.require(Scope::CasRead)?;
     Ok(ctx.domain_claims.workspace_claims(&caller.workspace_id).await?)
 }
 
-pub async fn get(ctx: &Context, caller: &Caller, id: &str) -> Result<DomainClaim> {
+pub async fn get(ctx: &DomainClaimDeps, caller: &Caller, id: &str) -> Result<DomainClaim> {
     list(ctx, caller).await?.into_iter().find(|claim| claim.id == id).ok_or(Error::NotFound(Entity::DomainClaim))
 }
 
 /// `POST /api/domain-claims/{id}/verify`: looks for the token at `_trellis-challenge.<domain>`.
-pub async fn verify(ctx: &Context, caller: &Caller, id: &str) -> Result<DomainClaim> {
+pub async fn verify(ctx: &DomainClaimDeps, caller: &Caller, id: &str) -> Result<DomainClaim> {
     caller.require(Scope::CasWrite)?;
     let mut claim = get(ctx, caller, id).await?;
     if claim.verified_at.is_some() {
@@ -277,10 +317,10 @@ fn verified_conflict(domain: &str) -> impl Fn(StoreError) -> Error + '_ {
 /// `POST /api/admin/domain-claims`: an instance administrator assigns `domain` to a workspace,
 /// verified at once; overlapping verified claims of other workspaces are removed (each removal
 /// audited in the workspace that lost it).
-pub async fn assign(ctx: &Context, caller: &Caller, workspace_id: &str, domain: &str) -> Result<DomainClaim> {
+pub async fn assign(ctx: &DomainClaimDeps, caller: &Caller, workspace_id: &str, domain: &str) -> Result<DomainClaim> {
     caller.require_instance_admin()?;
     let domain = normalize_domain(domain)?;
-    if ctx.store.find_workspace(workspace_id).await?.is_none() {
+    if !ctx.workspaces.workspace_exists(workspace_id).await? {
         return Err(Error::NotFound(Entity::Workspace));
     }
     for other in ctx.domain_claims.verified_claims().await? {
@@ -308,7 +348,7 @@ pub async fn assign(ctx: &Context, caller: &Caller, workspace_id: &str, domain: 
     Ok(claim)
 }
 
-pub async fn delete(ctx: &Context, caller: &Caller, id: &str) -> Result<()> {
+pub async fn delete(ctx: &DomainClaimDeps, caller: &Caller, id: &str) -> Result<()> {
     caller.require(Scope::CasWrite)?;
     let claim = get(ctx, caller, id).await?;
     if !ctx.domain_claims.delete_claim(&caller.workspace_id, id).await? {

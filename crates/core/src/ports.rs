@@ -209,6 +209,23 @@ impl crate::plugins::port::PluginTx for Box<dyn Tx> {
     }
 }
 
+/// Transactions for a change's audit rows and events alone.
+#[async_trait]
+impl crate::unit_of_work::Changes for Arc<dyn Store> {
+    async fn begin_change(&self) -> StoreResult<Box<dyn ChangeTx>> {
+        let tx = self.as_ref().begin().await?;
+        Ok(Box::new(tx))
+    }
+}
+
+/// Whether a workspace exists, for the domain claims an administrator assigns.
+#[async_trait]
+impl crate::domain_claims::WorkspaceDirectory for Arc<dyn Store> {
+    async fn workspace_exists(&self, workspace_id: &str) -> StoreResult<bool> {
+        Ok(self.find_workspace(workspace_id).await?.is_some())
+    }
+}
+
 /// Retention's batches, each in its own transaction.
 #[async_trait]
 impl crate::events::OutboxRetention for Arc<dyn Store> {

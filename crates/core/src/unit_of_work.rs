@@ -46,6 +46,14 @@ pub trait ChangeTx: Send {
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 }
 
+/// Opens transactions that carry only a change's audit rows and events: for areas whose own
+/// rows live behind another port (domain claims) or that change nothing but the record of it.
+/// The full store is one implementation (`crate::ports`).
+#[async_trait]
+pub trait Changes: Send + Sync {
+    async fn begin_change(&self) -> StoreResult<Box<dyn ChangeTx>>;
+}
+
 /// What an audit row is about.
 #[derive(Debug, Clone)]
 pub struct Target {

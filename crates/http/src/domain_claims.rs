@@ -94,7 +94,7 @@ pub struct AssignBody {
 #[utoipa::path(get, path = "/api/domain-claims", tag = "domain-claims",
     responses((status = 200, body = Data<Vec<DomainClaimDto>>)))]
 async fn list_claims(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated) -> ApiResult<Response> {
-    let claims = domain_claims::list(&ctx, &caller).await?;
+    let claims = domain_claims::list(&ctx.domain_claim_deps(), &caller).await?;
     Ok(data(claims.into_iter().map(dto).collect::<Vec<_>>()).into_response())
 }
 
@@ -107,7 +107,7 @@ async fn create_claim(
     Authenticated(caller): Authenticated,
     Json(body): Json<ClaimBody>,
 ) -> ApiResult<Response> {
-    Ok(created(dto(domain_claims::create(&ctx, &caller, &body.domain).await?)))
+    Ok(created(dto(domain_claims::create(&ctx.domain_claim_deps(), &caller, &body.domain).await?)))
 }
 
 /// One claim.
@@ -118,7 +118,7 @@ async fn get_claim(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    Ok(data(dto(domain_claims::get(&ctx, &caller, &id).await?)).into_response())
+    Ok(data(dto(domain_claims::get(&ctx.domain_claim_deps(), &caller, &id).await?)).into_response())
 }
 
 /// Looks for the claim's TXT record and marks the claim verified.
@@ -129,7 +129,7 @@ async fn verify_claim(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    Ok(data(dto(domain_claims::verify(&ctx, &caller, &id).await?)).into_response())
+    Ok(data(dto(domain_claims::verify(&ctx.domain_claim_deps(), &caller, &id).await?)).into_response())
 }
 
 /// Gives up a claim.
@@ -140,7 +140,7 @@ async fn delete_claim(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    domain_claims::delete(&ctx, &caller, &id).await?;
+    domain_claims::delete(&ctx.domain_claim_deps(), &caller, &id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -154,5 +154,5 @@ async fn assign_claim(
     Authenticated(caller): Authenticated,
     Json(body): Json<AssignBody>,
 ) -> ApiResult<Response> {
-    Ok(created(dto(domain_claims::assign(&ctx, &caller, &body.workspace_id, &body.domain).await?)))
+    Ok(created(dto(domain_claims::assign(&ctx.domain_claim_deps(), &caller, &body.workspace_id, &body.domain).await?)))
 }

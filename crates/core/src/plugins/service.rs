@@ -73,7 +73,7 @@ impl PluginDeps {
         workspace_id: Option<&str>,
     ) -> Result<UnitOfWork<'static, dyn PluginTx>> {
         let tx = self.store.begin().await?;
-        Ok(UnitOfWork::owning(tx, actor, workspace_id, self.clock.now().timestamp_millis()))
+        Ok(UnitOfWork::owning(tx, actor, workspace_id, crate::clock::now_millis(self.clock.as_ref())))
     }
 }
 

@@ -100,11 +100,11 @@ pub struct WebhookDeps {
 
 impl WebhookDeps {
     pub(crate) fn now_millis(&self) -> i64 {
-        self.clock.now().timestamp_millis()
+        crate::clock::now_millis(self.clock.as_ref())
     }
 
     pub(crate) fn new_id(&self, prefix: &str) -> String {
-        format!("{prefix}{}", crate::clock::random_hex(self.entropy.as_ref(), 12))
+        crate::clock::new_id(self.entropy.as_ref(), prefix)
     }
 
     /// Opens a unit of work for a change made by `actor` in `workspace_id` (now).
