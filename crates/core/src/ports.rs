@@ -36,10 +36,12 @@ use crate::unit_of_work::ChangeTx;
 /// The rows a unit of work writes with its change; re-exported for the stores.
 pub use crate::unit_of_work::NewRow;
 
-/// A write transaction. Dropping it without [`Tx::commit`] rolls back.
-#[async_trait]
+/// A write transaction: every area's writes, and (as a [`ChangeTx`]) a unit of work's rows and
+/// the commit. Dropping it without committing rolls back. An area's narrow transaction is a
+/// supertrait, so a `Box<dyn Tx>` becomes one by coercion.
 pub trait Tx:
-    CertificateWrites
+    ChangeTx
+    + CertificateWrites
     + AuthWrites
     + crate::auth::oidc::port::OidcWrites
     + AuditWrites
@@ -53,34 +55,22 @@ pub trait Tx:
     + AttestationWrites
     + Send
 {
-    async fn commit(self: Box<Self>) -> StoreResult<()>;
-
-    /// Inserts `rows` in order, as `insert_issued`, `insert_audit` and `insert_event` would. A
-    /// store may send them together (on SQLite one round trip to the connection instead of one
-    /// each: what a unit of work's audit rows and events cost on the group-commit writer's
-    /// path). An error fails the whole call.
-    async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()> {
-        for row in rows {
-            match row {
-                NewRow::Issued(record) => self.insert_issued(record).await?,
-                NewRow::Audit(entry) => self.insert_audit(entry).await?,
-                NewRow::Event(event) => self.insert_event(event).await?,
-            }
-        }
-        Ok(())
-    }
 }
 
-/// The full transaction carries a unit of work's rows and commit.
-#[async_trait]
-impl<'t> ChangeTx for dyn Tx + 't {
-    async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()> {
-        Tx::insert_rows(self, rows).await
+/// Inserts `rows` one by one, as `insert_issued`, `insert_audit` and `insert_event` would: a
+/// transaction's [`ChangeTx::insert_rows`] where nothing is gained by sending them together.
+pub async fn insert_each<T: ?Sized + PkiWrites + AuditWrites + EventWrites>(
+    tx: &mut T,
+    rows: &[NewRow<'_>],
+) -> StoreResult<()> {
+    for row in rows {
+        match row {
+            NewRow::Issued(record) => tx.insert_issued(record).await?,
+            NewRow::Audit(entry) => tx.insert_audit(entry).await?,
+            NewRow::Event(event) => tx.insert_event(event).await?,
+        }
     }
-
-    async fn commit(self: Box<Self>) -> StoreResult<()> {
-        Tx::commit(self).await
-    }
+    Ok(())
 }
 
 /// A group-commit job with its result type erased (see [`Store::write`]).
@@ -182,11 +172,11 @@ impl crate::webhooks::port::WebhookTx for Box<dyn Tx> {
 #[async_trait]
 impl ChangeTx for Box<dyn Tx> {
     async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()> {
-        Tx::insert_rows(self.as_mut(), rows).await
+        self.as_mut().insert_rows(rows).await
     }
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        Tx::commit(*self).await
+        (*self).commit().await
     }
 }
 

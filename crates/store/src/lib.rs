@@ -404,8 +404,10 @@ impl Store {
     }
 }
 
+impl ports::Tx for Tx {}
+
 #[async_trait]
-impl ports::Tx for Tx {
+impl trellis_core::unit_of_work::ChangeTx for Tx {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
         self.commit_tx().await
     }
@@ -414,16 +416,9 @@ impl ports::Tx for Tx {
     /// binding `$n` across them): one round trip to the connection's thread instead of one per
     /// row. PostgreSQL prepares one statement per text: one insert each.
     async fn insert_rows(&mut self, rows: &[ports::NewRow<'_>]) -> StoreResult<()> {
-        use ports::{AuditWrites, EventWrites, NewRow, PkiWrites};
+        use ports::NewRow;
         if self.dialect != Dialect::Sqlite || rows.len() < 2 {
-            for row in rows {
-                match row {
-                    NewRow::Issued(record) => self.insert_issued(record).await?,
-                    NewRow::Audit(entry) => self.insert_audit(entry).await?,
-                    NewRow::Event(event) => self.insert_event(event).await?,
-                }
-            }
-            return Ok(());
+            return ports::insert_each(self, rows).await;
         }
         let mut sql = String::new();
         let mut first = 1;

@@ -31,6 +31,7 @@ use crate::plugins::fake::PluginVersionRow;
 use crate::plugins::signatures::SigningKey;
 use crate::plugins::{StoredBinding, StoredPlugin};
 use crate::ports::*;
+use crate::unit_of_work::ChangeTx;
 use crate::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, NewDelivery};
 use crate::webhooks::worker::Subscriber;
 use crate::webhooks::{DeliveryStats, ExternalIntegration, TargetKind, WebhookEndpoint};
@@ -206,8 +207,14 @@ pub(crate) fn window<T>(items: Vec<T>, page: PageRequest) -> Page<T> {
     Page { items, total, total_exact: true, request: page }
 }
 
+impl Tx for MemoryTx {}
+
 #[async_trait]
-impl Tx for MemoryTx {
+impl ChangeTx for MemoryTx {
+    async fn insert_rows(&mut self, rows: &[NewRow<'_>]) -> StoreResult<()> {
+        crate::ports::insert_each(self, rows).await
+    }
+
     async fn commit(self: Box<Self>) -> StoreResult<()> {
         self.commit_tables();
         Ok(())
