@@ -119,7 +119,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         &[
             ("audit", "who acted (Audit)"),
             ("caller", "use cases run for a Caller"),
-            ("context", "use cases take the Context"),
             ("error", "the domain error"),
             ("events", "event type names"),
             ("pagination", "paged lists"),
@@ -128,6 +127,9 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("validation", "the shared free-text checks"),
             ("pki", "an internal CA is created and served through the PKI port"),
             ("store_error", "storage failures: StoreError, StoreResult"),
+            ("clock", "time and randomness, injected"),
+            ("crypto", "configurations sealed under the master key"),
+            ("ttl_cache", "the CA records issuance reads, kept briefly (CaDeps::cas_cache)"),
         ],
     ),
     (

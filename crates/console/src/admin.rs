@@ -41,8 +41,8 @@ struct CasPage {
 
 pub async fn cas_list(State(ctx): State<SharedContext>, console: Console) -> Result<Response, PageError> {
     let caller = &console.caller;
-    let stats = cas::stats(&ctx, caller).await?;
-    let cas = cas::list(&ctx, caller, PageRequest::new(None, Some(100), None, 100)?)
+    let stats = cas::stats(&ctx.ca_deps(), caller).await?;
+    let cas = cas::list(&ctx.ca_deps(), caller, PageRequest::new(None, Some(100), None, 100)?)
         .await?
         .items
         .into_iter()
@@ -100,7 +100,7 @@ async fn ca_page(
     id: i64,
     report: Option<TestReport>,
 ) -> Result<Response, PageError> {
-    let view = cas::get(ctx, &console.caller, id).await?;
+    let view = cas::get(&ctx.ca_deps(), &console.caller, id).await?;
     let mut chain = view.chain.clone();
     if chain.is_empty() {
         chain.extend(view.certificate.clone());
@@ -153,7 +153,7 @@ pub async fn ca_test(
     Posted(console, Empty {}): Posted<Empty>,
 ) -> Result<Response, PageError> {
     let id = numeric_id(&id).map_err(PageError::Api)?;
-    let report = cas::test(&ctx, &console.caller, id).await?;
+    let report = cas::test(&ctx.ca_deps(), &console.caller, id).await?;
     ca_page(&ctx, &console, id, Some(report)).await
 }
 

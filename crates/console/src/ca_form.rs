@@ -386,7 +386,7 @@ pub async fn new_form(
     console: Console,
     Query(query): Query<TypeQuery>,
 ) -> Result<Response, PageError> {
-    let types = cas::connector_types(&ctx, &console.caller)?;
+    let types = cas::connector_types(&ctx.ca_deps(), &console.caller)?;
     let chosen = types.iter().find(|(t, _)| *t == query.ca_type);
     let (fields, connector) =
         chosen.map_or_else(|| (Vec::new(), String::new()), |(_, info)| (fields_of(info), connector_name(info)));
@@ -433,15 +433,15 @@ async fn save(
     let posted: HashMap<String, String> = posted.into_iter().collect();
     let (ca_type, stored_config) = match ca_id {
         Some(id) => {
-            let view = cas::get(ctx, &console.caller, id).await?;
+            let view = cas::get(&ctx.ca_deps(), &console.caller, id).await?;
             (view.ca.ca_type.clone(), Some(view.config))
         }
         None => (text(&posted, "type"), None),
     };
-    let types = cas::connector_types(ctx, &console.caller)?;
+    let types = cas::connector_types(&ctx.ca_deps(), &console.caller)?;
     let info = match types.iter().find(|(t, _)| *t == ca_type) {
         Some((_, info)) => info.clone(),
-        None => cas::connector_for(ctx, &console.caller.workspace_id, &ca_type)?,
+        None => cas::connector_for(ctx.plugins.host(), &console.caller.workspace_id, &ca_type)?,
     };
     let mut fields = fields_of(&info);
     if let Some(config) = &stored_config {
@@ -483,8 +483,8 @@ async fn save(
     };
     let saved = match ca_id {
         // A PUT: the form shows every member, so one left empty is removed.
-        Some(id) => cas::update(ctx, &console.caller, id, input, true).await,
-        None => cas::create(ctx, &console.caller, input).await,
+        Some(id) => cas::update(&ctx.ca_deps(), &console.caller, id, input, true).await,
+        None => cas::create(&ctx.ca_deps(), &console.caller, input).await,
     };
     match saved {
         Ok(view) => Ok(see_other(&format!("/cas/{}?done=saved", view.ca.id))),
@@ -514,8 +514,8 @@ pub async fn edit_form(
 ) -> Result<Response, PageError> {
     let id = numeric_id(&id).map_err(PageError::Api)?;
     console.caller.require(Scope::CasWrite)?;
-    let view = cas::get(&ctx, &console.caller, id).await?;
-    let info = cas::connector_for(&ctx, &console.caller.workspace_id, &view.ca.ca_type)?;
+    let view = cas::get(&ctx.ca_deps(), &console.caller, id).await?;
+    let info = cas::connector_for(ctx.plugins.host(), &console.caller.workspace_id, &view.ca.ca_type)?;
     let mut fields = fields_of(&info);
     fill(&mut fields, &view.config);
     show(

@@ -119,7 +119,7 @@ pub async fn list(
     let rows = found.items.into_iter().map(|c| row(c, now)).collect::<Vec<_>>();
     // The CA filter offers the workspace's CAs (the first 100, as the CA list pages them).
     let cas = if console.can(Scope::CasRead) {
-        let page = cas::list(&ctx, &console.caller, PageRequest::new(None, Some(100), None, 100)?).await?;
+        let page = cas::list(&ctx.ca_deps(), &console.caller, PageRequest::new(None, Some(100), None, 100)?).await?;
         Some(page.items.into_iter().map(|view| (view.ca.id.to_string(), view.ca.name)).collect())
     } else {
         None

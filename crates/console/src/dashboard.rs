@@ -110,7 +110,7 @@ pub async fn show(
         })
         .collect();
     let cas = if console.can(Scope::CasRead) {
-        let page = cas::list(&ctx, caller, PageRequest::new(None, Some(100), None, 100)?).await?;
+        let page = cas::list(&ctx.ca_deps(), caller, PageRequest::new(None, Some(100), None, 100)?).await?;
         let mut rows: Vec<CaRow> = page
             .items
             .into_iter()

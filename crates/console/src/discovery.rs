@@ -58,7 +58,7 @@ pub async fn list(State(ctx): State<SharedContext>, console: Console) -> Result<
     let caller = &console.caller;
     let page = PageRequest::new(None, Some(50), None, 50)?;
     let scans = discovery::list(&ctx, caller, None, None, page).await?.items.iter().map(row).collect();
-    let cas = cas::list(&ctx, caller, PageRequest::new(None, Some(100), None, 100)?)
+    let cas = cas::list(&ctx.ca_deps(), caller, PageRequest::new(None, Some(100), None, 100)?)
         .await?
         .items
         .into_iter()

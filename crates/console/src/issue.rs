@@ -71,7 +71,7 @@ async fn page(
     error: Option<(String, Vec<String>)>,
 ) -> Result<IssuePage, PageError> {
     let caller = &console.caller;
-    let cas = cas::list(ctx, caller, PageRequest::new(None, Some(100), None, 100)?)
+    let cas = cas::list(&ctx.ca_deps(), caller, PageRequest::new(None, Some(100), None, 100)?)
         .await?
         .items
         .into_iter()

@@ -73,7 +73,7 @@ pub struct ReadCaches {
     /// API keys as authentication reads them, by digest (see [`crate::auth::KeyGrant`]).
     pub api_keys: TtlMap<String, crate::auth::KeyGrant>,
     /// CA records as issuance reads them, by workspace and id.
-    pub cas: TtlMap<(String, i64), crate::cas::CertificateAuthority>,
+    pub cas: Arc<TtlMap<(String, i64), crate::cas::CertificateAuthority>>,
     /// Each workspace's issuance policies, in order, as issuance reads them.
     pub policies: TtlMap<String, Vec<crate::issuance::policies::IssuancePolicy>>,
 }
@@ -166,6 +166,20 @@ impl Context {
             store: Arc::new(self.store.clone()),
             transport: self.outbound.clone(),
             plugins: self.plugins.clone(),
+            master_key: self.master_key.clone(),
+            clock: self.clock.clone(),
+            entropy: self.entropy.clone(),
+        }
+    }
+
+    /// The CA registry's share: its storage port, the plugin runtime, the internal PKI, the
+    /// cache of CA records issuance reads, the master key, the clock and entropy.
+    pub fn ca_deps(&self) -> crate::cas::service::CaDeps {
+        crate::cas::service::CaDeps {
+            store: self.store.clone(),
+            plugins: self.plugins.clone(),
+            pki: self.pki.clone(),
+            cas_cache: self.cached.cas.clone(),
             master_key: self.master_key.clone(),
             clock: self.clock.clone(),
             entropy: self.entropy.clone(),

@@ -41,6 +41,7 @@ pub use crate::unit_of_work::NewRow;
 /// supertrait, so a `Box<dyn Tx>` becomes one by coercion.
 pub trait Tx:
     ChangeTx
+    + crate::cas::port::CaTx
     + CertificateWrites
     + AuthWrites
     + crate::auth::oidc::port::OidcWrites
@@ -80,7 +81,8 @@ pub type ErasedJob =
 /// The database.
 #[async_trait]
 pub trait Store:
-    CertificateReads
+    crate::cas::port::CaStore
+    + CertificateReads
     + AuthReads
     + crate::auth::oidc::port::OidcReads
     + AuditReads
@@ -104,6 +106,14 @@ pub trait Store:
     /// Readiness probe: the database answers a trivial query.
     async fn ping(&self) -> StoreResult<()>;
     async fn close(&self);
+}
+
+/// The full store, seen through the CA registry's port.
+#[async_trait]
+impl<S: ?Sized + Store> crate::cas::port::CaStore for S {
+    async fn begin_cas(&self) -> StoreResult<Box<dyn crate::cas::port::CaTx>> {
+        Ok(self.begin().await?)
+    }
 }
 
 /// The internal PKI's writes, each a group-commit job.

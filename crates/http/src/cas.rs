@@ -143,7 +143,7 @@ async fn list_cas(
     Authenticated(caller): Authenticated,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<CaDto>>> {
-    Ok(list(registry::list(&ctx, &caller, page.request()?).await?, ca_dto))
+    Ok(list(registry::list(&ctx.ca_deps(), &caller, page.request()?).await?, ca_dto))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -167,7 +167,7 @@ async fn ca_stats(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
 ) -> ApiResult<axum::Json<Value>> {
-    let stats = registry::stats(&ctx, &caller).await?;
+    let stats = registry::stats(&ctx.ca_deps(), &caller).await?;
     Ok(data(CaStatsDto {
         total_cas: stats.total,
         connected_cas: stats.connected,
@@ -185,7 +185,7 @@ async fn get_ca(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(ca_dto(registry::get(&ctx, &caller, numeric_id(&id)?).await?)))
+    Ok(data(ca_dto(registry::get(&ctx.ca_deps(), &caller, numeric_id(&id)?).await?)))
 }
 
 /// Registers a CA. `type` must be served by an installed connector plugin; `config` is checked
@@ -215,7 +215,7 @@ async fn patch_ca(
     Path(id): Path<String>,
     Json(body): Json<CaBody>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(ca_dto(registry::update(&ctx, &caller, numeric_id(&id)?, ca_input(body)?, false).await?)))
+    Ok(data(ca_dto(registry::update(&ctx.ca_deps(), &caller, numeric_id(&id)?, ca_input(body)?, false).await?)))
 }
 
 /// Replaces the CA's fields (name and type required).
@@ -227,7 +227,7 @@ async fn put_ca(
     Path(id): Path<String>,
     Json(body): Json<CaBody>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(ca_dto(registry::update(&ctx, &caller, numeric_id(&id)?, ca_input(body)?, true).await?)))
+    Ok(data(ca_dto(registry::update(&ctx.ca_deps(), &caller, numeric_id(&id)?, ca_input(body)?, true).await?)))
 }
 
 /// Removes the CA; its certificates stay in the inventory without the link.
@@ -238,7 +238,7 @@ async fn delete_ca(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    registry::delete(&ctx, &caller, numeric_id(&id)?).await?;
+    registry::delete(&ctx.ca_deps(), &caller, numeric_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -287,7 +287,7 @@ async fn test_ca(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(test_dto(registry::test(&ctx, &caller, numeric_id(&id)?).await?)))
+    Ok(data(test_dto(registry::test(&ctx.ca_deps(), &caller, numeric_id(&id)?).await?)))
 }
 
 /// Touches `lastSync` only.
@@ -298,7 +298,7 @@ async fn sync_ca(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(ca_dto(registry::sync(&ctx, &caller, numeric_id(&id)?).await?)))
+    Ok(data(ca_dto(registry::sync(&ctx.ca_deps(), &caller, numeric_id(&id)?).await?)))
 }
 
 /// The DER CRL of an internal CA (RFC 5280), signed at request time; public, as relying

@@ -144,7 +144,7 @@ async fn list_crl_entries(
     Authenticated(caller): Authenticated,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<CrlEntryDto>>> {
-    let entries = trellis_core::cas::service::revoked_serials(&ctx, &caller, page.request()?).await?;
+    let entries = trellis_core::cas::service::revoked_serials(&ctx.ca_deps(), &caller, page.request()?).await?;
     Ok(list(entries, |e| CrlEntryDto {
         serial_number: e.serial_number,
         revoked_at: e.revoked_at.unwrap_or_default().rfc3339(),

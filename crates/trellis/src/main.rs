@@ -368,8 +368,9 @@ async fn main() -> anyhow::Result<()> {
             plugin_service::sync(&ctx.plugin_deps()).await.context("loading plugins")?;
             // Off in the server (0) still leaves the job to run by hand: then every CA is due.
             let interval = config.ca_health_interval.unwrap_or(std::time::Duration::ZERO);
-            let run =
-                trellis_core::cas::service::check_health(&ctx, interval).await.context("CA health check failed")?;
+            let run = trellis_core::cas::service::check_health(&ctx.ca_deps(), interval)
+                .await
+                .context("CA health check failed")?;
             println!("{}", serde_json::json!({ "checked": run.checked, "changed": run.changed }));
             ctx.store.close().await;
             Ok(())

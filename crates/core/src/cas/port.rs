@@ -3,6 +3,9 @@
 
 use async_trait::async_trait;
 
+use crate::pki::port::PkiReads;
+use crate::unit_of_work::ChangeTx;
+
 use super::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus};
 use crate::pagination::{Page, PageRequest};
 use crate::store_error::StoreResult;
@@ -50,4 +53,18 @@ pub trait CaWrites: Send {
         due_before: i64,
         limit: i64,
     ) -> StoreResult<Vec<CertificateAuthority>>;
+}
+
+/// A transaction the registry's use cases write through: the area's writes, and (as a
+/// [`ChangeTx`]) a unit of work's rows and the commit. The full transaction is one.
+pub trait CaTx: ChangeTx + CaWrites {}
+
+impl<T: ?Sized + ChangeTx + CaWrites> CaTx for T {}
+
+/// What the registry's use cases need of storage: its reads, the internal PKI's revocation list
+/// (`GET /api/cas/revoked`), and transactions over its writes. The full store is one
+/// (`crate::ports`).
+#[async_trait]
+pub trait CaStore: CaReads + PkiReads + Send + Sync {
+    async fn begin_cas(&self) -> StoreResult<Box<dyn CaTx>>;
 }

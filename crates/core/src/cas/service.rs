@@ -5,18 +5,57 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::port::{CaStore, CaTx};
 use super::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus};
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
+use crate::clock::{SharedClock, SharedEntropy};
+use crate::crypto::MasterKey;
 use crate::error::{Entity, Error, Result};
 use crate::events::{CaData, CaHealthChanged, Event};
 use crate::pagination::{Page, PageRequest};
+use crate::pki::PkiPort;
 use crate::plugins::binding::{self, RecordBinding};
 use crate::plugins::record_config as secrets;
-use crate::plugins::{CallTarget, CheckStatus, PkiGrant, PluginError, PluginInfo, PluginKind, TestReport};
+use crate::plugins::service::PluginService;
+use crate::plugins::{CallTarget, CheckStatus, PkiGrant, PluginError, PluginHost, PluginInfo, PluginKind, TestReport};
+use crate::ttl_cache::TtlMap;
 use crate::unit_of_work::Target;
+use crate::unit_of_work::UnitOfWork;
 use crate::validation::bounded_text;
+
+/// What the registry's use cases use, and nothing else of the service: the area's storage port,
+/// the plugin runtime (connectors), the internal PKI (an internal CA's chain), the cache of CA
+/// records issuance reads, the master key (sealed configurations), the clock and entropy.
+/// `Context::ca_deps` hands it out.
+#[derive(Clone)]
+pub struct CaDeps {
+    pub store: Arc<dyn CaStore>,
+    pub plugins: PluginService,
+    pub pki: Option<Arc<dyn PkiPort>>,
+    /// CA records as issuance reads them, by workspace and id: kept briefly, forgotten after
+    /// every committed change (see [`crate::ttl_cache`]).
+    pub cas_cache: Arc<TtlMap<(String, i64), CertificateAuthority>>,
+    pub master_key: MasterKey,
+    pub clock: SharedClock,
+    pub entropy: SharedEntropy,
+}
+
+impl CaDeps {
+    pub(crate) fn now_millis(&self) -> i64 {
+        crate::clock::now_millis(self.clock.as_ref())
+    }
+
+    /// Opens a unit of work for a change made by `actor` in `workspace_id` (now).
+    pub(crate) async fn change(
+        &self,
+        actor: Audit,
+        workspace_id: Option<&str>,
+    ) -> Result<UnitOfWork<'static, dyn CaTx>> {
+        let tx = self.store.begin_cas().await?;
+        Ok(UnitOfWork::owning(tx, actor, workspace_id, self.now_millis()))
+    }
+}
 
 /// The CA type served by the host's internal PKI (`pki-core`).
 pub const INTERNAL: &str = "internal";
@@ -98,13 +137,13 @@ impl RecordBinding for CertificateAuthority {
 }
 
 /// The plugin that serves `ca_type` here, or a 400 listing the types that are served.
-pub fn connector_for(ctx: &Context, workspace_id: &str, ca_type: &str) -> Result<Arc<PluginInfo>> {
-    binding::resolve_plugin::<CertificateAuthority>(ctx.plugins.host(), workspace_id, ca_type)
+pub fn connector_for(host: &dyn PluginHost, workspace_id: &str, ca_type: &str) -> Result<Arc<PluginInfo>> {
+    binding::resolve_plugin::<CertificateAuthority>(host, workspace_id, ca_type)
 }
 
 /// The CA types a caller who may create CAs can choose from here, each with the connector that
 /// serves it (its configuration schema and secret members drive the console's CA forms).
-pub fn connector_types(ctx: &Context, caller: &Caller) -> Result<Vec<(String, Arc<PluginInfo>)>> {
+pub fn connector_types(ctx: &CaDeps, caller: &Caller) -> Result<Vec<(String, Arc<PluginInfo>)>> {
     caller.require(Scope::CasWrite)?;
     let workspace_id = caller.workspace_id.to_string();
     let mut types: Vec<(String, Arc<PluginInfo>)> = ctx
@@ -114,7 +153,9 @@ pub fn connector_types(ctx: &Context, caller: &Caller) -> Result<Vec<(String, Ar
         .into_iter()
         // A type served by an installed plugin the workspace has not bound (several serve it)
         // cannot be created here: it is left out rather than offered and then refused.
-        .filter_map(|ca_type| connector_for(ctx, &workspace_id, &ca_type).ok().map(|info| (ca_type, info)))
+        .filter_map(|ca_type| {
+            connector_for(ctx.plugins.host(), &workspace_id, &ca_type).ok().map(|info| (ca_type, info))
+        })
         .collect();
     types.sort_by(|a, b| a.0.cmp(&b.0));
     types.dedup_by(|a, b| a.0 == b.0);
@@ -123,8 +164,8 @@ pub fn connector_types(ctx: &Context, caller: &Caller) -> Result<Vec<(String, Ar
 
 /// Everything a call into a CA's connector needs: the target with the clear configuration
 /// (withheld members removed) and, for internal CAs, the grant to `pki-core`.
-pub fn call_target(ctx: &Context, ca: &CertificateAuthority, info: &PluginInfo) -> Result<CallTarget> {
-    binding::call_target(&ctx.master_key, ca, info)
+pub fn call_target(master_key: &MasterKey, ca: &CertificateAuthority, info: &PluginInfo) -> Result<CallTarget> {
+    binding::call_target(master_key, ca, info)
 }
 
 /// What a CA's sealed configuration members are bound to.
@@ -212,37 +253,36 @@ fn parse_status(text: &str) -> Result<CaStatus> {
     CaStatus::parse(text).ok_or_else(|| Error::invalid_field("status", "must be one of active, disconnected, error"))
 }
 
-pub async fn list(ctx: &Context, caller: &Caller, page: PageRequest) -> Result<Page<CaView>> {
+pub async fn list(ctx: &CaDeps, caller: &Caller, page: PageRequest) -> Result<Page<CaView>> {
     caller.require(Scope::CasRead)?;
     Ok(ctx.store.list_cas(&caller.workspace_id, page).await?.map(view))
 }
 
-pub async fn stats(ctx: &Context, caller: &Caller) -> Result<CaStats> {
+pub async fn stats(ctx: &CaDeps, caller: &Caller) -> Result<CaStats> {
     caller.require(Scope::CasRead)?;
     Ok(ctx.store.ca_stats(&caller.workspace_id).await?)
 }
 
-/// [`find`] for issuance: from [`crate::context::ReadCaches::cas`] when read there lately.
-pub async fn find_for_issuance(ctx: &Context, workspace_id: &str, id: i64) -> Result<CertificateAuthority> {
+/// [`find`] for issuance: from [`CaDeps::cas_cache`] when read there lately.
+pub async fn find_for_issuance(ctx: &CaDeps, workspace_id: &str, id: i64) -> Result<CertificateAuthority> {
     let key = (workspace_id.to_owned(), id);
-    ctx.cached
-        .cas
+    ctx.cas_cache
         .get_or_load(key, ctx.now_millis(), || ctx.store.find_ca(workspace_id, id))
         .await?
         .ok_or(Error::NotFound(Entity::CertificateAuthority))
 }
 
-/// Drops the CA from [`crate::context::ReadCaches::cas`]: after every committed change to it.
-fn forget(ctx: &Context, workspace_id: &str, id: i64) {
-    ctx.cached.cas.forget(&(workspace_id.to_owned(), id));
+/// Drops the CA from [`CaDeps::cas_cache`]: after every committed change to it.
+fn forget(ctx: &CaDeps, workspace_id: &str, id: i64) {
+    ctx.cas_cache.forget(&(workspace_id.to_owned(), id));
 }
 
 /// A CA of the caller's workspace, unmasked (for other use cases of the domain).
-pub async fn find(ctx: &Context, workspace_id: &str, id: i64) -> Result<CertificateAuthority> {
+pub async fn find(ctx: &CaDeps, workspace_id: &str, id: i64) -> Result<CertificateAuthority> {
     ctx.store.find_ca(workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateAuthority))
 }
 
-pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<CaView> {
+pub async fn get(ctx: &CaDeps, caller: &Caller, id: i64) -> Result<CaView> {
     caller.require(Scope::CasRead)?;
     let mut view = view(find(ctx, &caller.workspace_id, id).await?);
     if let (INTERNAL, Some(pki)) = (view.ca.ca_type.as_str(), ctx.pki.as_ref()) {
@@ -260,7 +300,7 @@ pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<CaView> {
 /// in the clear: the caller seals it, bound to the record (a create knows its id only once
 /// the record is inserted).
 async fn resolve_fields(
-    ctx: &Context,
+    ctx: &CaDeps,
     workspace_id: &str,
     input: CaInput,
     previous: Option<&CertificateAuthority>,
@@ -275,7 +315,7 @@ async fn resolve_fields(
             return Err(Error::invalid_field("type", "an internal CA cannot change type (its key stays with it)"));
         }
     }
-    let info = connector_for(ctx, workspace_id, &ca_type)?;
+    let info = connector_for(ctx.plugins.host(), workspace_id, &ca_type)?;
     let description = input.description.flatten().map(|d| bounded_text("description", &d, MAX_TEXT)).transpose()?;
     let url = input.url.flatten().filter(|u| !u.trim().is_empty()).map(|u| check_url(&u)).transpose()?;
     let status = input.status.as_deref().map(parse_status).transpose()?.unwrap_or(CaStatus::Active);
@@ -324,7 +364,7 @@ fn event_data(ca: &CertificateAuthority) -> CaData {
 
 /// Creates a CA: validates, stores (secrets sealed), runs the connector's `setup` (an internal
 /// CA's key and certificate are made here), then records it. A failed setup leaves nothing.
-pub async fn create(ctx: &Context, caller: &Caller, input: CaInput) -> Result<CaView> {
+pub async fn create(ctx: &CaDeps, caller: &Caller, input: CaInput) -> Result<CaView> {
     caller.require(Scope::CasWrite)?;
     let workspace_id = caller.workspace_id.to_string();
     let (mut fields, clear, info) = resolve_fields(ctx, &workspace_id, input, None).await?;
@@ -341,7 +381,8 @@ pub async fn create(ctx: &Context, caller: &Caller, input: CaInput) -> Result<Ca
         .ok_or(Error::NotFound(Entity::CertificateAuthority))?;
     change.commit().await?;
 
-    let setup = async { ctx.plugins.host().ca_setup(&call_target(ctx, &ca, &info)?).await.map_err(config_error) };
+    let setup =
+        async { ctx.plugins.host().ca_setup(&call_target(&ctx.master_key, &ca, &info)?).await.map_err(config_error) };
     if let Err(err) = setup.await {
         let mut undo = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
         undo.tx().delete_ca(&workspace_id, ca.id).await?;
@@ -358,7 +399,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: CaInput) -> Result<Ca
 }
 
 /// PUT (`replace`) or PATCH. PATCH keeps absent fields; PUT resets absent optional ones.
-pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: CaInput, replace: bool) -> Result<CaView> {
+pub async fn update(ctx: &CaDeps, caller: &Caller, id: i64, input: CaInput, replace: bool) -> Result<CaView> {
     caller.require(Scope::CasWrite)?;
     let workspace_id = caller.workspace_id.to_string();
     let existing = find(ctx, &workspace_id, id).await?;
@@ -409,7 +450,7 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: CaInput, rep
     Ok(view(ca))
 }
 
-pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
+pub async fn delete(ctx: &CaDeps, caller: &Caller, id: i64) -> Result<()> {
     caller.require(Scope::CasWrite)?;
     let workspace_id = caller.workspace_id.to_string();
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
@@ -422,7 +463,7 @@ pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
 }
 
 /// Touches `lastSync` only (§4.1).
-pub async fn sync(ctx: &Context, caller: &Caller, id: i64) -> Result<CaView> {
+pub async fn sync(ctx: &CaDeps, caller: &Caller, id: i64) -> Result<CaView> {
     caller.require(Scope::CasWrite)?;
     let workspace_id = caller.workspace_id.to_string();
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
@@ -448,7 +489,7 @@ fn health_of(report: &TestReport) -> HealthStatus {
 
 /// The connector's probe (§4.1 test). Success → `active`, failure → `error` (§3.2); a plugin
 /// that cannot reach its CA is a failed probe, reported in the body, not an HTTP error.
-pub async fn test(ctx: &Context, caller: &Caller, id: i64) -> Result<TestReport> {
+pub async fn test(ctx: &CaDeps, caller: &Caller, id: i64) -> Result<TestReport> {
     caller.require(Scope::CasWrite)?;
     let workspace_id = caller.workspace_id.to_string();
     let ca = find(ctx, &workspace_id, id).await?;
@@ -458,9 +499,9 @@ pub async fn test(ctx: &Context, caller: &Caller, id: i64) -> Result<TestReport>
 }
 
 /// Runs `ca`'s connection test; a connector that cannot be called is a failed probe.
-async fn probe(ctx: &Context, ca: &CertificateAuthority) -> Result<TestReport> {
-    Ok(match connector_for(ctx, &ca.workspace_id, &ca.ca_type) {
-        Ok(info) => match ctx.plugins.host().ca_test_connection(&call_target(ctx, ca, &info)?).await {
+async fn probe(ctx: &CaDeps, ca: &CertificateAuthority) -> Result<TestReport> {
+    Ok(match connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type) {
+        Ok(info) => match ctx.plugins.host().ca_test_connection(&call_target(&ctx.master_key, ca, &info)?).await {
             Ok(report) => report,
             Err(err) => failed_probe(&err),
         },
@@ -480,7 +521,7 @@ pub struct HealthRun {
 /// left alone: an operator set them aside) not checked within `interval`, exactly as `POST
 /// …/test` does (status, health, `ca.health_changed`). Each CA is claimed before it is probed,
 /// so replicas running this together probe it once per interval.
-pub async fn check_health(ctx: &Context, interval: std::time::Duration) -> Result<HealthRun> {
+pub async fn check_health(ctx: &CaDeps, interval: std::time::Duration) -> Result<HealthRun> {
     let interval_ms = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX);
     let mut run = HealthRun::default();
     loop {
@@ -526,14 +567,14 @@ fn failed_probe(err: &dyn std::fmt::Display) -> TestReport {
 }
 
 /// Moves status and health after a probe; `ca.health_changed` when health moved.
-pub async fn record_probe(ctx: &Context, actor: &Audit, ca: &CertificateAuthority, report: &TestReport) -> Result<()> {
+pub async fn record_probe(ctx: &CaDeps, actor: &Audit, ca: &CertificateAuthority, report: &TestReport) -> Result<()> {
     record_check(ctx, actor, ca, report, true).await
 }
 
 /// As [`record_probe`]; the audit row only when something moved unless `always_audit` (the
 /// periodic check would otherwise fill the log with one row per CA and interval).
 pub async fn record_check(
-    ctx: &Context,
+    ctx: &CaDeps,
     actor: &Audit,
     ca: &CertificateAuthority,
     report: &TestReport,
@@ -572,7 +613,7 @@ pub async fn record_check(
 
 /// The revoked serials of the workspace's internal CAs, newest first (`GET /api/certificates/crl`).
 pub async fn revoked_serials(
-    ctx: &Context,
+    ctx: &CaDeps,
     caller: &Caller,
     page: PageRequest,
 ) -> Result<Page<crate::pki::IssuedRecord>> {

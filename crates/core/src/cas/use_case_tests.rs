@@ -40,7 +40,7 @@ async fn the_health_check_probes_each_connected_ca_once_per_interval_and_reports
     let store = registry();
     let ctx = context(store.clone(), NOW);
     // No connector is installed here, so every probe fails: error and unhealthy.
-    let run = ok(service::check_health(&ctx, HOUR).await);
+    let run = ok(service::check_health(&ctx.ca_deps(), HOUR).await);
     assert_eq!(run, HealthRun { checked: 2, changed: 2 }, "the disconnected CA is left alone");
     let tables = store.snapshot();
     let state = |id: i64| tables.cas.iter().find(|ca| ca.id == id).map(|ca| (ca.status, ca.health_status));
@@ -52,11 +52,11 @@ async fn the_health_check_probes_each_connected_ca_once_per_interval_and_reports
     assert_eq!(emitted, ["ca.health_changed", "ca.health_changed", "ca.updated", "ca.updated"]);
 
     // Within the interval, another replica's run finds nothing due.
-    assert_eq!(ok(service::check_health(&context(store.clone(), NOW), HOUR).await), HealthRun::default());
+    assert_eq!(ok(service::check_health(&context(store.clone(), NOW).ca_deps(), HOUR).await), HealthRun::default());
 
     // Two hours later both are probed again; nothing moved, so nothing is audited or emitted.
     let audited = store.snapshot().audit.len();
-    let later = ok(service::check_health(&context(store.clone(), TWO_HOURS_LATER), HOUR).await);
+    let later = ok(service::check_health(&context(store.clone(), TWO_HOURS_LATER).ca_deps(), HOUR).await);
     assert_eq!(later, HealthRun { checked: 2, changed: 0 });
     assert_eq!(store.snapshot().audit.len(), audited);
     assert_eq!(event_types(&store).len(), 4);
@@ -67,22 +67,22 @@ async fn statistics_sync_and_delete_stay_in_the_callers_workspace() {
     let store = registry();
     let ctx = context(store.clone(), NOW);
     let caller = owner("ws_a");
-    let stats = ok(service::stats(&ctx, &caller).await);
+    let stats = ok(service::stats(&ctx.ca_deps(), &caller).await);
     assert_eq!((stats.total, stats.connected, stats.disconnected, stats.healthy), (2, 1, 1, 1));
     assert_eq!(stats.certificates_issued, 1);
 
-    let synced = ok(service::sync(&ctx, &caller, 1).await);
+    let synced = ok(service::sync(&ctx.ca_deps(), &caller, 1).await);
     assert_eq!(synced.ca.last_sync, Some(ctx.now_millis()));
-    let foreign = service::sync(&ctx, &caller, 3).await;
+    let foreign = service::sync(&ctx.ca_deps(), &caller, 3).await;
     assert!(matches!(foreign, Err(crate::Error::NotFound(_))), "ws_b's CA: {foreign:?}");
-    assert!(matches!(service::delete(&ctx, &caller, 3).await, Err(crate::Error::NotFound(_))));
+    assert!(matches!(service::delete(&ctx.ca_deps(), &caller, 3).await, Err(crate::Error::NotFound(_))));
 
-    ok(service::delete(&ctx, &caller, 1).await);
+    ok(service::delete(&ctx.ca_deps(), &caller, 1).await);
     let tables = store.snapshot();
     assert_eq!(tables.cas.iter().map(|ca| ca.id).collect::<Vec<_>>(), [2, 3]);
     let kept = tables.certificates.iter().find(|c| c.id == 10).map(|c| c.ca_id);
     assert_eq!(kept, Some(None), "the certificate stays, unlinked from its deleted CA");
-    let after = ok(service::stats(&ctx, &caller).await);
+    let after = ok(service::stats(&ctx.ca_deps(), &caller).await);
     assert_eq!((after.total, after.certificates_issued), (1, 0));
     let actions: Vec<String> = tables.audit.into_iter().map(|a| a.action).collect();
     assert_eq!(actions, ["ca.synced", "ca.deleted"]);

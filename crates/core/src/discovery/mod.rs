@@ -305,8 +305,8 @@ pub async fn start(ctx: &Arc<Context>, caller: &Caller, request: ScanRequest) ->
 /// Creates a pending `ca_certs` scan of CA `ca_id` and starts it in the background.
 pub async fn start_ca_scan(ctx: &Arc<Context>, caller: &Caller, ca_id: i64) -> Result<Scan> {
     caller.require(Scope::CasWrite)?;
-    let ca = find(ctx, &caller.workspace_id, ca_id).await?;
-    let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
+    let ca = find(&ctx.ca_deps(), &caller.workspace_id, ca_id).await?;
+    let info = connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type)?;
     if !info.capabilities.discover {
         return Err(Error::UnsupportedCa(format!("CA type `{}` cannot list its certificates", ca.ca_type)));
     }
@@ -465,9 +465,9 @@ fn count(scan: &mut Scan, label: String, imported: Result<FindingOutcome>) {
 
 async fn import_from_ca(ctx: &Context, scan: &mut Scan) -> Result<std::result::Result<(), Cancelled>> {
     let ca_id = scan.ca_id.ok_or_else(|| Error::Internal("a ca_certs scan without a CA".into()))?;
-    let ca = find(ctx, &scan.workspace_id, ca_id).await?;
-    let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
-    let target = call_target(ctx, &ca, &info)?;
+    let ca = find(&ctx.ca_deps(), &scan.workspace_id, ca_id).await?;
+    let info = connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type)?;
+    let target = call_target(&ctx.master_key, &ca, &info)?;
     let cas = workspace_cas(ctx, &scan.workspace_id).await?;
     let (mut cursor, mut seen) = (None, 0i64);
     reset_counts(scan);

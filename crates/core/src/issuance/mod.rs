@@ -280,7 +280,7 @@ async fn revoke_mis_issued(
         },
         reason: crate::plugins::RevocationReason::Unspecified,
     };
-    let outcome = match call_target(ctx, ca, info) {
+    let outcome = match call_target(&ctx.master_key, ca, info) {
         Ok(target) => ctx.plugins.host().ca_revoke(&target, &request).await.map_err(|err| err.to_string()),
         Err(err) => Err(err.to_string()),
     };

@@ -341,7 +341,7 @@ async fn advance(ctx: &Context, lease_owner: &str, claimed: CertificateRequest) 
         Ok(order) => order,
         Err(err) => return fail(ctx, lease_owner, claimed, None, &err).await,
     };
-    let ca = match find(ctx, &claimed.workspace_id, claimed.ca_id).await {
+    let ca = match find(&ctx.ca_deps(), &claimed.workspace_id, claimed.ca_id).await {
         Ok(ca) => ca,
         Err(Error::NotFound(Entity::CertificateAuthority)) => {
             let err = Error::Conflict(format!("CA {} was deleted while its order was pending", claimed.ca_id));
@@ -350,7 +350,7 @@ async fn advance(ctx: &Context, lease_owner: &str, claimed: CertificateRequest) 
         Err(err) => return Err(err),
     };
     let polled = async {
-        let connector = connector_for(ctx, &ca.workspace_id, &ca.ca_type).map_err(|err| match err {
+        let connector = connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type).map_err(|err| match err {
             // Not installed or bound right now: an operator may be replacing it.
             Error::Validation { .. } => Error::from(PluginError::NotBound {
                 kind: crate::plugins::PluginKind::CaConnector,
@@ -358,7 +358,7 @@ async fn advance(ctx: &Context, lease_owner: &str, claimed: CertificateRequest) 
             }),
             other => other,
         })?;
-        let target = call_target(ctx, &ca, &connector)?;
+        let target = call_target(&ctx.master_key, &ca, &connector)?;
         let request = order.issue_request()?;
         let completion = Completion { request: claimed.clone(), lease_owner: lease_owner.to_owned() };
         let run = Run::resumed(ca.clone(), connector, &order, completion)?;

@@ -88,14 +88,14 @@ impl Run {
     /// now.
     pub async fn for_caller(ctx: &Context, caller: &Caller, input: &IssueInput, source: IssuanceSource) -> Result<Run> {
         let ca_id = input.ca_id.ok_or_else(|| Error::invalid_field("caId", "is required"))?;
-        let ca = find_for_issuance(ctx, &caller.workspace_id, ca_id).await?;
+        let ca = find_for_issuance(&ctx.ca_deps(), &caller.workspace_id, ca_id).await?;
         if let Some(ca_type) = input.ca_type.as_deref().filter(|t| *t != ca.ca_type) {
             return Err(Error::invalid_field(
                 "caType",
                 format!("CA {ca_id} is of type `{}`, not `{ca_type}`", ca.ca_type),
             ));
         }
-        let connector = connector_for(ctx, &caller.workspace_id, &ca.ca_type)?;
+        let connector = connector_for(ctx.plugins.host(), &caller.workspace_id, &ca.ca_type)?;
         if !connector.capabilities.issue {
             return Err(cannot_issue(&ca, &connector));
         }
@@ -121,8 +121,8 @@ impl Run {
         input: &IssueInput,
         actor: Audit,
     ) -> Result<Run> {
-        let ca = find_for_issuance(ctx, workspace_id, ca_id).await?;
-        let connector = connector_for(ctx, workspace_id, &ca.ca_type)?;
+        let ca = find_for_issuance(&ctx.ca_deps(), workspace_id, ca_id).await?;
+        let connector = connector_for(ctx.plugins.host(), workspace_id, &ca.ca_type)?;
         if !connector.capabilities.issue {
             return Err(cannot_issue(&ca, &connector));
         }
@@ -154,8 +154,8 @@ impl Run {
         let id = approved.id;
         let input: IssueInput = serde_json::from_value(approved.request.clone())
             .map_err(|err| Error::Internal(format!("stored request {id} is unreadable: {err}")))?;
-        let ca = find(ctx, &approved.workspace_id, approved.ca_id).await?;
-        let connector = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
+        let ca = find(&ctx.ca_deps(), &approved.workspace_id, approved.ca_id).await?;
+        let connector = connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type)?;
         let template = match &approved.template_snapshot {
             Some(snapshot) => serde_json::from_value(snapshot.clone())
                 .map_err(|err| Error::Internal(format!("request {id}'s template snapshot is unreadable: {err}")))?,
@@ -278,7 +278,7 @@ impl Run {
             replaces: None,
             metadata: json!({}),
         };
-        let mut target = call_target(ctx, &self.ca, &self.connector)?;
+        let mut target = call_target(&ctx.master_key, &self.ca, &self.connector)?;
         // An internal CA's ledger row comes back in this slot and is written with the
         // certificate, in one group-commit job instead of two (see `pki::ledger` for why nothing
         // signed goes unrecorded).

@@ -20,14 +20,14 @@ pub async fn create_ca_and_scan(
     // Refused before anything is created: a 400 never leaves a CA behind.
     if scan_certificates {
         let ca_type = input.ca_type.as_deref().map(str::trim).unwrap_or_default();
-        let info = connector_for(ctx, &caller.workspace_id, ca_type)?;
+        let info = connector_for(ctx.plugins.host(), &caller.workspace_id, ca_type)?;
         if !info.capabilities.discover {
             return Err(Error::UnsupportedCa(format!(
                 "CA type `{ca_type}` cannot list its certificates; create the CA without scanCertificates"
             )));
         }
     }
-    let created = registry::create(ctx, caller, input).await?;
+    let created = registry::create(&ctx.ca_deps(), caller, input).await?;
     let scan = if scan_certificates {
         Some(crate::discovery::start_ca_scan(ctx, caller, created.ca.id).await?.id)
     } else {
@@ -54,7 +54,7 @@ pub async fn set_auto_renewal(ctx: &Context, caller: &Caller, id: i64, enabled: 
 pub async fn check_can_renew(ctx: &Context, certificate: &Certificate) -> Result<()> {
     let Some(ca_id) = certificate.ca_id else { return Ok(()) };
     let Some(ca) = ctx.store.find_ca(&certificate.workspace_id, ca_id).await? else { return Ok(()) };
-    let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
+    let info = connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type)?;
     if !(info.capabilities.issue || info.capabilities.renew) {
         return Err(Error::UnsupportedCa(format!(
             "CA type `{}` has no renewal method: its connector can neither issue nor renew",

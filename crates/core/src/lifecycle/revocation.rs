@@ -85,7 +85,7 @@ pub(crate) async fn revoke_now(
 pub async fn revoke_at_ca(ctx: &Context, certificate: &Certificate, reason: &str) -> Result<&'static str> {
     let Some(ca_id) = certificate.ca_id else { return Ok("not_issued_here") };
     let Some(ca) = ctx.store.find_ca(&certificate.workspace_id, ca_id).await? else { return Ok("not_issued_here") };
-    let info = connector_for(ctx, &ca.workspace_id, &ca.ca_type)?;
+    let info = connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type)?;
     if !info.capabilities.revoke {
         return Ok("unsupported");
     }
@@ -93,7 +93,7 @@ pub async fn revoke_at_ca(ctx: &Context, certificate: &Certificate, reason: &str
         certificate: connector_ref(certificate),
         reason: RevocationReason::parse(reason).unwrap_or(RevocationReason::Unspecified),
     };
-    ctx.plugins.host().ca_revoke(&call_target(ctx, &ca, &info)?, &request).await?;
+    ctx.plugins.host().ca_revoke(&call_target(&ctx.master_key, &ca, &info)?, &request).await?;
     Ok("revoked")
 }
 

@@ -100,7 +100,7 @@ pub fn spawn_ca_health(ctx: SharedContext, interval: Duration) -> tokio::task::J
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            match trellis_core::cas::service::check_health(&ctx, interval).await {
+            match trellis_core::cas::service::check_health(&ctx.ca_deps(), interval).await {
                 Ok(run) if run.changed > 0 => {
                     tracing::info!(checked = run.checked, changed = run.changed, "CA health check moved some CAs")
                 }
