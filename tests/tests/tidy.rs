@@ -138,7 +138,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("audit", "who acted (Audit)"),
             ("caller", "use cases run for a Caller"),
             ("clock", "time and randomness from the context"),
-            ("context", "use cases take the Context"),
             ("error", "the domain error"),
             ("events", "event type names"),
             ("pagination", "paged lists"),
@@ -147,6 +146,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("state", "its records' states are state enums"),
             ("store_error", "storage failures: StoreError, StoreResult"),
             ("validation", "a certificate's display name"),
+            ("crypto", "stored private keys are sealed under the master key"),
         ],
     ),
     (
@@ -168,6 +168,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("ttl_cache", "ReadCaches: rows every API-key request and issuance reads, kept briefly"),
             ("unit_of_work", "the Context holds every area's port or service"),
             ("webhooks", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
+            ("certificates", "the Context hands out every area's dependencies"),
         ],
     ),
     ("crypto", &[("clock", "time and randomness from the context")]),

@@ -93,7 +93,7 @@ pub async fn list(
         sort: params.sort.clone(),
     };
     let found = inventory::list(
-        &ctx,
+        &ctx.certificate_deps(),
         &console.caller,
         query,
         PageRequest::new(Some(page_number), Some(PAGE_SIZE), None, PAGE_SIZE)?,
@@ -233,19 +233,20 @@ pub async fn show(
 ) -> Result<Response, PageError> {
     let id = numeric_id(&id).map_err(PageError::Api)?;
     let caller = &console.caller;
-    let c = inventory::get(&ctx, caller, id).await?;
+    let c = inventory::get(&ctx.certificate_deps(), caller, id).await?;
     let now = ctx.clock.now();
-    let usage = inventory::list_usage(&ctx, caller, Some(id), PageRequest::new(None, Some(50), None, 50)?)
-        .await?
-        .items
-        .into_iter()
-        .map(|u| UsageRow {
-            host: u.host,
-            port: u.port.map(|p| p.to_string()).unwrap_or_default(),
-            service: u.service.unwrap_or_default(),
-            location: u.location.unwrap_or_default(),
-        })
-        .collect();
+    let usage =
+        inventory::list_usage(&ctx.certificate_deps(), caller, Some(id), PageRequest::new(None, Some(50), None, 50)?)
+            .await?
+            .items
+            .into_iter()
+            .map(|u| UsageRow {
+                host: u.host,
+                port: u.port.map(|p| p.to_string()).unwrap_or_default(),
+                service: u.service.unwrap_or_default(),
+                location: u.location.unwrap_or_default(),
+            })
+            .collect();
     let history = if console.can(Scope::AuditRead) {
         let filter = AuditFilter {
             target_type: Some("certificate".into()),
@@ -266,7 +267,7 @@ pub async fn show(
     } else {
         None
     };
-    let key = inventory::private_key_status(&ctx, caller, id).await?;
+    let key = inventory::private_key_status(&ctx.certificate_deps(), caller, id).await?;
     let page = CertificatePage {
         chrome: Chrome::new(&console, format!("Certificate {}", c.common_name), "certificates")
             .with_flash(flash_text(flash.done.as_deref())),
@@ -307,7 +308,7 @@ pub async fn download(
 ) -> Result<Response, PageError> {
     let id = numeric_id(&id).map_err(PageError::Api)?;
     let format = DownloadFormat::parse(query.format.as_deref())?;
-    let file = inventory::download(&ctx, &console.caller, id, format).await?;
+    let file = inventory::download(&ctx.certificate_deps(), &console.caller, id, format).await?;
     Ok(attachment(file.bytes, &file.file_name, file.content_type))
 }
 
@@ -343,7 +344,7 @@ pub async fn private_key_confirm(
 ) -> Result<Response, PageError> {
     let id = numeric_id(&id).map_err(PageError::Api)?;
     console.caller.require(Scope::CertificatesWrite)?;
-    let c = inventory::get(&ctx, &console.caller, id).await?;
+    let c = inventory::get(&ctx.certificate_deps(), &console.caller, id).await?;
     render(&PrivateKeyConfirm {
         chrome: Chrome::new(&console, "Download the private key", "certificates"),
         id,
@@ -367,7 +368,7 @@ pub async fn private_key(
     if form.confirm != "yes" {
         return Err(trellis_core::error::Error::invalid_field("confirm", "tick the box to confirm the download").into());
     }
-    let (certificate, key) = inventory::private_key(&ctx, &console.caller, id).await?;
+    let (certificate, key) = inventory::private_key(&ctx.certificate_deps(), &console.caller, id).await?;
     let name = format!("{}-{}.key", certificate.common_name, certificate.id);
     let mut response = attachment(key.into_bytes(), &name, "application/x-pem-file");
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -415,6 +416,6 @@ pub async fn delete(
     Posted(console, _): Posted<Confirmed>,
 ) -> Result<Response, PageError> {
     let id = numeric_id(&id).map_err(PageError::Api)?;
-    inventory::delete(&ctx, &console.caller, id).await?;
+    inventory::delete(&ctx.certificate_deps(), &console.caller, id).await?;
     Ok(see_other("/certificates?deleted=1"))
 }

@@ -92,8 +92,8 @@ pub async fn show(
             ),
         },
     };
-    let stats = inventory::statistics(&ctx, caller).await?;
-    let outlook = inventory::expiry_outlook(&ctx, caller, window.max(TIMELINE_DAYS as i64)).await?;
+    let stats = inventory::statistics(&ctx.certificate_deps(), caller).await?;
+    let outlook = inventory::expiry_outlook(&ctx.certificate_deps(), caller, window.max(TIMELINE_DAYS as i64)).await?;
     let within = |days: usize| outlook.iter().take(days).sum::<i64>();
     let count_of = |status: Status| stats.by_status.iter().find(|(s, _)| *s == status).map_or(0, |(_, n)| *n);
     let timeline = &outlook[..TIMELINE_DAYS.min(outlook.len())];

@@ -231,8 +231,8 @@ pub async fn issued(
 ) -> Result<Response, PageError> {
     let id = numeric_id(&id).map_err(PageError::Api)?;
     let caller = &console.caller;
-    let c = inventory::get(&ctx, caller, id).await?;
-    let key = inventory::private_key_status(&ctx, caller, id).await?;
+    let c = inventory::get(&ctx.certificate_deps(), caller, id).await?;
+    let key = inventory::private_key_status(&ctx.certificate_deps(), caller, id).await?;
     let key_link =
         console.can(Scope::CertificatesWrite) && key.downloadable && key.issuance_source == IssuanceSource::Internal;
     render(&IssuedPage {

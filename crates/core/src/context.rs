@@ -172,6 +172,15 @@ impl Context {
         }
     }
 
+    /// The inventory's share: its storage port, the master key and the clock.
+    pub fn certificate_deps(&self) -> crate::certificates::CertificateDeps {
+        crate::certificates::CertificateDeps {
+            store: self.store.clone(),
+            master_key: self.master_key.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+
     /// The CA registry's share: its storage port, the plugin runtime, the internal PKI, the
     /// cache of CA records issuance reads, the master key, the clock and entropy.
     pub fn ca_deps(&self) -> crate::cas::service::CaDeps {

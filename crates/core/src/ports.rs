@@ -32,15 +32,16 @@ pub use crate::plugins::port::{PluginReads, PluginWrites};
 
 pub use crate::store_error::{StoreError, StoreResult};
 
-use crate::unit_of_work::ChangeTx;
 /// The rows a unit of work writes with its change; re-exported for the stores.
 pub use crate::unit_of_work::NewRow;
+use crate::unit_of_work::{ChangeTx, GroupCommit};
 
 /// A write transaction: every area's writes, and (as a [`ChangeTx`]) a unit of work's rows and
 /// the commit. Dropping it without committing rolls back. An area's narrow transaction is a
 /// supertrait, so a `Box<dyn Tx>` becomes one by coercion.
 pub trait Tx:
     ChangeTx
+    + crate::certificates::port::CertificateTx
     + crate::cas::port::CaTx
     + CertificateWrites
     + AuthWrites
@@ -74,14 +75,15 @@ pub async fn insert_each<T: ?Sized + PkiWrites + AuditWrites + EventWrites>(
     Ok(())
 }
 
-/// A group-commit job with its result type erased (see [`Store::write`]).
-pub type ErasedJob =
-    Box<dyn for<'t> FnOnce(&'t mut dyn Tx) -> BoxFuture<'t, Result<Box<dyn Any + Send>, Error>> + Send>;
+/// A group-commit job over the full transaction, its result type erased (see [`Store::write`]).
+pub type ErasedJob = crate::unit_of_work::ErasedJob<dyn Tx>;
 
 /// The database.
 #[async_trait]
 pub trait Store:
-    crate::cas::port::CaStore
+    GroupCommit<dyn Tx>
+    + crate::cas::port::CaStore
+    + crate::certificates::port::CertificateStore
     + CertificateReads
     + AuthReads
     + crate::auth::oidc::port::OidcReads
@@ -100,9 +102,6 @@ pub trait Store:
 {
     /// Opens a write transaction (on SQLite, writers queue for the one write slot).
     async fn begin(&self) -> StoreResult<Box<dyn Tx>>;
-    /// Runs a job in a write transaction, possibly together with other jobs (group commit
-    /// on SQLite); its changes commit if and only if it returns `Ok`. Use [`Store::write`].
-    async fn write_erased(&self, job: ErasedJob) -> Result<Box<dyn Any + Send>, Error>;
     /// Readiness probe: the database answers a trivial query.
     async fn ping(&self) -> StoreResult<()>;
     async fn close(&self);
@@ -238,21 +237,32 @@ impl crate::events::OutboxRetention for Arc<dyn Store> {
 }
 
 impl dyn Store {
-    /// Runs `job` in a write transaction and commits it, possibly together with other jobs.
-    /// The job must touch the database only through the `Tx` it is given: other calls on the
-    /// store inside it would wait for the writer that is running it.
+    /// Runs `job` in a write transaction and commits it, possibly together with other jobs
+    /// (see [`crate::unit_of_work::write`]).
     pub async fn write<T, F>(&self, job: F) -> Result<T, Error>
     where
         T: Send + 'static,
-        F: for<'t> FnOnce(&'t mut dyn Tx) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
+        F: for<'t> FnOnce(&'t mut (dyn Tx + 'static)) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
     {
-        let erased: ErasedJob = Box::new(move |tx| {
-            Box::pin(async move { job(tx).await.map(|value| Box::new(value) as Box<dyn Any + Send>) })
-        });
-        let value = self.write_erased(erased).await?;
-        value
-            .downcast::<T>()
-            .map(|value| *value)
-            .map_err(|_| Error::Internal("group commit returned a foreign value".into()))
+        crate::unit_of_work::write::<dyn Tx, T, F>(self, job).await
+    }
+}
+
+/// Group commit seen through the inventory's narrow transaction.
+#[async_trait]
+impl<S: ?Sized + Store> GroupCommit<dyn crate::certificates::port::CertificateTx> for S {
+    async fn write_erased(
+        &self,
+        job: crate::unit_of_work::ErasedJob<dyn crate::certificates::port::CertificateTx>,
+    ) -> Result<Box<dyn Any + Send>, Error> {
+        GroupCommit::<dyn Tx>::write_erased(self, Box::new(move |tx: &mut (dyn Tx + 'static)| job(tx))).await
+    }
+}
+
+/// The full store, seen through the inventory's port.
+#[async_trait]
+impl<S: ?Sized + Store> crate::certificates::port::CertificateStore for S {
+    async fn begin_certificates(&self) -> StoreResult<Box<dyn crate::certificates::port::CertificateTx>> {
+        Ok(self.begin().await?)
     }
 }

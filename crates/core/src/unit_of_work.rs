@@ -16,7 +16,10 @@
 //! narrow one (`UnitOfWork<dyn WebhookTx>`): whatever [`ChangeTx`] it is, its audit rows and
 //! events are built here and nowhere else.
 
+use std::any::Any;
+
 use async_trait::async_trait;
+use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use crate::audit::{Audit, NewAuditEntry};
@@ -52,6 +55,35 @@ pub trait ChangeTx: Send {
 #[async_trait]
 pub trait Changes: Send + Sync {
     async fn begin_change(&self) -> StoreResult<Box<dyn ChangeTx>>;
+}
+
+/// A group-commit job over transactions `T`, its result type erased (see [`GroupCommit`]).
+pub type ErasedJob<T> = Box<dyn for<'t> FnOnce(&'t mut T) -> BoxFuture<'t, Result<Box<dyn Any + Send>>> + Send>;
+
+/// Runs a job in a write transaction `T`, possibly together with other jobs (group commit on
+/// SQLite); its changes commit if and only if it returns `Ok`. The full store is one for its
+/// own transaction and for each area's narrow one (`crate::ports`). Call it through [`write`].
+#[async_trait]
+pub trait GroupCommit<T: ?Sized>: Send + Sync {
+    async fn write_erased(&self, job: ErasedJob<T>) -> Result<Box<dyn Any + Send>>;
+}
+
+/// Runs `job` in a write transaction of `store` and commits it, possibly together with other
+/// jobs. The job must touch the database only through the transaction it is given: other calls
+/// on the store inside it would wait for the writer that is running it.
+pub async fn write<T, R, F>(store: &(dyn GroupCommit<T> + '_), job: F) -> Result<R>
+where
+    T: ?Sized + Send + 'static,
+    R: Send + 'static,
+    F: for<'t> FnOnce(&'t mut T) -> BoxFuture<'t, Result<R>> + Send + 'static,
+{
+    let erased: ErasedJob<T> =
+        Box::new(move |tx| Box::pin(async move { job(tx).await.map(|value| Box::new(value) as Box<dyn Any + Send>) }));
+    let value = store.write_erased(erased).await?;
+    value
+        .downcast::<R>()
+        .map(|value| *value)
+        .map_err(|_| crate::error::Error::Internal("group commit returned a foreign value".into()))
 }
 
 /// What an audit row is about.

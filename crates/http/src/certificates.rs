@@ -181,7 +181,7 @@ async fn list_certificates(
         ca_id: filters.ca_id,
         sort: filters.sort,
     };
-    let page = inventory::list(&ctx, &caller, query, page.request()?).await?;
+    let page = inventory::list(&ctx.certificate_deps(), &caller, query, page.request()?).await?;
     let now = ctx.clock.now();
     Ok(list(page, |c| certificate_dto(c, now, false)))
 }
@@ -216,7 +216,7 @@ async fn register_certificate(
         location: body.location,
         metadata: body.metadata,
     };
-    let certificate = inventory::register(&ctx, &caller, registration).await?;
+    let certificate = inventory::register(&ctx.certificate_deps(), &caller, registration).await?;
     Ok(created(certificate_dto(certificate, ctx.clock.now(), true)))
 }
 
@@ -227,7 +227,7 @@ async fn get_certificate(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    let certificate = inventory::get(&ctx, &caller, numeric_id(&id)?).await?;
+    let certificate = inventory::get(&ctx.certificate_deps(), &caller, numeric_id(&id)?).await?;
     Ok(data(certificate_dto(certificate, ctx.clock.now(), true)))
 }
 
@@ -279,7 +279,7 @@ async fn update_certificate(
         metadata: body.metadata,
         issuance_source: body.issuance_source,
     };
-    let certificate = inventory::update(&ctx, &caller, id, changes).await?;
+    let certificate = inventory::update(&ctx.certificate_deps(), &caller, id, changes).await?;
     Ok(data(certificate_dto(certificate, ctx.clock.now(), true)))
 }
 
@@ -290,7 +290,7 @@ async fn delete_certificate(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    inventory::delete(&ctx, &caller, numeric_id(&id)?).await?;
+    inventory::delete(&ctx.certificate_deps(), &caller, numeric_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -452,7 +452,7 @@ async fn download_certificate(
 ) -> ApiResult<Response> {
     let id = numeric_id(&id)?;
     let format = inventory::DownloadFormat::parse(params.format.as_deref())?;
-    let download = inventory::download(&ctx, &caller, id, format).await?;
+    let download = inventory::download(&ctx.certificate_deps(), &caller, id, format).await?;
     let disposition = format!("attachment; filename=\"{}\"", download.file_name);
     Ok((
         [(header::CONTENT_TYPE, download.content_type.to_string()), (header::CONTENT_DISPOSITION, disposition)],
@@ -468,7 +468,7 @@ async fn private_key(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let (certificate, key) = inventory::private_key(&ctx, &caller, numeric_id(&id)?).await?;
+    let (certificate, key) = inventory::private_key(&ctx.certificate_deps(), &caller, numeric_id(&id)?).await?;
     let body = data(serde_json::json!({ "certificateId": certificate.id, "privateKey": key, "format": "pem" }));
     Ok(([(header::CACHE_CONTROL, "no-store")], body).into_response())
 }
@@ -488,7 +488,7 @@ async fn private_key_status(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    let status = inventory::private_key_status(&ctx, &caller, numeric_id(&id)?).await?;
+    let status = inventory::private_key_status(&ctx.certificate_deps(), &caller, numeric_id(&id)?).await?;
     Ok(data(PrivateKeyStatusDto {
         downloadable: status.downloadable,
         issuance_source: status.issuance_source.as_str(),
@@ -538,7 +538,7 @@ async fn statistics(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(statistics_dto(inventory::statistics(&ctx, &caller).await?)))
+    Ok(data(statistics_dto(inventory::statistics(&ctx.certificate_deps(), &caller).await?)))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -558,7 +558,8 @@ async fn assign_identity(
     Json(body): Json<AssignIdentityBody>,
 ) -> ApiResult<axum::Json<Value>> {
     let id = numeric_id(&id)?;
-    let certificate = inventory::assign_identity(&ctx, &caller, id, body.machine_identity_id).await?;
+    let certificate =
+        inventory::assign_identity(&ctx.certificate_deps(), &caller, id, body.machine_identity_id).await?;
     Ok(data(certificate_dto(certificate, ctx.clock.now(), false)))
 }
 
@@ -605,7 +606,7 @@ async fn list_usage(
     Query(filters): Query<UsageFilters>,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<UsageDto>>> {
-    let page = inventory::list_usage(&ctx, &caller, filters.certificate_id, page.request()?).await?;
+    let page = inventory::list_usage(&ctx.certificate_deps(), &caller, filters.certificate_id, page.request()?).await?;
     Ok(list(page, usage_dto))
 }
 
@@ -647,7 +648,7 @@ async fn add_usage(
         location: body.location,
         metadata: body.metadata,
     };
-    Ok(created(usage_dto(inventory::add_usage(&ctx, &caller, new).await?)))
+    Ok(created(usage_dto(inventory::add_usage(&ctx.certificate_deps(), &caller, new).await?)))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -687,7 +688,7 @@ async fn list_identities(
     Authenticated(caller): Authenticated,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<IdentityDto>>> {
-    Ok(list(inventory::list_identities(&ctx, &caller, page.request()?).await?, identity_dto))
+    Ok(list(inventory::list_identities(&ctx.certificate_deps(), &caller, page.request()?).await?, identity_dto))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -721,7 +722,7 @@ async fn create_identity(
         description: body.description,
         metadata: body.metadata,
     };
-    Ok(created(identity_dto(inventory::create_identity(&ctx, &caller, new).await?)))
+    Ok(created(identity_dto(inventory::create_identity(&ctx.certificate_deps(), &caller, new).await?)))
 }
 
 /// One machine identity.
@@ -731,7 +732,7 @@ async fn get_identity(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(identity_dto(inventory::get_identity(&ctx, &caller, numeric_id(&id)?).await?)))
+    Ok(data(identity_dto(inventory::get_identity(&ctx.certificate_deps(), &caller, numeric_id(&id)?).await?)))
 }
 
 /// Deletes a machine identity; its certificates stay and lose the link.
@@ -741,6 +742,6 @@ async fn delete_identity(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    inventory::delete_identity(&ctx, &caller, numeric_id(&id)?).await?;
+    inventory::delete_identity(&ctx.certificate_deps(), &caller, numeric_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }

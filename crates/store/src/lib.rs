@@ -454,13 +454,16 @@ pub(crate) fn insert_sql((insert, count): (&str, usize), first: usize) -> String
 }
 
 #[async_trait]
+impl trellis_core::unit_of_work::GroupCommit<dyn ports::Tx> for Store {
+    async fn write_erased(&self, job: ports::ErasedJob) -> Result<Box<dyn std::any::Any + Send>, Error> {
+        self.write(move |tx: &mut Tx| job(tx)).await
+    }
+}
+
+#[async_trait]
 impl ports::Store for Store {
     async fn begin(&self) -> StoreResult<Box<dyn ports::Tx>> {
         Ok(Box::new(self.begin_tx().await?))
-    }
-
-    async fn write_erased(&self, job: ports::ErasedJob) -> Result<Box<dyn std::any::Any + Send>, Error> {
-        self.write(move |tx: &mut Tx| job(tx)).await
     }
 
     async fn ping(&self) -> StoreResult<()> {

@@ -344,7 +344,8 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Jobs { command: JobsCommand::ExpiryScan { as_of } } => {
             let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
-            let scan = trellis_core::certificates::scan_expiry(&ctx).await.context("expiry scan failed")?;
+            let scan =
+                trellis_core::certificates::scan_expiry(&ctx.certificate_deps()).await.context("expiry scan failed")?;
             println!("{}", serde_json::json!({ "expiring": scan.expiring, "expired": scan.expired }));
             ctx.store.close().await;
             Ok(())

@@ -10,6 +10,7 @@ use super::{
 };
 use crate::pagination::{Page, PageRequest};
 use crate::store_error::StoreResult;
+use crate::unit_of_work::{ChangeTx, GroupCommit};
 
 #[async_trait]
 pub trait CertificateReads: Send + Sync {
@@ -76,4 +77,18 @@ pub trait CertificateWrites: Send {
         request: &RevocationRequest,
         from: RevocationStatus,
     ) -> StoreResult<Option<RevocationRequest>>;
+}
+
+/// A transaction the inventory's use cases write through: the area's writes, and (as a
+/// [`ChangeTx`]) a unit of work's rows and the commit. The full transaction is one.
+pub trait CertificateTx: ChangeTx + CertificateWrites {}
+
+impl<T: ?Sized + ChangeTx + CertificateWrites> CertificateTx for T {}
+
+/// What the inventory's use cases need of storage: its reads, transactions over its writes, and
+/// group commit (registrations are the inventory's bulk write). The full store is one
+/// (`crate::ports`).
+#[async_trait]
+pub trait CertificateStore: CertificateReads + GroupCommit<dyn CertificateTx> + Send + Sync {
+    async fn begin_certificates(&self) -> StoreResult<Box<dyn CertificateTx>>;
 }

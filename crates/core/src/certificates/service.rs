@@ -2,8 +2,11 @@
 //! scopes every read and write to the caller's workspace. Every mutation writes its
 //! audit row and its outbox event in the same transaction.
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
+use super::port::{CertificateStore, CertificateTx};
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
 use crate::certificates::inventory::{self, Provenance, RevokedBy};
@@ -12,7 +15,8 @@ use crate::certificates::{
     parse_pem, Certificate, IssuanceSource, MachineIdentity, Statistics, Status, UsageCategory, UsageRecord,
 };
 use crate::certificates::{CertificateFilter, CertificateOrder, CertificateUpdate};
-use crate::context::Context;
+use crate::clock::SharedClock;
+use crate::crypto::MasterKey;
 use crate::error::{Entity, Error, Result};
 use crate::events::{CertificateData, CertificateExpiring, CertificateUpdated, Event};
 use crate::pagination::{Page, PageRequest};
@@ -55,7 +59,33 @@ pub struct ListQuery {
     pub sort: Option<String>,
 }
 
-pub async fn register(ctx: &Context, caller: &Caller, registration: Registration) -> Result<Certificate> {
+/// What the inventory's use cases use, and nothing else of the service: the area's storage port,
+/// the master key (stored private keys are sealed under it) and the clock.
+/// `Context::certificate_deps` hands it out.
+#[derive(Clone)]
+pub struct CertificateDeps {
+    pub store: Arc<dyn CertificateStore>,
+    pub master_key: MasterKey,
+    pub clock: SharedClock,
+}
+
+impl CertificateDeps {
+    pub(crate) fn now_millis(&self) -> i64 {
+        crate::clock::now_millis(self.clock.as_ref())
+    }
+
+    /// Opens a unit of work for a change made by `actor` in `workspace_id` (now).
+    pub(crate) async fn change(
+        &self,
+        actor: Audit,
+        workspace_id: Option<&str>,
+    ) -> Result<UnitOfWork<'static, dyn CertificateTx>> {
+        let tx = self.store.begin_certificates().await?;
+        Ok(UnitOfWork::owning(tx, actor, workspace_id, self.now_millis()))
+    }
+}
+
+pub async fn register(ctx: &CertificateDeps, caller: &Caller, registration: Registration) -> Result<Certificate> {
     caller.require(Scope::CertificatesWrite)?;
     let parsed = parse_pem(&registration.certificate)?;
     // `inventory::add` checks it too; checking it here as well keeps the certificate named
@@ -82,24 +112,28 @@ pub async fn register(ctx: &Context, caller: &Caller, registration: Registration
     let workspace_id = caller.workspace_id.clone();
     let auto_renewal = registration.auto_renewal.unwrap_or(false);
     // Registrations are the inventory's bulk write: they go through group commit.
-    ctx.store
-        .write(move |tx| {
-            Box::pin(async move {
-                let mut change = UnitOfWork::within(tx, actor, Some(&workspace_id), now);
-                let entry = inventory::Entry {
-                    auto_renewal,
-                    location: location.as_deref(),
-                    ..inventory::Entry::new(&workspace_id, &parsed, &metadata)
-                };
-                let certificate = inventory::add(&mut change, entry, Provenance::Registered { source }).await?;
-                change.commit().await?;
-                Ok(certificate)
-            })
+    crate::unit_of_work::write(ctx.store.as_ref(), move |tx| {
+        Box::pin(async move {
+            let mut change = UnitOfWork::within(tx, actor, Some(&workspace_id), now);
+            let entry = inventory::Entry {
+                auto_renewal,
+                location: location.as_deref(),
+                ..inventory::Entry::new(&workspace_id, &parsed, &metadata)
+            };
+            let certificate = inventory::add(&mut change, entry, Provenance::Registered { source }).await?;
+            change.commit().await?;
+            Ok(certificate)
         })
-        .await
+    })
+    .await
 }
 
-pub async fn list(ctx: &Context, caller: &Caller, query: ListQuery, page: PageRequest) -> Result<Page<Certificate>> {
+pub async fn list(
+    ctx: &CertificateDeps,
+    caller: &Caller,
+    query: ListQuery,
+    page: PageRequest,
+) -> Result<Page<Certificate>> {
     caller.require(Scope::CertificatesRead)?;
     // An empty parameter (`?status=`) means "no filter", as list UIs send it.
     let present = |value: Option<String>| value.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
@@ -189,12 +223,12 @@ fn normalize_algorithm(text: &str) -> String {
     }
 }
 
-pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<Certificate> {
+pub async fn get(ctx: &CertificateDeps, caller: &Caller, id: i64) -> Result<Certificate> {
     caller.require(Scope::CertificatesRead)?;
     ctx.store.find_certificate(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::Certificate))
 }
 
-pub async fn update(ctx: &Context, caller: &Caller, id: i64, changes: Changes) -> Result<Certificate> {
+pub async fn update(ctx: &CertificateDeps, caller: &Caller, id: i64, changes: Changes) -> Result<Certificate> {
     caller.require(Scope::CertificatesWrite)?;
     let location = match changes.location {
         Some(Some(text)) => Some(Some(check_text("location", &text)?)),
@@ -251,7 +285,12 @@ fn changed_fields(update: &CertificateUpdate<'_>) -> Vec<&'static str> {
 
 /// Sets auto-renewal to `enabled`. Whether the certificate's CA can renew it is checked above
 /// the inventory (`lifecycle::set_auto_renewal`), which also resolves a toggle.
-pub(crate) async fn set_auto_renewal(ctx: &Context, caller: &Caller, id: i64, enabled: bool) -> Result<Certificate> {
+pub(crate) async fn set_auto_renewal(
+    ctx: &CertificateDeps,
+    caller: &Caller,
+    id: i64,
+    enabled: bool,
+) -> Result<Certificate> {
     caller.require(Scope::CertificatesWrite)?;
     let update = CertificateUpdate { auto_renewal: Some(enabled), ..Default::default() };
     mutate(
@@ -299,7 +338,7 @@ pub(crate) async fn record_revocation<T: ?Sized + ChangeTx + CertificateWrites>(
 }
 
 /// Removes the record. The certificate itself stays valid: deleting is not revoking.
-pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
+pub async fn delete(ctx: &CertificateDeps, caller: &Caller, id: i64) -> Result<()> {
     caller.require(Scope::CertificatesWrite)?;
     let now = ctx.now_millis();
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
@@ -341,7 +380,7 @@ pub struct Download {
     pub content_type: &'static str,
 }
 
-pub async fn download(ctx: &Context, caller: &Caller, id: i64, format: DownloadFormat) -> Result<Download> {
+pub async fn download(ctx: &CertificateDeps, caller: &Caller, id: i64, format: DownloadFormat) -> Result<Download> {
     let certificate = get(ctx, caller, id).await?;
     let stem = file_stem(&certificate.common_name, id);
     Ok(match format {
@@ -391,7 +430,7 @@ pub struct PrivateKeyStatus {
     pub reason: String,
 }
 
-pub async fn private_key_status(ctx: &Context, caller: &Caller, id: i64) -> Result<PrivateKeyStatus> {
+pub async fn private_key_status(ctx: &CertificateDeps, caller: &Caller, id: i64) -> Result<PrivateKeyStatus> {
     let certificate = get(ctx, caller, id).await?;
     let (downloadable, reason) = match (certificate.issuance_source, certificate.has_private_key) {
         (IssuanceSource::Internal, true) => {
@@ -414,7 +453,7 @@ pub async fn private_key_status(ctx: &Context, caller: &Caller, id: i64) -> Resu
 /// Returns the decrypted private key PEM and audits the download.
 /// Needs `certificates:write`: a key that can read the inventory must not be able to take the
 /// keys of the certificates in it.
-pub async fn private_key(ctx: &Context, caller: &Caller, id: i64) -> Result<(Certificate, String)> {
+pub async fn private_key(ctx: &CertificateDeps, caller: &Caller, id: i64) -> Result<(Certificate, String)> {
     caller.require(Scope::CertificatesWrite)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     let certificate =
@@ -435,14 +474,14 @@ pub async fn private_key(ctx: &Context, caller: &Caller, id: i64) -> Result<(Cer
     Ok((certificate, key))
 }
 
-pub async fn statistics(ctx: &Context, caller: &Caller) -> Result<Statistics> {
+pub async fn statistics(ctx: &CertificateDeps, caller: &Caller) -> Result<Statistics> {
     caller.require(Scope::CertificatesRead)?;
     Ok(ctx.store.certificate_statistics(&caller.workspace_id, ctx.now_millis()).await?)
 }
 
 /// How many unrevoked certificates expire on each of the next `days` days (1 to 366), day 0
 /// being the 24 hours from now: the dashboard's windows and its timeline.
-pub async fn expiry_outlook(ctx: &Context, caller: &Caller, days: i64) -> Result<Vec<i64>> {
+pub async fn expiry_outlook(ctx: &CertificateDeps, caller: &Caller, days: i64) -> Result<Vec<i64>> {
     caller.require(Scope::CertificatesRead)?;
     const DAY_MS: i64 = 24 * 3600 * 1000;
     let days = days.clamp(1, 366);
@@ -465,7 +504,7 @@ pub struct NewUsage {
     pub metadata: Option<Value>,
 }
 
-pub async fn add_usage(ctx: &Context, caller: &Caller, new: NewUsage) -> Result<UsageRecord> {
+pub async fn add_usage(ctx: &CertificateDeps, caller: &Caller, new: NewUsage) -> Result<UsageRecord> {
     caller.require(Scope::CertificatesWrite)?;
     let host = check_text("host", &new.host)?;
     if host.is_empty() {
@@ -502,7 +541,7 @@ pub async fn add_usage(ctx: &Context, caller: &Caller, new: NewUsage) -> Result<
 }
 
 pub async fn list_usage(
-    ctx: &Context,
+    ctx: &CertificateDeps,
     caller: &Caller,
     certificate_id: Option<i64>,
     page: PageRequest,
@@ -523,7 +562,7 @@ pub struct NewIdentity {
 
 pub const IDENTITY_KINDS: [&str; 5] = ["server", "workload", "device", "service_account", "other"];
 
-pub async fn create_identity(ctx: &Context, caller: &Caller, new: NewIdentity) -> Result<MachineIdentity> {
+pub async fn create_identity(ctx: &CertificateDeps, caller: &Caller, new: NewIdentity) -> Result<MachineIdentity> {
     caller.require(Scope::CertificatesWrite)?;
     let name = crate::validation::validate_name("name", &new.name)?;
     let kind = new.kind.unwrap_or_else(|| "server".into());
@@ -553,18 +592,22 @@ pub async fn create_identity(ctx: &Context, caller: &Caller, new: NewIdentity) -
     Ok(identity)
 }
 
-pub async fn list_identities(ctx: &Context, caller: &Caller, page: PageRequest) -> Result<Page<MachineIdentity>> {
+pub async fn list_identities(
+    ctx: &CertificateDeps,
+    caller: &Caller,
+    page: PageRequest,
+) -> Result<Page<MachineIdentity>> {
     caller.require(Scope::CertificatesRead)?;
     Ok(ctx.store.list_identities(&caller.workspace_id, page).await?)
 }
 
-pub async fn get_identity(ctx: &Context, caller: &Caller, id: i64) -> Result<MachineIdentity> {
+pub async fn get_identity(ctx: &CertificateDeps, caller: &Caller, id: i64) -> Result<MachineIdentity> {
     caller.require(Scope::CertificatesRead)?;
     ctx.store.find_identity(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::MachineIdentity))
 }
 
 /// Deletes an identity; its certificates stay and lose the link.
-pub async fn delete_identity(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
+pub async fn delete_identity(ctx: &CertificateDeps, caller: &Caller, id: i64) -> Result<()> {
     caller.require(Scope::CertificatesWrite)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     if !change.tx().delete_identity(&caller.workspace_id, id).await? {
@@ -576,7 +619,7 @@ pub async fn delete_identity(ctx: &Context, caller: &Caller, id: i64) -> Result<
 }
 
 /// Attaches a certificate to a machine identity of the same workspace.
-pub async fn assign_identity(ctx: &Context, caller: &Caller, id: i64, identity_id: i64) -> Result<Certificate> {
+pub async fn assign_identity(ctx: &CertificateDeps, caller: &Caller, id: i64, identity_id: i64) -> Result<Certificate> {
     caller.require(Scope::CertificatesWrite)?;
     if ctx.store.find_identity(&caller.workspace_id, identity_id).await?.is_none() {
         return Err(Error::NotFound(Entity::MachineIdentity));
@@ -596,7 +639,7 @@ pub async fn assign_identity(ctx: &Context, caller: &Caller, id: i64, identity_i
 
 /// Applies an update with its audit row and `certificate.updated`-style event.
 async fn mutate(
-    ctx: &Context,
+    ctx: &CertificateDeps,
     caller: &Caller,
     id: i64,
     update: CertificateUpdate<'_>,
@@ -659,7 +702,7 @@ pub struct ExpiryScan {
 /// Emits `certificate.expiring` when a certificate enters the 30-day window and
 /// `certificate.expired` when it passes `expiresAt`, once each, across all workspaces.
 /// Status itself is derived at read time; this only produces the events of §3.1.
-pub async fn scan_expiry(ctx: &Context) -> Result<ExpiryScan> {
+pub async fn scan_expiry(ctx: &CertificateDeps) -> Result<ExpiryScan> {
     const BATCH: i64 = 500;
     let mut scan = ExpiryScan::default();
     loop {

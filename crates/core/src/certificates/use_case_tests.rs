@@ -17,7 +17,7 @@ async fn revoke_records_the_change_its_audit_row_and_its_event_together() {
     let ctx = context(store.clone(), "2026-11-24T12:00:00Z");
     let caller = owner("ws_a");
     let registered = certificates::register(
-        &ctx,
+        &ctx.certificate_deps(),
         &caller,
         Registration { certificate: self_signed("api.example.com"), ..Default::default() },
     )
@@ -47,16 +47,24 @@ async fn a_refused_change_writes_nothing() {
     let ctx = context(store.clone(), "2026-11-24T12:00:00Z");
     let caller = owner("ws_a");
     let pem = self_signed("twice.example.com");
-    let first = certificates::register(&ctx, &caller, Registration { certificate: pem.clone(), ..Default::default() })
-        .await
-        .unwrap_or_else(|err| panic!("register: {err}"));
+    let first = certificates::register(
+        &ctx.certificate_deps(),
+        &caller,
+        Registration { certificate: pem.clone(), ..Default::default() },
+    )
+    .await
+    .unwrap_or_else(|err| panic!("register: {err}"));
     crate::lifecycle::revoke(&ctx, &caller, first.id, None).await.unwrap_or_else(|err| panic!("revoke: {err}"));
     let before = store.snapshot();
 
     let again = crate::lifecycle::revoke(&ctx, &caller, first.id, None).await;
     assert!(matches!(again, Err(Error::Validation { .. })), "{again:?}");
-    let duplicate =
-        certificates::register(&ctx, &caller, Registration { certificate: pem, ..Default::default() }).await;
+    let duplicate = certificates::register(
+        &ctx.certificate_deps(),
+        &caller,
+        Registration { certificate: pem, ..Default::default() },
+    )
+    .await;
     assert!(matches!(duplicate, Err(Error::Conflict(_))), "{duplicate:?}");
 
     let after = store.snapshot();
@@ -70,16 +78,16 @@ async fn another_workspace_sees_nothing() {
     let store = MemoryStore::default();
     let ctx = context(store.clone(), "2026-11-24T12:00:00Z");
     let mine = certificates::register(
-        &ctx,
+        &ctx.certificate_deps(),
         &owner("ws_a"),
         Registration { certificate: self_signed("mine.example.com"), ..Default::default() },
     )
     .await
     .unwrap_or_else(|err| panic!("register: {err}"));
     let theirs = owner("ws_b");
-    assert!(matches!(certificates::get(&ctx, &theirs, mine.id).await, Err(Error::NotFound(_))));
+    assert!(matches!(certificates::get(&ctx.certificate_deps(), &theirs, mine.id).await, Err(Error::NotFound(_))));
     assert!(matches!(crate::lifecycle::revoke(&ctx, &theirs, mine.id, None).await, Err(Error::NotFound(_))));
-    assert!(matches!(certificates::delete(&ctx, &theirs, mine.id).await, Err(Error::NotFound(_))));
+    assert!(matches!(certificates::delete(&ctx.certificate_deps(), &theirs, mine.id).await, Err(Error::NotFound(_))));
     assert_eq!(store.snapshot().audit.len(), 1, "only the registration is audited");
 }
 
@@ -96,9 +104,13 @@ fn expiring_on(name: &str, (year, month, day): (i32, u8, u8)) -> String {
 }
 
 async fn register_pem(ctx: &crate::context::Context, workspace: &str, pem: String) -> crate::certificates::Certificate {
-    certificates::register(ctx, &owner(workspace), Registration { certificate: pem, ..Default::default() })
-        .await
-        .unwrap_or_else(|err| panic!("register: {err}"))
+    certificates::register(
+        &ctx.certificate_deps(),
+        &owner(workspace),
+        Registration { certificate: pem, ..Default::default() },
+    )
+    .await
+    .unwrap_or_else(|err| panic!("register: {err}"))
 }
 
 /// `certificate.expiring` when a certificate enters the 30-day window, `certificate.expired`
@@ -116,7 +128,11 @@ async fn the_expiry_scan_announces_each_transition_once() {
 
     let scan = |now: &'static str| {
         let ctx = at(now);
-        async move { certificates::scan_expiry(&ctx).await.unwrap_or_else(|err| panic!("scan at {now}: {err}")) }
+        async move {
+            certificates::scan_expiry(&ctx.certificate_deps())
+                .await
+                .unwrap_or_else(|err| panic!("scan at {now}: {err}"))
+        }
     };
     let counts = |s: certificates::ExpiryScan| (s.expiring, s.expired);
     assert_eq!(counts(scan("2026-11-24T12:00:00Z").await), (1, 0), "soon enters the window");
@@ -160,7 +176,9 @@ async fn statistics_outlook_and_filters_agree_on_one_inventory() {
     register_pem(&ctx, "ws_b", expiring_on("theirs.example.com", (2026, 11, 28))).await;
     crate::lifecycle::revoke(&ctx, &caller, revoked.id, None).await.unwrap_or_else(|err| panic!("revoke: {err}"));
 
-    let stats = certificates::statistics(&ctx, &caller).await.unwrap_or_else(|err| panic!("statistics: {err}"));
+    let stats = certificates::statistics(&ctx.certificate_deps(), &caller)
+        .await
+        .unwrap_or_else(|err| panic!("statistics: {err}"));
     assert_eq!(stats.total, 5);
     assert_eq!(
         stats.by_status,
@@ -169,7 +187,9 @@ async fn statistics_outlook_and_filters_agree_on_one_inventory() {
     assert_eq!(stats.expiring_within_7_days, 1);
     assert_eq!(stats.by_key_algorithm.iter().map(|(_, n)| n).sum::<i64>(), 5);
 
-    let outlook = certificates::expiry_outlook(&ctx, &caller, 30).await.unwrap_or_else(|err| panic!("outlook: {err}"));
+    let outlook = certificates::expiry_outlook(&ctx.certificate_deps(), &caller, 30)
+        .await
+        .unwrap_or_else(|err| panic!("outlook: {err}"));
     assert_eq!(outlook.len(), 30);
     // Midnight of the 28th is 3.5 days away (day 3); of 14 December, 19.5 days (day 19).
     let busy: Vec<(usize, i64)> = outlook.iter().copied().enumerate().filter(|(_, n)| *n > 0).collect();
@@ -186,7 +206,9 @@ async fn statistics_outlook_and_filters_agree_on_one_inventory() {
         let caller = &caller;
         async move {
             let page = crate::pagination::PageRequest::new(None, Some(50), None, 50).unwrap_or_else(|e| panic!("{e}"));
-            let found = certificates::list(ctx, caller, query, page).await.unwrap_or_else(|err| panic!("list: {err}"));
+            let found = certificates::list(&ctx.certificate_deps(), caller, query, page)
+                .await
+                .unwrap_or_else(|err| panic!("list: {err}"));
             found.items.into_iter().map(|c| c.common_name).collect::<Vec<_>>()
         }
     };
@@ -205,7 +227,7 @@ async fn deleting_a_machine_identity_keeps_its_certificates() {
     let caller = owner("ws_a");
     let certificate = register_pem(&ctx, "ws_a", self_signed("node.example.com")).await;
     let identity = certificates::create_identity(
-        &ctx,
+        &ctx.certificate_deps(),
         &caller,
         certificates::NewIdentity {
             name: "node-1".into(),
@@ -216,15 +238,27 @@ async fn deleting_a_machine_identity_keeps_its_certificates() {
     )
     .await
     .unwrap_or_else(|err| panic!("identity: {err}"));
-    certificates::assign_identity(&ctx, &caller, certificate.id, identity.id)
+    certificates::assign_identity(&ctx.certificate_deps(), &caller, certificate.id, identity.id)
         .await
         .unwrap_or_else(|err| panic!("assign: {err}"));
-    let read = certificates::get_identity(&ctx, &caller, identity.id).await.unwrap_or_else(|err| panic!("{err}"));
+    let read = certificates::get_identity(&ctx.certificate_deps(), &caller, identity.id)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(read.certificate_count, 1);
-    assert!(matches!(certificates::get_identity(&ctx, &owner("ws_b"), identity.id).await, Err(Error::NotFound(_))));
+    assert!(matches!(
+        certificates::get_identity(&ctx.certificate_deps(), &owner("ws_b"), identity.id).await,
+        Err(Error::NotFound(_))
+    ));
 
-    certificates::delete_identity(&ctx, &caller, identity.id).await.unwrap_or_else(|err| panic!("delete: {err}"));
-    assert!(matches!(certificates::get_identity(&ctx, &caller, identity.id).await, Err(Error::NotFound(_))));
-    let kept = certificates::get(&ctx, &caller, certificate.id).await.unwrap_or_else(|err| panic!("get: {err}"));
+    certificates::delete_identity(&ctx.certificate_deps(), &caller, identity.id)
+        .await
+        .unwrap_or_else(|err| panic!("delete: {err}"));
+    assert!(matches!(
+        certificates::get_identity(&ctx.certificate_deps(), &caller, identity.id).await,
+        Err(Error::NotFound(_))
+    ));
+    let kept = certificates::get(&ctx.certificate_deps(), &caller, certificate.id)
+        .await
+        .unwrap_or_else(|err| panic!("get: {err}"));
     assert_eq!(kept.machine_identity_id, None);
 }

@@ -254,8 +254,9 @@ async fn a_known_certificate_without_a_ca_is_linked_to_the_scanned_one() {
     let ctx = crate::testing::context(store.clone(), NOW);
     let caller = crate::testing::owner(WORKSPACE);
     let registration = crate::certificates::Registration { certificate: parsed.pem.clone(), ..Default::default() };
-    let registered =
-        crate::certificates::register(&ctx, &caller, registration).await.unwrap_or_else(|err| panic!("{err}"));
+    let registered = crate::certificates::register(&ctx.certificate_deps(), &caller, registration)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(registered.ca_id, None);
 
     let (list, _) = paged(vec![vec![listed(certificate, "known")]]);
@@ -343,8 +344,9 @@ async fn a_scans_findings_are_every_certificate_it_saw_new_updated_or_unchanged(
     let ctx = crate::testing::context(store.clone(), NOW);
     let caller = crate::testing::owner(WORKSPACE);
     let registration = crate::certificates::Registration { certificate: parsed.pem.clone(), ..Default::default() };
-    let registered =
-        crate::certificates::register(&ctx, &caller, registration).await.unwrap_or_else(|err| panic!("{err}"));
+    let registered = crate::certificates::register(&ctx.certificate_deps(), &caller, registration)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
     let page = vec![listed(known, "known"), listed(der("fresh.example.com"), "fresh")];
     let (list, _) = paged(vec![page.clone()]);
     scan(&store, list).await;

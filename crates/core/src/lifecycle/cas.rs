@@ -40,12 +40,12 @@ pub async fn create_ca_and_scan(
 /// again: see [`check_can_renew`].
 pub async fn set_auto_renewal(ctx: &Context, caller: &Caller, id: i64, enabled: Option<bool>) -> Result<Certificate> {
     caller.require(Scope::CertificatesWrite)?;
-    let current = certificates::get(ctx, caller, id).await?;
+    let current = certificates::get(&ctx.certificate_deps(), caller, id).await?;
     let enabled = enabled.unwrap_or(!current.auto_renewal);
     if enabled {
         check_can_renew(ctx, &current).await?;
     }
-    certificates::set_auto_renewal(ctx, caller, id, enabled).await
+    certificates::set_auto_renewal(&ctx.certificate_deps(), caller, id, enabled).await
 }
 
 /// Auto-renewal needs a CA that can issue again: a certificate issued through a CA whose

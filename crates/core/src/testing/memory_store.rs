@@ -31,7 +31,7 @@ use crate::plugins::fake::PluginVersionRow;
 use crate::plugins::signatures::SigningKey;
 use crate::plugins::{StoredBinding, StoredPlugin};
 use crate::ports::*;
-use crate::unit_of_work::ChangeTx;
+use crate::unit_of_work::{ChangeTx, GroupCommit};
 use crate::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, NewDelivery};
 use crate::webhooks::worker::Subscriber;
 use crate::webhooks::{DeliveryStats, ExternalIntegration, TargetKind, WebhookEndpoint};
@@ -222,15 +222,19 @@ impl ChangeTx for MemoryTx {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
-    async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
-        Ok(Box::new(self.tables.begin()))
-    }
+impl GroupCommit<dyn Tx> for MemoryStore {
     async fn write_erased(&self, job: ErasedJob) -> Result<Box<dyn Any + Send>, Error> {
         let mut tx = self.tables.begin();
         let value = job(&mut tx).await?;
         tx.commit_tables();
         Ok(value)
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
+        Ok(Box::new(self.tables.begin()))
     }
     async fn ping(&self) -> StoreResult<()> {
         Ok(())

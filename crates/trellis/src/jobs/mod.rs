@@ -42,7 +42,7 @@ pub fn spawn_expiry_scanner(ctx: SharedContext, interval: Duration) -> tokio::ta
     spawn_periodic("expiry scan", interval, move || {
         let ctx = ctx.clone();
         async move {
-            let scan = certificates::scan_expiry(&ctx).await?;
+            let scan = certificates::scan_expiry(&ctx.certificate_deps()).await?;
             if scan.expiring + scan.expired > 0 {
                 tracing::info!(expiring = scan.expiring, expired = scan.expired, "expiry scan emitted events");
             }
