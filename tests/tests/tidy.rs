@@ -179,13 +179,15 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("caller", "use cases run for a Caller"),
             ("cas", "a ca_certs scan calls the CA's connector (call_target)"),
             ("certificates", "imports parse and add certificates"),
-            ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
             ("error", "the domain error"),
             ("events", "event type names"),
             ("pagination", "paged lists"),
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("state", "its records' states are state enums"),
             ("store_error", "storage failures: StoreError, StoreResult"),
+            ("clock", "time, injected"),
+            ("crypto", "a ca_certs scan unseals the CA's configuration"),
+            ("plugins", "a ca_certs scan calls the CA's connector"),
         ],
     ),
     (

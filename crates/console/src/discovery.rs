@@ -57,7 +57,7 @@ struct DiscoveryPage {
 pub async fn list(State(ctx): State<SharedContext>, console: Console) -> Result<Response, PageError> {
     let caller = &console.caller;
     let page = PageRequest::new(None, Some(50), None, 50)?;
-    let scans = discovery::list(&ctx, caller, None, None, page).await?.items.iter().map(row).collect();
+    let scans = discovery::list(&ctx.discovery_deps(), caller, None, None, page).await?.items.iter().map(row).collect();
     let cas = cas::list(&ctx.ca_deps(), caller, PageRequest::new(None, Some(100), None, 100)?)
         .await?
         .items
@@ -92,11 +92,11 @@ pub async fn start(
             if targets.is_empty() {
                 return Err(Error::invalid_field("targets", "give at least one host:port, or choose a CA").into());
             }
-            discovery::start_tls_scan(&ctx, &console.caller, targets).await?
+            discovery::start_tls_scan(&ctx.discovery_deps(), &console.caller, targets).await?
         }
         id => {
             let id = numeric_id(id).map_err(PageError::Api)?;
-            discovery::start_ca_scan(&ctx, &console.caller, id).await?
+            discovery::start_ca_scan(&ctx.discovery_deps(), &console.caller, id).await?
         }
     };
     Ok(see_other(&format!("/discovery/{}", scan.id)))
@@ -162,12 +162,12 @@ pub async fn show(
             .filter(|p| *p >= 1)
             .ok_or_else(|| Error::invalid_field("page", "must be a whole number from 1"))?,
     };
-    let scan = discovery::get(&ctx, &console.caller, id).await?;
+    let scan = discovery::get(&ctx.discovery_deps(), &console.caller, id).await?;
     let live = matches!(scan.status.as_str(), "pending" | "running");
     let (mut findings, mut findings_total, mut more) = (None, 0, false);
     if console.can(Scope::CertificatesRead) {
         let window = PageRequest::new(Some(page), Some(FINDINGS_PER_PAGE), None, FINDINGS_PER_PAGE)?;
-        let found = discovery::findings(&ctx, &console.caller, id, window).await?;
+        let found = discovery::findings(&ctx.discovery_deps(), &console.caller, id, window).await?;
         let now = ctx.clock.now();
         findings_total = found.total;
         more = page * FINDINGS_PER_PAGE < found.total;

@@ -172,6 +172,19 @@ impl Context {
         }
     }
 
+    /// Discovery's share: its storage port, the plugin runtime, the master key, the TLS prober,
+    /// the discovery settings and the clock.
+    pub fn discovery_deps(&self) -> crate::discovery::DiscoveryDeps {
+        crate::discovery::DiscoveryDeps {
+            store: self.store.clone(),
+            plugins: self.plugins.clone(),
+            master_key: self.master_key.clone(),
+            tls_prober: self.tls_prober.clone(),
+            settings: self.settings.discovery,
+            clock: self.clock.clone(),
+        }
+    }
+
     /// The inventory's share: its storage port, the master key and the clock.
     pub fn certificate_deps(&self) -> crate::certificates::CertificateDeps {
         crate::certificates::CertificateDeps {

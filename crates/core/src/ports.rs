@@ -41,6 +41,7 @@ use crate::unit_of_work::{ChangeTx, GroupCommit};
 /// supertrait, so a `Box<dyn Tx>` becomes one by coercion.
 pub trait Tx:
     ChangeTx
+    + crate::discovery::port::DiscoveryTx
     + crate::certificates::port::CertificateTx
     + crate::cas::port::CaTx
     + CertificateWrites
@@ -82,6 +83,7 @@ pub type ErasedJob = crate::unit_of_work::ErasedJob<dyn Tx>;
 #[async_trait]
 pub trait Store:
     GroupCommit<dyn Tx>
+    + crate::discovery::port::DiscoveryStore
     + crate::cas::port::CaStore
     + crate::certificates::port::CertificateStore
     + CertificateReads
@@ -256,6 +258,14 @@ impl<S: ?Sized + Store> GroupCommit<dyn crate::certificates::port::CertificateTx
         job: crate::unit_of_work::ErasedJob<dyn crate::certificates::port::CertificateTx>,
     ) -> Result<Box<dyn Any + Send>, Error> {
         GroupCommit::<dyn Tx>::write_erased(self, Box::new(move |tx: &mut (dyn Tx + 'static)| job(tx))).await
+    }
+}
+
+/// The full store, seen through the discovery port.
+#[async_trait]
+impl<S: ?Sized + Store> crate::discovery::port::DiscoveryStore for S {
+    async fn begin_discovery(&self) -> StoreResult<Box<dyn crate::discovery::port::DiscoveryTx>> {
+        Ok(self.begin().await?)
     }
 }
 

@@ -390,7 +390,7 @@ async fn fetch_certificates(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    let scan = trellis_core::discovery::start_ca_scan(&ctx, &caller, numeric_id(&id)?).await?;
+    let scan = trellis_core::discovery::start_ca_scan(&ctx.discovery_deps(), &caller, numeric_id(&id)?).await?;
     Ok(data(FetchDto {
         success: true,
         message: format!("Scan {} started; poll /api/discovery/scans/{}", scan.id, scan.id),

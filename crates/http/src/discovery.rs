@@ -113,9 +113,14 @@ async fn list_scans(
     Query(filters): Query<ScanFilters>,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<ScanDto>>> {
-    let scans =
-        discovery::list(&ctx, &caller, filters.scan_type.as_deref(), filters.status.as_deref(), page.request()?)
-            .await?;
+    let scans = discovery::list(
+        &ctx.discovery_deps(),
+        &caller,
+        filters.scan_type.as_deref(),
+        filters.status.as_deref(),
+        page.request()?,
+    )
+    .await?;
     Ok(list(scans, scan_dto))
 }
 
@@ -126,7 +131,7 @@ async fn get_scan(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(scan_dto(discovery::get(&ctx, &caller, numeric_id(&id)?).await?)))
+    Ok(data(scan_dto(discovery::get(&ctx.discovery_deps(), &caller, numeric_id(&id)?).await?)))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -174,7 +179,7 @@ async fn start_scan(
             return Err(Error::invalid_field("type", format!("`{other}` is not one of ca_certs, tls_endpoints")).into())
         }
     };
-    Ok(created(scan_dto(discovery::start(&ctx, &caller, request).await?)))
+    Ok(created(scan_dto(discovery::start(&ctx.discovery_deps(), &caller, request).await?)))
 }
 
 /// Cancels a pending or running scan; what it already imported stays.
@@ -185,5 +190,5 @@ async fn cancel_scan(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(scan_dto(discovery::cancel(&ctx, &caller, numeric_id(&id)?).await?)))
+    Ok(data(scan_dto(discovery::cancel(&ctx.discovery_deps(), &caller, numeric_id(&id)?).await?)))
 }

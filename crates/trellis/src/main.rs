@@ -380,7 +380,10 @@ async fn main() -> anyhow::Result<()> {
             let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
             plugin_service::sync(&ctx.plugin_deps()).await.context("loading plugins")?;
             let mut ran = 0u64;
-            while trellis_core::discovery::claim_and_run(&ctx, None).await.context("discovery failed")? {
+            while trellis_core::discovery::claim_and_run(&ctx.discovery_deps(), None)
+                .await
+                .context("discovery failed")?
+            {
                 ran += 1;
             }
             println!("{}", serde_json::json!({ "ran": ran }));

@@ -29,7 +29,7 @@ fn acme(ctx: &Context) -> Result<&dyn super::AcmeStore> {
 /// never enabled.
 pub async fn get_directory(ctx: &Context, caller: &Caller, ca_id: i64) -> Result<DirectoryConfig> {
     caller.require(Scope::CasRead)?;
-    let ca = crate::cas::service::find(&ctx.ca_deps(), &caller.workspace_id, ca_id).await?;
+    let ca = crate::cas::service::find(ctx.store.as_ref(), &caller.workspace_id, ca_id).await?;
     Ok(acme(ctx)?.directory(ca.id).await?.unwrap_or_else(|| DirectoryConfig::off(ca.id, &ca.workspace_id)))
 }
 
@@ -53,7 +53,7 @@ pub async fn put_directory(
     input: DirectoryInput,
 ) -> Result<DirectoryConfig> {
     caller.require(Scope::CasWrite)?;
-    let ca = crate::cas::service::find(&ctx.ca_deps(), &caller.workspace_id, ca_id).await?;
+    let ca = crate::cas::service::find(ctx.store.as_ref(), &caller.workspace_id, ca_id).await?;
     let mut config =
         acme(ctx)?.directory(ca.id).await?.unwrap_or_else(|| DirectoryConfig::off(ca.id, &ca.workspace_id));
     if let Some(enabled) = input.enabled {
@@ -148,7 +148,7 @@ pub async fn create_eab_key(ctx: &Context, caller: &Caller, ca_id: i64, name: &s
     if name.is_empty() {
         return Err(Error::invalid_field("name", "is required"));
     }
-    let ca = crate::cas::service::find(&ctx.ca_deps(), &caller.workspace_id, ca_id).await?;
+    let ca = crate::cas::service::find(ctx.store.as_ref(), &caller.workspace_id, ca_id).await?;
     let id = ctx.new_id("eab_");
     let mut secret = [0u8; 32];
     ctx.entropy.fill(&mut secret);

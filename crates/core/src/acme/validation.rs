@@ -152,7 +152,7 @@ pub async fn screen(
         return Err(Problem::new(ProblemType::RejectedIdentifier, "some identifiers cannot be validated")
             .with_subproblems(rejected));
     }
-    let ca = crate::cas::service::find(&ctx.ca_deps(), &config.workspace_id, config.ca_id).await?;
+    let ca = crate::cas::service::find(ctx.store.as_ref(), &config.workspace_id, config.ca_id).await?;
     let template =
         crate::issuance::templates::resolve(ctx, &config.workspace_id, config.default_template.as_deref()).await?;
     let requester = Requester {

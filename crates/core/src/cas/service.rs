@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::port::{CaStore, CaTx};
+use super::port::{CaReads, CaStore, CaTx};
 use super::{CaFields, CaStats, CaStatus, CertificateAuthority, HealthStatus};
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
@@ -278,13 +278,13 @@ fn forget(ctx: &CaDeps, workspace_id: &str, id: i64) {
 }
 
 /// A CA of the caller's workspace, unmasked (for other use cases of the domain).
-pub async fn find(ctx: &CaDeps, workspace_id: &str, id: i64) -> Result<CertificateAuthority> {
-    ctx.store.find_ca(workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateAuthority))
+pub async fn find(reads: &dyn CaReads, workspace_id: &str, id: i64) -> Result<CertificateAuthority> {
+    reads.find_ca(workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateAuthority))
 }
 
 pub async fn get(ctx: &CaDeps, caller: &Caller, id: i64) -> Result<CaView> {
     caller.require(Scope::CasRead)?;
-    let mut view = view(find(ctx, &caller.workspace_id, id).await?);
+    let mut view = view(find(ctx.store.as_ref(), &caller.workspace_id, id).await?);
     if let (INTERNAL, Some(pki)) = (view.ca.ca_type.as_str(), ctx.pki.as_ref()) {
         // An internal CA whose key is not made yet (or unreadable) simply has no certificate here.
         if let Some(ca) = pki.ca_chain(id).await.ok().filter(|ca| ca.workspace_id == view.ca.workspace_id) {
@@ -402,7 +402,7 @@ pub async fn create(ctx: &CaDeps, caller: &Caller, input: CaInput) -> Result<CaV
 pub async fn update(ctx: &CaDeps, caller: &Caller, id: i64, input: CaInput, replace: bool) -> Result<CaView> {
     caller.require(Scope::CasWrite)?;
     let workspace_id = caller.workspace_id.to_string();
-    let existing = find(ctx, &workspace_id, id).await?;
+    let existing = find(ctx.store.as_ref(), &workspace_id, id).await?;
     let merged = if replace {
         CaInput { issuer_patterns: input.issuer_patterns.or_else(|| Some(existing.issuer_patterns.clone())), ..input }
     } else {
@@ -492,7 +492,7 @@ fn health_of(report: &TestReport) -> HealthStatus {
 pub async fn test(ctx: &CaDeps, caller: &Caller, id: i64) -> Result<TestReport> {
     caller.require(Scope::CasWrite)?;
     let workspace_id = caller.workspace_id.to_string();
-    let ca = find(ctx, &workspace_id, id).await?;
+    let ca = find(ctx.store.as_ref(), &workspace_id, id).await?;
     let report = probe(ctx, &ca).await?;
     record_probe(ctx, &Audit::of(caller), &ca, &report).await?;
     Ok(report)

@@ -107,7 +107,7 @@ fn paged(pages: Vec<Vec<DiscoveredCertificate>>) -> (ListScript, Arc<Mutex<Vec<O
 async fn scan(store: &MemoryStore, list: ListScript) -> Scan {
     let plugins = NoPlugins { connector: Some(connector()), list_certificates: Some(list), ..NoPlugins::default() };
     let ctx = context_with(store.clone(), NOW, plugins);
-    let ran = claim_and_run(&ctx, Some(SCAN_ID)).await.unwrap_or_else(|err| panic!("scan: {err}"));
+    let ran = claim_and_run(&ctx.discovery_deps(), Some(SCAN_ID)).await.unwrap_or_else(|err| panic!("scan: {err}"));
     assert!(ran, "the pending scan was claimed");
     store.snapshot().scans.into_iter().find(|s| s.id == SCAN_ID).unwrap_or_else(|| panic!("the scan"))
 }
@@ -329,7 +329,7 @@ async fn certificates_of_an_internal_or_vault_ca_count_as_theirs() {
         let (list, _) = paged(vec![vec![listed(der("owned.example.com"), "owned")]]);
         let plugins = NoPlugins { connector: Some(info), list_certificates: Some(list), ..NoPlugins::default() };
         let ctx = context_with(store.clone(), NOW, plugins);
-        claim_and_run(&ctx, Some(SCAN_ID)).await.unwrap_or_else(|err| panic!("scan: {err}"));
+        claim_and_run(&ctx.discovery_deps(), Some(SCAN_ID)).await.unwrap_or_else(|err| panic!("scan: {err}"));
         let certificate = certificates(&store).pop().unwrap_or_else(|| panic!("imported"));
         assert_eq!(certificate.issuance_source, source, "{ca_type}");
     }
@@ -356,7 +356,8 @@ async fn a_scans_findings_are_every_certificate_it_saw_new_updated_or_unchanged(
         // rcgen names its certificates by their SANs only.
         page.items.iter().map(|f| (f.certificate.subject_alt_names.join(","), f.outcome)).collect()
     };
-    let found = super::findings(&ctx, &caller, SCAN_ID, window).await.unwrap_or_else(|err| panic!("{err}"));
+    let found =
+        super::findings(&ctx.discovery_deps(), &caller, SCAN_ID, window).await.unwrap_or_else(|err| panic!("{err}"));
     // The known one gained the scanned CA's link: updated.
     assert_eq!(
         outcomes(&found),
@@ -370,7 +371,8 @@ async fn a_scans_findings_are_every_certificate_it_saw_new_updated_or_unchanged(
     let (list, _) = paged(vec![page.clone()]);
     rescan(&store, list).await;
     let later = crate::pagination::PageRequest { limit: 1, offset: 1 };
-    let second = super::findings(&ctx, &caller, SCAN_ID, later).await.unwrap_or_else(|err| panic!("{err}"));
+    let second =
+        super::findings(&ctx.discovery_deps(), &caller, SCAN_ID, later).await.unwrap_or_else(|err| panic!("{err}"));
     assert_eq!((second.total, outcomes(&second)), (2, vec![("DNS:fresh.example.com".to_string(), New)]));
 
     // A second scan of the same CA lists both, as already known and left unchanged.
@@ -379,8 +381,9 @@ async fn a_scans_findings_are_every_certificate_it_saw_new_updated_or_unchanged(
     let (list, _) = paged(vec![page]);
     let plugins = NoPlugins { connector: Some(connector()), list_certificates: Some(list), ..NoPlugins::default() };
     let run = context_with(store.clone(), NOW, plugins);
-    assert!(claim_and_run(&run, Some(SECOND)).await.unwrap_or_else(|err| panic!("scan: {err}")));
-    let again = super::findings(&ctx, &caller, SECOND, window).await.unwrap_or_else(|err| panic!("{err}"));
+    assert!(claim_and_run(&run.discovery_deps(), Some(SECOND)).await.unwrap_or_else(|err| panic!("scan: {err}")));
+    let again =
+        super::findings(&ctx.discovery_deps(), &caller, SECOND, window).await.unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(
         outcomes(&again),
         [("DNS:known.example.com".to_string(), Unchanged), ("DNS:fresh.example.com".to_string(), Unchanged)]
@@ -389,7 +392,8 @@ async fn a_scans_findings_are_every_certificate_it_saw_new_updated_or_unchanged(
     // A scan from before the record (migration 0580) is listed from its audit rows: what it
     // added or changed.
     store.edit(|tables| tables.scan_certificates.retain(|(_, scan, _, _)| *scan != SCAN_ID));
-    let traced = super::findings(&ctx, &caller, SCAN_ID, window).await.unwrap_or_else(|err| panic!("{err}"));
+    let traced =
+        super::findings(&ctx.discovery_deps(), &caller, SCAN_ID, window).await.unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(
         outcomes(&traced),
         [("DNS:known.example.com".to_string(), Updated), ("DNS:fresh.example.com".to_string(), New)]
@@ -397,5 +401,5 @@ async fn a_scans_findings_are_every_certificate_it_saw_new_updated_or_unchanged(
 
     // Another workspace does not see the scan.
     let stranger = crate::testing::owner("ws_other");
-    assert!(super::findings(&ctx, &stranger, SCAN_ID, window).await.is_err());
+    assert!(super::findings(&ctx.discovery_deps(), &stranger, SCAN_ID, window).await.is_err());
 }

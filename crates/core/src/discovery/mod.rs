@@ -26,6 +26,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use self::port::{DiscoveryStore, DiscoveryTx};
+use self::tls::TlsProber;
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
 use crate::cas::service::{call_target, connector_for, find};
@@ -33,11 +35,13 @@ use crate::cas::CertificateAuthority;
 use crate::certificates::inventory::{self, CaRef, Provenance, RevokedBy};
 use crate::certificates::port::CertificateWrites;
 use crate::certificates::UsageRecord;
-use crate::context::Context;
+use crate::clock::SharedClock;
+use crate::crypto::MasterKey;
 use crate::discovery::port::DiscoveryWrites;
 use crate::error::{Entity, Error, Result};
 use crate::events::{Event, NewCertificatesFound, ScanCompleted};
 use crate::pagination::{Page, PageRequest};
+use crate::plugins::service::PluginService;
 use crate::store_error::StoreError;
 use crate::unit_of_work::{ChangeTx, Target, UnitOfWork};
 use trellis_pki::x509::parse_der;
@@ -294,8 +298,34 @@ fn new_scan(caller: &Caller, scan_type: &str, ca_id: Option<i64>, targets: Vec<S
     }
 }
 
+/// What scans use, and nothing else of the service: the area's storage port, the plugin runtime
+/// and the master key (a `ca_certs` scan calls the CA's connector), the TLS prober, the
+/// operator's discovery settings and the clock. Cheap to clone: a started scan runs on a clone.
+/// `Context::discovery_deps` hands it out.
+#[derive(Clone)]
+pub struct DiscoveryDeps {
+    pub store: Arc<dyn DiscoveryStore>,
+    pub plugins: PluginService,
+    pub master_key: MasterKey,
+    pub tls_prober: Arc<dyn TlsProber>,
+    pub settings: DiscoverySettings,
+    pub clock: SharedClock,
+}
+
+impl DiscoveryDeps {
+    fn now_millis(&self) -> i64 {
+        crate::clock::now_millis(self.clock.as_ref())
+    }
+
+    /// Opens a unit of work for a change made by `actor` in `workspace_id` (now).
+    async fn change(&self, actor: Audit, workspace_id: Option<&str>) -> Result<UnitOfWork<'static, dyn DiscoveryTx>> {
+        let tx = self.store.begin_discovery().await?;
+        Ok(UnitOfWork::owning(tx, actor, workspace_id, self.now_millis()))
+    }
+}
+
 /// Creates a pending scan and starts it in the background.
-pub async fn start(ctx: &Arc<Context>, caller: &Caller, request: ScanRequest) -> Result<Scan> {
+pub async fn start(ctx: &DiscoveryDeps, caller: &Caller, request: ScanRequest) -> Result<Scan> {
     match request {
         ScanRequest::CaCerts { ca_id } => start_ca_scan(ctx, caller, ca_id).await,
         ScanRequest::TlsEndpoints { targets } => start_tls_scan(ctx, caller, targets).await,
@@ -303,9 +333,9 @@ pub async fn start(ctx: &Arc<Context>, caller: &Caller, request: ScanRequest) ->
 }
 
 /// Creates a pending `ca_certs` scan of CA `ca_id` and starts it in the background.
-pub async fn start_ca_scan(ctx: &Arc<Context>, caller: &Caller, ca_id: i64) -> Result<Scan> {
+pub async fn start_ca_scan(ctx: &DiscoveryDeps, caller: &Caller, ca_id: i64) -> Result<Scan> {
     caller.require(Scope::CasWrite)?;
-    let ca = find(&ctx.ca_deps(), &caller.workspace_id, ca_id).await?;
+    let ca = find(ctx.store.as_ref(), &caller.workspace_id, ca_id).await?;
     let info = connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type)?;
     if !info.capabilities.discover {
         return Err(Error::UnsupportedCa(format!("CA type `{}` cannot list its certificates", ca.ca_type)));
@@ -316,10 +346,10 @@ pub async fn start_ca_scan(ctx: &Arc<Context>, caller: &Caller, ca_id: i64) -> R
 
 /// Creates a pending `tls_endpoints` scan of `targets` (checked and expanded here: every bad
 /// entry is named in one 400) and starts it in the background.
-pub async fn start_tls_scan(ctx: &Arc<Context>, caller: &Caller, targets: Vec<String>) -> Result<Scan> {
+pub async fn start_tls_scan(ctx: &DiscoveryDeps, caller: &Caller, targets: Vec<String>) -> Result<Scan> {
     caller.require(Scope::CasWrite)?;
     let endpoints = tls::parse_targets(&targets)?;
-    let cap = ctx.settings.discovery.endpoints_per_hour;
+    let cap = ctx.settings.endpoints_per_hour;
     if endpoints.len() > cap {
         // Never within the hourly cap, however long the caller waits: not a 429.
         return Err(Error::invalid_field(
@@ -337,7 +367,7 @@ pub async fn start_tls_scan(ctx: &Arc<Context>, caller: &Caller, targets: Vec<St
 }
 
 async fn insert_and_spawn(
-    ctx: &Arc<Context>,
+    ctx: &DiscoveryDeps,
     caller: &Caller,
     scan_type: &str,
     ca_id: Option<i64>,
@@ -351,7 +381,7 @@ async fn insert_and_spawn(
         // slip under a cap.
         let now = change.at();
         let counted = change.tx().tls_scans_counted(&caller.workspace_id, now - HOUR_MS).await?;
-        check_scan_caps(&ctx.settings.discovery, &counted, endpoints, now)?;
+        check_scan_caps(&ctx.settings, &counted, endpoints, now)?;
     }
     let row = new_scan(caller, scan_type, ca_id, targets, change.at());
     let scan = change.tx().insert_scan(&row).await?;
@@ -368,9 +398,9 @@ async fn insert_and_spawn(
 
 /// Claims one runnable scan (`only`, else any pending one or a stale running one) and runs it.
 /// Returns whether one ran.
-pub async fn claim_and_run(ctx: &Context, only: Option<i64>) -> Result<bool> {
+pub async fn claim_and_run(ctx: &DiscoveryDeps, only: Option<i64>) -> Result<bool> {
     let now = ctx.now_millis();
-    let stale_before = now - ctx.settings.discovery.stale_after_ms();
+    let stale_before = now - ctx.settings.stale_after_ms();
     let mut change = ctx.change(Audit::system("discovery"), None).await?;
     let claimed = change.tx().claim_scan(only, now, stale_before).await?;
     change.commit().await?;
@@ -385,7 +415,7 @@ pub async fn claim_and_run(ctx: &Context, only: Option<i64>) -> Result<bool> {
 /// Why a run stopped early because the scan was cancelled (not a failure).
 struct Cancelled;
 
-async fn run(ctx: &Context, mut scan: Scan) -> Result<()> {
+async fn run(ctx: &DiscoveryDeps, mut scan: Scan) -> Result<()> {
     let outcome = match scan.scan_type.as_str() {
         CA_CERTS => import_from_ca(ctx, &mut scan).await,
         TLS_ENDPOINTS => import_from_endpoints(ctx, &mut scan).await,
@@ -434,7 +464,7 @@ async fn run(ctx: &Context, mut scan: Scan) -> Result<()> {
 }
 
 /// Writes counts and heartbeat; `Err(Cancelled)` when the scan was cancelled meanwhile.
-async fn beat(ctx: &Context, scan: &mut Scan) -> Result<std::result::Result<(), Cancelled>> {
+async fn beat(ctx: &DiscoveryDeps, scan: &mut Scan) -> Result<std::result::Result<(), Cancelled>> {
     scan.heartbeat_at = Some(ctx.now_millis());
     let mut change = ctx.change(Audit::system("discovery"), Some(&scan.workspace_id)).await?;
     let still_running = change.tx().update_scan_progress(scan).await?;
@@ -463,9 +493,9 @@ fn count(scan: &mut Scan, label: String, imported: Result<FindingOutcome>) {
     }
 }
 
-async fn import_from_ca(ctx: &Context, scan: &mut Scan) -> Result<std::result::Result<(), Cancelled>> {
+async fn import_from_ca(ctx: &DiscoveryDeps, scan: &mut Scan) -> Result<std::result::Result<(), Cancelled>> {
     let ca_id = scan.ca_id.ok_or_else(|| Error::Internal("a ca_certs scan without a CA".into()))?;
-    let ca = find(&ctx.ca_deps(), &scan.workspace_id, ca_id).await?;
+    let ca = find(ctx.store.as_ref(), &scan.workspace_id, ca_id).await?;
     let info = connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type)?;
     let target = call_target(&ctx.master_key, &ca, &info)?;
     let cas = workspace_cas(ctx, &scan.workspace_id).await?;
@@ -519,10 +549,10 @@ async fn import_from_ca(ctx: &Context, scan: &mut Scan) -> Result<std::result::R
     }
 }
 
-async fn import_from_endpoints(ctx: &Context, scan: &mut Scan) -> Result<std::result::Result<(), Cancelled>> {
+async fn import_from_endpoints(ctx: &DiscoveryDeps, scan: &mut Scan) -> Result<std::result::Result<(), Cancelled>> {
     let endpoints = tls::parse_targets(&scan.targets)?;
     let cas = workspace_cas(ctx, &scan.workspace_id).await?;
-    let settings = ctx.settings.discovery;
+    let settings = ctx.settings;
     reset_counts(scan);
     scan.total = Some(i64::try_from(endpoints.len()).unwrap_or(i64::MAX));
     if let Err(cancelled) = beat(ctx, scan).await? {
@@ -586,7 +616,7 @@ fn fingerprint(der: &[u8]) -> String {
 }
 
 /// Every CA of the workspace (for issuer matching).
-async fn workspace_cas(ctx: &Context, workspace_id: &str) -> Result<Vec<CertificateAuthority>> {
+async fn workspace_cas(ctx: &DiscoveryDeps, workspace_id: &str) -> Result<Vec<CertificateAuthority>> {
     let mut cas = Vec::new();
     let mut offset = 0;
     loop {
@@ -672,7 +702,7 @@ struct Found<'a> {
 /// transaction. When any import fails, the page is rolled back and imported again one
 /// certificate at a time, so each failure is named and the others still land.
 async fn import_page(
-    ctx: &Context,
+    ctx: &DiscoveryDeps,
     scan: &mut Scan,
     cas: &[CertificateAuthority],
     batch: Vec<(String, Found<'_>)>,
@@ -684,8 +714,12 @@ async fn import_page(
     let unchanged: Vec<(i64, FindingOutcome)> = unchanged.iter().map(|id| (*id, FindingOutcome::Unchanged)).collect();
     let together = async {
         let now = ctx.now_millis();
-        let mut change =
-            UnitOfWork::owning(ctx.store.begin().await?, Audit::system("discovery"), Some(&scan.workspace_id), now);
+        let mut change = UnitOfWork::owning(
+            ctx.store.begin_discovery().await?,
+            Audit::system("discovery"),
+            Some(&scan.workspace_id),
+            now,
+        );
         change.tx().record_scan_certificates(&scan.workspace_id, scan.id, &unchanged, now).await?;
         let mut outcomes = Vec::with_capacity(batch.len());
         for (_, found) in &batch {
@@ -717,20 +751,33 @@ async fn import_page(
 }
 
 /// Records certificates a scan found in their own transaction.
-async fn record_found(ctx: &Context, scan: &Scan, found: &[(i64, FindingOutcome)]) -> Result<()> {
+async fn record_found(ctx: &DiscoveryDeps, scan: &Scan, found: &[(i64, FindingOutcome)]) -> Result<()> {
     let now = ctx.now_millis();
-    let mut change =
-        UnitOfWork::owning(ctx.store.begin().await?, Audit::system("discovery"), Some(&scan.workspace_id), now);
+    let mut change = UnitOfWork::owning(
+        ctx.store.begin_discovery().await?,
+        Audit::system("discovery"),
+        Some(&scan.workspace_id),
+        now,
+    );
     change.tx().record_scan_certificates(&scan.workspace_id, scan.id, found, now).await?;
     change.commit().await?;
     Ok(())
 }
 
 /// Imports one certificate in its own transaction.
-async fn import(ctx: &Context, scan: &Scan, cas: &[CertificateAuthority], found: &Found<'_>) -> Result<FindingOutcome> {
+async fn import(
+    ctx: &DiscoveryDeps,
+    scan: &Scan,
+    cas: &[CertificateAuthority],
+    found: &Found<'_>,
+) -> Result<FindingOutcome> {
     let now = ctx.now_millis();
-    let mut change =
-        UnitOfWork::owning(ctx.store.begin().await?, Audit::system("discovery"), Some(&scan.workspace_id), now);
+    let mut change = UnitOfWork::owning(
+        ctx.store.begin_discovery().await?,
+        Audit::system("discovery"),
+        Some(&scan.workspace_id),
+        now,
+    );
     match import_into(&mut change, scan, cas, found, now).await {
         Ok(imported) => {
             change.commit().await?;
@@ -821,7 +868,7 @@ async fn import_into<T: ?Sized + ChangeTx + CertificateWrites + DiscoveryWrites>
 }
 
 pub async fn list(
-    ctx: &Context,
+    ctx: &DiscoveryDeps,
     caller: &Caller,
     scan_type: Option<&str>,
     status: Option<&str>,
@@ -839,7 +886,7 @@ pub async fn list(
     Ok(ctx.store.list_scans(&caller.workspace_id, scan_type, status, page).await?)
 }
 
-pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<Scan> {
+pub async fn get(ctx: &DiscoveryDeps, caller: &Caller, id: i64) -> Result<Scan> {
     caller.require(Scope::CasRead)?;
     ctx.store.find_scan(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::DiscoveryScan))
 }
@@ -849,7 +896,7 @@ pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<Scan> {
 /// transaction that writes the certificate). A scan from before that record (migration 0580)
 /// lists what its audit rows and usage records show: the certificates it added or changed and
 /// the known ones it first saw at an endpoint.
-pub async fn findings(ctx: &Context, caller: &Caller, id: i64, page: PageRequest) -> Result<Page<ScanFinding>> {
+pub async fn findings(ctx: &DiscoveryDeps, caller: &Caller, id: i64, page: PageRequest) -> Result<Page<ScanFinding>> {
     caller.require(Scope::CertificatesRead)?;
     let scan = get(ctx, caller, id).await?;
     Ok(ctx.store.scan_findings(&caller.workspace_id, scan.id, scan.created_at, page).await?)
@@ -857,7 +904,7 @@ pub async fn findings(ctx: &Context, caller: &Caller, id: i64, page: PageRequest
 
 /// Cancels a pending or running scan; what it imported stays. The run notices at its next
 /// heartbeat and stops (its probes in flight are abandoned).
-pub async fn cancel(ctx: &Context, caller: &Caller, id: i64) -> Result<Scan> {
+pub async fn cancel(ctx: &DiscoveryDeps, caller: &Caller, id: i64) -> Result<Scan> {
     caller.require(Scope::CasWrite)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     let at = change.at();

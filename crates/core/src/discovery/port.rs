@@ -5,9 +5,12 @@
 use async_trait::async_trait;
 
 use super::{KnownCertificate, Scan, ScanFinding};
+use crate::cas::port::CaReads;
+use crate::certificates::port::CertificateWrites;
 use crate::certificates::Certificate;
 use crate::pagination::{Page, PageRequest};
 use crate::store_error::StoreResult;
+use crate::unit_of_work::ChangeTx;
 
 #[async_trait]
 pub trait DiscoveryReads: Send + Sync {
@@ -82,4 +85,18 @@ pub trait DiscoveryWrites: Send {
         host: &str,
         port: Option<i64>,
     ) -> StoreResult<bool>;
+}
+
+/// A transaction a scan writes through: the area's writes, the inventory's (a scan adds the
+/// certificates it finds through `certificates::inventory`), and (as a [`ChangeTx`]) a unit of
+/// work's rows and the commit. The full transaction is one.
+pub trait DiscoveryTx: ChangeTx + DiscoveryWrites + CertificateWrites {}
+
+impl<T: ?Sized + ChangeTx + DiscoveryWrites + CertificateWrites> DiscoveryTx for T {}
+
+/// What scans need of storage: the area's reads, the workspace's CAs (a found certificate is
+/// linked to the CA that issued it), and transactions. The full store is one (`crate::ports`).
+#[async_trait]
+pub trait DiscoveryStore: DiscoveryReads + CaReads + Send + Sync {
+    async fn begin_discovery(&self) -> StoreResult<Box<dyn DiscoveryTx>>;
 }

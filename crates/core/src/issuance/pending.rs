@@ -341,7 +341,7 @@ async fn advance(ctx: &Context, lease_owner: &str, claimed: CertificateRequest) 
         Ok(order) => order,
         Err(err) => return fail(ctx, lease_owner, claimed, None, &err).await,
     };
-    let ca = match find(&ctx.ca_deps(), &claimed.workspace_id, claimed.ca_id).await {
+    let ca = match find(ctx.store.as_ref(), &claimed.workspace_id, claimed.ca_id).await {
         Ok(ca) => ca,
         Err(Error::NotFound(Entity::CertificateAuthority)) => {
             let err = Error::Conflict(format!("CA {} was deleted while its order was pending", claimed.ca_id));

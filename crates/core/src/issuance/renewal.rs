@@ -116,7 +116,7 @@ pub(crate) async fn check_renewal_info(ctx: &Context, now: i64, limit: i64) -> R
 /// information, `Some(None)` when the CA suggests nothing.
 async fn ask_renewal_info(ctx: &Context, certificate: &Certificate) -> Result<Option<Option<RenewalWindow>>> {
     let Some(ca_id) = certificate.ca_id else { return Ok(None) };
-    let ca = find(&ctx.ca_deps(), &certificate.workspace_id, ca_id).await?;
+    let ca = find(ctx.store.as_ref(), &certificate.workspace_id, ca_id).await?;
     let info = connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type)?;
     if !info.capabilities.renewal_info {
         return Ok(None);
@@ -207,7 +207,7 @@ enum Renewed {
 
 async fn renew(ctx: &Context, old: &Certificate) -> Result<Renewed> {
     let ca_id = old.ca_id.ok_or_else(|| Error::UnsupportedCa("the certificate has no CA".into()))?;
-    let ca = find(&ctx.ca_deps(), &old.workspace_id, ca_id).await?;
+    let ca = find(ctx.store.as_ref(), &old.workspace_id, ca_id).await?;
     let info = connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type)?;
     if !info.capabilities.issue {
         return Err(Error::UnsupportedCa(format!("CA type `{}` cannot renew", ca.ca_type)));

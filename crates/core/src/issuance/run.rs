@@ -154,7 +154,7 @@ impl Run {
         let id = approved.id;
         let input: IssueInput = serde_json::from_value(approved.request.clone())
             .map_err(|err| Error::Internal(format!("stored request {id} is unreadable: {err}")))?;
-        let ca = find(&ctx.ca_deps(), &approved.workspace_id, approved.ca_id).await?;
+        let ca = find(ctx.store.as_ref(), &approved.workspace_id, approved.ca_id).await?;
         let connector = connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type)?;
         let template = match &approved.template_snapshot {
             Some(snapshot) => serde_json::from_value(snapshot.clone())

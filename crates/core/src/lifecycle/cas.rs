@@ -29,7 +29,7 @@ pub async fn create_ca_and_scan(
     }
     let created = registry::create(&ctx.ca_deps(), caller, input).await?;
     let scan = if scan_certificates {
-        Some(crate::discovery::start_ca_scan(ctx, caller, created.ca.id).await?.id)
+        Some(crate::discovery::start_ca_scan(&ctx.discovery_deps(), caller, created.ca.id).await?.id)
     } else {
         None
     };

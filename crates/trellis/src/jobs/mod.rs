@@ -145,7 +145,7 @@ pub fn spawn_discovery(ctx: SharedContext, interval: Duration) -> tokio::task::J
     spawn_periodic("discovery", interval, move || {
         let ctx = ctx.clone();
         async move {
-            while trellis_core::discovery::claim_and_run(&ctx, None).await? {}
+            while trellis_core::discovery::claim_and_run(&ctx.discovery_deps(), None).await? {}
             Ok::<_, trellis_core::Error>(())
         }
     })
