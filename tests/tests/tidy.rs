@@ -94,7 +94,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
         &[
             ("audit", "who acted (Audit)"), // two-way edge, not in issue 22's list
             ("clock", "time and randomness from the context"),
-            ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
             ("crypto", "sealing and digests under the master key"),
             ("error", "the domain error"),
             ("ids", "typed ids"),
@@ -104,6 +103,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("principal", "an actor reduces to its principal"),
             ("caller", "use cases run for a Caller"),
             ("validation", "display names are checked as every area's free text"),
+            ("ttl_cache", "API-key grants kept briefly (AuthDeps::api_keys)"),
         ],
     ),
     (

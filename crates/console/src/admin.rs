@@ -272,7 +272,7 @@ struct KeysPage {
 }
 
 async fn keys_page(ctx: &SharedContext, console: &Console, created: Option<String>) -> Result<Response, PageError> {
-    let keys = auth::list_api_keys(ctx, &console.caller)
+    let keys = auth::list_api_keys(&ctx.auth_deps(), &console.caller)
         .await?
         .into_iter()
         .map(|k| KeyRow {
@@ -313,9 +313,12 @@ pub async fn create_api_key(
     Posted(console, form): Posted<NewKeyForm>,
 ) -> Result<Response, PageError> {
     let scopes = form.scopes.split([',', ' ']).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
-    let (_, secret) =
-        auth::create_api_key(&ctx, &console.caller, NewApiKey { name: form.name, scopes, kind: KeyKind::Client })
-            .await?;
+    let (_, secret) = auth::create_api_key(
+        &ctx.auth_deps(),
+        &console.caller,
+        NewApiKey { name: form.name, scopes, kind: KeyKind::Client },
+    )
+    .await?;
     // Shown in this answer only; never stored in clear, never in a URL.
     keys_page(&ctx, &console, Some(secret)).await
 }
@@ -325,7 +328,7 @@ pub async fn delete_api_key(
     Path(id): Path<String>,
     Posted(console, Empty {}): Posted<Empty>,
 ) -> Result<Response, PageError> {
-    auth::delete_api_key(&ctx, &console.caller, &ApiKeyId::from(id.as_str())).await?;
+    auth::delete_api_key(&ctx.auth_deps(), &console.caller, &ApiKeyId::from(id.as_str())).await?;
     Ok(see_other("/api-keys"))
 }
 
@@ -348,14 +351,14 @@ struct MembersPage {
 
 pub async fn members_list(State(ctx): State<SharedContext>, console: Console) -> Result<Response, PageError> {
     let page = PageRequest::new(None, Some(100), None, 100)?;
-    let members = members::list_members(&ctx, &console.caller, page)
+    let members = members::list_members(&ctx.auth_deps(), &console.caller, page)
         .await?
         .items
         .into_iter()
         .map(|m| MemberRow { email: m.email, role: m.role.as_str(), joined: when(m.joined_at) })
         .collect();
     let invitations = if console.can(Scope::MembersWrite) {
-        members::list_invitations(&ctx, &console.caller, page)
+        members::list_invitations(&ctx.auth_deps(), &console.caller, page)
             .await?
             .items
             .into_iter()
@@ -386,6 +389,6 @@ pub async fn add_member(
     State(ctx): State<SharedContext>,
     Posted(console, form): Posted<AddMemberForm>,
 ) -> Result<Response, PageError> {
-    members::add(&ctx, &console.caller, &form.email, &form.role).await?;
+    members::add(&ctx.auth_deps(), &console.caller, &form.email, &form.role).await?;
     Ok(see_other("/members"))
 }

@@ -45,7 +45,7 @@ fn safe_next(next: Option<&str>) -> String {
 }
 
 fn login_form(ctx: &SharedContext, next: String, email: String, error: Option<String>) -> LoginPage {
-    let offered = oidc::providers(ctx);
+    let offered = oidc::providers(&ctx.auth_deps());
     let idp = offered.oidc.map(|name| (name, format!("/api/auth/oidc/login?redirect={}", encode(&next))));
     LoginPage { chrome: Chrome::anonymous("Sign in"), next, email, error, password: offered.password, idp }
 }
@@ -80,7 +80,7 @@ pub async fn login(
     check_same_origin(&method, &headers).map_err(PageError::Api)?;
     let next = safe_next(form.next.as_deref());
     let client = settings.client_address(peer.ip(), &headers);
-    match auth::login(&ctx, &form.email, &form.password, &client.to_string(), &request_id.0).await {
+    match auth::login(&ctx.auth_deps(), &form.email, &form.password, &client.to_string(), &request_id.0).await {
         Ok(session) => {
             let mut response = see_other(&next);
             if let Ok(value) = settings.session_set_cookie(Some(&session.token)).parse() {
@@ -116,7 +116,7 @@ pub async fn logout(
     let mut location = "/login".to_string();
     if let Some(token) = session_token(&headers, settings.session_cookie()) {
         // An identity-provider session is ended there too (RP-initiated logout).
-        if let Some(url) = oidc::logout(&ctx, &token).await? {
+        if let Some(url) = oidc::logout(&ctx.auth_deps(), &token).await? {
             location = url;
         }
     }

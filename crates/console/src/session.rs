@@ -65,9 +65,11 @@ impl FromRequestParts<SharedContext> for Console {
         check_same_origin(&parts.method, &parts.headers).map_err(PageError::Api)?;
         let request_id = request_id(parts);
         let chosen = cookie(parts, WORKSPACE_COOKIE);
-        let resolved = match auth::session_user(ctx, &token, chosen.as_deref(), &request_id).await {
+        let resolved = match auth::session_user(&ctx.auth_deps(), &token, chosen.as_deref(), &request_id).await {
             // A workspace cookie the user no longer belongs to: fall back to their current one.
-            Err(Error::Forbidden(_)) if chosen.is_some() => auth::session_user(ctx, &token, None, &request_id).await,
+            Err(Error::Forbidden(_)) if chosen.is_some() => {
+                auth::session_user(&ctx.auth_deps(), &token, None, &request_id).await
+            }
             other => other,
         };
         let (user, caller) = match resolved {
@@ -78,7 +80,7 @@ impl FromRequestParts<SharedContext> for Console {
         let Some(caller) = caller else {
             return Err(PageError::NoWorkspace);
         };
-        let workspaces = auth::list_workspaces(ctx, &caller).await?;
+        let workspaces = auth::list_workspaces(&ctx.auth_deps(), &caller).await?;
         Ok(Console { user, caller, workspaces, csrf: csrf_token(&token) })
     }
 }

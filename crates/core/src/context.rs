@@ -39,7 +39,9 @@ pub struct Context {
     pub clock: SharedClock,
     pub entropy: SharedEntropy,
     pub master_key: MasterKey,
-    pub login_limiter: LoginLimiter,
+    pub login_limiter: Arc<LoginLimiter>,
+    /// What authentication reads of `settings`, shared with every [`Context::auth_deps`].
+    pub auth_settings: Arc<crate::auth::AuthSettings>,
     /// The plugin runtime (one engine per process) and its lifecycle lock.
     pub plugins: PluginService,
     /// The internal PKI (CRL, CA chain and OCSP answers, its ledger backlog), as a port; the
@@ -71,7 +73,7 @@ pub struct Context {
 #[derive(Default)]
 pub struct ReadCaches {
     /// API keys as authentication reads them, by digest (see [`crate::auth::KeyGrant`]).
-    pub api_keys: TtlMap<String, crate::auth::KeyGrant>,
+    pub api_keys: Arc<TtlMap<String, crate::auth::KeyGrant>>,
     /// CA records as issuance reads them, by workspace and id.
     pub cas: Arc<TtlMap<(String, i64), crate::cas::CertificateAuthority>>,
     /// Each workspace's issuance policies, in order, as issuance reads them.
@@ -89,7 +91,12 @@ impl Context {
         master_key: MasterKey,
         plugins: PluginService,
     ) -> Self {
-        let login_limiter = LoginLimiter::new(settings.login_max_failures, settings.login_window);
+        let login_limiter = Arc::new(LoginLimiter::new(settings.login_max_failures, settings.login_window));
+        let auth_settings = Arc::new(crate::auth::AuthSettings {
+            admin_email: settings.admin_email.clone(),
+            admin_password: settings.admin_password.clone(),
+            password_login_disabled: settings.password_login_disabled,
+        });
         Context {
             settings,
             store,
@@ -97,6 +104,7 @@ impl Context {
             entropy,
             master_key,
             login_limiter,
+            auth_settings,
             plugins,
             pki: None,
             outbound: Arc::new(NoTransport),
@@ -166,6 +174,21 @@ impl Context {
             store: Arc::new(self.store.clone()),
             transport: self.outbound.clone(),
             plugins: self.plugins.clone(),
+            master_key: self.master_key.clone(),
+            clock: self.clock.clone(),
+            entropy: self.entropy.clone(),
+        }
+    }
+
+    /// Authentication's share: its storage port and settings, the login limiter, the identity
+    /// provider, the API-key cache, the master key, the clock and entropy.
+    pub fn auth_deps(&self) -> crate::auth::AuthDeps {
+        crate::auth::AuthDeps {
+            store: self.store.clone(),
+            settings: self.auth_settings.clone(),
+            login_limiter: self.login_limiter.clone(),
+            oidc: self.oidc.clone(),
+            api_keys: self.cached.api_keys.clone(),
             master_key: self.master_key.clone(),
             clock: self.clock.clone(),
             entropy: self.entropy.clone(),

@@ -41,6 +41,7 @@ use crate::unit_of_work::{ChangeTx, GroupCommit};
 /// supertrait, so a `Box<dyn Tx>` becomes one by coercion.
 pub trait Tx:
     ChangeTx
+    + crate::auth::port::AuthTx
     + crate::discovery::port::DiscoveryTx
     + crate::certificates::port::CertificateTx
     + crate::cas::port::CaTx
@@ -83,6 +84,7 @@ pub type ErasedJob = crate::unit_of_work::ErasedJob<dyn Tx>;
 #[async_trait]
 pub trait Store:
     GroupCommit<dyn Tx>
+    + crate::auth::port::AuthStore
     + crate::discovery::port::DiscoveryStore
     + crate::cas::port::CaStore
     + crate::certificates::port::CertificateStore
@@ -258,6 +260,14 @@ impl<S: ?Sized + Store> GroupCommit<dyn crate::certificates::port::CertificateTx
         job: crate::unit_of_work::ErasedJob<dyn crate::certificates::port::CertificateTx>,
     ) -> Result<Box<dyn Any + Send>, Error> {
         GroupCommit::<dyn Tx>::write_erased(self, Box::new(move |tx: &mut (dyn Tx + 'static)| job(tx))).await
+    }
+}
+
+/// The full store, seen through the authentication port.
+#[async_trait]
+impl<S: ?Sized + Store> crate::auth::port::AuthStore for S {
+    async fn begin_auth(&self) -> StoreResult<Box<dyn crate::auth::port::AuthTx>> {
+        Ok(self.begin().await?)
     }
 }
 

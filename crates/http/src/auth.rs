@@ -71,7 +71,8 @@ async fn login(
     Json(body): Json<LoginBody>,
 ) -> ApiResult<Response> {
     let client = settings.client_address(peer.ip(), &headers);
-    let session = auth::login(&ctx, &body.email, &body.password, &client.to_string(), &request_id.0 .0).await?;
+    let session =
+        auth::login(&ctx.auth_deps(), &body.email, &body.password, &client.to_string(), &request_id.0 .0).await?;
     let cookie = settings.session_set_cookie(Some(&session.token));
     let body = data(serde_json::json!({ "message": "Login successful", "user": UserDto::from(session.user) }));
     Ok(([(header::SET_COOKIE, cookie)], body).into_response())
@@ -90,7 +91,7 @@ async fn logout(
     let mut end_session_url = None;
     if let Some(token) = session_token(&headers, settings.session_cookie()) {
         check_same_origin(&method, &headers)?;
-        end_session_url = trellis_core::auth::oidc::logout(&ctx, &token).await?;
+        end_session_url = trellis_core::auth::oidc::logout(&ctx.auth_deps(), &token).await?;
     }
     let cookie = settings.session_set_cookie(None);
     let mut body = serde_json::json!({ "message": "Logged out" });
@@ -145,7 +146,9 @@ async fn list_workspaces(
     principal: Principal,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
     let workspaces = match principal {
-        Principal::Key(caller) | Principal::Session(_, Some(caller)) => auth::list_workspaces(&ctx, &caller).await?,
+        Principal::Key(caller) | Principal::Session(_, Some(caller)) => {
+            auth::list_workspaces(&ctx.auth_deps(), &caller).await?
+        }
         // Signed in with no workspace yet: the list is empty, not an error.
         Principal::Session(_, None) => Vec::new(),
     };
@@ -169,7 +172,7 @@ async fn create_workspace(
     Authenticated(caller): Authenticated,
     Json(body): Json<CreateWorkspaceBody>,
 ) -> ApiResult<Response> {
-    let workspace = auth::create_workspace(&ctx, &caller, &body.name).await?;
+    let workspace = auth::create_workspace(&ctx.auth_deps(), &caller, &body.name).await?;
     Ok(created(WorkspaceDto::from(workspace)))
 }
 
@@ -212,7 +215,7 @@ async fn list_api_keys(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
-    let keys = auth::list_api_keys(&ctx, &caller).await?;
+    let keys = auth::list_api_keys(&ctx.auth_deps(), &caller).await?;
     Ok(data(keys.into_iter().map(|k| api_key_dto(k, None)).collect::<Vec<_>>()))
 }
 
@@ -267,7 +270,8 @@ async fn create_api_key(
         Some(text) => KeyKind::parse(text).ok_or_else(|| Error::invalid_field("kind", "must be client or agent"))?,
     };
     let (key, secret) =
-        auth::create_api_key(&ctx, &caller, auth::NewApiKey { name: body.name, scopes: body.scopes, kind }).await?;
+        auth::create_api_key(&ctx.auth_deps(), &caller, auth::NewApiKey { name: body.name, scopes: body.scopes, kind })
+            .await?;
     Ok(created(api_key_dto(key, Some(secret))))
 }
 
@@ -278,6 +282,6 @@ async fn delete_api_key(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    auth::delete_api_key(&ctx, &caller, &id.into()).await?;
+    auth::delete_api_key(&ctx.auth_deps(), &caller, &id.into()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

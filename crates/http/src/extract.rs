@@ -23,10 +23,11 @@ impl FromRequestParts<SharedContext> for Authenticated {
     async fn from_request_parts(parts: &mut Parts, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
         let request_id = request_id(parts);
         if let Some(key) = api_key(&parts.headers) {
-            return Ok(Authenticated(auth::authenticate_key(ctx, &key, &request_id).await?));
+            return Ok(Authenticated(auth::authenticate_key(&ctx.auth_deps(), &key, &request_id).await?));
         }
         let (token, workspace) = session_of(parts)?;
-        let (_, caller) = auth::authenticate_session(ctx, &token, workspace.as_deref(), &request_id).await?;
+        let (_, caller) =
+            auth::authenticate_session(&ctx.auth_deps(), &token, workspace.as_deref(), &request_id).await?;
         Ok(Authenticated(caller))
     }
 }
@@ -40,7 +41,8 @@ impl FromRequestParts<SharedContext> for SessionUser {
     async fn from_request_parts(parts: &mut Parts, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
         let request_id = request_id(parts);
         let (token, workspace) = session_of(parts)?;
-        let (user, caller) = auth::authenticate_session(ctx, &token, workspace.as_deref(), &request_id).await?;
+        let (user, caller) =
+            auth::authenticate_session(&ctx.auth_deps(), &token, workspace.as_deref(), &request_id).await?;
         Ok(SessionUser(user, caller))
     }
 }
@@ -57,7 +59,7 @@ impl FromRequestParts<SharedContext> for Principal {
 
     async fn from_request_parts(parts: &mut Parts, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
         if let Some(key) = api_key(&parts.headers) {
-            return Ok(Principal::Key(auth::authenticate_key(ctx, &key, &request_id(parts)).await?));
+            return Ok(Principal::Key(auth::authenticate_key(&ctx.auth_deps(), &key, &request_id(parts)).await?));
         }
         let SessionPerson(user, caller) = SessionPerson::from_request_parts(parts, ctx).await?;
         Ok(Principal::Session(user, caller))
@@ -74,7 +76,7 @@ impl FromRequestParts<SharedContext> for SessionPerson {
     async fn from_request_parts(parts: &mut Parts, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
         let request_id = request_id(parts);
         let (token, workspace) = session_of(parts)?;
-        let (user, caller) = auth::session_user(ctx, &token, workspace.as_deref(), &request_id).await?;
+        let (user, caller) = auth::session_user(&ctx.auth_deps(), &token, workspace.as_deref(), &request_id).await?;
         Ok(SessionPerson(user, caller))
     }
 }

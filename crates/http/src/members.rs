@@ -125,7 +125,7 @@ pub struct SetRoleBody {
 }
 
 async fn in_workspace(ctx: &SharedContext, caller: &Caller, workspace_id: &str) -> ApiResult<Caller> {
-    Ok(members::caller_in(ctx, caller, workspace_id).await?)
+    Ok(members::caller_in(&ctx.auth_deps(), caller, workspace_id).await?)
 }
 
 /// The workspace's members, newest first (scope `members:read`).
@@ -138,7 +138,7 @@ async fn list_members(
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<MemberDto>>> {
     let caller = in_workspace(&ctx, &caller, &id).await?;
-    Ok(list(members::list_members(&ctx, &caller, page.request()?).await?, member_dto))
+    Ok(list(members::list_members(&ctx.auth_deps(), &caller, page.request()?).await?, member_dto))
 }
 
 /// Adds the user with this e-mail, or invites the address when no user has it (scope
@@ -153,7 +153,7 @@ async fn add_member(
     Json(body): Json<AddMemberBody>,
 ) -> ApiResult<Response> {
     let caller = in_workspace(&ctx, &caller, &id).await?;
-    let answer = match members::add(&ctx, &caller, &body.email, &body.role).await? {
+    let answer = match members::add(&ctx.auth_deps(), &caller, &body.email, &body.role).await? {
         Added::Member(member) => AddedDto { status: "added", member: Some(member_dto(member)), invitation: None },
         Added::Invitation(invitation) => {
             AddedDto { status: "invited", member: None, invitation: Some(invitation_dto(invitation)) }
@@ -173,7 +173,7 @@ async fn set_role(
     Json(body): Json<SetRoleBody>,
 ) -> ApiResult<axum::Json<Value>> {
     let caller = in_workspace(&ctx, &caller, &id).await?;
-    Ok(data(member_dto(members::set_role(&ctx, &caller, &user_id.into(), &body.role).await?)))
+    Ok(data(member_dto(members::set_role(&ctx.auth_deps(), &caller, &user_id.into(), &body.role).await?)))
 }
 
 /// Removes a member (scope `members:write`): their sessions lose the workspace at once and the
@@ -186,7 +186,7 @@ async fn remove_member(
     Path((id, user_id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     let caller = in_workspace(&ctx, &caller, &id).await?;
-    members::remove(&ctx, &caller, &user_id.into()).await?;
+    members::remove(&ctx.auth_deps(), &caller, &user_id.into()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -200,7 +200,7 @@ async fn list_invitations(
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<InvitationDto>>> {
     let caller = in_workspace(&ctx, &caller, &id).await?;
-    Ok(list(members::list_invitations(&ctx, &caller, page.request()?).await?, invitation_dto))
+    Ok(list(members::list_invitations(&ctx.auth_deps(), &caller, page.request()?).await?, invitation_dto))
 }
 
 /// Withdraws an invitation (scope `members:write`).
@@ -212,6 +212,6 @@ async fn delete_invitation(
     Path((id, invitation_id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     let caller = in_workspace(&ctx, &caller, &id).await?;
-    members::delete_invitation(&ctx, &caller, &invitation_id).await?;
+    members::delete_invitation(&ctx.auth_deps(), &caller, &invitation_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -40,7 +40,7 @@ pub struct ProviderDto {
 #[utoipa::path(get, path = "/api/auth/providers", tag = "auth",
     responses((status = 200, body = Data<Vec<ProviderDto>>)))]
 async fn providers(State(ctx): State<SharedContext>) -> ApiResult<axum::Json<serde_json::Value>> {
-    let offered = oidc::providers(&ctx);
+    let offered = oidc::providers(&ctx.auth_deps());
     let mut list = Vec::new();
     if let Some(name) = offered.oidc {
         list.push(ProviderDto { kind: "oidc", display_name: name, login_url: Some("/api/auth/oidc/login") });
@@ -85,7 +85,7 @@ async fn login(
     axum::Extension(settings): axum::Extension<crate::HttpSettings>,
     Query(query): Query<LoginQuery>,
 ) -> ApiResult<Response> {
-    let start = oidc::start_login(&ctx, query.redirect.as_deref(), &request_id.0 .0).await?;
+    let start = oidc::start_login(&ctx.auth_deps(), query.redirect.as_deref(), &request_id.0 .0).await?;
     let mut response = redirect_to(&start.authorize_url);
     if let Ok(cookie) = HeaderValue::from_str(&binding_cookie(&settings, &start.browser_token, LOGIN_TTL_SECS)) {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
@@ -130,7 +130,7 @@ async fn callback(
         error: query.error,
         error_description: query.error_description,
     };
-    let signed_in = oidc::finish_login(&ctx, callback, browser.as_deref(), &request_id.0 .0).await?;
+    let signed_in = oidc::finish_login(&ctx.auth_deps(), callback, browser.as_deref(), &request_id.0 .0).await?;
     let session = settings.session_set_cookie(Some(&signed_in.session.token));
     let mut response = redirect_to(&signed_in.redirect);
     for cookie in [session, binding_cookie(&settings, "", 0)] {

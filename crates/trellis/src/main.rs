@@ -250,10 +250,12 @@ async fn main() -> anyhow::Result<()> {
         } => {
             let password = read_password(password_stdin, password_file, password)?;
             let ctx = open(&config).await?;
-            let (user, workspace) =
-                auth::create_user(&ctx, NewUser { email, password, first_name, workspace_name: workspace, admin })
-                    .await
-                    .context("cannot create the user")?;
+            let (user, workspace) = auth::create_user(
+                &ctx.auth_deps(),
+                NewUser { email, password, first_name, workspace_name: workspace, admin },
+            )
+            .await
+            .context("cannot create the user")?;
             println!("{}", serde_json::json!({ "userId": user.id, "workspaceId": workspace.id }));
             ctx.store.close().await;
             Ok(())
@@ -261,9 +263,10 @@ async fn main() -> anyhow::Result<()> {
         Command::ApiKey { command: ApiKeyCommand::Create { workspace, name, scopes, kind } } => {
             let ctx = open(&config).await?;
             let kind = KeyKind::parse(&kind).unwrap_or(KeyKind::Client);
-            let (key, secret) = auth::create_api_key_as_operator(&ctx, &workspace, NewApiKey { name, scopes, kind })
-                .await
-                .context("cannot create the API key")?;
+            let (key, secret) =
+                auth::create_api_key_as_operator(&ctx.auth_deps(), &workspace, NewApiKey { name, scopes, kind })
+                    .await
+                    .context("cannot create the API key")?;
             println!("{}", serde_json::json!({ "id": key.id, "key": secret }));
             ctx.store.close().await;
             Ok(())
@@ -473,7 +476,7 @@ async fn serve(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<(
     let listen = config.listen;
     let service = wiring::open_service(&config, Arc::new(SystemClock)).await.context("cannot start")?;
     let ctx = service.ctx;
-    if let Some(user) = auth::bootstrap_admin(&ctx).await.context("cannot create the admin user")? {
+    if let Some(user) = auth::bootstrap_admin(&ctx.auth_deps()).await.context("cannot create the admin user")? {
         tracing::info!(user_id = %user.id, email = %user.email, "created the instance administrator");
     }
     plugin_workers::load(&ctx, config_file.as_deref(), config.first_party_plugin_dir.as_deref())
@@ -629,11 +632,11 @@ async fn members_command(ctx: &SharedContext, command: MembersCommand) -> anyhow
     use trellis_core::pagination::PageRequest;
     match command {
         MembersCommand::List { workspace } => {
-            let operator = members::operator_in(ctx, &workspace).await.context("unknown workspace")?;
+            let operator = members::operator_in(&ctx.auth_deps(), &workspace).await.context("unknown workspace")?;
             let (mut all_members, mut all_invitations) = (Vec::new(), Vec::new());
             for page in 1.. {
                 let window = PageRequest::new(Some(page), Some(100), None, 100)?;
-                let found = members::list_members(ctx, &operator, window).await?;
+                let found = members::list_members(&ctx.auth_deps(), &operator, window).await?;
                 let done = found.items.len() < 100;
                 all_members.extend(found.items.into_iter().map(member_json));
                 if done {
@@ -642,7 +645,7 @@ async fn members_command(ctx: &SharedContext, command: MembersCommand) -> anyhow
             }
             for page in 1.. {
                 let window = PageRequest::new(Some(page), Some(100), None, 100)?;
-                let found = members::list_invitations(ctx, &operator, window).await?;
+                let found = members::list_invitations(&ctx.auth_deps(), &operator, window).await?;
                 let done = found.items.len() < 100;
                 all_invitations.extend(found.items.into_iter().map(invitation_json));
                 if done {
@@ -652,26 +655,30 @@ async fn members_command(ctx: &SharedContext, command: MembersCommand) -> anyhow
             Ok(serde_json::json!({ "members": all_members, "invitations": all_invitations }))
         }
         MembersCommand::Add { workspace, email, role } => {
-            let operator = members::operator_in(ctx, &workspace).await.context("unknown workspace")?;
-            Ok(match members::add(ctx, &operator, &email, &role).await.context("cannot add the member")? {
-                members::Added::Member(member) => {
-                    serde_json::json!({ "status": "added", "member": member_json(member) })
-                }
-                members::Added::Invitation(invitation) => {
-                    serde_json::json!({ "status": "invited", "invitation": invitation_json(invitation) })
-                }
-            })
+            let operator = members::operator_in(&ctx.auth_deps(), &workspace).await.context("unknown workspace")?;
+            Ok(
+                match members::add(&ctx.auth_deps(), &operator, &email, &role).await.context("cannot add the member")? {
+                    members::Added::Member(member) => {
+                        serde_json::json!({ "status": "added", "member": member_json(member) })
+                    }
+                    members::Added::Invitation(invitation) => {
+                        serde_json::json!({ "status": "invited", "invitation": invitation_json(invitation) })
+                    }
+                },
+            )
         }
         MembersCommand::SetRole { workspace, user, role } => {
-            let operator = members::operator_in(ctx, &workspace).await.context("unknown workspace")?;
-            let user_id = members::user_id_of(ctx, &user).await.context("unknown user")?;
-            let member = members::set_role(ctx, &operator, &user_id, &role).await.context("cannot change the role")?;
+            let operator = members::operator_in(&ctx.auth_deps(), &workspace).await.context("unknown workspace")?;
+            let user_id = members::user_id_of(&ctx.auth_deps(), &user).await.context("unknown user")?;
+            let member = members::set_role(&ctx.auth_deps(), &operator, &user_id, &role)
+                .await
+                .context("cannot change the role")?;
             Ok(member_json(member))
         }
         MembersCommand::Remove { workspace, user } => {
-            let operator = members::operator_in(ctx, &workspace).await.context("unknown workspace")?;
-            let user_id = members::user_id_of(ctx, &user).await.context("unknown user")?;
-            members::remove(ctx, &operator, &user_id).await.context("cannot remove the member")?;
+            let operator = members::operator_in(&ctx.auth_deps(), &workspace).await.context("unknown workspace")?;
+            let user_id = members::user_id_of(&ctx.auth_deps(), &user).await.context("unknown user")?;
+            members::remove(&ctx.auth_deps(), &operator, &user_id).await.context("cannot remove the member")?;
             Ok(serde_json::json!({ "removed": user_id }))
         }
     }

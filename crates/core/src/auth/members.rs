@@ -7,8 +7,8 @@
 //! sessions stop reaching the workspace at once because a session's role is read per request.
 
 use crate::audit::Audit;
+use crate::auth::AuthDeps;
 use crate::auth::{Actor, Caller, Role, Scope, User};
-use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::ids::{UserId, WorkspaceId};
 use crate::pagination::{Page, PageRequest};
@@ -55,14 +55,14 @@ pub enum Added {
 /// or by its name (which must then name exactly one workspace).
 /// The workspaces `reference` names: the one with that id, else every one with that name (names
 /// need not be unique).
-pub(crate) async fn workspaces_named(ctx: &Context, reference: &str) -> Result<Vec<crate::auth::Workspace>> {
+pub(crate) async fn workspaces_named(ctx: &AuthDeps, reference: &str) -> Result<Vec<crate::auth::Workspace>> {
     if let Some(found) = ctx.store.find_workspace(reference).await? {
         return Ok(vec![found]);
     }
     Ok(ctx.store.find_workspaces_by_name(reference.trim()).await?)
 }
 
-pub async fn operator_in(ctx: &Context, workspace: &str) -> Result<Caller> {
+pub async fn operator_in(ctx: &AuthDeps, workspace: &str) -> Result<Caller> {
     let mut named = workspaces_named(ctx, workspace).await?;
     let workspace_id = match named.len() {
         0 => return Err(Error::NotFound(Entity::Workspace)),
@@ -85,7 +85,7 @@ pub async fn operator_in(ctx: &Context, workspace: &str) -> Result<Caller> {
 }
 
 /// A user id, or the e-mail of a user (the command line's convenience).
-pub async fn user_id_of(ctx: &Context, id_or_email: &str) -> Result<UserId> {
+pub async fn user_id_of(ctx: &AuthDeps, id_or_email: &str) -> Result<UserId> {
     if id_or_email.contains('@') {
         let email = super::service::normalize_email(id_or_email)?;
         let (user, _) = ctx.store.find_user_credentials(&email).await?.ok_or(Error::NotFound(Entity::Member))?;
@@ -97,7 +97,7 @@ pub async fn user_id_of(ctx: &Context, id_or_email: &str) -> Result<UserId> {
 /// The caller acting in the workspace named by the path. A session user may name any workspace
 /// they belong to (acting with that membership's role); an API key only its own. Any other
 /// workspace is 404, as another workspace's records are everywhere.
-pub async fn caller_in(ctx: &Context, caller: &Caller, workspace_id: &str) -> Result<Caller> {
+pub async fn caller_in(ctx: &AuthDeps, caller: &Caller, workspace_id: &str) -> Result<Caller> {
     if caller.workspace_id.as_str() == workspace_id {
         return Ok(caller.clone());
     }
@@ -122,18 +122,18 @@ fn last_owner() -> Error {
     Error::LastOwner
 }
 
-pub async fn list_members(ctx: &Context, caller: &Caller, page: PageRequest) -> Result<Page<Member>> {
+pub async fn list_members(ctx: &AuthDeps, caller: &Caller, page: PageRequest) -> Result<Page<Member>> {
     caller.require(Scope::MembersRead)?;
     Ok(ctx.store.list_members(&caller.workspace_id, page).await?)
 }
 
-pub async fn list_invitations(ctx: &Context, caller: &Caller, page: PageRequest) -> Result<Page<Invitation>> {
+pub async fn list_invitations(ctx: &AuthDeps, caller: &Caller, page: PageRequest) -> Result<Page<Invitation>> {
     caller.require(Scope::MembersRead)?;
     Ok(ctx.store.list_invitations(&caller.workspace_id, ctx.now_millis(), page).await?)
 }
 
 /// Adds the user with `email` to the caller's workspace, or invites the address.
-pub async fn add(ctx: &Context, caller: &Caller, email: &str, role: &str) -> Result<Added> {
+pub async fn add(ctx: &AuthDeps, caller: &Caller, email: &str, role: &str) -> Result<Added> {
     caller.require(Scope::MembersWrite)?;
     let email = super::service::normalize_email(email)?;
     let role = parse_role(role)?;
@@ -190,7 +190,7 @@ pub async fn add(ctx: &Context, caller: &Caller, email: &str, role: &str) -> Res
 }
 
 /// Changes a member's role; demoting the last owner is refused.
-pub async fn set_role(ctx: &Context, caller: &Caller, user_id: &UserId, role: &str) -> Result<Member> {
+pub async fn set_role(ctx: &AuthDeps, caller: &Caller, user_id: &UserId, role: &str) -> Result<Member> {
     caller.require(Scope::MembersWrite)?;
     let role = parse_role(role)?;
     let workspace_id = caller.workspace_id.clone();
@@ -216,7 +216,7 @@ pub async fn set_role(ctx: &Context, caller: &Caller, user_id: &UserId, role: &s
 
 /// Removes a member: their sessions lose the workspace at the next request, and the API keys
 /// they made in it are deleted in the same transaction (a key acts for its maker, who is gone).
-pub async fn remove(ctx: &Context, caller: &Caller, user_id: &UserId) -> Result<()> {
+pub async fn remove(ctx: &AuthDeps, caller: &Caller, user_id: &UserId) -> Result<()> {
     caller.require(Scope::MembersWrite)?;
     let workspace_id = caller.workspace_id.clone();
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
@@ -246,7 +246,7 @@ pub async fn remove(ctx: &Context, caller: &Caller, user_id: &UserId) -> Result<
 }
 
 /// Withdraws a pending invitation.
-pub async fn delete_invitation(ctx: &Context, caller: &Caller, invitation_id: &str) -> Result<()> {
+pub async fn delete_invitation(ctx: &AuthDeps, caller: &Caller, invitation_id: &str) -> Result<()> {
     caller.require(Scope::MembersWrite)?;
     let workspace_id = caller.workspace_id.clone();
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
@@ -271,7 +271,7 @@ pub async fn delete_invitation(ctx: &Context, caller: &Caller, invitation_id: &s
 /// workspaces joined. The e-mail must be one the caller has verified (a password login proves
 /// nothing about the address beyond what the operator typed at creation; an IdP's unverified
 /// `email` claim must not be passed here).
-pub async fn redeem_invitations(ctx: &Context, user: &User, request_id: Option<&str>) -> Result<Vec<WorkspaceId>> {
+pub async fn redeem_invitations(ctx: &AuthDeps, user: &User, request_id: Option<&str>) -> Result<Vec<WorkspaceId>> {
     let now = ctx.now_millis();
     let actor = Audit::by(Principal::user(user.id.as_str()), request_id.map(str::to_owned));
     // With nothing to redeem this is one DELETE by the indexed e-mail, beside the session row a
@@ -382,13 +382,14 @@ mod tests {
         let store = store();
         let ctx = context(store.clone(), NOW);
         let alice = signed_in("usr_alice", "ws_a", Role::Owner);
-        let demote = set_role(&ctx, &alice, &"usr_alice".into(), "member").await;
+        let demote = set_role(&ctx.auth_deps(), &alice, &"usr_alice".into(), "member").await;
         assert!(matches!(demote, Err(Error::LastOwner)), "{demote:?}");
-        let remove = remove(&ctx, &alice, &"usr_alice".into()).await;
+        let remove = remove(&ctx.auth_deps(), &alice, &"usr_alice".into()).await;
         assert!(matches!(remove, Err(Error::LastOwner)), "{remove:?}");
         // With a second owner, the first may step down.
-        set_role(&ctx, &alice, &"usr_bob".into(), "owner").await.unwrap_or_else(|e| panic!("{e}"));
-        let alice_now = set_role(&ctx, &alice, &"usr_alice".into(), "viewer").await.unwrap_or_else(|e| panic!("{e}"));
+        set_role(&ctx.auth_deps(), &alice, &"usr_bob".into(), "owner").await.unwrap_or_else(|e| panic!("{e}"));
+        let alice_now =
+            set_role(&ctx.auth_deps(), &alice, &"usr_alice".into(), "viewer").await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(alice_now.role, Role::Viewer);
         assert_eq!(
             ctx.store.find_membership(&"ws_a".into(), &"usr_bob".into()).await.ok().flatten(),
@@ -402,7 +403,7 @@ mod tests {
         let store = store();
         let ctx = context(store.clone(), NOW);
         let alice = signed_in("usr_alice", "ws_a", Role::Owner);
-        remove(&ctx, &alice, &"usr_bob".into()).await.unwrap_or_else(|e| panic!("{e}"));
+        remove(&ctx.auth_deps(), &alice, &"usr_bob".into()).await.unwrap_or_else(|e| panic!("{e}"));
         let tables = store.snapshot();
         assert!(tables.api_keys.is_empty(), "bob's key in ws_a is deleted");
         assert!(!tables
@@ -414,18 +415,21 @@ mod tests {
         let audited: Vec<String> = actions(&store).into_iter().map(|(_, a)| a).collect();
         assert_eq!(audited, ["api_key.deleted", "member.removed"]);
         // Removing again: not a member any more.
-        assert!(matches!(remove(&ctx, &alice, &"usr_bob".into()).await, Err(Error::NotFound(Entity::Member))));
+        assert!(matches!(
+            remove(&ctx.auth_deps(), &alice, &"usr_bob".into()).await,
+            Err(Error::NotFound(Entity::Member))
+        ));
     }
 
     #[tokio::test]
     async fn membership_changes_need_members_write() {
         let ctx = context(store(), NOW);
         let bob = signed_in("usr_bob", "ws_a", Role::Member);
-        assert!(list_members(&ctx, &bob, page()).await.is_ok(), "members see who is there");
+        assert!(list_members(&ctx.auth_deps(), &bob, page()).await.is_ok(), "members see who is there");
         for result in [
-            add(&ctx, &bob, "eve@example.com", "owner").await.map(|_| ()),
-            set_role(&ctx, &bob, &"usr_bob".into(), "owner").await.map(|_| ()),
-            remove(&ctx, &bob, &"usr_alice".into()).await,
+            add(&ctx.auth_deps(), &bob, "eve@example.com", "owner").await.map(|_| ()),
+            set_role(&ctx.auth_deps(), &bob, &"usr_bob".into(), "owner").await.map(|_| ()),
+            remove(&ctx.auth_deps(), &bob, &"usr_alice".into()).await,
         ] {
             assert!(matches!(result, Err(Error::MissingScope("members:write"))), "{result:?}");
         }
@@ -436,19 +440,19 @@ mod tests {
         let ctx = context(store(), NOW);
         let alice = signed_in("usr_alice", "ws_a", Role::Owner);
         // alice is no member of ws_b: the path's workspace does not exist for her.
-        assert!(matches!(caller_in(&ctx, &alice, "ws_b").await, Err(Error::NotFound(Entity::Workspace))));
+        assert!(matches!(caller_in(&ctx.auth_deps(), &alice, "ws_b").await, Err(Error::NotFound(Entity::Workspace))));
         // carol belongs to ws_b only: from ws_a she is not a member to change.
-        let result = set_role(&ctx, &alice, &"usr_carol".into(), "viewer").await;
+        let result = set_role(&ctx.auth_deps(), &alice, &"usr_carol".into(), "viewer").await;
         assert!(matches!(result, Err(Error::NotFound(Entity::Member))), "{result:?}");
         // A session user acts in another workspace of theirs with that membership's role.
         let bob = signed_in("usr_bob", "ws_a", Role::Member);
-        let in_b = caller_in(&ctx, &bob, "ws_b").await.unwrap_or_else(|e| panic!("{e}"));
+        let in_b = caller_in(&ctx.auth_deps(), &bob, "ws_b").await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(in_b.scopes, Role::Viewer.scopes());
         // An API key never reaches beyond its own workspace.
         let key =
             Caller { actor: Actor::ApiKey { id: "key_x".into(), kind: KeyKind::Client, owner: None }, ..alice.clone() };
-        assert!(matches!(caller_in(&ctx, &key, "ws_b").await, Err(Error::NotFound(Entity::Workspace))));
-        let members = list_members(&ctx, &alice, page()).await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(caller_in(&ctx.auth_deps(), &key, "ws_b").await, Err(Error::NotFound(Entity::Workspace))));
+        let members = list_members(&ctx.auth_deps(), &alice, page()).await.unwrap_or_else(|e| panic!("{e}"));
         let ids: Vec<&str> = members.items.iter().map(|m| m.user_id.as_str()).collect();
         assert_eq!(ids, ["usr_bob", "usr_alice"], "ws_a's members only, newest first");
     }
@@ -459,22 +463,23 @@ mod tests {
         let ctx = context(store.clone(), NOW);
         let alice = signed_in("usr_alice", "ws_a", Role::Owner);
         // dave exists: added at once, and ws_a becomes his current workspace (he had none).
-        let added = add(&ctx, &alice, " Dave@Example.com ", "viewer").await.unwrap_or_else(|e| panic!("{e}"));
+        let added =
+            add(&ctx.auth_deps(), &alice, " Dave@Example.com ", "viewer").await.unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(&added, Added::Member(m) if m.user_id.as_str() == "usr_dave" && m.role == Role::Viewer));
-        assert!(matches!(add(&ctx, &alice, "dave@example.com", "member").await, Err(Error::Conflict(_))));
+        assert!(matches!(add(&ctx.auth_deps(), &alice, "dave@example.com", "member").await, Err(Error::Conflict(_))));
         // eve does not: invited.
-        let Ok(Added::Invitation(invitation)) = add(&ctx, &alice, "eve@example.com", "member").await else {
+        let Ok(Added::Invitation(invitation)) = add(&ctx.auth_deps(), &alice, "eve@example.com", "member").await else {
             panic!("an invitation")
         };
         assert_eq!(invitation.expires_at - invitation.created_at, INVITATION_LIFETIME_DAYS * 86_400_000);
-        let pending = list_invitations(&ctx, &alice, page()).await.unwrap_or_else(|e| panic!("{e}"));
+        let pending = list_invitations(&ctx.auth_deps(), &alice, page()).await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(pending.items.len(), 1);
         // carol invites eve to ws_b too; eve's account then redeems both.
         let carol = signed_in("usr_carol", "ws_b", Role::Owner);
-        add(&ctx, &carol, "eve@example.com", "viewer").await.unwrap_or_else(|e| panic!("{e}"));
+        add(&ctx.auth_deps(), &carol, "eve@example.com", "viewer").await.unwrap_or_else(|e| panic!("{e}"));
         let eve = user("usr_eve", "eve@example.com", None);
         store.edit(|t| t.users.push(eve.clone()));
-        let joined = redeem_invitations(&ctx, &eve, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let joined = redeem_invitations(&ctx.auth_deps(), &eve, None).await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(joined.len(), 2);
         assert_eq!(
             ctx.store.find_membership(&"ws_a".into(), &"usr_eve".into()).await.ok().flatten(),
@@ -494,7 +499,7 @@ mod tests {
         assert!(redeemed.iter().any(|(w, _)| w.as_deref() == Some("ws_a")));
         assert!(redeemed.iter().any(|(w, _)| w.as_deref() == Some("ws_b")));
         // Nothing left: redeeming again joins nothing.
-        assert!(redeem_invitations(&ctx, &eve, None).await.unwrap_or_default().is_empty());
+        assert!(redeem_invitations(&ctx.auth_deps(), &eve, None).await.unwrap_or_default().is_empty());
     }
 
     #[tokio::test]
@@ -502,22 +507,26 @@ mod tests {
         let store = store();
         let alice = signed_in("usr_alice", "ws_a", Role::Owner);
         let ctx = context(store.clone(), "2026-11-01T00:00:00Z");
-        add(&ctx, &alice, "eve@example.com", "member").await.unwrap_or_else(|e| panic!("{e}"));
-        let Ok(Added::Invitation(withdrawn)) = add(&ctx, &alice, "frank@example.com", "member").await else {
+        add(&ctx.auth_deps(), &alice, "eve@example.com", "member").await.unwrap_or_else(|e| panic!("{e}"));
+        let Ok(Added::Invitation(withdrawn)) = add(&ctx.auth_deps(), &alice, "frank@example.com", "member").await
+        else {
             panic!("an invitation")
         };
-        delete_invitation(&ctx, &alice, &withdrawn.id).await.unwrap_or_else(|e| panic!("{e}"));
+        delete_invitation(&ctx.auth_deps(), &alice, &withdrawn.id).await.unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(
-            delete_invitation(&ctx, &alice, &withdrawn.id).await,
+            delete_invitation(&ctx.auth_deps(), &alice, &withdrawn.id).await,
             Err(Error::NotFound(Entity::Invitation))
         ));
         // 27 days later eve's invitation (14 days) has expired.
         let later = context(store.clone(), NOW);
-        assert!(list_invitations(&later, &alice, page()).await.map(|p| p.items.is_empty()).unwrap_or(false));
+        assert!(list_invitations(&later.auth_deps(), &alice, page())
+            .await
+            .map(|p| p.items.is_empty())
+            .unwrap_or(false));
         for (id, email) in [("usr_eve", "eve@example.com"), ("usr_frank", "frank@example.com")] {
             let person = user(id, email, None);
             store.edit(|t| t.users.push(person.clone()));
-            assert!(redeem_invitations(&later, &person, None).await.unwrap_or_default().is_empty());
+            assert!(redeem_invitations(&later.auth_deps(), &person, None).await.unwrap_or_default().is_empty());
         }
         assert!(store.snapshot().invitations.is_empty(), "the expired invitation is cleared at redemption");
     }
@@ -527,10 +536,10 @@ mod tests {
         let ctx = context(store(), NOW);
         let alice = signed_in("usr_alice", "ws_a", Role::Owner);
         for (email, role) in [("eve@example.com", "admin"), ("not-an-address", "member"), ("", "viewer")] {
-            let result = add(&ctx, &alice, email, role).await;
+            let result = add(&ctx.auth_deps(), &alice, email, role).await;
             assert!(matches!(result, Err(Error::Validation { .. })), "{email} {role}: {result:?}");
         }
-        let result = set_role(&ctx, &alice, &"usr_bob".into(), "Owner").await;
+        let result = set_role(&ctx.auth_deps(), &alice, &"usr_bob".into(), "Owner").await;
         assert!(matches!(result, Err(Error::Validation { .. })), "{result:?}");
     }
 }

@@ -3,6 +3,7 @@
 //! Every request resolves to a [`Caller`]: who acts, in which workspace, with which
 //! scopes. Domain services take the caller and scope every query to its workspace.
 
+mod deps;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod members;
@@ -13,6 +14,7 @@ mod service;
 #[cfg(test)]
 mod use_case_tests;
 
+pub use self::deps::{AuthDeps, AuthSettings};
 pub use self::members::{redeem_invitations, Invitation, Member};
 pub use self::rate_limit::LoginLimiter;
 // Who calls and with which scopes is the vocabulary of every area, kept in the leaf `caller`;

@@ -7,10 +7,12 @@
 
 use async_trait::async_trait;
 
+use super::oidc::port::{OidcReads, OidcWrites};
 use super::{ApiKey, Invitation, Member, Role, User, Workspace};
 use crate::ids::{ApiKeyId, UserId, WorkspaceId};
 use crate::pagination::{Page, PageRequest};
 use crate::store_error::StoreResult;
+use crate::unit_of_work::ChangeTx;
 
 #[async_trait]
 pub trait AuthReads: Send + Sync {
@@ -74,4 +76,18 @@ pub trait AuthWrites: Send {
     async fn delete_invitation(&mut self, workspace_id: &WorkspaceId, id: &str) -> StoreResult<Option<Invitation>>;
     /// Removes every invitation for `email` and answers those not expired at `now`.
     async fn take_invitations(&mut self, email: &str, now: i64) -> StoreResult<Vec<Invitation>>;
+}
+
+/// A transaction the area's use cases write through: users, workspaces, keys and sessions, the
+/// sign-in's identities and attempts, and (as a [`ChangeTx`]) a unit of work's rows and the
+/// commit. The full transaction is one.
+pub trait AuthTx: ChangeTx + AuthWrites + OidcWrites {}
+
+impl<T: ?Sized + ChangeTx + AuthWrites + OidcWrites> AuthTx for T {}
+
+/// What authentication, membership and sign-in need of storage. The full store is one
+/// (`crate::ports`).
+#[async_trait]
+pub trait AuthStore: AuthReads + OidcReads + Send + Sync {
+    async fn begin_auth(&self) -> StoreResult<Box<dyn AuthTx>>;
 }

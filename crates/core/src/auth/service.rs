@@ -1,9 +1,9 @@
 //! Use cases of authentication and tenancy.
 
 use crate::audit::{self, Audit};
+use crate::auth::AuthDeps;
 use crate::auth::{parse_scopes, Actor, ApiKey, Caller, KeyKind, Role, Scope, User, Workspace};
 use crate::clock::random_hex;
-use crate::context::Context;
 use crate::crypto::{hash_password, token_digest, verify_password_off_thread};
 use crate::error::{Entity, Error, Result};
 use crate::ids::{ApiKeyId, UserId, WorkspaceId};
@@ -31,7 +31,7 @@ pub struct NewUser {
 }
 
 /// Creates a user and a workspace they own. Used by the CLI and the bootstrap.
-pub async fn create_user(ctx: &Context, new: NewUser) -> Result<(User, Workspace)> {
+pub async fn create_user(ctx: &AuthDeps, new: NewUser) -> Result<(User, Workspace)> {
     let email = normalize_email(&new.email)?;
     if new.password.chars().count() < MIN_PASSWORD_LEN {
         return Err(Error::invalid_field("password", format!("must be at least {MIN_PASSWORD_LEN} characters")));
@@ -78,7 +78,7 @@ pub async fn create_user(ctx: &Context, new: NewUser) -> Result<(User, Workspace
 }
 
 /// Creates the instance administrator from `TRELLIS_ADMIN_*` when no user exists yet.
-pub async fn bootstrap_admin(ctx: &Context) -> Result<Option<User>> {
+pub async fn bootstrap_admin(ctx: &AuthDeps) -> Result<Option<User>> {
     let (Some(email), Some(password)) = (ctx.settings.admin_email.clone(), ctx.settings.admin_password.clone()) else {
         return Ok(None);
     };
@@ -101,7 +101,7 @@ pub struct Session {
 
 /// Checks credentials (throttled per account and address) and opens a session.
 pub async fn login(
-    ctx: &Context,
+    ctx: &AuthDeps,
     email: &str,
     password: &str,
     client_address: &str,
@@ -159,8 +159,8 @@ pub async fn login(
     Ok(Session { token, user, expires_at })
 }
 
-pub async fn logout(ctx: &Context, session_token: &str) -> Result<()> {
-    let mut tx = ctx.store.begin().await?;
+pub async fn logout(ctx: &AuthDeps, session_token: &str) -> Result<()> {
+    let mut tx = ctx.store.begin_auth().await?;
     tx.delete_session(&token_digest(session_token)).await?;
     tx.commit().await?;
     Ok(())
@@ -169,7 +169,7 @@ pub async fn logout(ctx: &Context, session_token: &str) -> Result<()> {
 /// Resolves a session cookie to a caller. `requested_workspace` is the
 /// `X-Workspace-Id` header; without it the user's current workspace is used.
 pub async fn authenticate_session(
-    ctx: &Context,
+    ctx: &AuthDeps,
     session_token: &str,
     requested_workspace: Option<&str>,
     request_id: &str,
@@ -210,12 +210,12 @@ pub struct KeyGrant {
 
 /// Forgets every kept [`KeyGrant`]: call it after committing a change to API keys or to
 /// memberships (a demoted or removed maker changes what their keys open).
-pub fn forget_key_grants(ctx: &Context) {
-    ctx.cached.api_keys.forget_all();
+pub fn forget_key_grants(ctx: &AuthDeps) {
+    ctx.api_keys.forget_all();
 }
 
 /// Resolves an API key (`ck_…` or `ak_…`) to a caller bound to the key's workspace.
-pub async fn authenticate_key(ctx: &Context, key: &str, request_id: &str) -> Result<Caller> {
+pub async fn authenticate_key(ctx: &AuthDeps, key: &str, request_id: &str) -> Result<Caller> {
     if !looks_like_key(key) {
         return Err(Error::Unauthorized);
     }
@@ -223,17 +223,16 @@ pub async fn authenticate_key(ctx: &Context, key: &str, request_id: &str) -> Res
     let digest = token_digest(key);
     let now = ctx.now_millis();
     let grant = ctx
-        .cached
         .api_keys
         .get_or_load(digest.clone(), now, || load_key_grant(ctx, &digest))
         .await?
         .ok_or(Error::Unauthorized)?;
     // Last use is recorded at minute granularity, so most requests stay read-only.
     if grant.key.last_used_at.is_none_or(|at| at < now - 60_000) {
-        let mut tx = ctx.store.begin().await?;
+        let mut tx = ctx.store.begin_auth().await?;
         tx.touch_api_key(&grant.key.id, now).await?;
         tx.commit().await?;
-        ctx.cached.api_keys.update(&digest, |kept| kept.key.last_used_at = Some(now));
+        ctx.api_keys.update(&digest, |kept| kept.key.last_used_at = Some(now));
     }
     // Enforced on use as well as on creation, whatever the stored row says.
     let KeyGrant { key: api_key, maker_role } = grant;
@@ -252,7 +251,7 @@ pub async fn authenticate_key(ctx: &Context, key: &str, request_id: &str) -> Res
     })
 }
 
-async fn load_key_grant(ctx: &Context, digest: &str) -> Result<Option<KeyGrant>> {
+async fn load_key_grant(ctx: &AuthDeps, digest: &str) -> Result<Option<KeyGrant>> {
     let Some(key) = ctx.store.find_api_key_by_hash(digest).await? else { return Ok(None) };
     // A key acts for the user who made it, so it holds no more than that user holds now: a
     // maker removed from the workspace leaves a key that opens nothing (removal also deletes
@@ -297,7 +296,7 @@ pub struct NewApiKey {
 }
 
 /// Creates a key in the caller's workspace and returns it with its secret, shown only now.
-pub async fn create_api_key(ctx: &Context, caller: &Caller, new: NewApiKey) -> Result<(ApiKey, String)> {
+pub async fn create_api_key(ctx: &AuthDeps, caller: &Caller, new: NewApiKey) -> Result<(ApiKey, String)> {
     caller.require(Scope::ApiKeysWrite)?;
     let scopes = parse_scopes(&new.scopes)?;
     check_kind_scopes(new.kind, &scopes)?;
@@ -316,7 +315,11 @@ pub async fn create_api_key(ctx: &Context, caller: &Caller, new: NewApiKey) -> R
 }
 
 /// The CLI path: the operator creates a key for any existing workspace.
-pub async fn create_api_key_as_operator(ctx: &Context, workspace_id: &str, new: NewApiKey) -> Result<(ApiKey, String)> {
+pub async fn create_api_key_as_operator(
+    ctx: &AuthDeps,
+    workspace_id: &str,
+    new: NewApiKey,
+) -> Result<(ApiKey, String)> {
     if ctx.store.find_workspace(workspace_id).await?.is_none() {
         return Err(Error::NotFound(Entity::Workspace));
     }
@@ -327,7 +330,7 @@ pub async fn create_api_key_as_operator(ctx: &Context, workspace_id: &str, new: 
 }
 
 async fn insert_api_key(
-    ctx: &Context,
+    ctx: &AuthDeps,
     workspace_id: &str,
     name: String,
     scopes: Vec<Scope>,
@@ -361,12 +364,12 @@ async fn insert_api_key(
     Ok((key, secret))
 }
 
-pub async fn list_api_keys(ctx: &Context, caller: &Caller) -> Result<Vec<ApiKey>> {
+pub async fn list_api_keys(ctx: &AuthDeps, caller: &Caller) -> Result<Vec<ApiKey>> {
     caller.require(Scope::ApiKeysRead)?;
     Ok(ctx.store.list_api_keys(&caller.workspace_id).await?)
 }
 
-pub async fn delete_api_key(ctx: &Context, caller: &Caller, key_id: &ApiKeyId) -> Result<()> {
+pub async fn delete_api_key(ctx: &AuthDeps, caller: &Caller, key_id: &ApiKeyId) -> Result<()> {
     caller.require(Scope::ApiKeysWrite)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     if !change.tx().delete_api_key(&caller.workspace_id, key_id).await? {
@@ -379,7 +382,7 @@ pub async fn delete_api_key(ctx: &Context, caller: &Caller, key_id: &ApiKeyId) -
 }
 
 /// Workspaces the session user belongs to. API keys see only their own workspace.
-pub async fn list_workspaces(ctx: &Context, caller: &Caller) -> Result<Vec<Workspace>> {
+pub async fn list_workspaces(ctx: &AuthDeps, caller: &Caller) -> Result<Vec<Workspace>> {
     match caller.user_id() {
         Some(user_id) => Ok(ctx.store.list_user_workspaces(user_id).await?),
         None => Ok(ctx.store.find_workspace(&caller.workspace_id).await?.into_iter().collect()),
@@ -387,7 +390,7 @@ pub async fn list_workspaces(ctx: &Context, caller: &Caller) -> Result<Vec<Works
 }
 
 /// Creates a workspace owned by the session user.
-pub async fn create_workspace(ctx: &Context, caller: &Caller, name: &str) -> Result<Workspace> {
+pub async fn create_workspace(ctx: &AuthDeps, caller: &Caller, name: &str) -> Result<Workspace> {
     let Some(user_id) = caller.user_id() else {
         return Err(Error::Forbidden("Workspaces are created by signed-in users, not API keys".into()));
     };
@@ -425,7 +428,7 @@ pub(crate) fn normalize_email(email: &str) -> Result<String> {
 /// through the IdP whose groups map to no workspace yet has a session and no caller: `GET
 /// /api/auth/user` answers them "no workspace yet" instead of refusing the session.
 pub async fn session_user(
-    ctx: &Context,
+    ctx: &AuthDeps,
     session_token: &str,
     requested_workspace: Option<&str>,
     request_id: &str,

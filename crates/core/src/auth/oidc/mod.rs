@@ -24,9 +24,9 @@ use sha2::{Digest, Sha256};
 use self::port::{IdpAnswer, LoginAttempt, Membership, MembershipSource, OidcTransport};
 use crate::audit::Audit;
 use crate::auth::port::AuthWrites;
+use crate::auth::AuthDeps;
 use crate::auth::{Role, Session, User, SESSION_LIFETIME_SECS};
 use crate::clock::random_hex;
-use crate::context::Context;
 use crate::crypto::{constant_time_eq, token_digest};
 use crate::error::{Error, Result};
 use crate::ids::{UserId, WorkspaceId};
@@ -293,7 +293,7 @@ fn json_answer<T: serde::de::DeserializeOwned>(answer: &IdpAnswer, what: &str) -
         .map_err(|err| OidcError::ProviderInvalid(format!("{what} is not valid: {err}")))
 }
 
-fn provider(ctx: &Context) -> Result<&Provider, OidcError> {
+fn provider(ctx: &AuthDeps) -> Result<&Provider, OidcError> {
     ctx.oidc.as_deref().ok_or(OidcError::NotConfigured)
 }
 
@@ -332,7 +332,7 @@ pub struct Providers {
     pub oidc: Option<String>,
 }
 
-pub fn providers(ctx: &Context) -> Providers {
+pub fn providers(ctx: &AuthDeps) -> Providers {
     Providers {
         password: !ctx.settings.password_login_disabled,
         oidc: ctx.oidc.as_ref().map(|p| p.config.display_name.clone()),
@@ -346,7 +346,7 @@ pub struct LoginStart {
 }
 
 /// Step 1: records a sign-in attempt and answers the IdP's authorization URL.
-pub async fn start_login(ctx: &Context, redirect: Option<&str>, request_id: &str) -> Result<LoginStart> {
+pub async fn start_login(ctx: &AuthDeps, redirect: Option<&str>, request_id: &str) -> Result<LoginStart> {
     let provider = provider(ctx).map_err(|err| failed(err, request_id))?;
     let redirect = check_redirect(redirect).map_err(|err| failed(err, request_id))?;
     let now = ctx.now_millis();
@@ -371,7 +371,7 @@ pub async fn start_login(ctx: &Context, redirect: Option<&str>, request_id: &str
         created_at: now,
         expires_at: now + LOGIN_TTL_SECS * 1000,
     };
-    let mut tx = ctx.store.begin().await?;
+    let mut tx = ctx.store.begin_auth().await?;
     tx.insert_login_attempt(&attempt, now).await?;
     tx.commit().await?;
     let mut url = url::Url::parse(&metadata.authorization_endpoint).map_err(|_| {
@@ -409,7 +409,7 @@ pub struct SignedIn {
 
 /// Step 2: the callback. Every failure is an [`OidcError`], logged.
 pub async fn finish_login(
-    ctx: &Context,
+    ctx: &AuthDeps,
     callback: Callback,
     browser_token: Option<&str>,
     request_id: &str,
@@ -443,7 +443,7 @@ pub async fn finish_login(
 }
 
 /// The attempt named by `state`, consumed, if this browser started it.
-async fn take_attempt(ctx: &Context, callback: &Callback, browser_token: Option<&str>) -> Result<LoginAttempt> {
+async fn take_attempt(ctx: &AuthDeps, callback: &Callback, browser_token: Option<&str>) -> Result<LoginAttempt> {
     let state = callback.state.as_deref().filter(|s| !s.is_empty()).ok_or(OidcError::MissingState)?;
     let state_digest = token_digest(state);
     let attempt = ctx.store.find_login_attempt(&state_digest).await?.ok_or(OidcError::UnknownState)?;
@@ -456,7 +456,7 @@ async fn take_attempt(ctx: &Context, callback: &Callback, browser_token: Option<
     if attempt.expires_at <= ctx.now_millis() {
         return Err(OidcError::UnknownState.into());
     }
-    let mut tx = ctx.store.begin().await?;
+    let mut tx = ctx.store.begin_auth().await?;
     let consumed = tx.consume_login_attempt(&state_digest, &attempt.browser_digest).await?;
     tx.commit().await?;
     if !consumed {
@@ -484,7 +484,7 @@ struct TokenAnswer {
 
 /// RFC 9207, the code redemption, the ID token, and userinfo when the token lacks something.
 async fn redeem(
-    ctx: &Context,
+    ctx: &AuthDeps,
     provider: &Provider,
     callback: &Callback,
     attempt: &LoginAttempt,
@@ -652,14 +652,14 @@ pub fn identity_from(config: &OidcConfig, claims: &serde_json::Value) -> Result<
 }
 
 /// The user signed in as (issuer, subject), created on the first sign-in.
-async fn resolve_user(ctx: &Context, provider: &Provider, identity: &Identity, request_id: &str) -> Result<User> {
+async fn resolve_user(ctx: &AuthDeps, provider: &Provider, identity: &Identity, request_id: &str) -> Result<User> {
     let issuer = &provider.config.issuer;
     let now = ctx.now_millis();
     let first_name: String = identity.first_name.clone().unwrap_or_default().chars().take(200).collect();
     let actor = |id: &UserId| Audit::by(Principal::user(id.as_str()), Some(request_id.to_owned()));
     if let Some(user) = ctx.store.find_identity_user(issuer, &identity.subject).await? {
         if !first_name.is_empty() && first_name != user.first_name {
-            let mut tx = ctx.store.begin().await?;
+            let mut tx = ctx.store.begin_auth().await?;
             tx.set_first_name(&user.id, &first_name, now).await?;
             tx.commit().await?;
             return Ok(User { first_name, ..user });
@@ -765,7 +765,7 @@ async fn unless_last_owner<'a, T: ?Sized + ChangeTx + AuthWrites>(
 /// its workspace's audit log); manual memberships are left alone. Answers the workspace the
 /// session opens in (none: no workspace yet).
 async fn sync_memberships(
-    ctx: &Context,
+    ctx: &AuthDeps,
     provider: &Provider,
     user: &User,
     groups: &[String],
@@ -859,7 +859,7 @@ async fn sync_memberships(
         _ => now_member.first().cloned(),
     };
     if chosen != user.current_workspace_id {
-        let mut tx = ctx.store.begin().await?;
+        let mut tx = ctx.store.begin_auth().await?;
         tx.set_current_workspace_opt(&user.id, chosen.as_ref()).await?;
         tx.commit().await?;
     }
@@ -868,7 +868,7 @@ async fn sync_memberships(
 
 /// RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0): the IdP's URL that ends the
 /// person's session there too, when the IdP has one and the user signed in through it.
-pub async fn end_session_url(ctx: &Context, user_id: &UserId) -> Result<Option<String>> {
+pub async fn end_session_url(ctx: &AuthDeps, user_id: &UserId) -> Result<Option<String>> {
     let Some(provider) = ctx.oidc.as_deref() else { return Ok(None) };
     if !ctx.store.has_identity(user_id, &provider.config.issuer).await? {
         return Ok(None);
@@ -883,7 +883,7 @@ pub async fn end_session_url(ctx: &Context, user_id: &UserId) -> Result<Option<S
 }
 
 /// Ends the session; answers the IdP's logout URL when the user signed in through it.
-pub async fn logout(ctx: &Context, session_token: &str) -> Result<Option<String>> {
+pub async fn logout(ctx: &AuthDeps, session_token: &str) -> Result<Option<String>> {
     let user = ctx.store.find_session_user(&token_digest(session_token), ctx.now_millis()).await?;
     crate::auth::logout(ctx, session_token).await?;
     match user {
