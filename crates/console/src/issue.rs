@@ -77,7 +77,7 @@ async fn page(
         .into_iter()
         .map(|view| (view.ca.id, format!("{} ({})", view.ca.name, view.ca.ca_type)))
         .collect();
-    let templates = templates::list(ctx, caller)
+    let templates = templates::list(&ctx.issuance_deps(), caller)
         .await?
         .into_iter()
         .map(|t| TemplateRow {
@@ -176,7 +176,7 @@ pub async fn submit(
         auto_renewal: Some(form.auto_renewal.is_some()),
         ..IssueInput::default()
     };
-    match issuance::issue(&ctx, &console.caller, input).await {
+    match issuance::issue(&ctx.issuance_deps(), &console.caller, input).await {
         Ok(Outcome::Issued(issued)) => Ok(see_other(&format!("/issue/issued/{}", issued.certificate.id))),
         Ok(Outcome::AwaitingApproval(request)) | Ok(Outcome::Issuing(request)) => {
             Ok(see_other(&format!("/issue/requested/{}", request.id)))
@@ -279,7 +279,7 @@ pub async fn requested(
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
     let id = numeric_id(&id).map_err(PageError::Api)?;
-    let r = requests::get(&ctx, &console.caller, id).await?;
+    let r = requests::get(&ctx.issuance_deps(), &console.caller, id).await?;
     render(&RequestedPage {
         chrome: Chrome::new(&console, format!("Request {id}"), "issue"),
         id: r.id,

@@ -77,7 +77,7 @@ pub async fn list(
     let me = caller.user_id().map(|id| format!("user:{id}")).unwrap_or_default();
     let can_decide = console.can(Scope::CertificatesWrite);
     let filter = (status != "all").then_some(status.as_str());
-    let issuance = requests::list(&ctx, caller, filter, page)
+    let issuance = requests::list(&ctx.issuance_deps(), caller, filter, page)
         .await?
         .items
         .into_iter()
@@ -142,7 +142,7 @@ pub async fn approve(
     let id = numeric_id(&id).map_err(PageError::Api)?;
     match kind.as_str() {
         "issuance" => {
-            requests::approve(&ctx, &console.caller, id).await?;
+            requests::approve(&ctx.issuance_deps(), &console.caller, id).await?;
         }
         "revocation" => {
             revocation_requests::approve(&ctx, &console.caller, id).await?;
@@ -161,7 +161,7 @@ pub async fn reject(
     let reason = form.reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
     match kind.as_str() {
         "issuance" => {
-            requests::reject(&ctx, &console.caller, id, reason).await?;
+            requests::reject(&ctx.issuance_deps(), &console.caller, id, reason).await?;
         }
         "revocation" => {
             revocation_requests::reject(&ctx, &console.caller, id, reason).await?;

@@ -77,7 +77,7 @@ pub struct ReadCaches {
     /// CA records as issuance reads them, by workspace and id.
     pub cas: Arc<TtlMap<(String, i64), crate::cas::CertificateAuthority>>,
     /// Each workspace's issuance policies, in order, as issuance reads them.
-    pub policies: TtlMap<String, Vec<crate::issuance::policies::IssuancePolicy>>,
+    pub policies: Arc<TtlMap<String, Vec<crate::issuance::policies::IssuancePolicy>>>,
 }
 
 pub type SharedContext = Arc<Context>;
@@ -174,6 +174,20 @@ impl Context {
             store: Arc::new(self.store.clone()),
             transport: self.outbound.clone(),
             plugins: self.plugins.clone(),
+            master_key: self.master_key.clone(),
+            clock: self.clock.clone(),
+            entropy: self.entropy.clone(),
+        }
+    }
+
+    /// Issuance's share: its storage port, the CA registry's share, the plugin runtime, the
+    /// policy cache, the master key, the clock and entropy.
+    pub fn issuance_deps(&self) -> crate::issuance::IssuanceDeps {
+        crate::issuance::IssuanceDeps {
+            store: self.store.clone(),
+            cas: self.ca_deps(),
+            plugins: self.plugins.clone(),
+            policies_cache: self.cached.policies.clone(),
             master_key: self.master_key.clone(),
             clock: self.clock.clone(),
             entropy: self.entropy.clone(),

@@ -41,6 +41,7 @@ use crate::unit_of_work::{ChangeTx, GroupCommit};
 /// supertrait, so a `Box<dyn Tx>` becomes one by coercion.
 pub trait Tx:
     ChangeTx
+    + crate::issuance::port::IssuanceTx
     + crate::auth::port::AuthTx
     + crate::discovery::port::DiscoveryTx
     + crate::certificates::port::CertificateTx
@@ -84,6 +85,7 @@ pub type ErasedJob = crate::unit_of_work::ErasedJob<dyn Tx>;
 #[async_trait]
 pub trait Store:
     GroupCommit<dyn Tx>
+    + crate::issuance::port::IssuanceStore
     + crate::auth::port::AuthStore
     + crate::discovery::port::DiscoveryStore
     + crate::cas::port::CaStore
@@ -111,13 +113,41 @@ pub trait Store:
     async fn close(&self);
 }
 
-/// The full store, seen through the CA registry's port.
-#[async_trait]
-impl<S: ?Sized + Store> crate::cas::port::CaStore for S {
-    async fn begin_cas(&self) -> StoreResult<Box<dyn crate::cas::port::CaTx>> {
-        Ok(self.begin().await?)
-    }
+/// The full store seen through an area's port: `$store` opens the area's narrow transaction
+/// `$tx` (a supertrait of [`Tx`], so the full one coerces to it).
+macro_rules! area_port {
+    ($store:path, $begin:ident, $tx:path) => {
+        #[async_trait]
+        impl<S: ?Sized + Store> $store for S {
+            async fn $begin(&self) -> StoreResult<Box<dyn $tx>> {
+                Ok(self.begin().await?)
+            }
+        }
+    };
 }
+
+/// The full store's group commit seen through an area's narrow transaction `$tx`.
+macro_rules! area_group_commit {
+    ($tx:path) => {
+        #[async_trait]
+        impl<S: ?Sized + Store> GroupCommit<dyn $tx> for S {
+            async fn write_erased(
+                &self,
+                job: crate::unit_of_work::ErasedJob<dyn $tx>,
+            ) -> Result<Box<dyn Any + Send>, Error> {
+                GroupCommit::<dyn Tx>::write_erased(self, Box::new(move |tx: &mut (dyn Tx + 'static)| job(tx))).await
+            }
+        }
+    };
+}
+
+area_port!(crate::auth::port::AuthStore, begin_auth, crate::auth::port::AuthTx);
+area_port!(crate::cas::port::CaStore, begin_cas, crate::cas::port::CaTx);
+area_port!(crate::certificates::port::CertificateStore, begin_certificates, crate::certificates::port::CertificateTx);
+area_port!(crate::discovery::port::DiscoveryStore, begin_discovery, crate::discovery::port::DiscoveryTx);
+area_port!(crate::issuance::port::IssuanceStore, begin_issuance, crate::issuance::port::IssuanceTx);
+area_group_commit!(crate::certificates::port::CertificateTx);
+area_group_commit!(crate::issuance::port::IssuanceTx);
 
 /// The internal PKI's writes, each a group-commit job.
 #[async_trait]
@@ -249,40 +279,5 @@ impl dyn Store {
         F: for<'t> FnOnce(&'t mut (dyn Tx + 'static)) -> BoxFuture<'t, Result<T, Error>> + Send + 'static,
     {
         crate::unit_of_work::write::<dyn Tx, T, F>(self, job).await
-    }
-}
-
-/// Group commit seen through the inventory's narrow transaction.
-#[async_trait]
-impl<S: ?Sized + Store> GroupCommit<dyn crate::certificates::port::CertificateTx> for S {
-    async fn write_erased(
-        &self,
-        job: crate::unit_of_work::ErasedJob<dyn crate::certificates::port::CertificateTx>,
-    ) -> Result<Box<dyn Any + Send>, Error> {
-        GroupCommit::<dyn Tx>::write_erased(self, Box::new(move |tx: &mut (dyn Tx + 'static)| job(tx))).await
-    }
-}
-
-/// The full store, seen through the authentication port.
-#[async_trait]
-impl<S: ?Sized + Store> crate::auth::port::AuthStore for S {
-    async fn begin_auth(&self) -> StoreResult<Box<dyn crate::auth::port::AuthTx>> {
-        Ok(self.begin().await?)
-    }
-}
-
-/// The full store, seen through the discovery port.
-#[async_trait]
-impl<S: ?Sized + Store> crate::discovery::port::DiscoveryStore for S {
-    async fn begin_discovery(&self) -> StoreResult<Box<dyn crate::discovery::port::DiscoveryTx>> {
-        Ok(self.begin().await?)
-    }
-}
-
-/// The full store, seen through the inventory's port.
-#[async_trait]
-impl<S: ?Sized + Store> crate::certificates::port::CertificateStore for S {
-    async fn begin_certificates(&self) -> StoreResult<Box<dyn crate::certificates::port::CertificateTx>> {
-        Ok(self.begin().await?)
     }
 }

@@ -112,7 +112,7 @@ async fn issue_certificate(
     Json(body): Json<IssueBody>,
 ) -> ApiResult<Response> {
     let input = issue_input(body);
-    match issuance::issue(&ctx, &caller, input).await? {
+    match issuance::issue(&ctx.issuance_deps(), &caller, input).await? {
         Outcome::Issued(issued) => Ok(created(issued_dto(&ctx, *issued)?)),
         Outcome::AwaitingApproval(request) | Outcome::Issuing(request) => {
             Ok((StatusCode::ACCEPTED, data(request_dto(*request))).into_response())
@@ -160,7 +160,7 @@ async fn list_templates(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(templates::list(&ctx, &caller).await?))
+    Ok(data(templates::list(&ctx.issuance_deps(), &caller).await?))
 }
 
 /// One template: a built-in by name, or a workspace template by id.
@@ -171,7 +171,7 @@ async fn get_template(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(templates::get(&ctx, &caller, id.trim()).await?))
+    Ok(data(templates::get(&ctx.issuance_deps(), &caller, id.trim()).await?))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -235,7 +235,7 @@ async fn create_template(
     Json(body): Json<TemplateBody>,
 ) -> ApiResult<Response> {
     let (name, settings) = template_settings(body)?;
-    let template: Template = templates::create(&ctx, &caller, &name, settings).await?;
+    let template: Template = templates::create(&ctx.issuance_deps(), &caller, &name, settings).await?;
     Ok(created(template))
 }
 
@@ -249,7 +249,7 @@ async fn update_template(
     Json(body): Json<TemplateBody>,
 ) -> ApiResult<axum::Json<Value>> {
     let (name, settings) = template_settings(body)?;
-    Ok(data(templates::update(&ctx, &caller, &id, &name, settings).await?))
+    Ok(data(templates::update(&ctx.issuance_deps(), &caller, &id, &name, settings).await?))
 }
 
 /// Deletes a workspace template.
@@ -260,7 +260,7 @@ async fn delete_template(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    templates::delete(&ctx, &caller, id.trim()).await?;
+    templates::delete(&ctx.issuance_deps(), &caller, id.trim()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -342,7 +342,10 @@ async fn list_requests(
     Query(filters): Query<RequestFilters>,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<RequestDto>>> {
-    Ok(list(requests::list(&ctx, &caller, filters.status.as_deref(), page.request()?).await?, request_dto))
+    Ok(list(
+        requests::list(&ctx.issuance_deps(), &caller, filters.status.as_deref(), page.request()?).await?,
+        request_dto,
+    ))
 }
 
 /// One certificate request.
@@ -353,7 +356,7 @@ async fn get_request(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(request_dto(requests::get(&ctx, &caller, numeric_id(&id)?).await?)))
+    Ok(data(request_dto(requests::get(&ctx.issuance_deps(), &caller, numeric_id(&id)?).await?)))
 }
 
 /// Submits a request for approval: the issue body (CSR or commonName); nothing is issued until
@@ -365,7 +368,7 @@ async fn submit_request(
     Authenticated(caller): Authenticated,
     Json(body): Json<IssueBody>,
 ) -> ApiResult<Response> {
-    Ok(created(request_dto(requests::submit(&ctx, &caller, issue_input(body)).await?)))
+    Ok(created(request_dto(requests::submit(&ctx.issuance_deps(), &caller, issue_input(body)).await?)))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -389,7 +392,7 @@ async fn approve_request(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    match requests::approve(&ctx, &caller, numeric_id(&id)?).await? {
+    match requests::approve(&ctx.issuance_deps(), &caller, numeric_id(&id)?).await? {
         (request, Some(issued)) => {
             Ok(data(ApprovedDto { request: request_dto(request), certificate: issued_dto(&ctx, issued)? })
                 .into_response())
@@ -415,7 +418,7 @@ async fn reject_request(
     OptionalJson(body): OptionalJson<RejectBody>,
 ) -> ApiResult<axum::Json<Value>> {
     let reason = body.and_then(|b| b.reason);
-    Ok(data(request_dto(requests::reject(&ctx, &caller, numeric_id(&id)?, reason).await?)))
+    Ok(data(request_dto(requests::reject(&ctx.issuance_deps(), &caller, numeric_id(&id)?, reason).await?)))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -467,7 +470,7 @@ async fn list_policies(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(policies::list(&ctx, &caller).await?.into_iter().map(policy_dto).collect::<Vec<_>>()))
+    Ok(data(policies::list(&ctx.issuance_deps(), &caller).await?.into_iter().map(policy_dto).collect::<Vec<_>>()))
 }
 
 /// Adds an issuance policy: every issuance in the workspace runs it from now on.
@@ -485,7 +488,7 @@ async fn create_policy(
         position: body.position,
         enabled: body.enabled,
     };
-    Ok(created(policy_dto(policies::create(&ctx, &caller, new).await?)))
+    Ok(created(policy_dto(policies::create(&ctx.issuance_deps(), &caller, new).await?)))
 }
 
 /// Removes an issuance policy.
@@ -496,6 +499,6 @@ async fn delete_policy(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    policies::delete(&ctx, &caller, numeric_id(&id)?).await?;
+    policies::delete(&ctx.issuance_deps(), &caller, numeric_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }

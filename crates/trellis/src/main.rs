@@ -396,7 +396,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Jobs { command: JobsCommand::Renew { as_of } } => {
             let ctx = wiring::open(&config, clock_as_of(as_of)?).await.context("cannot start")?;
             plugin_service::sync(&ctx.plugin_deps()).await.context("loading plugins")?;
-            let run = trellis_core::issuance::renewal::run(&ctx, 1000).await.context("renewal failed")?;
+            let run =
+                trellis_core::issuance::renewal::run(&ctx.issuance_deps(), 1000).await.context("renewal failed")?;
             println!("{}", serde_json::json!({ "renewed": run.renewed, "failed": run.failed, "pending": run.pending }));
             ctx.store.close().await;
             Ok(())
@@ -407,7 +408,7 @@ async fn main() -> anyhow::Result<()> {
             let owner = ctx.new_id("cli_");
             let mut total = trellis_core::issuance::pending::PollRun::default();
             loop {
-                let run = trellis_core::issuance::pending::poll(&ctx, &owner, 100)
+                let run = trellis_core::issuance::pending::poll(&ctx.issuance_deps(), &owner, 100)
                     .await
                     .context("polling pending issuances failed")?;
                 total.issued += run.issued;

@@ -105,7 +105,7 @@ pub async fn put_directory(
     }
     let templates = config.default_template.iter().chain(config.profiles.values());
     for template in templates {
-        if crate::issuance::templates::resolve(ctx, &ca.workspace_id, Some(template)).await.is_err() {
+        if crate::issuance::templates::resolve(&ctx.issuance_deps(), &ca.workspace_id, Some(template)).await.is_err() {
             return Err(Error::invalid_field("profiles", format!("template `{template}` does not exist")));
         }
     }

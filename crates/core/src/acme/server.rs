@@ -1091,10 +1091,12 @@ async fn finalize(
         ..IssueInput::default()
     };
     let actor = Audit::by(Principal::acme_account(account.id.clone()), None);
-    let run = Run::for_acme(ctx, &config.workspace_id, config.ca_id, &input, actor).await.map_err(|err| match err {
-        crate::Error::Validation { .. } => problem(ProblemType::BadCsr, err.to_string()),
-        other => Problem::from(other),
-    })?;
+    let run = Run::for_acme(&ctx.issuance_deps(), &config.workspace_id, config.ca_id, &input, actor).await.map_err(
+        |err| match err {
+            crate::Error::Validation { .. } => problem(ProblemType::BadCsr, err.to_string()),
+            other => Problem::from(other),
+        },
+    )?;
     order.status = OrderStatus::Processing;
     let acme = store(ctx)?;
     // A poll of the order may have written `ready` since it was read; any other move means
@@ -1104,17 +1106,18 @@ async fn finalize(
     if !claimed {
         return Err(problem(ProblemType::OrderNotReady, "the order is already being finalized"));
     }
-    let decided = run.decide(ctx).await;
+    let decided = run.decide(&ctx.issuance_deps()).await;
     let mut retry_after = None;
     match decided {
         Ok(Decision::Issued(issued)) => fill_certificate(&mut order, &issued.certificate),
         Ok(Decision::Pending(pending)) => {
-            let request = crate::issuance::pending::open(ctx, &run, &input, *pending, None).await?;
+            let request = crate::issuance::pending::open(&ctx.issuance_deps(), &run, &input, *pending, None).await?;
             order.request_id = Some(request.id);
             retry_after = Some(5);
         }
         Ok(Decision::NeedsApproval { reasons, template }) => {
-            let request = crate::issuance::requests::open(ctx, &run, &input, &template, reasons).await?;
+            let request =
+                crate::issuance::requests::open(&ctx.issuance_deps(), &run, &input, &template, reasons).await?;
             order.request_id = Some(request.id);
             retry_after = Some(30);
         }

@@ -153,8 +153,12 @@ pub async fn screen(
             .with_subproblems(rejected));
     }
     let ca = crate::cas::service::find(ctx.store.as_ref(), &config.workspace_id, config.ca_id).await?;
-    let template =
-        crate::issuance::templates::resolve(ctx, &config.workspace_id, config.default_template.as_deref()).await?;
+    let template = crate::issuance::templates::resolve(
+        &ctx.issuance_deps(),
+        &config.workspace_id,
+        config.default_template.as_deref(),
+    )
+    .await?;
     let requester = Requester {
         kind: RequesterKind::ApiKey,
         id: format!("acme:{}", account.id),
@@ -163,7 +167,7 @@ pub async fn screen(
     let keys = [("ec", 256, Some("p256")), ("rsa", 2048, None)];
     // Listed once for every identifier and key; none enabled (the common case) means nothing
     // to judge.
-    let policies: Vec<_> = crate::issuance::policies::in_force(ctx, &config.workspace_id)
+    let policies: Vec<_> = crate::issuance::policies::in_force(&ctx.issuance_deps(), &config.workspace_id)
         .await?
         .into_iter()
         .filter(|p| p.enabled)
@@ -195,9 +199,13 @@ pub async fn screen(
                 requester: requester.clone(),
                 source: IssuanceSource::Api,
             };
-            let decisions =
-                crate::issuance::policies::evaluate_listed(ctx, &config.workspace_id, policies.clone(), &request)
-                    .await?;
+            let decisions = crate::issuance::policies::evaluate_listed(
+                &ctx.issuance_deps(),
+                &config.workspace_id,
+                policies.clone(),
+                &request,
+            )
+            .await?;
             match combine(template.default_validity_days, decisions) {
                 Combined::Denied(denied) => reasons = denied,
                 _ => denied_for_every_key = false,

@@ -348,7 +348,7 @@ pub async fn attest_and_provision(
             validity_days,
             ..IssueInput::default()
         };
-        let issued = issuance::issue_attested(ctx, caller, issue).await?;
+        let issued = issuance::issue_attested(&ctx.issuance_deps(), caller, issue).await?;
         Ok::<_, Error>((policy, verdict, issued))
     }
     .await;

@@ -199,7 +199,7 @@ pub async fn authenticate_session(
 }
 
 /// An API key as authentication reads it: its row and, for a key a user made, that user's
-/// role in the key's workspace now. Kept in [`crate::context::ReadCaches`] by the key's digest for at
+/// role in the key's workspace now. Kept in [`AuthDeps::api_keys`] by the key's digest for at
 /// most [`crate::ttl_cache::TTL_MS`]; a change to keys or memberships through this replica
 /// forgets them all once committed ([`forget_key_grants`]).
 #[derive(Debug, Clone)]

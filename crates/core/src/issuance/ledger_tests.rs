@@ -139,7 +139,7 @@ async fn issue_input(fixture: &Fixture, input: IssueInput) -> Result<Issued, Err
         request: prepared,
         approval: Approval::Open { template: Box::new(template) },
     };
-    run.decide(&fixture.ctx).await.map(|decision| match decision {
+    run.decide(&fixture.ctx.issuance_deps()).await.map(|decision| match decision {
         Decision::Issued(issued) => *issued,
         other => panic!("the internal CA did not issue: {other:?}"),
     })

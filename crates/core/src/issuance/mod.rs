@@ -6,6 +6,7 @@
 //! refused); each path records it its own way. A CA that answers "pending" leaves a certificate
 //! request `issuing`, which [`pending`] completes in the background with the same run.
 
+mod deps;
 pub mod pending;
 pub mod policies;
 pub mod port;
@@ -35,7 +36,6 @@ use crate::cas::service::call_target;
 use crate::cas::CertificateAuthority;
 use crate::certificates::inventory::{self, CaRef, Provenance};
 use crate::certificates::Certificate;
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::pki::IssuedRecord;
 use crate::plugins::{
@@ -46,6 +46,7 @@ use crate::unit_of_work::NewRow;
 use crate::unit_of_work::UnitOfWork;
 use trellis_pki::x509::{parse_der, pem_encode, to_pem};
 
+pub use self::deps::IssuanceDeps;
 pub use self::request::{IssueInput, PreparedRequest, SubjectInput};
 pub use self::run::{Approval, Decision, Run};
 
@@ -92,7 +93,7 @@ pub fn requester_from_principal(stored: &str) -> Requester {
 /// Issues a certificate through the CA `input.ca_id` (POST /api/certificates/issue). A policy
 /// that requires approval leaves a `pending` request; a CA that answers "pending" an `issuing`
 /// one; a policy that denies refuses (403 `POLICY_DENIED`).
-pub async fn issue(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<Outcome> {
+pub async fn issue(ctx: &IssuanceDeps, caller: &Caller, input: IssueInput) -> Result<Outcome> {
     caller.require(Scope::CertificatesWrite)?;
     let run = Run::for_caller(ctx, caller, &input, IssuanceSource::Api).await?;
     match run.decide(ctx).await? {
@@ -113,7 +114,7 @@ pub async fn issue(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<
 /// is the authorization, so `attestation:write` suffices; issuance policies still run, and one
 /// that requires approval refuses (a device cannot wait for a human), and so does a CA that
 /// answers "pending" (nor for a CA: the order is left unpolled).
-pub async fn issue_attested(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<Issued> {
+pub async fn issue_attested(ctx: &IssuanceDeps, caller: &Caller, input: IssueInput) -> Result<Issued> {
     caller.require(Scope::AttestationWrite)?;
     let run = Run::for_caller(ctx, caller, &input, IssuanceSource::Attestation).await?;
     match run.decide(ctx).await? {
@@ -133,7 +134,7 @@ pub async fn issue_attested(ctx: &Context, caller: &Caller, input: IssueInput) -
 /// (for a run the poller resumed, its request moves to `issued` in that same job). Refused, with
 /// nothing stored, when the certificate's public key is not the CSR's.
 pub(crate) async fn store_issued(
-    ctx: &Context,
+    ctx: &IssuanceDeps,
     run: &Run,
     issued: IssuedCertificate,
     ledger_row: Option<IssuedRecord>,
@@ -164,31 +165,29 @@ pub(crate) async fn store_issued(
     let renew_before_ms = i64::from(prepared.renewal_window_days) * 86_400_000;
     // Renewal reuses a caller-held key through its CSR; a key generated here is replaced.
     let csr_pem = prepared.private_key_pem.is_none().then(|| pem_encode("CERTIFICATE REQUEST", &prepared.csr_der));
-    let certificate = ctx
-        .store
-        .write(move |tx| {
-            Box::pin(async move {
-                let mut change = UnitOfWork::within(tx, actor, Some(&workspace_id), now);
-                let entry = inventory::Entry {
-                    auto_renewal,
-                    chain_pem: (!chain_text.is_empty()).then_some(chain_text.as_str()),
-                    private_key_sealed: private_key_sealed.as_deref(),
-                    csr_pem: csr_pem.as_deref(),
-                    renew_before_ms: Some(renew_before_ms),
-                    ..inventory::Entry::new(&workspace_id, &parsed, &metadata)
-                };
-                let provenance = Provenance::Issued { ca: CaRef { id: ca_id, ca_type: &ca_type }, template: &template };
-                let certificate = inventory::add(&mut change, entry, provenance).await?;
-                if let Some(completion) = completes {
-                    let completed = completion.apply(change.tx(), &certificate, now).await?;
-                    completed.record(&mut change, &certificate);
-                }
-                // The ledger row goes with the audit row and the event (one round trip).
-                change.commit_with(ledger_row.iter().map(NewRow::Issued).collect()).await?;
-                Ok(certificate)
-            })
+    let certificate = crate::unit_of_work::write(ctx.store.as_ref(), move |tx| {
+        Box::pin(async move {
+            let mut change = UnitOfWork::within(tx, actor, Some(&workspace_id), now);
+            let entry = inventory::Entry {
+                auto_renewal,
+                chain_pem: (!chain_text.is_empty()).then_some(chain_text.as_str()),
+                private_key_sealed: private_key_sealed.as_deref(),
+                csr_pem: csr_pem.as_deref(),
+                renew_before_ms: Some(renew_before_ms),
+                ..inventory::Entry::new(&workspace_id, &parsed, &metadata)
+            };
+            let provenance = Provenance::Issued { ca: CaRef { id: ca_id, ca_type: &ca_type }, template: &template };
+            let certificate = inventory::add(&mut change, entry, provenance).await?;
+            if let Some(completion) = completes {
+                let completed = completion.apply(change.tx(), &certificate, now).await?;
+                completed.record(&mut change, &certificate);
+            }
+            // The ledger row goes with the audit row and the event (one round trip).
+            change.commit_with(ledger_row.iter().map(NewRow::Issued).collect()).await?;
+            Ok(certificate)
         })
-        .await?;
+    })
+    .await?;
     Ok(Issued { certificate })
 }
 
@@ -259,7 +258,7 @@ fn check_names_signed(certificate_der: &[u8], profile: &CertificateProfile, conn
 /// A certificate refused after the CA signed it is revoked there (best effort: the refusal
 /// stands whatever the CA answers, and the outcome is logged).
 async fn revoke_mis_issued(
-    ctx: &Context,
+    ctx: &IssuanceDeps,
     ca: &CertificateAuthority,
     info: &PluginInfo,
     issued: &IssuedCertificate,

@@ -23,12 +23,12 @@ use serde_json::{json, Value};
 
 use super::requests::{CertificateRequest, FAILED, ISSUED, ISSUING};
 use super::run::Run;
+use super::IssuanceDeps;
 use super::{store_issued, IssueInput, PreparedRequest};
 use crate::audit::Audit;
 use crate::cas::service::{call_target, connector_for, find};
 use crate::certificates::port::CertificateWrites;
 use crate::certificates::Certificate;
-use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::events::{CertificateRenewalFailed, CertificateRenewed, Event};
 use crate::issuance::port::IssuanceWrites;
@@ -141,12 +141,12 @@ fn seal_context(workspace_id: &str, request_id: i64) -> Vec<u8> {
     format!("certificate_request_order:{workspace_id}:{request_id}").into_bytes()
 }
 
-fn seal(ctx: &Context, workspace_id: &str, request_id: i64, order: &Order) -> Result<String> {
+fn seal(ctx: &IssuanceDeps, workspace_id: &str, request_id: i64, order: &Order) -> Result<String> {
     let plain = serde_json::to_vec(order).map_err(|err| Error::Internal(err.to_string()))?;
     Ok(ctx.master_key.seal_bound(&plain, &seal_context(workspace_id, request_id), ctx.entropy.as_ref()))
 }
 
-fn unseal(ctx: &Context, request: &CertificateRequest) -> Result<Order> {
+fn unseal(ctx: &IssuanceDeps, request: &CertificateRequest) -> Result<Order> {
     let sealed = request
         .order_sealed
         .as_deref()
@@ -189,7 +189,7 @@ fn issuing(request: CertificateRequest, order: &Order, sealed: String, at: i64) 
 /// /api/certificates/issue`, renewal): `input` is the issue body as received, `renews` the
 /// certificate a renewal replaces.
 pub(crate) async fn open(
-    ctx: &Context,
+    ctx: &IssuanceDeps,
     run: &Run,
     input: &IssueInput,
     order: Order,
@@ -233,7 +233,7 @@ pub(crate) async fn open(
 
 /// Moves an approved request whose issuance the CA left pending to `issuing`.
 pub(crate) async fn park_approved(
-    ctx: &Context,
+    ctx: &IssuanceDeps,
     actor: &Audit,
     approved: CertificateRequest,
     order: Order,
@@ -271,7 +271,7 @@ pub struct PollRun {
 
 /// Polls up to `limit` due `issuing` requests of every workspace as `lease_owner` (unique per
 /// poller: a process, a CLI run).
-pub async fn poll(ctx: &Context, lease_owner: &str, limit: i64) -> Result<PollRun> {
+pub async fn poll(ctx: &IssuanceDeps, lease_owner: &str, limit: i64) -> Result<PollRun> {
     let now = ctx.now_millis();
     let mut change = ctx.change(Audit::system("issuance-poller"), None).await?;
     let claimed = change.tx().claim_issuing(now, lease_owner, now + LEASE_MS, limit).await?;
@@ -336,7 +336,7 @@ fn retry_after(err: &Error) -> Option<u64> {
 }
 
 /// One claimed request: poll the CA and record what it says.
-async fn advance(ctx: &Context, lease_owner: &str, claimed: CertificateRequest) -> Result<Step> {
+async fn advance(ctx: &IssuanceDeps, lease_owner: &str, claimed: CertificateRequest) -> Result<Step> {
     let order = match unseal(ctx, &claimed) {
         Ok(order) => order,
         Err(err) => return fail(ctx, lease_owner, claimed, None, &err).await,
@@ -420,7 +420,7 @@ pub(crate) fn actor_of(request: &CertificateRequest) -> Audit {
 
 /// Writes the next poll (keeping the order, with the CA's newest reference and message).
 async fn reschedule(
-    ctx: &Context,
+    ctx: &IssuanceDeps,
     lease_owner: &str,
     claimed: CertificateRequest,
     order: Order,
@@ -447,7 +447,7 @@ async fn reschedule(
 
 /// Ends the request `failed` with `err` (and a renewal it carried as failed), erasing the order.
 async fn fail(
-    ctx: &Context,
+    ctx: &IssuanceDeps,
     lease_owner: &str,
     claimed: CertificateRequest,
     order: Option<&Order>,

@@ -187,7 +187,7 @@ async fn open(ctx: &Context, generated_key: bool) -> CertificateRequest {
         csr: (!generated_key).then(super::ledger_tests::caller_csr),
         ..IssueInput::default()
     };
-    match issue(ctx, &owner(WORKSPACE), input).await.unwrap_or_else(|err| panic!("issue: {err}")) {
+    match issue(&ctx.issuance_deps(), &owner(WORKSPACE), input).await.unwrap_or_else(|err| panic!("issue: {err}")) {
         Outcome::Issuing(request) => *request,
         other => panic!("an issuing request expected: {other:?}"),
     }
@@ -216,7 +216,7 @@ async fn a_pending_answer_opens_an_issuing_request_with_the_order_sealed() {
     assert!(fixture.store.snapshot().certificates.is_empty());
     assert_eq!(actions(&fixture.store), ["certificate_request.issuing"]);
     let listed = requests::list(
-        &ctx,
+        &ctx.issuance_deps(),
         &owner(WORKSPACE),
         Some(ISSUING.as_str()),
         crate::pagination::PageRequest::new(None, None, None, 20).unwrap_or_else(|e| panic!("{e}")),
@@ -225,7 +225,10 @@ async fn a_pending_answer_opens_an_issuing_request_with_the_order_sealed() {
     .unwrap_or_else(|err| panic!("list: {err}"));
     assert_eq!(listed.items.len(), 1);
     // Another workspace sees nothing.
-    let other = requests::get(&ctx, &owner("ws_b"), opened.id).await.map(|_| ()).expect_err("another workspace");
+    let other = requests::get(&ctx.issuance_deps(), &owner("ws_b"), opened.id)
+        .await
+        .map(|_| ())
+        .expect_err("another workspace");
     assert!(matches!(other, Error::NotFound(_)), "{other:?}");
 }
 
@@ -235,11 +238,11 @@ async fn the_poller_issues_once_with_the_same_request_and_completes_the_request_
     let opened = open(&ctx, true).await;
 
     // Not due yet: nothing is polled.
-    let early = pending::poll(&ctx, "poller-a", 10).await.unwrap_or_else(|err| panic!("poll: {err}"));
+    let early = pending::poll(&ctx.issuance_deps(), "poller-a", 10).await.unwrap_or_else(|err| panic!("poll: {err}"));
     assert_eq!(early, pending::PollRun::default());
 
     let ctx = later(&fixture, 10);
-    let first = pending::poll(&ctx, "poller-a", 10).await.unwrap_or_else(|err| panic!("poll: {err}"));
+    let first = pending::poll(&ctx.issuance_deps(), "poller-a", 10).await.unwrap_or_else(|err| panic!("poll: {err}"));
     assert_eq!((first.pending, first.issued), (1, 0), "{first:?}");
     let waiting = request(&fixture.store, opened.id);
     assert_eq!(waiting.status, ISSUING);
@@ -249,7 +252,7 @@ async fn the_poller_issues_once_with_the_same_request_and_completes_the_request_
 
     let ctx = later(&fixture, 60);
     let commits_before = fixture.store.snapshot().commits;
-    let second = pending::poll(&ctx, "poller-b", 10).await.unwrap_or_else(|err| panic!("poll: {err}"));
+    let second = pending::poll(&ctx.issuance_deps(), "poller-b", 10).await.unwrap_or_else(|err| panic!("poll: {err}"));
     assert_eq!(second.issued, 1, "{second:?}");
     let tables = fixture.store.snapshot();
     // The claim, then one job for the certificate, the request, audit rows and the event.
@@ -271,7 +274,9 @@ async fn the_poller_issues_once_with_the_same_request_and_completes_the_request_
     let polls = fixture.polls.lock().map(|p| p.clone()).unwrap_or_default();
     assert_eq!(polls, vec![(format!("order/{key}"), key.clone()), (format!("order/{key}"), key)]);
 
-    let again = pending::poll(&later(&fixture, 3600), "poller-c", 10).await.unwrap_or_else(|err| panic!("{err}"));
+    let again = pending::poll(&later(&fixture, 3600).issuance_deps(), "poller-c", 10)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(again, pending::PollRun::default(), "an issued request is never polled again");
     assert_eq!(fixture.store.snapshot().certificates.len(), 1);
 }
@@ -281,7 +286,8 @@ async fn a_certificate_for_another_key_fails_the_request_and_stores_nothing() {
     let (ctx, fixture) = fixture(vec![Answer::IssueForeign]);
     let opened = open(&ctx, false).await;
 
-    let run = pending::poll(&later(&fixture, 10), "poller", 10).await.unwrap_or_else(|err| panic!("{err}"));
+    let run =
+        pending::poll(&later(&fixture, 10).issuance_deps(), "poller", 10).await.unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(run.failed, 1, "{run:?}");
     let failed = request(&fixture.store, opened.id);
     assert_eq!(failed.status, FAILED);
@@ -294,7 +300,7 @@ async fn a_certificate_for_another_key_fails_the_request_and_stores_nothing() {
 async fn a_refusal_fails_and_an_outage_is_retried_until_the_order_is_a_day_old() {
     let (ctx, fixture) = fixture(vec![Answer::Rejected]);
     let refused = open(&ctx, true).await;
-    pending::poll(&later(&fixture, 10), "poller", 10).await.unwrap_or_else(|err| panic!("{err}"));
+    pending::poll(&later(&fixture, 10).issuance_deps(), "poller", 10).await.unwrap_or_else(|err| panic!("{err}"));
     let refused = request(&fixture.store, refused.id);
     assert_eq!(refused.status, FAILED);
     assert!(refused.error.as_deref().unwrap_or_default().contains("refused the order"), "{refused:?}");
@@ -302,7 +308,8 @@ async fn a_refusal_fails_and_an_outage_is_retried_until_the_order_is_a_day_old()
 
     *fixture.answers.lock().unwrap_or_else(|_| panic!("lock")) = vec![Answer::Unavailable];
     let down = open(&ctx, true).await;
-    let run = pending::poll(&later(&fixture, 10), "poller", 10).await.unwrap_or_else(|err| panic!("{err}"));
+    let run =
+        pending::poll(&later(&fixture, 10).issuance_deps(), "poller", 10).await.unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(run.retrying, 1, "{run:?}");
     let retrying = request(&fixture.store, down.id);
     assert_eq!(retrying.status, ISSUING);
@@ -310,7 +317,9 @@ async fn a_refusal_fails_and_an_outage_is_retried_until_the_order_is_a_day_old()
     assert!(retrying.poll_at > Some(NOW_MS + 10_000));
 
     let day = pending::RETRY_GIVE_UP_MS / 1000;
-    let run = pending::poll(&later(&fixture, day + 60), "poller", 10).await.unwrap_or_else(|err| panic!("{err}"));
+    let run = pending::poll(&later(&fixture, day + 60).issuance_deps(), "poller", 10)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(run.failed, 1, "{run:?}");
     assert_eq!(request(&fixture.store, down.id).status, FAILED);
 }

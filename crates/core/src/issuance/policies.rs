@@ -3,9 +3,9 @@
 
 use serde_json::{json, Value};
 
+use super::IssuanceDeps;
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::plugins::binding::{self, RecordBinding};
 use crate::plugins::record_config as secrets;
@@ -39,18 +39,17 @@ pub struct NewPolicy {
 
 /// Every enabled policy's decision on `request`, in order. A policy that fails (trap, timeout,
 /// error) denies: policies fail closed.
-pub async fn evaluate(ctx: &Context, workspace_id: &str, request: &EvaluationRequest) -> Result<Vec<Decision>> {
+pub async fn evaluate(ctx: &IssuanceDeps, workspace_id: &str, request: &EvaluationRequest) -> Result<Vec<Decision>> {
     let policies = in_force(ctx, workspace_id).await?;
     evaluate_listed(ctx, workspace_id, policies, request).await
 }
 
 /// The workspace's policies as issuance judges by them: from
-/// [`crate::context::ReadCaches::policies`] when listed there lately (a create or delete
+/// [`IssuanceDeps::policies_cache`] when listed there lately (a create or delete
 /// through this replica forgets them once committed).
-pub async fn in_force(ctx: &Context, workspace_id: &str) -> Result<Vec<IssuancePolicy>> {
+pub async fn in_force(ctx: &IssuanceDeps, workspace_id: &str) -> Result<Vec<IssuancePolicy>> {
     let listed = ctx
-        .cached
-        .policies
+        .policies_cache
         .get_or_load(workspace_id.to_owned(), ctx.now_millis(), || async {
             ctx.store.list_issuance_policies(workspace_id).await.map(Some)
         })
@@ -61,7 +60,7 @@ pub async fn in_force(ctx: &Context, workspace_id: &str) -> Result<Vec<IssuanceP
 /// [`evaluate`] with the workspace's policies already listed (a caller judging several
 /// requests of one workspace lists them once).
 pub async fn evaluate_listed(
-    ctx: &Context,
+    ctx: &IssuanceDeps,
     workspace_id: &str,
     policies: Vec<IssuancePolicy>,
     request: &EvaluationRequest,
@@ -108,13 +107,13 @@ impl RecordBinding for IssuancePolicy {
     }
 }
 
-pub async fn list(ctx: &Context, caller: &Caller) -> Result<Vec<IssuancePolicy>> {
+pub async fn list(ctx: &IssuanceDeps, caller: &Caller) -> Result<Vec<IssuancePolicy>> {
     caller.require(Scope::CasRead)?;
     Ok(ctx.store.list_issuance_policies(&caller.workspace_id).await?)
 }
 
 /// Adds a policy (its type must be served; its configuration is validated by the plugin).
-pub async fn create(ctx: &Context, caller: &Caller, new: NewPolicy) -> Result<IssuancePolicy> {
+pub async fn create(ctx: &IssuanceDeps, caller: &Caller, new: NewPolicy) -> Result<IssuancePolicy> {
     caller.require(Scope::CasWrite)?;
     let workspace_id = caller.workspace_id.to_string();
     let name = new
@@ -166,11 +165,11 @@ pub async fn create(ctx: &Context, caller: &Caller, new: NewPolicy) -> Result<Is
         json!({ "name": policy.name, "type": policy.policy_type, "position": policy.position }),
     );
     change.commit().await?;
-    ctx.cached.policies.forget(&workspace_id);
+    ctx.policies_cache.forget(&workspace_id);
     Ok(policy)
 }
 
-pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
+pub async fn delete(ctx: &IssuanceDeps, caller: &Caller, id: i64) -> Result<()> {
     caller.require(Scope::CasWrite)?;
     let workspace_id = caller.workspace_id.to_string();
     let mut change = ctx.change(Audit::of(caller), Some(&workspace_id)).await?;
@@ -179,6 +178,6 @@ pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
     }
     change.audit("issuance_policy.deleted", Target::new("issuance_policy", id), json!({}));
     change.commit().await?;
-    ctx.cached.policies.forget(&workspace_id);
+    ctx.policies_cache.forget(&workspace_id);
     Ok(())
 }

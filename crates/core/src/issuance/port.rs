@@ -7,9 +7,13 @@ use async_trait::async_trait;
 use super::policies::IssuancePolicy;
 use super::requests::CertificateRequest;
 use super::templates::StoredTemplate;
+use crate::auth::port::AuthReads;
+use crate::cas::port::CaReads;
+use crate::certificates::port::{CertificateReads, CertificateWrites};
 use crate::certificates::Certificate;
 use crate::pagination::{Page, PageRequest};
 use crate::store_error::StoreResult;
+use crate::unit_of_work::{ChangeTx, GroupCommit};
 
 #[async_trait]
 pub trait IssuanceReads: Send + Sync {
@@ -102,4 +106,21 @@ pub trait IssuanceWrites: Send {
         request: &CertificateRequest,
         lease_owner: &str,
     ) -> StoreResult<Option<CertificateRequest>>;
+}
+
+/// A transaction issuance writes through: its requests and renewal records, the inventory (an
+/// issued certificate enters it through `certificates::inventory`), and (as a [`ChangeTx`]) a
+/// unit of work's rows and the commit. The full transaction is one.
+pub trait IssuanceTx: ChangeTx + IssuanceWrites + CertificateWrites {}
+
+impl<T: ?Sized + ChangeTx + IssuanceWrites + CertificateWrites> IssuanceTx for T {}
+
+/// What issuance needs of storage: its reads, the CA records it issues through, the members who
+/// decide approvals, the certificates it renews, transactions, and group commit (an issued
+/// certificate is stored in a group-commit job). The full store is one (`crate::ports`).
+#[async_trait]
+pub trait IssuanceStore:
+    IssuanceReads + CaReads + AuthReads + CertificateReads + GroupCommit<dyn IssuanceTx> + Send + Sync
+{
+    async fn begin_issuance(&self) -> StoreResult<Box<dyn IssuanceTx>>;
 }

@@ -21,10 +21,10 @@ use x509_parser::prelude::{FromDer, X509Certificate};
 
 use super::request::{IssueInput, SubjectInput};
 use super::run::{Decision, Run};
+use super::IssuanceDeps;
 use crate::audit::Audit;
 use crate::cas::service::{call_target, connector_for, find};
 use crate::certificates::Certificate;
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events::{CertificateRenewalFailed, CertificateRenewed, Event};
 use crate::plugins::RenewalWindow;
@@ -51,7 +51,7 @@ pub struct RenewalRun {
 }
 
 /// Renews up to `limit` due certificates now.
-pub async fn run(ctx: &Context, limit: i64) -> Result<RenewalRun> {
+pub async fn run(ctx: &IssuanceDeps, limit: i64) -> Result<RenewalRun> {
     let now = ctx.now_millis();
     check_renewal_info(ctx, now, limit.min(ARI_CHECKS_PER_RUN)).await?;
     let mut change = ctx.change(Audit::system("renewal"), None).await?;
@@ -81,7 +81,7 @@ pub async fn run(ctx: &Context, limit: i64) -> Result<RenewalRun> {
 /// Asks the CAs that offer renewal information about the certificates whose next check is due,
 /// and stores when to renew them. Claiming moves the next check to the default retry first, so
 /// a replica that dies mid-way (or a CA that fails) leaves them for the next check.
-pub(crate) async fn check_renewal_info(ctx: &Context, now: i64, limit: i64) -> Result<()> {
+pub(crate) async fn check_renewal_info(ctx: &IssuanceDeps, now: i64, limit: i64) -> Result<()> {
     let mut change = ctx.change(Audit::system("renewal"), None).await?;
     let due = change.tx().claim_renewal_info_checks(now, now + ARI_RETRY_DEFAULT_MS, limit).await?;
     change.commit().await?;
@@ -114,7 +114,7 @@ pub(crate) async fn check_renewal_info(ctx: &Context, now: i64, limit: i64) -> R
 
 /// The CA's window for `certificate`: `None` when its connector does not offer renewal
 /// information, `Some(None)` when the CA suggests nothing.
-async fn ask_renewal_info(ctx: &Context, certificate: &Certificate) -> Result<Option<Option<RenewalWindow>>> {
+async fn ask_renewal_info(ctx: &IssuanceDeps, certificate: &Certificate) -> Result<Option<Option<RenewalWindow>>> {
     let Some(ca_id) = certificate.ca_id else { return Ok(None) };
     let ca = find(ctx.store.as_ref(), &certificate.workspace_id, ca_id).await?;
     let info = connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type)?;
@@ -127,7 +127,7 @@ async fn ask_renewal_info(ctx: &Context, certificate: &Certificate) -> Result<Op
 }
 
 async fn record_renewal_info(
-    ctx: &Context,
+    ctx: &IssuanceDeps,
     certificate: &Certificate,
     renew_at: Option<i64>,
     window: Option<(i64, i64)>,
@@ -141,7 +141,7 @@ async fn record_renewal_info(
 /// A time (ms) picked uniformly at random inside the window (seconds), so the CA's clients do
 /// not all come at its start (RFC 9773 §4.2; a time already past means renew now); now when the
 /// window has already ended.
-fn renew_at(ctx: &Context, now: i64, window: &RenewalWindow) -> i64 {
+fn renew_at(ctx: &IssuanceDeps, now: i64, window: &RenewalWindow) -> i64 {
     let (start, end) = (window.start.saturating_mul(1000), window.end.saturating_mul(1000));
     if end <= now {
         return now;
@@ -205,7 +205,7 @@ enum Renewed {
     Pending(i64),
 }
 
-async fn renew(ctx: &Context, old: &Certificate) -> Result<Renewed> {
+async fn renew(ctx: &IssuanceDeps, old: &Certificate) -> Result<Renewed> {
     let ca_id = old.ca_id.ok_or_else(|| Error::UnsupportedCa("the certificate has no CA".into()))?;
     let ca = find(ctx.store.as_ref(), &old.workspace_id, ca_id).await?;
     let info = connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type)?;
@@ -260,7 +260,7 @@ async fn renew(ctx: &Context, old: &Certificate) -> Result<Renewed> {
     Ok(Renewed::Now(new_id))
 }
 
-async fn record_failure(ctx: &Context, certificate: &Certificate, err: &Error) -> Result<()> {
+async fn record_failure(ctx: &IssuanceDeps, certificate: &Certificate, err: &Error) -> Result<()> {
     let message: String = err.to_string().chars().take(1000).collect();
     let mut change = ctx.change(Audit::system("renewal"), Some(&certificate.workspace_id)).await?;
     change.tx().record_renewal_failure(&certificate.workspace_id, certificate.id, &message).await?;

@@ -155,7 +155,7 @@ impl Fixture {
 #[tokio::test]
 async fn a_certificate_inside_its_window_is_renewed_with_the_same_lifetime_and_linked() {
     let fixture = Fixture::new(Ca::Issues, vec![certificate(OLD, 90, 20)]);
-    let run = renewal::run(&fixture.at(NOW_MS), 10).await.unwrap_or_else(|err| panic!("run: {err}"));
+    let run = renewal::run(&fixture.at(NOW_MS).issuance_deps(), 10).await.unwrap_or_else(|err| panic!("run: {err}"));
     assert_eq!((run.renewed, run.failed, run.pending), (1, 0, 0));
     let sent = fixture.issued.lock().map(|i| i[0].clone()).unwrap_or_else(|_| panic!("lock"));
     assert_eq!(sent.profile.validity_days, 90, "the lifetime of the certificate it replaces");
@@ -175,18 +175,20 @@ async fn a_certificate_inside_its_window_is_renewed_with_the_same_lifetime_and_l
 #[tokio::test]
 async fn a_certificate_outside_its_window_is_left_alone() {
     let fixture = Fixture::new(Ca::Issues, vec![certificate(OLD, 90, 45)]);
-    let run = renewal::run(&fixture.at(NOW_MS), 10).await.unwrap_or_else(|err| panic!("run: {err}"));
+    let run = renewal::run(&fixture.at(NOW_MS).issuance_deps(), 10).await.unwrap_or_else(|err| panic!("run: {err}"));
     assert_eq!(run, renewal::RenewalRun::default());
     assert_eq!(fixture.calls_to_ca(), 0);
     // Fifteen days on it is inside the 30-day window.
-    let run = renewal::run(&fixture.at(NOW_MS + 16 * DAY_MS), 10).await.unwrap_or_else(|err| panic!("run: {err}"));
+    let run = renewal::run(&fixture.at(NOW_MS + 16 * DAY_MS).issuance_deps(), 10)
+        .await
+        .unwrap_or_else(|err| panic!("run: {err}"));
     assert_eq!(run.renewed, 1);
 }
 
 #[tokio::test]
 async fn a_lifetime_longer_than_the_template_allows_now_is_shortened_to_its_maximum() {
     let fixture = Fixture::new(Ca::Issues, vec![certificate(OLD, 2000, 10)]);
-    renewal::run(&fixture.at(NOW_MS), 10).await.unwrap_or_else(|err| panic!("run: {err}"));
+    renewal::run(&fixture.at(NOW_MS).issuance_deps(), 10).await.unwrap_or_else(|err| panic!("run: {err}"));
     let max = super::templates::built_in_named("web_server").map(|t| t.max_validity_days).unwrap_or_default();
     let sent = fixture.issued.lock().map(|i| i[0].profile.validity_days).unwrap_or_default();
     assert_eq!(sent, max);
@@ -195,7 +197,7 @@ async fn a_lifetime_longer_than_the_template_allows_now_is_shortened_to_its_maxi
 #[tokio::test]
 async fn a_failed_renewal_is_recorded_and_tried_again_after_the_claim_lease() {
     let fixture = Fixture::new(Ca::Fails, vec![certificate(OLD, 90, 20)]);
-    let run = renewal::run(&fixture.at(NOW_MS), 10).await.unwrap_or_else(|err| panic!("run: {err}"));
+    let run = renewal::run(&fixture.at(NOW_MS).issuance_deps(), 10).await.unwrap_or_else(|err| panic!("run: {err}"));
     assert_eq!(run.failed, 1);
     let old = fixture.certificate(OLD);
     assert!(old.renewal_error.as_deref().unwrap_or_default().contains("refused the order"), "{old:?}");
@@ -206,9 +208,13 @@ async fn a_failed_renewal_is_recorded_and_tried_again_after_the_claim_lease() {
     assert!(failed.is_some_and(|e| e.payload.to_string().contains("refused the order")), "{:?}", tables.events);
 
     // Claimed: not tried again within the lease, then tried again.
-    let soon = renewal::run(&fixture.at(NOW_MS + CLAIM_LEASE_MS - 1), 10).await.unwrap_or_else(|err| panic!("{err}"));
+    let soon = renewal::run(&fixture.at(NOW_MS + CLAIM_LEASE_MS - 1).issuance_deps(), 10)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(soon, renewal::RenewalRun::default());
-    let later = renewal::run(&fixture.at(NOW_MS + CLAIM_LEASE_MS + 1), 10).await.unwrap_or_else(|err| panic!("{err}"));
+    let later = renewal::run(&fixture.at(NOW_MS + CLAIM_LEASE_MS + 1).issuance_deps(), 10)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(later.failed, 1);
     assert_eq!(fixture.calls_to_ca(), 2);
 }
@@ -218,7 +224,7 @@ async fn nobody_can_approve_a_renewal_so_a_policy_that_holds_it_fails_it() {
     let reasons = vec![PolicyReason { code: "four_eyes".into(), message: "a person must approve".into() }];
     let fixture =
         Fixture::new(Ca::Issues, vec![certificate(OLD, 90, 20)]).with_policy(Decision::RequireApproval(reasons));
-    let run = renewal::run(&fixture.at(NOW_MS), 10).await.unwrap_or_else(|err| panic!("run: {err}"));
+    let run = renewal::run(&fixture.at(NOW_MS).issuance_deps(), 10).await.unwrap_or_else(|err| panic!("run: {err}"));
     assert_eq!(run.failed, 1);
     assert_eq!(fixture.calls_to_ca(), 0);
     let judged = fixture.evaluated.lock().map(|e| e[0].clone()).unwrap_or_else(|_| panic!("lock"));
@@ -231,13 +237,15 @@ async fn nobody_can_approve_a_renewal_so_a_policy_that_holds_it_fails_it() {
 #[tokio::test]
 async fn a_pending_renewal_parks_an_issuing_request_and_is_not_claimed_while_in_flight() {
     let fixture = Fixture::new(Ca::Pending, vec![certificate(OLD, 90, 20)]);
-    let run = renewal::run(&fixture.at(NOW_MS), 10).await.unwrap_or_else(|err| panic!("run: {err}"));
+    let run = renewal::run(&fixture.at(NOW_MS).issuance_deps(), 10).await.unwrap_or_else(|err| panic!("run: {err}"));
     assert_eq!(run.pending, 1);
     let requests = fixture.store.snapshot().requests;
     assert_eq!(requests.len(), 1);
     assert_eq!((requests[0].status, requests[0].renews_certificate_id), (ISSUING, Some(OLD)));
     assert_eq!(requests[0].requested_by, "system:renewal");
-    let again = renewal::run(&fixture.at(NOW_MS + CLAIM_LEASE_MS + 1), 10).await.unwrap_or_else(|err| panic!("{err}"));
+    let again = renewal::run(&fixture.at(NOW_MS + CLAIM_LEASE_MS + 1).issuance_deps(), 10)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(again, renewal::RenewalRun::default(), "the renewal in flight is not started twice");
     assert_eq!(fixture.calls_to_ca(), 1);
 }

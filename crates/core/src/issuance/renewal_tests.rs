@@ -117,7 +117,7 @@ async fn the_cas_window_decides_when_a_certificate_is_due() {
     store.put_certificate(certificate(5, ARI_CA, "none", 80));
 
     let ctx = context(&store, NOW_MS, true);
-    renewal::check_renewal_info(&ctx, NOW_MS, 50).await.unwrap_or_else(|err| panic!("ari: {err}"));
+    renewal::check_renewal_info(&ctx.issuance_deps(), NOW_MS, 50).await.unwrap_or_else(|err| panic!("ari: {err}"));
     let info = store.snapshot().renewal_info;
     assert_eq!(info[&1], (Some(NOW_MS), Some(NOW_MS + ARI_RETRY_MIN_MS)), "window over: now; retry-after floored");
     let (later, next) = info[&2];
@@ -130,7 +130,9 @@ async fn the_cas_window_decides_when_a_certificate_is_due() {
     assert_eq!(due(&ctx).await, vec![1, 3, 4]);
     // Asked again a day later, the same window keeps the time picked; not due before it.
     let ctx = context(&store, NOW_MS + DAY_MS, true);
-    renewal::check_renewal_info(&ctx, NOW_MS + DAY_MS, 50).await.unwrap_or_else(|err| panic!("ari: {err}"));
+    renewal::check_renewal_info(&ctx.issuance_deps(), NOW_MS + DAY_MS, 50)
+        .await
+        .unwrap_or_else(|err| panic!("ari: {err}"));
     assert_eq!(store.snapshot().renewal_info[&2].0, Some(later));
     // (1, 3 and 4 were never renewed here: claimed again once their hour's claim has passed.)
     assert_eq!(due(&ctx).await, vec![1, 3, 4]);
@@ -146,7 +148,7 @@ async fn a_connector_without_renewal_info_keeps_the_default_window() {
     store.put_certificate(certificate(1, PLAIN_CA, "ended", 80));
     store.put_certificate(certificate(2, PLAIN_CA, "later", 20));
     let ctx = context(&store, NOW_MS, false);
-    renewal::check_renewal_info(&ctx, NOW_MS, 50).await.unwrap_or_else(|err| panic!("ari: {err}"));
+    renewal::check_renewal_info(&ctx.issuance_deps(), NOW_MS, 50).await.unwrap_or_else(|err| panic!("ari: {err}"));
     let info = store.snapshot().renewal_info;
     assert_eq!(info[&1], (None, Some(NOW_MS + ARI_RETRY_MAX_MS)), "not asked; checked again a day later");
     assert_eq!(due(&ctx).await, vec![2]);
@@ -159,8 +161,8 @@ async fn checks_per_run_are_bounded() {
         store.put_certificate(certificate(id, ARI_CA, "none", 80));
     }
     let ctx = context(&store, NOW_MS, true);
-    renewal::check_renewal_info(&ctx, NOW_MS, 2).await.unwrap_or_else(|err| panic!("ari: {err}"));
+    renewal::check_renewal_info(&ctx.issuance_deps(), NOW_MS, 2).await.unwrap_or_else(|err| panic!("ari: {err}"));
     assert_eq!(store.snapshot().renewal_info.len(), 2);
-    renewal::check_renewal_info(&ctx, NOW_MS, 2).await.unwrap_or_else(|err| panic!("ari: {err}"));
+    renewal::check_renewal_info(&ctx.issuance_deps(), NOW_MS, 2).await.unwrap_or_else(|err| panic!("ari: {err}"));
     assert_eq!(store.snapshot().renewal_info.len(), 4, "the next run asks the others");
 }

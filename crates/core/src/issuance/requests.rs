@@ -5,11 +5,11 @@
 use serde_json::{json, Value};
 
 use super::run::{Decision as IssuanceDecision, Run};
+use super::IssuanceDeps;
 use super::{templates, IssueInput, Issued};
 use crate::approvals::{check_decidable, Decision};
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::pagination::{Page, PageRequest};
 use crate::unit_of_work::Target;
@@ -79,7 +79,7 @@ pub struct CertificateRequest {
 /// Stores a pending request for `input`, which `run` was built from (so validated as an
 /// issuance is), waiting under `template` for `reasons`.
 pub(crate) async fn open(
-    ctx: &Context,
+    ctx: &IssuanceDeps,
     run: &Run,
     input: &IssueInput,
     template: &templates::Template,
@@ -121,7 +121,7 @@ pub(crate) async fn open(
 }
 
 /// Submits a request for approval (`POST /api/certificate-requests`).
-pub async fn submit(ctx: &Context, caller: &Caller, input: IssueInput) -> Result<CertificateRequest> {
+pub async fn submit(ctx: &IssuanceDeps, caller: &Caller, input: IssueInput) -> Result<CertificateRequest> {
     caller.require(Scope::CertificatesWrite)?;
     // Built now (CA, connector, template, request) so an approver never approves what cannot
     // be issued.
@@ -137,7 +137,7 @@ pub async fn submit(ctx: &Context, caller: &Caller, input: IssueInput) -> Result
 }
 
 pub async fn list(
-    ctx: &Context,
+    ctx: &IssuanceDeps,
     caller: &Caller,
     status: Option<&str>,
     page: PageRequest,
@@ -150,14 +150,14 @@ pub async fn list(
     Ok(ctx.store.list_requests(&caller.workspace_id, status, page).await?)
 }
 
-pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<CertificateRequest> {
+pub async fn get(ctx: &IssuanceDeps, caller: &Caller, id: i64) -> Result<CertificateRequest> {
     caller.require(Scope::CertificatesRead)?;
     ctx.store.find_request(&caller.workspace_id, id).await?.ok_or(Error::NotFound(Entity::CertificateRequest))
 }
 
 /// Moves a pending request to `to` on behalf of `caller` (not its requester).
 async fn decide(
-    ctx: &Context,
+    ctx: &IssuanceDeps,
     caller: &Caller,
     id: i64,
     to: RequestStatus,
@@ -199,7 +199,12 @@ async fn decide(
     Ok(updated)
 }
 
-pub async fn reject(ctx: &Context, caller: &Caller, id: i64, reason: Option<String>) -> Result<CertificateRequest> {
+pub async fn reject(
+    ctx: &IssuanceDeps,
+    caller: &Caller,
+    id: i64,
+    reason: Option<String>,
+) -> Result<CertificateRequest> {
     let reason = reason.map(|r| r.trim().chars().take(1024).collect::<String>()).filter(|r| !r.is_empty());
     decide(ctx, caller, id, REJECTED, reason).await
 }
@@ -207,7 +212,7 @@ pub async fn reject(ctx: &Context, caller: &Caller, id: i64, reason: Option<Stri
 /// Approves and issues. The request ends `issued` (with the certificate), `failed` (with the
 /// error, which is also returned), or `issuing` when the CA answers "pending" (no certificate
 /// yet: the poller completes it).
-pub async fn approve(ctx: &Context, caller: &Caller, id: i64) -> Result<(CertificateRequest, Option<Issued>)> {
+pub async fn approve(ctx: &IssuanceDeps, caller: &Caller, id: i64) -> Result<(CertificateRequest, Option<Issued>)> {
     let approved = decide(ctx, caller, id, APPROVED, None).await?;
     let decided = async { Run::for_approved(ctx, caller, &approved).await?.decide(ctx).await }.await;
     let outcome = match decided {

@@ -13,12 +13,12 @@ use serde_json::{json, Value};
 use super::pending::{self, Completion};
 use super::request::{self, IssueInput, PreparedRequest};
 use super::templates::{self, Template};
+use super::IssuanceDeps;
 use super::{policies, requester, requester_from_principal, store_issued, Issued};
 use crate::audit::Audit;
 use crate::caller::Caller;
 use crate::cas::service::{call_target, cannot_issue, connector_for, find, find_for_issuance};
 use crate::cas::CertificateAuthority;
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::pki::LedgerSlot;
 use crate::plugins::{
@@ -86,9 +86,14 @@ impl Run {
     /// A caller's issue body (`POST /api/certificates/issue`, attest-and-provision): the CA must
     /// exist, be of the type the body names (if it names one) and issue; the template resolves
     /// now.
-    pub async fn for_caller(ctx: &Context, caller: &Caller, input: &IssueInput, source: IssuanceSource) -> Result<Run> {
+    pub async fn for_caller(
+        ctx: &IssuanceDeps,
+        caller: &Caller,
+        input: &IssueInput,
+        source: IssuanceSource,
+    ) -> Result<Run> {
         let ca_id = input.ca_id.ok_or_else(|| Error::invalid_field("caId", "is required"))?;
-        let ca = find_for_issuance(&ctx.ca_deps(), &caller.workspace_id, ca_id).await?;
+        let ca = find_for_issuance(&ctx.cas, &caller.workspace_id, ca_id).await?;
         if let Some(ca_type) = input.ca_type.as_deref().filter(|t| *t != ca.ca_type) {
             return Err(Error::invalid_field(
                 "caType",
@@ -115,13 +120,13 @@ impl Run {
     /// An ACME finalize (`acme::server`): the order's CSR through the CA of the directory, as
     /// the ACME account asks (policies see an API requester named by the account).
     pub(crate) async fn for_acme(
-        ctx: &Context,
+        ctx: &IssuanceDeps,
         workspace_id: &str,
         ca_id: i64,
         input: &IssueInput,
         actor: Audit,
     ) -> Result<Run> {
-        let ca = find_for_issuance(&ctx.ca_deps(), workspace_id, ca_id).await?;
+        let ca = find_for_issuance(&ctx.cas, workspace_id, ca_id).await?;
         let connector = connector_for(ctx.plugins.host(), workspace_id, &ca.ca_type)?;
         if !connector.capabilities.issue {
             return Err(cannot_issue(&ca, &connector));
@@ -147,7 +152,7 @@ impl Run {
     /// as it was when the request was made (what the approver saw), judged as its requester
     /// made it.
     pub(crate) async fn for_approved(
-        ctx: &Context,
+        ctx: &IssuanceDeps,
         approver: &Caller,
         approved: &super::requests::CertificateRequest,
     ) -> Result<Run> {
@@ -176,7 +181,7 @@ impl Run {
     /// A renewal, from the issue body renewal builds for the certificate it replaces through
     /// `ca` (the body's `validityDays` is bounded by the template as it is now).
     pub(crate) async fn for_renewal(
-        ctx: &Context,
+        ctx: &IssuanceDeps,
         ca: CertificateAuthority,
         connector: Arc<PluginInfo>,
         input: &IssueInput,
@@ -225,7 +230,7 @@ impl Run {
 
     /// Policies, then (unless they refuse or hold it) the CA's connector; an issued certificate
     /// goes into the inventory. Counted in `trellis_issuances_total` by outcome.
-    pub async fn decide(&self, ctx: &Context) -> Result<Decision> {
+    pub async fn decide(&self, ctx: &IssuanceDeps) -> Result<Decision> {
         let decided = self.decide_uncounted(ctx).await;
         let outcome = match &decided {
             Ok(decision) => decision.label(),
@@ -243,7 +248,7 @@ impl Run {
 
     /// The policies' combined verdict on this run: with approval granted, require-approval
     /// decisions no longer hold.
-    async fn judge(&self, ctx: &Context) -> Result<Combined> {
+    async fn judge(&self, ctx: &IssuanceDeps) -> Result<Combined> {
         let evaluation = self.request.evaluation(&self.ca, &self.requester, self.source);
         let mut decisions = policies::evaluate(ctx, &self.ca.workspace_id, &evaluation).await?;
         if !matches!(self.approval, Approval::Open { .. }) {
@@ -256,7 +261,7 @@ impl Run {
         Ok(combine(self.request.profile.validity_days, decisions))
     }
 
-    async fn decide_uncounted(&self, ctx: &Context) -> Result<Decision> {
+    async fn decide_uncounted(&self, ctx: &IssuanceDeps) -> Result<Decision> {
         let mut prepared = self.request.clone();
         match self.judge(ctx).await? {
             Combined::Denied(reasons) => return Ok(Decision::Refused(reasons_json(&reasons))),

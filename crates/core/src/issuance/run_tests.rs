@@ -218,7 +218,7 @@ fn issued_certificate(outcome: Outcome) -> super::Issued {
 }
 
 async fn awaiting(ctx: &Context, caller: &Caller, input: IssueInput) -> requests::CertificateRequest {
-    match issue(ctx, caller, input).await.unwrap_or_else(|err| panic!("issue: {err}")) {
+    match issue(&ctx.issuance_deps(), caller, input).await.unwrap_or_else(|err| panic!("issue: {err}")) {
         Outcome::AwaitingApproval(request) => *request,
         other => panic!("a request awaiting approval expected: {other:?}"),
     }
@@ -235,7 +235,7 @@ async fn without_policies_the_ca_issues_under_the_templates_default_validity() {
     let fixture = Fixture::new(true);
     let ctx = fixture.ctx();
     let issued = issued_certificate(
-        issue(&ctx, &owner(WORKSPACE), input("a.example.com")).await.unwrap_or_else(|e| panic!("{e}")),
+        issue(&ctx.issuance_deps(), &owner(WORKSPACE), input("a.example.com")).await.unwrap_or_else(|e| panic!("{e}")),
     );
     assert_eq!(issued.certificate.common_name, "a.example.com");
     let sent = fixture.issued.lock().map(|i| i.clone()).unwrap_or_default();
@@ -253,7 +253,7 @@ async fn policies_are_asked_in_order_and_the_shortest_allowed_validity_wins() {
     fixture.policy(11, 2, Verdict::Allow(Some(30)));
     fixture.policy(12, 1, Verdict::Allow(Some(60)));
     let ctx = fixture.ctx();
-    issue(&ctx, &owner(WORKSPACE), IssueInput { validity_days: Some(90), ..input("b.example.com") })
+    issue(&ctx.issuance_deps(), &owner(WORKSPACE), IssueInput { validity_days: Some(90), ..input("b.example.com") })
         .await
         .unwrap_or_else(|err| panic!("issue: {err}"));
     let order: Vec<String> = fixture.evaluations().into_iter().map(|(record, _)| record).collect();
@@ -268,7 +268,7 @@ async fn policies_see_the_request_as_the_requester_made_it() {
     fixture.policy(11, 0, Verdict::Allow(None));
     let ctx = fixture.ctx();
     issue(
-        &ctx,
+        &ctx.issuance_deps(),
         &member("usr_alice"),
         IssueInput { subject_alt_names: vec!["c2.example.com".into()], ..input("c.example.com") },
     )
@@ -289,7 +289,8 @@ async fn a_denying_policy_refuses_with_its_reasons_and_nothing_reaches_the_ca() 
     fixture.policy(11, 0, Verdict::Allow(None));
     fixture.policy(12, 1, Verdict::Deny("no_wildcards"));
     let ctx = fixture.ctx();
-    let refused = issue(&ctx, &owner(WORKSPACE), input("d.example.com")).await.map(|_| ()).expect_err("denied");
+    let refused =
+        issue(&ctx.issuance_deps(), &owner(WORKSPACE), input("d.example.com")).await.map(|_| ()).expect_err("denied");
     match refused {
         Error::PolicyDenied(reasons) => assert_eq!(reasons[0]["code"], "no_wildcards"),
         other => panic!("POLICY_DENIED expected: {other:?}"),
@@ -305,7 +306,8 @@ async fn a_deny_outweighs_a_require_approval() {
     fixture.policy(11, 0, Verdict::RequireApproval("four_eyes"));
     fixture.policy(12, 1, Verdict::Deny("blocked_domain"));
     let ctx = fixture.ctx();
-    let refused = issue(&ctx, &owner(WORKSPACE), input("e.example.com")).await.map(|_| ()).expect_err("denied");
+    let refused =
+        issue(&ctx.issuance_deps(), &owner(WORKSPACE), input("e.example.com")).await.map(|_| ()).expect_err("denied");
     assert!(matches!(refused, Error::PolicyDenied(_)), "{refused:?}");
     assert!(fixture.store.snapshot().requests.is_empty(), "no request waits for a denied issuance");
 }
@@ -315,7 +317,8 @@ async fn a_failing_policy_denies_fail_closed() {
     let fixture = Fixture::new(true);
     fixture.policy(11, 0, Verdict::Fail);
     let ctx = fixture.ctx();
-    let refused = issue(&ctx, &owner(WORKSPACE), input("f.example.com")).await.map(|_| ()).expect_err("denied");
+    let refused =
+        issue(&ctx.issuance_deps(), &owner(WORKSPACE), input("f.example.com")).await.map(|_| ()).expect_err("denied");
     assert!(matches!(refused, Error::PolicyDenied(_)), "{refused:?}");
     assert_eq!(fixture.calls_to_ca(), 0);
 }
@@ -325,7 +328,9 @@ async fn a_disabled_policy_is_not_asked() {
     let fixture = Fixture::new(true);
     fixture.policy_enabled(11, 0, Verdict::Deny("would_deny"), false);
     let ctx = fixture.ctx();
-    issue(&ctx, &owner(WORKSPACE), input("g.example.com")).await.unwrap_or_else(|err| panic!("issue: {err}"));
+    issue(&ctx.issuance_deps(), &owner(WORKSPACE), input("g.example.com"))
+        .await
+        .unwrap_or_else(|err| panic!("issue: {err}"));
     assert!(fixture.evaluations().is_empty());
     assert_eq!(fixture.calls_to_ca(), 1);
 }
@@ -335,11 +340,11 @@ async fn the_run_answers_refusals_as_decisions_not_errors() {
     let fixture = Fixture::new(true);
     fixture.policy(11, 0, Verdict::Deny("nope"));
     let ctx = fixture.ctx();
-    let run = Run::for_caller(&ctx, &owner(WORKSPACE), &input("h.example.com"), IssuanceSource::Api)
+    let run = Run::for_caller(&ctx.issuance_deps(), &owner(WORKSPACE), &input("h.example.com"), IssuanceSource::Api)
         .await
         .unwrap_or_else(|err| panic!("run: {err}"));
     assert!(matches!(run.approval, Approval::Open { .. }));
-    let decision = run.decide(&ctx).await.unwrap_or_else(|err| panic!("decide: {err}"));
+    let decision = run.decide(&ctx.issuance_deps()).await.unwrap_or_else(|err| panic!("decide: {err}"));
     assert!(matches!(&decision, Decision::Refused(reasons) if reasons[0]["code"] == "nope"), "{decision:?}");
 }
 
@@ -350,17 +355,23 @@ async fn the_template_bounds_the_validity_and_an_unknown_template_is_refused() {
     let fixture = Fixture::new(true);
     let ctx = fixture.ctx();
     let too_long = web_server().max_validity_days + 1;
-    let refused =
-        issue(&ctx, &owner(WORKSPACE), IssueInput { validity_days: Some(too_long), ..input("i.example.com") })
-            .await
-            .map(|_| ())
-            .expect_err("too long");
+    let refused = issue(
+        &ctx.issuance_deps(),
+        &owner(WORKSPACE),
+        IssueInput { validity_days: Some(too_long), ..input("i.example.com") },
+    )
+    .await
+    .map(|_| ())
+    .expect_err("too long");
     assert!(matches!(&refused, Error::Validation { .. }) && refused.to_string().contains("validityDays"), "{refused}");
-    let unknown =
-        issue(&ctx, &owner(WORKSPACE), IssueInput { template_id: Some("nope".into()), ..input("i.example.com") })
-            .await
-            .map(|_| ())
-            .expect_err("unknown template");
+    let unknown = issue(
+        &ctx.issuance_deps(),
+        &owner(WORKSPACE),
+        IssueInput { template_id: Some("nope".into()), ..input("i.example.com") },
+    )
+    .await
+    .map(|_| ())
+    .expect_err("unknown template");
     assert!(unknown.to_string().contains("templateId"), "{unknown}");
     assert_eq!(fixture.calls_to_ca(), 0);
 }
@@ -379,14 +390,18 @@ async fn a_workspace_template_applies_its_own_bounds() {
         })
     });
     let ctx = fixture.ctx();
-    issue(&ctx, &owner(WORKSPACE), IssueInput { template_id: Some("short".into()), ..input("j.example.com") })
-        .await
-        .unwrap_or_else(|err| panic!("issue: {err}"));
+    issue(
+        &ctx.issuance_deps(),
+        &owner(WORKSPACE),
+        IssueInput { template_id: Some("short".into()), ..input("j.example.com") },
+    )
+    .await
+    .unwrap_or_else(|err| panic!("issue: {err}"));
     let sent = fixture.issued.lock().map(|i| i[0].clone()).unwrap_or_else(|_| panic!("lock"));
     // A workspace template is named by its id.
     assert_eq!((sent.profile.validity_days, sent.template.as_deref()), (7, Some("500")));
     let refused = issue(
-        &ctx,
+        &ctx.issuance_deps(),
         &owner(WORKSPACE),
         IssueInput { template_id: Some("500".into()), validity_days: Some(11), ..input("j.example.com") },
     )
@@ -400,16 +415,22 @@ async fn a_workspace_template_applies_its_own_bounds() {
 async fn the_ca_must_exist_be_of_the_named_type_and_issue() {
     let fixture = Fixture::new(true);
     let ctx = fixture.ctx();
-    let missing = issue(&ctx, &owner(WORKSPACE), IssueInput { ca_id: Some(99), ..input("k.example.com") }).await;
+    let missing =
+        issue(&ctx.issuance_deps(), &owner(WORKSPACE), IssueInput { ca_id: Some(99), ..input("k.example.com") }).await;
     assert!(matches!(missing, Err(Error::NotFound(_))), "{missing:?}");
-    let no_ca = issue(&ctx, &owner(WORKSPACE), IssueInput { ca_id: None, ..input("k.example.com") }).await;
+    let no_ca =
+        issue(&ctx.issuance_deps(), &owner(WORKSPACE), IssueInput { ca_id: None, ..input("k.example.com") }).await;
     assert!(no_ca.map(|_| ()).expect_err("caId").to_string().contains("caId"));
-    let typed =
-        issue(&ctx, &owner(WORKSPACE), IssueInput { ca_type: Some("acme".into()), ..input("k.example.com") }).await;
+    let typed = issue(
+        &ctx.issuance_deps(),
+        &owner(WORKSPACE),
+        IssueInput { ca_type: Some("acme".into()), ..input("k.example.com") },
+    )
+    .await;
     assert!(typed.map(|_| ()).expect_err("caType").to_string().contains("caType"));
 
     let cannot = Fixture::new(false);
-    let refused = issue(&cannot.ctx(), &owner(WORKSPACE), input("k.example.com")).await;
+    let refused = issue(&cannot.ctx().issuance_deps(), &owner(WORKSPACE), input("k.example.com")).await;
     assert!(matches!(refused, Err(Error::UnsupportedCa(_))), "{refused:?}");
     assert_eq!(fixture.calls_to_ca() + cannot.calls_to_ca(), 0);
 }
@@ -417,9 +438,9 @@ async fn the_ca_must_exist_be_of_the_named_type_and_issue() {
 #[tokio::test]
 async fn issuing_needs_the_write_scope() {
     let fixture = Fixture::new(true);
-    let refused = issue(&fixture.ctx(), &viewer(), input("l.example.com")).await;
+    let refused = issue(&fixture.ctx().issuance_deps(), &viewer(), input("l.example.com")).await;
     assert!(matches!(refused, Err(Error::MissingScope(_))), "{refused:?}");
-    let submitted = requests::submit(&fixture.ctx(), &viewer(), input("l.example.com")).await;
+    let submitted = requests::submit(&fixture.ctx().issuance_deps(), &viewer(), input("l.example.com")).await;
     assert!(matches!(submitted, Err(Error::MissingScope(_))), "{submitted:?}");
 }
 
@@ -448,8 +469,9 @@ async fn someone_else_approves_and_the_request_issues_as_its_requester_made_it()
     fixture.policy(11, 0, Verdict::RequireApproval("four_eyes"));
     let ctx = fixture.ctx();
     let request = awaiting(&ctx, &member("usr_alice"), input("n.example.com")).await;
-    let (done, issued) =
-        requests::approve(&ctx, &member("usr_bob"), request.id).await.unwrap_or_else(|err| panic!("approve: {err}"));
+    let (done, issued) = requests::approve(&ctx.issuance_deps(), &member("usr_bob"), request.id)
+        .await
+        .unwrap_or_else(|err| panic!("approve: {err}"));
     let issued = issued.unwrap_or_else(|| panic!("issued at once"));
     assert_eq!(done.status, ISSUED);
     assert_eq!(done.certificate_id, Some(issued.certificate.id));
@@ -474,9 +496,9 @@ async fn a_requester_cannot_approve_or_reject_their_own_request() {
     fixture.policy(11, 0, Verdict::RequireApproval("four_eyes"));
     let ctx = fixture.ctx();
     let request = awaiting(&ctx, &member("usr_alice"), input("o.example.com")).await;
-    let own = requests::approve(&ctx, &member("usr_alice"), request.id).await.map(|_| ());
+    let own = requests::approve(&ctx.issuance_deps(), &member("usr_alice"), request.id).await.map(|_| ());
     assert!(matches!(own, Err(Error::Forbidden(_))), "{own:?}");
-    let own = requests::reject(&ctx, &member("usr_alice"), request.id, None).await.map(|_| ());
+    let own = requests::reject(&ctx.issuance_deps(), &member("usr_alice"), request.id, None).await.map(|_| ());
     assert!(matches!(own, Err(Error::Forbidden(_))), "{own:?}");
     assert_eq!(fixture.calls_to_ca(), 0);
     assert_eq!(fixture.store.snapshot().requests[0].status, PENDING);
@@ -486,15 +508,15 @@ async fn a_requester_cannot_approve_or_reject_their_own_request() {
 async fn a_rejected_request_issues_nothing_and_cannot_be_decided_again() {
     let fixture = Fixture::new(true);
     let ctx = fixture.ctx();
-    let request = requests::submit(&ctx, &member("usr_alice"), input("p.example.com"))
+    let request = requests::submit(&ctx.issuance_deps(), &member("usr_alice"), input("p.example.com"))
         .await
         .unwrap_or_else(|err| panic!("submit: {err}"));
     assert_eq!(request.reasons[0]["code"], "requested");
-    let rejected = requests::reject(&ctx, &member("usr_bob"), request.id, Some("  not now  ".into()))
+    let rejected = requests::reject(&ctx.issuance_deps(), &member("usr_bob"), request.id, Some("  not now  ".into()))
         .await
         .unwrap_or_else(|err| panic!("reject: {err}"));
     assert_eq!((rejected.status, rejected.decision_reason.as_deref()), (REJECTED, Some("not now")));
-    let again = requests::approve(&ctx, &member("usr_carol"), request.id).await.map(|_| ());
+    let again = requests::approve(&ctx.issuance_deps(), &member("usr_carol"), request.id).await.map(|_| ());
     assert!(matches!(again, Err(Error::Conflict(_))), "{again:?}");
     assert_eq!(fixture.calls_to_ca(), 0);
 }
@@ -506,7 +528,7 @@ async fn an_approval_that_a_policy_now_denies_fails_the_request_with_the_reason(
     let ctx = fixture.ctx();
     let request = awaiting(&ctx, &member("usr_alice"), input("q.example.com")).await;
     fixture.policy(12, 1, Verdict::Deny("frozen"));
-    let refused = requests::approve(&ctx, &member("usr_bob"), request.id).await.map(|_| ());
+    let refused = requests::approve(&ctx.issuance_deps(), &member("usr_bob"), request.id).await.map(|_| ());
     assert!(matches!(refused, Err(Error::PolicyDenied(_))), "{refused:?}");
     let failed = fixture.store.snapshot().requests.into_iter().find(|r| r.id == request.id).unwrap_or_default();
     assert_eq!(failed.status, FAILED);
@@ -529,7 +551,7 @@ async fn an_approval_issues_under_the_template_as_it_was_when_the_request_was_ma
     });
     let ctx = fixture.ctx();
     let request = requests::submit(
-        &ctx,
+        &ctx.issuance_deps(),
         &member("usr_alice"),
         IssueInput { template_id: Some("short".into()), ..input("r.example.com") },
     )
@@ -537,7 +559,9 @@ async fn an_approval_issues_under_the_template_as_it_was_when_the_request_was_ma
     .unwrap_or_else(|err| panic!("submit: {err}"));
     // Edited after the request: the approver saw 7 days.
     fixture.store.edit(|tables| tables.templates[0].body = json!({ "defaultValidityDays": 3, "maxValidityDays": 5 }));
-    requests::approve(&ctx, &member("usr_bob"), request.id).await.unwrap_or_else(|err| panic!("approve: {err}"));
+    requests::approve(&ctx.issuance_deps(), &member("usr_bob"), request.id)
+        .await
+        .unwrap_or_else(|err| panic!("approve: {err}"));
     let sent = fixture.issued.lock().map(|i| i[0].profile.validity_days).unwrap_or_default();
     assert_eq!(sent, 7);
 }
@@ -547,13 +571,13 @@ async fn a_granted_run_is_no_longer_held_by_require_approval() {
     let fixture = Fixture::new(true);
     fixture.policy(11, 0, Verdict::RequireApproval("four_eyes"));
     let ctx = fixture.ctx();
-    let open = Run::for_caller(&ctx, &owner(WORKSPACE), &input("s.example.com"), IssuanceSource::Api)
+    let open = Run::for_caller(&ctx.issuance_deps(), &owner(WORKSPACE), &input("s.example.com"), IssuanceSource::Api)
         .await
         .unwrap_or_else(|err| panic!("run: {err}"));
-    let held = open.decide(&ctx).await.unwrap_or_else(|err| panic!("decide: {err}"));
+    let held = open.decide(&ctx.issuance_deps()).await.unwrap_or_else(|err| panic!("decide: {err}"));
     assert!(matches!(&held, Decision::NeedsApproval { reasons, .. } if reasons[0]["code"] == "four_eyes"), "{held:?}");
     let granted = Run { approval: Approval::Granted, actor: Audit::of(&member("usr_bob")), ..open };
-    let decision = granted.decide(&ctx).await.unwrap_or_else(|err| panic!("decide: {err}"));
+    let decision = granted.decide(&ctx.issuance_deps()).await.unwrap_or_else(|err| panic!("decide: {err}"));
     assert!(matches!(decision, Decision::Issued(_)), "{decision:?}");
 }
 
@@ -562,13 +586,14 @@ async fn attestation_cannot_wait_for_approval_nor_for_a_pending_ca() {
     let fixture = Fixture::new(true);
     fixture.policy(11, 0, Verdict::RequireApproval("four_eyes"));
     let ctx = fixture.ctx();
-    let held = issue_attested(&ctx, &owner(WORKSPACE), input("t.example.com")).await.map(|_| ());
+    let held = issue_attested(&ctx.issuance_deps(), &owner(WORKSPACE), input("t.example.com")).await.map(|_| ());
     assert!(matches!(held, Err(Error::ApprovalRequired(_))), "{held:?}");
     assert!(fixture.store.snapshot().requests.is_empty(), "nothing waits");
 
     let fixture = Fixture::new(true);
     *fixture.pending.lock().unwrap_or_else(|_| panic!("lock")) = true;
-    let waiting = issue_attested(&fixture.ctx(), &owner(WORKSPACE), input("t.example.com")).await.map(|_| ());
+    let waiting =
+        issue_attested(&fixture.ctx().issuance_deps(), &owner(WORKSPACE), input("t.example.com")).await.map(|_| ());
     assert!(matches!(waiting, Err(Error::Pending(_))), "{waiting:?}");
     assert!(fixture.store.snapshot().requests.is_empty(), "the order is left unpolled");
 }
@@ -582,8 +607,9 @@ async fn an_approved_request_the_ca_leaves_pending_moves_to_issuing() {
     let ctx = fixture.ctx();
     let request = awaiting(&ctx, &member("usr_alice"), input("u.example.com")).await;
     *fixture.pending.lock().unwrap_or_else(|_| panic!("lock")) = true;
-    let (parked, issued) =
-        requests::approve(&ctx, &member("usr_bob"), request.id).await.unwrap_or_else(|err| panic!("approve: {err}"));
+    let (parked, issued) = requests::approve(&ctx.issuance_deps(), &member("usr_bob"), request.id)
+        .await
+        .unwrap_or_else(|err| panic!("approve: {err}"));
     assert!(issued.is_none());
     assert_eq!(parked.status, ISSUING);
     assert_eq!(parked.status_message.as_deref(), Some("validating"));
@@ -596,7 +622,7 @@ async fn a_pending_issue_opens_an_issuing_request_as_the_caller() {
     let fixture = Fixture::new(true);
     *fixture.pending.lock().unwrap_or_else(|_| panic!("lock")) = true;
     let ctx = fixture.ctx();
-    let request = match issue(&ctx, &member("usr_alice"), input("v.example.com")).await {
+    let request = match issue(&ctx.issuance_deps(), &member("usr_alice"), input("v.example.com")).await {
         Ok(Outcome::Issuing(request)) => *request,
         other => panic!("issuing expected: {other:?}"),
     };

@@ -320,15 +320,15 @@ pub fn from_stored(stored: &StoredTemplate) -> crate::Result<Template> {
 
 // ---- use cases ----------------------------------------------------------------------------
 
+use super::IssuanceDeps;
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
 use crate::error::{Entity, Error};
 use crate::unit_of_work::Target;
 
 /// The template `id_or_name` names in the workspace: a built-in name, or a custom template's id
 /// or name. None named: `web_server`.
-pub async fn resolve(ctx: &Context, workspace_id: &str, id_or_name: Option<&str>) -> crate::Result<Template> {
+pub async fn resolve(ctx: &IssuanceDeps, workspace_id: &str, id_or_name: Option<&str>) -> crate::Result<Template> {
     let wanted = id_or_name.map(str::trim).filter(|t| !t.is_empty()).unwrap_or("web_server");
     if let Some(template) = built_in_named(wanted) {
         return Ok(template);
@@ -349,7 +349,7 @@ pub async fn resolve(ctx: &Context, workspace_id: &str, id_or_name: Option<&str>
 }
 
 /// Built-ins first, then the workspace's own, oldest first.
-pub async fn list(ctx: &Context, caller: &Caller) -> crate::Result<Vec<Template>> {
+pub async fn list(ctx: &IssuanceDeps, caller: &Caller) -> crate::Result<Vec<Template>> {
     caller.require(Scope::CertificatesRead)?;
     let mut templates = built_ins();
     for stored in ctx.store.list_templates(&caller.workspace_id).await? {
@@ -365,7 +365,7 @@ pub async fn list(ctx: &Context, caller: &Caller) -> crate::Result<Vec<Template>
     Ok(templates)
 }
 
-pub async fn get(ctx: &Context, caller: &Caller, id: &str) -> crate::Result<Template> {
+pub async fn get(ctx: &IssuanceDeps, caller: &Caller, id: &str) -> crate::Result<Template> {
     caller.require(Scope::CertificatesRead)?;
     if let Some(template) = built_in_named(id) {
         return Ok(template);
@@ -393,14 +393,19 @@ fn check_name(name: &str) -> crate::Result<String> {
 }
 
 /// Creates a workspace template.
-pub async fn create(ctx: &Context, caller: &Caller, name: &str, settings: TemplateSettings) -> crate::Result<Template> {
+pub async fn create(
+    ctx: &IssuanceDeps,
+    caller: &Caller,
+    name: &str,
+    settings: TemplateSettings,
+) -> crate::Result<Template> {
     save(ctx, caller, None, name, settings).await
 }
 
 /// Replaces workspace template `id`. Built-ins are read-only (403); a name that is neither a
 /// built-in's nor a number names no template (404).
 pub async fn update(
-    ctx: &Context,
+    ctx: &IssuanceDeps,
     caller: &Caller,
     id: &str,
     name: &str,
@@ -416,7 +421,7 @@ pub async fn update(
 
 /// Creates (`id` none) or replaces a workspace template.
 async fn save(
-    ctx: &Context,
+    ctx: &IssuanceDeps,
     caller: &Caller,
     id: Option<i64>,
     name: &str,
@@ -456,7 +461,7 @@ async fn save(
     from_stored(&stored)
 }
 
-pub async fn delete(ctx: &Context, caller: &Caller, id: &str) -> crate::Result<()> {
+pub async fn delete(ctx: &IssuanceDeps, caller: &Caller, id: &str) -> crate::Result<()> {
     caller.require(Scope::CertificatesWrite)?;
     if built_in_named(id).is_some() {
         return Err(Error::Forbidden(format!("`{id}` is a built-in template and cannot be deleted")));

@@ -24,7 +24,7 @@ use crate::unit_of_work::Target;
 /// required, since nobody can tell that it was not.
 pub(crate) async fn requires_approval(ctx: &Context, certificate: &Certificate) -> bool {
     let Some(name) = certificate.issuance_template.as_deref() else { return false };
-    match crate::issuance::templates::resolve(ctx, &certificate.workspace_id, Some(name)).await {
+    match crate::issuance::templates::resolve(&ctx.issuance_deps(), &certificate.workspace_id, Some(name)).await {
         Ok(template) => template.revocation_requires_approval,
         Err(err) => {
             tracing::warn!(certificate = certificate.id, template = name, error = %err, "the certificate's template cannot be read; its revocation waits for approval");

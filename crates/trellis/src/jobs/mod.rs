@@ -82,7 +82,7 @@ pub fn spawn_renewal(ctx: SharedContext, interval: Duration) -> tokio::task::Joi
     spawn_periodic("renewal", interval, move || {
         let ctx = ctx.clone();
         async move {
-            let run = trellis_core::issuance::renewal::run(&ctx, 100).await?;
+            let run = trellis_core::issuance::renewal::run(&ctx.issuance_deps(), 100).await?;
             if run.renewed + run.failed > 0 {
                 tracing::info!(renewed = run.renewed, failed = run.failed, "renewal run finished");
             }
@@ -120,7 +120,7 @@ pub fn spawn_issuance_poller(ctx: SharedContext, interval: Duration, owner: Stri
         let (ctx, owner) = (ctx.clone(), owner.clone());
         async move {
             loop {
-                let run = trellis_core::issuance::pending::poll(&ctx, &owner, 50).await?;
+                let run = trellis_core::issuance::pending::poll(&ctx.issuance_deps(), &owner, 50).await?;
                 let polled = run.issued + run.pending + run.retrying + run.failed;
                 if run.issued + run.failed > 0 {
                     tracing::info!(
