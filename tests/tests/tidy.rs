@@ -66,7 +66,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("audit", "who acted (Audit)"),
             ("caller", "use cases run for a Caller"),
             ("clock", "time and randomness from the context"),
-            ("context", "use cases take the Context"),
             ("crypto", "sealing and digests under the master key"),
             ("error", "the domain error"), // two-way edge, not in issue 22's list
             ("events", "event type names"),
@@ -169,6 +168,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("unit_of_work", "the Context holds every area's port or service"),
             ("webhooks", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
             ("certificates", "the Context hands out every area's dependencies"),
+            ("attestation", "the Context hands out every area's dependencies"),
         ],
     ),
     ("crypto", &[("clock", "time and randomness from the context")]),

@@ -248,7 +248,7 @@ struct AttestationPage {
 
 pub async fn attestation(State(ctx): State<SharedContext>, console: Console) -> Result<Response, PageError> {
     let caller = &console.caller;
-    let devices = devices::list(&ctx, caller, PageRequest::new(None, Some(100), None, 100)?)
+    let devices = devices::list(&ctx.attestation_deps(), caller, PageRequest::new(None, Some(100), None, 100)?)
         .await?
         .items
         .into_iter()
@@ -261,7 +261,7 @@ pub async fn attestation(State(ctx): State<SharedContext>, console: Console) -> 
             created: when(d.created_at),
         })
         .collect();
-    let policies = policies::list(&ctx, caller, None)
+    let policies = policies::list(&ctx.attestation_deps(), caller, None)
         .await?
         .into_iter()
         .map(|p| (p.name, p.device_type.unwrap_or_default(), p.required_pcr_banks.join(", ")))
@@ -305,8 +305,8 @@ pub async fn device(
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
     let id = numeric_id(&id).map_err(PageError::Api)?;
-    let device = devices::get(&ctx, &console.caller, id).await?;
-    let history: Vec<AttestationRow> = provision::history(&ctx, &console.caller, id, HISTORY_SHOWN)
+    let device = devices::get(&ctx.attestation_deps(), &console.caller, id).await?;
+    let history: Vec<AttestationRow> = provision::history(&ctx.attestation_deps(), &console.caller, id, HISTORY_SHOWN)
         .await?
         .into_iter()
         .map(|r| AttestationRow {

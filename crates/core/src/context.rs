@@ -194,6 +194,18 @@ impl Context {
         }
     }
 
+    /// Attestation's share: its storage port, issuance's share, the plugin runtime, the clock
+    /// and entropy.
+    pub fn attestation_deps(&self) -> crate::attestation::AttestationDeps {
+        crate::attestation::AttestationDeps {
+            store: self.store.clone(),
+            issuance: self.issuance_deps(),
+            plugins: self.plugins.clone(),
+            clock: self.clock.clone(),
+            entropy: self.entropy.clone(),
+        }
+    }
+
     /// Authentication's share: its storage port and settings, the login limiter, the identity
     /// provider, the API-key cache, the master key, the clock and entropy.
     pub fn auth_deps(&self) -> crate::auth::AuthDeps {

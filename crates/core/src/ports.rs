@@ -41,6 +41,7 @@ use crate::unit_of_work::{ChangeTx, GroupCommit};
 /// supertrait, so a `Box<dyn Tx>` becomes one by coercion.
 pub trait Tx:
     ChangeTx
+    + crate::attestation::port::AttestationTx
     + crate::issuance::port::IssuanceTx
     + crate::auth::port::AuthTx
     + crate::discovery::port::DiscoveryTx
@@ -85,6 +86,7 @@ pub type ErasedJob = crate::unit_of_work::ErasedJob<dyn Tx>;
 #[async_trait]
 pub trait Store:
     GroupCommit<dyn Tx>
+    + crate::attestation::port::AttestationStore
     + crate::issuance::port::IssuanceStore
     + crate::auth::port::AuthStore
     + crate::discovery::port::DiscoveryStore
@@ -141,6 +143,7 @@ macro_rules! area_group_commit {
     };
 }
 
+area_port!(crate::attestation::port::AttestationStore, begin_attestation, crate::attestation::port::AttestationTx);
 area_port!(crate::auth::port::AuthStore, begin_auth, crate::auth::port::AuthTx);
 area_port!(crate::cas::port::CaStore, begin_cas, crate::cas::port::CaTx);
 area_port!(crate::certificates::port::CertificateStore, begin_certificates, crate::certificates::port::CertificateTx);

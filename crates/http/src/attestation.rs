@@ -259,7 +259,7 @@ async fn list_devices(
     Authenticated(caller): Authenticated,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<DeviceDto>>> {
-    Ok(list(devices::list(&ctx, &caller, page.request()?).await?, device_dto))
+    Ok(list(devices::list(&ctx.attestation_deps(), &caller, page.request()?).await?, device_dto))
 }
 
 /// Registers a device (status `registered` until its AK is enrolled).
@@ -278,7 +278,7 @@ async fn create_device(
         metadata: body.metadata,
         status: None,
     };
-    Ok(created(device_dto(devices::create(&ctx, &caller, input).await?)))
+    Ok(created(device_dto(devices::create(&ctx.attestation_deps(), &caller, input).await?)))
 }
 
 #[utoipa::path(get, path = "/api/iot/devices/{id}", tag = "attestation", params(("id" = i64, Path, minimum = 1)),
@@ -288,7 +288,7 @@ async fn get_device(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(device_dto(devices::get(&ctx, &caller, numeric_id(&id)?).await?)))
+    Ok(data(device_dto(devices::get(&ctx.attestation_deps(), &caller, numeric_id(&id)?).await?)))
 }
 
 #[utoipa::path(patch, path = "/api/iot/devices/{id}", tag = "attestation", params(("id" = i64, Path, minimum = 1)),
@@ -299,7 +299,7 @@ async fn update_device(
     Path(id): Path<String>,
     Json(body): Json<DeviceBody>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(device_dto(devices::update(&ctx, &caller, numeric_id(&id)?, device_input(body)).await?)))
+    Ok(data(device_dto(devices::update(&ctx.attestation_deps(), &caller, numeric_id(&id)?, device_input(body)).await?)))
 }
 
 /// Deletes the device, its nonces and any pending enrollment (its attestation history stays).
@@ -310,7 +310,7 @@ async fn delete_device(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    devices::delete(&ctx, &caller, numeric_id(&id)?).await?;
+    devices::delete(&ctx.attestation_deps(), &caller, numeric_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -323,7 +323,7 @@ async fn reset_enrollment(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    Ok(data(device_dto(devices::reset_enrollment(&ctx, &caller, numeric_id(&id)?).await?)))
+    Ok(data(device_dto(devices::reset_enrollment(&ctx.attestation_deps(), &caller, numeric_id(&id)?).await?)))
 }
 
 // ---- challenge, enrollment -------------------------------------------------------------------
@@ -354,7 +354,7 @@ async fn challenge(
     let body = body_json(&body)?;
     let ttl = integer_member(&body, "ttlSeconds")?;
     let purpose = string_member(&body, "purpose")?;
-    let nonce = nonces::challenge(&ctx, &caller, id_of(&id)?, ttl, purpose.as_deref()).await?;
+    let nonce = nonces::challenge(&ctx.attestation_deps(), &caller, id_of(&id)?, ttl, purpose.as_deref()).await?;
     Ok(axum::Json(json!({ "nonce": nonce.nonce, "expiresAt": rfc3339(nonce.expires_at), "purpose": nonce.purpose })))
 }
 
@@ -388,7 +388,7 @@ async fn enroll(
         ek_public: string_member(&body, "ekPublic")?,
         ak_public: string_member(&body, "akPublic")?,
     };
-    let challenge = enrollment::start(&ctx, &caller, id_of(&id)?, input).await?;
+    let challenge = enrollment::start(&ctx.attestation_deps(), &caller, id_of(&id)?, input).await?;
     Ok(axum::Json(json!({
         "credentialBlob": b64(&challenge.credential_blob),
         "encryptedSecret": b64(&challenge.encrypted_secret),
@@ -410,7 +410,8 @@ async fn activate(
     body: Bytes,
 ) -> AttResult<axum::Json<DeviceDto>> {
     let body = body_json(&body)?;
-    let device = enrollment::activate(&ctx, &caller, id_of(&id)?, string_member(&body, "secret")?).await?;
+    let device =
+        enrollment::activate(&ctx.attestation_deps(), &caller, id_of(&id)?, string_member(&body, "secret")?).await?;
     Ok(axum::Json(device_dto(device)))
 }
 
@@ -441,7 +442,7 @@ async fn attest_and_provision(
         policy_id: integer_member(&body, "policyId")?,
         evidence: body.get("evidence").cloned(),
     };
-    let done = provision::attest_and_provision(&ctx, &caller, id_of(&id)?, input).await?;
+    let done = provision::attest_and_provision(&ctx.attestation_deps(), &caller, id_of(&id)?, input).await?;
     let certificate = &done.issued.certificate;
     Ok(axum::Json(json!({
         "message": "Attestation verified; certificate issued",
@@ -480,7 +481,7 @@ async fn attestations(
     if !(1..=100).contains(&limit) {
         return Err(AttestationError::invalid("limit", "must be 1 to 100").into());
     }
-    let records = provision::history(&ctx, &caller, id_of(&id)?, limit).await?;
+    let records = provision::history(&ctx.attestation_deps(), &caller, id_of(&id)?, limit).await?;
     Ok(axum::Json(Value::Array(records.iter().map(|r| r.to_json()).collect())))
 }
 
@@ -496,7 +497,7 @@ async fn attest(
     body: Bytes,
 ) -> AttResult<Response> {
     let body = body_json(&body)?;
-    let record = provision::attest(&ctx, &caller, id_of(&id)?, &body).await?;
+    let record = provision::attest(&ctx.attestation_deps(), &caller, id_of(&id)?, &body).await?;
     Ok((StatusCode::CREATED, axum::Json(record.to_json())).into_response())
 }
 
@@ -514,7 +515,9 @@ async fn attest_tpm(
 ) -> AttResult<Response> {
     let body = body_json(&body)?;
     let policy_id = integer_member(&body, "policyId")?;
-    let record = provision::attest_tpm(&ctx, &caller, id_of(&id)?, policy_id, body.get("evidence").cloned()).await?;
+    let record =
+        provision::attest_tpm(&ctx.attestation_deps(), &caller, id_of(&id)?, policy_id, body.get("evidence").cloned())
+            .await?;
     Ok((StatusCode::CREATED, axum::Json(record.to_json())).into_response())
 }
 
@@ -537,7 +540,7 @@ async fn list_policies(
     Query(filter): Query<PolicyFilter>,
 ) -> AttResult<axum::Json<Value>> {
     let device_type = filter.device_type.filter(|t| !t.is_empty());
-    let all = policies::list(&ctx, &caller, device_type.as_deref()).await?;
+    let all = policies::list(&ctx.attestation_deps(), &caller, device_type.as_deref()).await?;
     Ok(axum::Json(Value::Array(all.iter().map(|p| p.to_json()).collect())))
 }
 
@@ -550,7 +553,7 @@ async fn get_policy(
     Path(id): Path<String>,
 ) -> AttResult<axum::Json<Value>> {
     let id = id.parse::<i64>().map_err(|_| AttestationError::PolicyNotFound)?;
-    Ok(axum::Json(policies::get(&ctx, &caller, id).await?.to_json()))
+    Ok(axum::Json(policies::get(&ctx.attestation_deps(), &caller, id).await?.to_json()))
 }
 
 /// Creates a policy (spec §2.3: `name` and `expectedPcrs` required); 400 `{"error": "Invalid
@@ -568,7 +571,7 @@ async fn create_policy(
             json!({ "problems": [{ "field": "", "message": format!("the body is not JSON: {err}") }] }),
         )
     })?;
-    let policy = policies::create(&ctx, &caller, &body).await?;
+    let policy = policies::create(&ctx.attestation_deps(), &caller, &body).await?;
     Ok((StatusCode::CREATED, axum::Json(policy.to_json())).into_response())
 }
 
@@ -588,7 +591,7 @@ async fn update_policy(
             json!({ "problems": [{ "field": "", "message": format!("the body is not JSON: {err}") }] }),
         )
     })?;
-    Ok(axum::Json(policies::update(&ctx, &caller, id, &body).await?.to_json()))
+    Ok(axum::Json(policies::update(&ctx.attestation_deps(), &caller, id, &body).await?.to_json()))
 }
 
 #[utoipa::path(delete, path = "/api/attestation/policies/{id}", tag = "attestation", params(("id" = i64, Path, minimum = 1)),
@@ -599,7 +602,7 @@ async fn delete_policy(
     Path(id): Path<String>,
 ) -> AttResult<StatusCode> {
     let id = id.parse::<i64>().map_err(|_| AttestationError::PolicyNotFound)?;
-    policies::delete(&ctx, &caller, id).await?;
+    policies::delete(&ctx.attestation_deps(), &caller, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -625,7 +628,7 @@ async fn list_roots(
     State(ctx): State<SharedContext>,
     Authenticated(caller): Authenticated,
 ) -> AttResult<axum::Json<Value>> {
-    let roots = trust::list(&ctx, &caller).await?;
+    let roots = trust::list(&ctx.attestation_deps(), &caller).await?;
     Ok(axum::Json(Value::Array(roots.iter().map(root_json).collect())))
 }
 
@@ -640,7 +643,7 @@ async fn add_root(
 ) -> AttResult<Response> {
     let body = body_json(&body)?;
     let root = trust::add(
-        &ctx,
+        &ctx.attestation_deps(),
         &caller,
         string_member(&body, "name")?,
         string_member(&body, "certificate")?,
@@ -658,6 +661,6 @@ async fn remove_root(
     Path(id): Path<String>,
 ) -> AttResult<StatusCode> {
     let id = id.parse::<i64>().map_err(|_| AttestationError::TrustRootNotFound)?;
-    trust::remove(&ctx, &caller, id).await?;
+    trust::remove(&ctx.attestation_deps(), &caller, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -4,9 +4,9 @@
 
 use serde_json::{json, Value};
 
+use super::AttestationDeps;
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
 use crate::error::Result;
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::TpmClock;
@@ -77,21 +77,21 @@ fn metadata(value: Value) -> Result<Value> {
     }
 }
 
-pub async fn find(ctx: &Context, workspace_id: &str, id: i64) -> Result<Device> {
+pub async fn find(ctx: &AttestationDeps, workspace_id: &str, id: i64) -> Result<Device> {
     ctx.store.find_device(workspace_id, id).await?.ok_or(crate::error::Error::NotFound(crate::error::Entity::Device))
 }
 
-pub async fn list(ctx: &Context, caller: &Caller, page: PageRequest) -> Result<Page<Device>> {
+pub async fn list(ctx: &AttestationDeps, caller: &Caller, page: PageRequest) -> Result<Page<Device>> {
     caller.require(Scope::AttestationRead)?;
     Ok(ctx.store.list_devices(&caller.workspace_id, page).await?)
 }
 
-pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<Device> {
+pub async fn get(ctx: &AttestationDeps, caller: &Caller, id: i64) -> Result<Device> {
     caller.require(Scope::AttestationRead)?;
     find(ctx, &caller.workspace_id, id).await
 }
 
-pub async fn create(ctx: &Context, caller: &Caller, input: DeviceInput) -> Result<Device> {
+pub async fn create(ctx: &AttestationDeps, caller: &Caller, input: DeviceInput) -> Result<Device> {
     caller.require(Scope::AttestationManage)?;
     let name = optional_text("name", input.name.as_deref(), MAX_TEXT)?
         .ok_or_else(|| crate::error::Error::invalid_field("name", "is required"))?;
@@ -133,7 +133,7 @@ pub async fn create(ctx: &Context, caller: &Caller, input: DeviceInput) -> Resul
     Ok(device)
 }
 
-pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: DeviceInput) -> Result<Device> {
+pub async fn update(ctx: &AttestationDeps, caller: &Caller, id: i64, input: DeviceInput) -> Result<Device> {
     caller.require(Scope::AttestationManage)?;
     let mut device = find(ctx, &caller.workspace_id, id).await?;
     if let Some(name) = input.name {
@@ -177,7 +177,7 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, input: DeviceInput)
     Ok(device)
 }
 
-pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
+pub async fn delete(ctx: &AttestationDeps, caller: &Caller, id: i64) -> Result<()> {
     caller.require(Scope::AttestationManage)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     if !change.tx().delete_device(&caller.workspace_id, id).await? {
@@ -190,7 +190,7 @@ pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
 /// Forgets the device's enrolled EK and AK (`POST /api/iot/devices/{id}/reset-enrollment`): the
 /// only way to enroll it with another TPM, since enrollment pins the first EK. A manager's act,
 /// audited with what was forgotten.
-pub async fn reset_enrollment(ctx: &Context, caller: &Caller, id: i64) -> Result<Device> {
+pub async fn reset_enrollment(ctx: &AttestationDeps, caller: &Caller, id: i64) -> Result<Device> {
     caller.require(Scope::AttestationManage)?;
     let mut device = find(ctx, &caller.workspace_id, id).await?;
     let forgotten = json!({

@@ -14,9 +14,9 @@
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use super::AttestationDeps;
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
 use crate::error::Result;
 use crate::plugins::{CallTarget, EnrollmentRequest, PluginRef};
 use crate::unit_of_work::Target;
@@ -70,7 +70,12 @@ fn required(field: &str, value: Option<String>) -> std::result::Result<String, A
 }
 
 /// Step 1: checks EK and AK through the verifier plugin and returns the activation challenge.
-pub async fn start(ctx: &Context, caller: &Caller, device_id: i64, input: EnrollmentInput) -> Result<Challenge> {
+pub async fn start(
+    ctx: &AttestationDeps,
+    caller: &Caller,
+    device_id: i64,
+    input: EnrollmentInput,
+) -> Result<Challenge> {
     caller.require(Scope::AttestationWrite)?;
     let device = devices::find(ctx, &caller.workspace_id, device_id).await?;
     let nonce = required("nonce", input.nonce)?;
@@ -176,7 +181,12 @@ fn check_pinned_ek(device: &devices::Device, ek_public: &[u8]) -> Result<()> {
 }
 
 /// Step 2: the device's recovered secret; a match binds the AK.
-pub async fn activate(ctx: &Context, caller: &Caller, device_id: i64, secret: Option<String>) -> Result<Device> {
+pub async fn activate(
+    ctx: &AttestationDeps,
+    caller: &Caller,
+    device_id: i64,
+    secret: Option<String>,
+) -> Result<Device> {
     caller.require(Scope::AttestationWrite)?;
     let mut device = devices::find(ctx, &caller.workspace_id, device_id).await?;
     let secret = base64_member("secret", &required("secret", secret)?)?;

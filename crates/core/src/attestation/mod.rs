@@ -16,6 +16,7 @@
 //! `plugins/tpm2-verifier`, type `tpm2`); this module only decides what goes in and records what
 //! comes out.
 
+mod deps;
 pub mod devices;
 pub mod enrollment;
 pub mod nonces;
@@ -23,6 +24,8 @@ pub mod policies;
 pub mod port;
 pub mod provision;
 pub mod trust;
+
+pub use self::deps::AttestationDeps;
 
 #[cfg(test)]
 mod fake;

@@ -5,9 +5,9 @@
 
 use serde_json::json;
 
+use super::AttestationDeps;
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
 use crate::error::Result;
 use crate::unit_of_work::Target;
 
@@ -33,7 +33,7 @@ pub struct Nonce {
 
 /// Issues a challenge for a device of the caller's workspace.
 pub async fn challenge(
-    ctx: &Context,
+    ctx: &AttestationDeps,
     caller: &Caller,
     device_id: i64,
     ttl_seconds: Option<i64>,
@@ -74,7 +74,7 @@ pub async fn challenge(
 /// Consumes `nonce` for `device_id` and `purpose`, or says which §3.4 rule refuses it. The
 /// refusals leave the nonce as it was.
 pub async fn consume(
-    ctx: &Context,
+    ctx: &AttestationDeps,
     workspace_id: &str,
     device_id: i64,
     nonce: &str,
@@ -85,7 +85,7 @@ pub async fn consume(
         return Err(AttestationError::NonceNotFound.into());
     }
     let now = ctx.now_millis();
-    let mut tx = ctx.store.begin().await?;
+    let mut tx = ctx.store.begin_attestation().await?;
     let stored = tx.find_nonce(workspace_id, &text).await?.ok_or(AttestationError::NonceNotFound)?;
     if stored.device_id != device_id {
         return Err(AttestationError::NonceDeviceMismatch.into());

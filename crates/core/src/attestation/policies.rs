@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
+use super::AttestationDeps;
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
 use crate::error::Result;
 use crate::unit_of_work::Target;
 
@@ -281,12 +281,12 @@ fn validate(doc: &Value) -> std::result::Result<Policy, AttestationError> {
     parse(map, &mut problems).ok_or_else(|| AttestationError::InvalidPolicy(json!({ "problems": problems.0 })))
 }
 
-pub async fn find(ctx: &Context, workspace_id: &str, id: i64) -> Result<Policy> {
+pub async fn find(ctx: &AttestationDeps, workspace_id: &str, id: i64) -> Result<Policy> {
     Ok(ctx.store.find_attestation_policy(workspace_id, id).await?.ok_or(AttestationError::PolicyNotFound)?)
 }
 
 /// The workspace's policies, oldest first; with `device_type`, those that apply to it.
-pub async fn list(ctx: &Context, caller: &Caller, device_type: Option<&str>) -> Result<Vec<Policy>> {
+pub async fn list(ctx: &AttestationDeps, caller: &Caller, device_type: Option<&str>) -> Result<Vec<Policy>> {
     caller.require(Scope::AttestationRead)?;
     let all = ctx.store.list_attestation_policies(&caller.workspace_id).await?;
     Ok(match device_type {
@@ -295,12 +295,12 @@ pub async fn list(ctx: &Context, caller: &Caller, device_type: Option<&str>) -> 
     })
 }
 
-pub async fn get(ctx: &Context, caller: &Caller, id: i64) -> Result<Policy> {
+pub async fn get(ctx: &AttestationDeps, caller: &Caller, id: i64) -> Result<Policy> {
     caller.require(Scope::AttestationRead)?;
     find(ctx, &caller.workspace_id, id).await
 }
 
-pub async fn create(ctx: &Context, caller: &Caller, body: &Value) -> Result<Policy> {
+pub async fn create(ctx: &AttestationDeps, caller: &Caller, body: &Value) -> Result<Policy> {
     caller.require(Scope::AttestationManage)?;
     let mut policy = validate(body)?;
     policy.workspace_id = caller.workspace_id.to_string();
@@ -315,7 +315,7 @@ pub async fn create(ctx: &Context, caller: &Caller, body: &Value) -> Result<Poli
 
 /// Partial update: the given members replace the stored ones (`expectedPcrs` as a whole), then
 /// the result is validated as on create.
-pub async fn update(ctx: &Context, caller: &Caller, id: i64, patch: &Value) -> Result<Policy> {
+pub async fn update(ctx: &AttestationDeps, caller: &Caller, id: i64, patch: &Value) -> Result<Policy> {
     caller.require(Scope::AttestationManage)?;
     let current = find(ctx, &caller.workspace_id, id).await?;
     let Value::Object(patch) = patch else {
@@ -345,7 +345,7 @@ pub async fn update(ctx: &Context, caller: &Caller, id: i64, patch: &Value) -> R
     Ok(policy)
 }
 
-pub async fn delete(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
+pub async fn delete(ctx: &AttestationDeps, caller: &Caller, id: i64) -> Result<()> {
     caller.require(Scope::AttestationManage)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     if !change.tx().delete_attestation_policy(&caller.workspace_id, id).await? {

@@ -12,6 +12,7 @@ use super::trust::TrustRoot;
 use crate::pagination::{Page, PageRequest};
 use crate::plugins::TpmClock;
 use crate::store_error::StoreResult;
+use crate::unit_of_work::ChangeTx;
 
 #[async_trait]
 pub trait AttestationReads: Send + Sync {
@@ -59,4 +60,16 @@ pub trait AttestationWrites: Send {
     async fn insert_trust_root(&mut self, root: &TrustRoot) -> StoreResult<TrustRoot>;
     async fn delete_trust_root(&mut self, workspace_id: &str, id: i64) -> StoreResult<bool>;
     async fn insert_attestation_record(&mut self, record: &AttestationRecord) -> StoreResult<AttestationRecord>;
+}
+
+/// A transaction attestation writes through: its records, and (as a [`ChangeTx`]) a unit of
+/// work's rows and the commit. The full transaction is one.
+pub trait AttestationTx: ChangeTx + AttestationWrites {}
+
+impl<T: ?Sized + ChangeTx + AttestationWrites> AttestationTx for T {}
+
+/// What attestation needs of storage. The full store is one (`crate::ports`).
+#[async_trait]
+pub trait AttestationStore: AttestationReads + Send + Sync {
+    async fn begin_attestation(&self) -> StoreResult<Box<dyn AttestationTx>>;
 }

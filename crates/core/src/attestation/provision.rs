@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+use super::AttestationDeps;
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events::{AttestationFailed, Event};
 use crate::issuance::{self, IssueInput, Issued};
@@ -198,7 +198,7 @@ fn choose_policy(all: Vec<Policy>, explicit: Option<i64>, device: &Device) -> st
 }
 
 async fn verify(
-    ctx: &Context,
+    ctx: &AttestationDeps,
     caller: &Caller,
     device: &Device,
     policy: &Policy,
@@ -252,7 +252,7 @@ fn attestation_detail(err: &AttestationError) -> String {
 
 /// Records a failed attestation (trust 0) with its `attestation.failed` event.
 async fn record_failure(
-    ctx: &Context,
+    ctx: &AttestationDeps,
     caller: &Caller,
     device_id: i64,
     kind: &str,
@@ -290,7 +290,7 @@ async fn record_failure(
 
 /// `POST /api/iot/devices/{id}/attest-and-provision`.
 pub async fn attest_and_provision(
-    ctx: &Context,
+    ctx: &AttestationDeps,
     caller: &Caller,
     device_id: i64,
     input: ProvisionInput,
@@ -348,7 +348,7 @@ pub async fn attest_and_provision(
             validity_days,
             ..IssueInput::default()
         };
-        let issued = issuance::issue_attested(&ctx.issuance_deps(), caller, issue).await?;
+        let issued = issuance::issue_attested(&ctx.issuance, caller, issue).await?;
         Ok::<_, Error>((policy, verdict, issued))
     }
     .await;
@@ -403,7 +403,7 @@ pub async fn attest_and_provision(
 /// `POST /api/iot/devices/{id}/attest-tpm`: runs the nonce rules and (when the device is enrolled
 /// and a policy applies) the verifier, and records the result without issuing or refusing.
 pub async fn attest_tpm(
-    ctx: &Context,
+    ctx: &AttestationDeps,
     caller: &Caller,
     device_id: i64,
     policy_id: Option<i64>,
@@ -472,7 +472,7 @@ pub async fn attest_tpm(
 /// `POST /api/iot/devices/{id}/attest`: records an attestation made elsewhere (another
 /// verifier, a manual inspection); never gates anything. `passed` is required; `trustScore`
 /// (0–100) defaults to 100 when passed and is 0 when not.
-pub async fn attest(ctx: &Context, caller: &Caller, device_id: i64, body: &Value) -> Result<AttestationRecord> {
+pub async fn attest(ctx: &AttestationDeps, caller: &Caller, device_id: i64, body: &Value) -> Result<AttestationRecord> {
     caller.require(Scope::AttestationWrite)?;
     devices::find(ctx, &caller.workspace_id, device_id).await?;
     let passed =
@@ -534,7 +534,12 @@ pub async fn attest(ctx: &Context, caller: &Caller, device_id: i64, body: &Value
 }
 
 /// The device's attestations, newest first.
-pub async fn history(ctx: &Context, caller: &Caller, device_id: i64, limit: i64) -> Result<Vec<AttestationRecord>> {
+pub async fn history(
+    ctx: &AttestationDeps,
+    caller: &Caller,
+    device_id: i64,
+    limit: i64,
+) -> Result<Vec<AttestationRecord>> {
     caller.require(Scope::AttestationRead)?;
     devices::find(ctx, &caller.workspace_id, device_id).await?;
     Ok(ctx.store.list_attestation_records(&caller.workspace_id, device_id, limit.clamp(1, 100)).await?)

@@ -241,7 +241,7 @@ fn nonce_consumed(store: &MemoryStore, text: &str) -> bool {
 async fn a_passing_attestation_issues_and_records_the_certificate() {
     let f = fixture(passing(Some("STMicro")));
 
-    let provisioned = attest_and_provision(&f.ctx, &owner(WORKSPACE), DEVICE_ID, input(NONCE))
+    let provisioned = attest_and_provision(&f.ctx.attestation_deps(), &owner(WORKSPACE), DEVICE_ID, input(NONCE))
         .await
         .unwrap_or_else(|err| panic!("provision: {err}"));
 
@@ -270,7 +270,7 @@ async fn a_passing_attestation_issues_and_records_the_certificate() {
 async fn the_verifier_gets_the_enrolled_keys_the_nonce_the_policy_and_the_csr() {
     let f = fixture(passing(None));
 
-    let provisioned = attest_and_provision(&f.ctx, &owner(WORKSPACE), DEVICE_ID, input(NONCE))
+    let provisioned = attest_and_provision(&f.ctx.attestation_deps(), &owner(WORKSPACE), DEVICE_ID, input(NONCE))
         .await
         .unwrap_or_else(|err| panic!("provision: {err}"));
 
@@ -301,7 +301,8 @@ async fn the_verifier_gets_the_enrolled_keys_the_nonce_the_policy_and_the_csr() 
 async fn a_verifier_refusal_is_recorded_with_its_failures_and_announced() {
     let f = fixture(refusing("pcr_mismatch", "SHA256 PCR 0"));
 
-    let failures = failures_of(attest_and_provision(&f.ctx, &owner(WORKSPACE), DEVICE_ID, input(NONCE)).await);
+    let failures =
+        failures_of(attest_and_provision(&f.ctx.attestation_deps(), &owner(WORKSPACE), DEVICE_ID, input(NONCE)).await);
 
     assert_eq!(failures, ["pcr_mismatch: SHA256 PCR 0"]);
     let tables = f.store.snapshot();
@@ -324,10 +325,10 @@ async fn a_verifier_refusal_is_recorded_with_its_failures_and_announced() {
 async fn a_nonce_is_good_for_one_attempt() {
     let f = fixture(refusing("quote_invalid", "bad signature"));
     let caller = owner(WORKSPACE);
-    failures_of(attest_and_provision(&f.ctx, &caller, DEVICE_ID, input(NONCE)).await);
+    failures_of(attest_and_provision(&f.ctx.attestation_deps(), &caller, DEVICE_ID, input(NONCE)).await);
     let records_before = f.store.snapshot().attestation_records.len();
 
-    let again = attest_and_provision(&f.ctx, &caller, DEVICE_ID, input(NONCE)).await;
+    let again = attest_and_provision(&f.ctx.attestation_deps(), &caller, DEVICE_ID, input(NONCE)).await;
 
     assert!(matches!(refusal_of(&again), Some(AttestationError::NonceAlreadyUsed)), "{again:?}");
     assert_eq!(f.store.snapshot().attestation_records.len(), records_before, "a nonce refusal records nothing");
@@ -345,7 +346,8 @@ async fn a_nonce_of_another_device_expired_or_for_enrollment_is_refused_and_left
     f.store.put_nonce(nonce(enrollment, DEVICE_ID, AK_ENROLLMENT, NOW_MS + 300_000));
     let caller = owner(WORKSPACE);
 
-    let refusal = |text: &str| attest_and_provision(&f.ctx, &caller, DEVICE_ID, input(text));
+    let deps = f.ctx.attestation_deps();
+    let refusal = |text: &str| attest_and_provision(&deps, &caller, DEVICE_ID, input(text));
     assert!(matches!(refusal_of(&refusal(other).await), Some(AttestationError::NonceDeviceMismatch)));
     assert!(matches!(refusal_of(&refusal(expired).await), Some(AttestationError::NonceExpired)));
     assert!(matches!(
@@ -367,14 +369,14 @@ async fn a_missing_member_is_named_before_the_nonce_is_spent() {
     let f = fixture(passing(None));
     let without_ca = ProvisionInput { ca_id: None, ..input(NONCE) };
 
-    let refused = attest_and_provision(&f.ctx, &owner(WORKSPACE), DEVICE_ID, without_ca).await;
+    let refused = attest_and_provision(&f.ctx.attestation_deps(), &owner(WORKSPACE), DEVICE_ID, without_ca).await;
 
     assert!(matches!(refusal_of(&refused), Some(AttestationError::MissingField(f)) if f == "caId"), "{refused:?}");
     let mut no_quote = input(NONCE);
     if let Some(Value::Object(evidence)) = no_quote.evidence.as_mut() {
         evidence.remove("quoteBlob");
     }
-    let refused = attest_and_provision(&f.ctx, &owner(WORKSPACE), DEVICE_ID, no_quote).await;
+    let refused = attest_and_provision(&f.ctx.attestation_deps(), &owner(WORKSPACE), DEVICE_ID, no_quote).await;
     assert!(
         matches!(refusal_of(&refused), Some(AttestationError::MissingField(f)) if f == "evidence.quoteBlob"),
         "{refused:?}"
@@ -387,7 +389,8 @@ async fn without_a_policy_for_the_device_type_the_attempt_fails_and_is_recorded(
     let f = fixture(passing(None));
     f.store.edit(|tables| tables.attestation_policies = vec![policy(POLICY_ID, Some("camera"), true)]);
 
-    let failures = failures_of(attest_and_provision(&f.ctx, &owner(WORKSPACE), DEVICE_ID, input(NONCE)).await);
+    let failures =
+        failures_of(attest_and_provision(&f.ctx.attestation_deps(), &owner(WORKSPACE), DEVICE_ID, input(NONCE)).await);
 
     assert_eq!(failures.len(), 1);
     assert!(failures[0].starts_with("no_policy:"), "{failures:?}");
@@ -409,7 +412,7 @@ async fn the_first_enabled_matching_policy_is_chosen() {
         ]
     });
 
-    let provisioned = attest_and_provision(&f.ctx, &owner(WORKSPACE), DEVICE_ID, input(NONCE))
+    let provisioned = attest_and_provision(&f.ctx.attestation_deps(), &owner(WORKSPACE), DEVICE_ID, input(NONCE))
         .await
         .unwrap_or_else(|err| panic!("provision: {err}"));
 
@@ -428,11 +431,11 @@ async fn a_named_policy_must_be_enabled_and_written_for_the_device_s_type() {
     let caller = owner(WORKSPACE);
 
     let disabled = ProvisionInput { policy_id: Some(810), ..input(NONCE) };
-    let failures = failures_of(attest_and_provision(&f.ctx, &caller, DEVICE_ID, disabled).await);
+    let failures = failures_of(attest_and_provision(&f.ctx.attestation_deps(), &caller, DEVICE_ID, disabled).await);
     assert!(failures[0].starts_with("policy_disabled:"), "{failures:?}");
 
     let foreign = ProvisionInput { policy_id: Some(811), ..input(second) };
-    let failures = failures_of(attest_and_provision(&f.ctx, &caller, DEVICE_ID, foreign).await);
+    let failures = failures_of(attest_and_provision(&f.ctx.attestation_deps(), &caller, DEVICE_ID, foreign).await);
     assert!(failures[0].starts_with("policy_not_applicable:"), "{failures:?}");
 
     let records = f.store.snapshot().attestation_records;
@@ -445,7 +448,7 @@ async fn an_unknown_named_policy_is_a_404_after_the_nonce() {
     let f = fixture(passing(None));
     let unknown = ProvisionInput { policy_id: Some(999), ..input(NONCE) };
 
-    let refused = attest_and_provision(&f.ctx, &owner(WORKSPACE), DEVICE_ID, unknown).await;
+    let refused = attest_and_provision(&f.ctx.attestation_deps(), &owner(WORKSPACE), DEVICE_ID, unknown).await;
 
     assert!(matches!(refusal_of(&refused), Some(AttestationError::PolicyNotFound)), "{refused:?}");
     assert!(nonce_consumed(&f.store, NONCE));
@@ -461,7 +464,8 @@ async fn a_disabled_device_is_refused_recorded_and_stays_disabled() {
         }
     });
 
-    let failures = failures_of(attest_and_provision(&f.ctx, &owner(WORKSPACE), DEVICE_ID, input(NONCE)).await);
+    let failures =
+        failures_of(attest_and_provision(&f.ctx.attestation_deps(), &owner(WORKSPACE), DEVICE_ID, input(NONCE)).await);
 
     assert!(failures[0].starts_with("device_disabled:"), "{failures:?}");
     assert_eq!(stored_device(&f.store, DEVICE_ID).status, DISABLED);
@@ -478,7 +482,8 @@ async fn a_device_without_an_enrolled_key_never_reaches_the_verifier() {
         }
     });
 
-    let failures = failures_of(attest_and_provision(&f.ctx, &owner(WORKSPACE), DEVICE_ID, input(NONCE)).await);
+    let failures =
+        failures_of(attest_and_provision(&f.ctx.attestation_deps(), &owner(WORKSPACE), DEVICE_ID, input(NONCE)).await);
 
     assert!(failures[0].starts_with("device_not_enrolled:"), "{failures:?}");
     assert!(f.asked.lock().map(|a| a.is_empty()).unwrap_or_default());
@@ -490,7 +495,7 @@ async fn an_issuance_failure_after_a_passing_verdict_is_recorded_as_a_failure() 
     let f = fixture(passing(None));
     let unknown_ca = ProvisionInput { ca_id: Some(json!(CA_ID + 1)), ..input(NONCE) };
 
-    let refused = attest_and_provision(&f.ctx, &owner(WORKSPACE), DEVICE_ID, unknown_ca).await;
+    let refused = attest_and_provision(&f.ctx.attestation_deps(), &owner(WORKSPACE), DEVICE_ID, unknown_ca).await;
 
     assert!(matches!(refused, Err(Error::NotFound(_))), "{refused:?}");
     let tables = f.store.snapshot();

@@ -5,9 +5,9 @@
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use super::AttestationDeps;
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
 use crate::error::Result;
 use crate::plugins::TrustAnchor;
 use crate::unit_of_work::Target;
@@ -34,14 +34,14 @@ pub fn normalize_manufacturer(text: &str) -> Option<String> {
     (hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| format!("id:{}", hex.to_ascii_uppercase()))
 }
 
-pub async fn list(ctx: &Context, caller: &Caller) -> Result<Vec<TrustRoot>> {
+pub async fn list(ctx: &AttestationDeps, caller: &Caller) -> Result<Vec<TrustRoot>> {
     caller.require(Scope::AttestationRead)?;
     Ok(ctx.store.list_trust_roots(&caller.workspace_id).await?)
 }
 
 /// Adds a root: a CA certificate (PEM or base64 DER) that has not expired.
 pub async fn add(
-    ctx: &Context,
+    ctx: &AttestationDeps,
     caller: &Caller,
     name: Option<String>,
     certificate: Option<String>,
@@ -104,7 +104,7 @@ pub async fn add(
     Ok(root)
 }
 
-pub async fn remove(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
+pub async fn remove(ctx: &AttestationDeps, caller: &Caller, id: i64) -> Result<()> {
     caller.require(Scope::AttestationManage)?;
     let mut change = ctx.change(Audit::of(caller), Some(&caller.workspace_id)).await?;
     if !change.tx().delete_trust_root(&caller.workspace_id, id).await? {
@@ -115,7 +115,7 @@ pub async fn remove(ctx: &Context, caller: &Caller, id: i64) -> Result<()> {
 }
 
 /// The anchors a verifier call gets.
-pub async fn anchors(ctx: &Context, workspace_id: &str) -> Result<Vec<TrustAnchor>> {
+pub async fn anchors(ctx: &AttestationDeps, workspace_id: &str) -> Result<Vec<TrustAnchor>> {
     let roots = ctx.store.list_trust_roots(workspace_id).await?;
     Ok(roots
         .into_iter()
