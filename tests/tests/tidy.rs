@@ -169,6 +169,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("webhooks", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
             ("certificates", "the Context hands out every area's dependencies"),
             ("attestation", "the Context hands out every area's dependencies"),
+            ("lifecycle", "the Context hands out every area's dependencies"),
         ],
     ),
     ("crypto", &[("clock", "time and randomness from the context")]),
@@ -251,7 +252,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("caller", "use cases run for a Caller"),
             ("cas", "revocation and renewal checks go to the CA's connector"),
             ("certificates", "the inventory side of revoke"),
-            ("context", "use cases take the Context"),
             ("discovery", "creating a CA starts its first scan"),
             ("error", "the domain error"),
             ("issuance", "revocation requests read templates"),
@@ -260,6 +260,8 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("plugins", "revocation reasons and the connector's revoke call"),
             ("unit_of_work", "changes recorded with their audit rows and events"),
             ("store_error", "storage failures: StoreError, StoreResult"),
+            ("auth", "revocation requests are decided by members (AuthReads in its port)"),
+            ("crypto", "a revocation unseals the CA's configuration for its connector"),
         ],
     ),
     (
@@ -306,6 +308,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("unit_of_work", "the full transaction carries a unit of work's rows (ChangeTx, NewRow)"),
             ("store_error", "storage failures: StoreError, StoreResult"),
             ("domain_claims", "the full store answers the claims' workspace directory"),
+            ("lifecycle", "the full store answers lifecycle's port"),
         ],
     ),
     (

@@ -386,7 +386,7 @@ pub async fn revoke(
     Posted(console, form): Posted<RevokeForm>,
 ) -> Result<Response, PageError> {
     let id = numeric_id(&id).map_err(PageError::Api)?;
-    let done = match lifecycle::revocation::revoke(&ctx, &console.caller, id, form.reason).await? {
+    let done = match lifecycle::revocation::revoke(&ctx.lifecycle_deps(), &console.caller, id, form.reason).await? {
         Revocation::Revoked(_) => "revoked",
         Revocation::AwaitingApproval(_) => "revocation-requested",
     };
@@ -405,7 +405,7 @@ pub async fn auto_renew(
 ) -> Result<Response, PageError> {
     let id = numeric_id(&id).map_err(PageError::Api)?;
     let enabled = form.enabled == "true";
-    lifecycle::cas::set_auto_renewal(&ctx, &console.caller, id, Some(enabled)).await?;
+    lifecycle::cas::set_auto_renewal(&ctx.lifecycle_deps(), &console.caller, id, Some(enabled)).await?;
     let done = if enabled { "auto-renew-on" } else { "auto-renew-off" };
     Ok(see_other(&format!("/certificates/{id}?done={done}")))
 }

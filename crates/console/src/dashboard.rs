@@ -129,7 +129,8 @@ pub async fn show(
     };
     let one = PageRequest::new(None, Some(1), None, 1)?;
     let pending_issuance = requests::list(&ctx.issuance_deps(), caller, Some("pending"), one).await?.total;
-    let pending_revocation = revocation_requests::list(&ctx, caller, Some("pending"), one).await?.total;
+    let pending_revocation =
+        revocation_requests::list(&ctx.lifecycle_deps(), caller, Some("pending"), one).await?.total;
     let events = if console.can(Scope::AuditRead) {
         let page = audit::list(
             ctx.store.as_ref(),

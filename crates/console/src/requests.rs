@@ -96,7 +96,7 @@ pub async fn list(
     // Revocation requests have no `issuing`/`issued` states: those filters show none of them.
     let revocation = match filter {
         Some("issuing" | "issued") => Vec::new(),
-        _ => revocation_requests::list(&ctx, caller, filter, page)
+        _ => revocation_requests::list(&ctx.lifecycle_deps(), caller, filter, page)
             .await?
             .items
             .into_iter()
@@ -145,7 +145,7 @@ pub async fn approve(
             requests::approve(&ctx.issuance_deps(), &console.caller, id).await?;
         }
         "revocation" => {
-            revocation_requests::approve(&ctx, &console.caller, id).await?;
+            revocation_requests::approve(&ctx.lifecycle_deps(), &console.caller, id).await?;
         }
         _ => return Err(Error::invalid_field("kind", "must be issuance or revocation").into()),
     }
@@ -164,7 +164,7 @@ pub async fn reject(
             requests::reject(&ctx.issuance_deps(), &console.caller, id, reason).await?;
         }
         "revocation" => {
-            revocation_requests::reject(&ctx, &console.caller, id, reason).await?;
+            revocation_requests::reject(&ctx.lifecycle_deps(), &console.caller, id, reason).await?;
         }
         _ => return Err(Error::invalid_field("kind", "must be issuance or revocation").into()),
     }

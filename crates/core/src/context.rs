@@ -194,6 +194,21 @@ impl Context {
         }
     }
 
+    /// The shares of the work that spans areas: the CA registry's, the inventory's,
+    /// discovery's and issuance's, with its own storage port, the runtime, the key and the clock.
+    pub fn lifecycle_deps(&self) -> crate::lifecycle::LifecycleDeps {
+        crate::lifecycle::LifecycleDeps {
+            store: self.store.clone(),
+            cas: self.ca_deps(),
+            certificates: self.certificate_deps(),
+            discovery: self.discovery_deps(),
+            issuance: self.issuance_deps(),
+            plugins: self.plugins.clone(),
+            master_key: self.master_key.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+
     /// Attestation's share: its storage port, issuance's share, the plugin runtime, the clock
     /// and entropy.
     pub fn attestation_deps(&self) -> crate::attestation::AttestationDeps {

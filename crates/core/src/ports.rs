@@ -41,6 +41,7 @@ use crate::unit_of_work::{ChangeTx, GroupCommit};
 /// supertrait, so a `Box<dyn Tx>` becomes one by coercion.
 pub trait Tx:
     ChangeTx
+    + crate::lifecycle::port::LifecycleTx
     + crate::attestation::port::AttestationTx
     + crate::issuance::port::IssuanceTx
     + crate::auth::port::AuthTx
@@ -86,6 +87,7 @@ pub type ErasedJob = crate::unit_of_work::ErasedJob<dyn Tx>;
 #[async_trait]
 pub trait Store:
     GroupCommit<dyn Tx>
+    + crate::lifecycle::port::LifecycleStore
     + crate::attestation::port::AttestationStore
     + crate::issuance::port::IssuanceStore
     + crate::auth::port::AuthStore
@@ -149,6 +151,7 @@ area_port!(crate::cas::port::CaStore, begin_cas, crate::cas::port::CaTx);
 area_port!(crate::certificates::port::CertificateStore, begin_certificates, crate::certificates::port::CertificateTx);
 area_port!(crate::discovery::port::DiscoveryStore, begin_discovery, crate::discovery::port::DiscoveryTx);
 area_port!(crate::issuance::port::IssuanceStore, begin_issuance, crate::issuance::port::IssuanceTx);
+area_port!(crate::lifecycle::port::LifecycleStore, begin_lifecycle, crate::lifecycle::port::LifecycleTx);
 area_group_commit!(crate::certificates::port::CertificateTx);
 area_group_commit!(crate::issuance::port::IssuanceTx);
 

@@ -198,7 +198,8 @@ async fn create_ca(
     Json(body): Json<CaBody>,
 ) -> ApiResult<Response> {
     let scan = body.scan_certificates.unwrap_or(false);
-    let (view, scan_id) = trellis_core::lifecycle::create_ca_and_scan(&ctx, &caller, ca_input(body)?, scan).await?;
+    let (view, scan_id) =
+        trellis_core::lifecycle::create_ca_and_scan(&ctx.lifecycle_deps(), &caller, ca_input(body)?, scan).await?;
     let mut dto = serde_json::to_value(ca_dto(view)).map_err(|err| Error::Internal(err.to_string()))?;
     if let Some(id) = scan_id {
         dto["scanId"] = Value::from(id);

@@ -312,7 +312,7 @@ async fn set_auto_renew(
 ) -> ApiResult<axum::Json<Value>> {
     let id = numeric_id(&id)?;
     let enabled = body.and_then(|b| b.enabled.or(b.auto_renewal));
-    let certificate = lifecycle::set_auto_renewal(&ctx, &caller, id, enabled).await?;
+    let certificate = lifecycle::set_auto_renewal(&ctx.lifecycle_deps(), &caller, id, enabled).await?;
     Ok(data(certificate_dto(certificate, ctx.clock.now(), false)))
 }
 
@@ -333,7 +333,7 @@ async fn revoke_certificate(
     OptionalJson(body): OptionalJson<RevokeBody>,
 ) -> ApiResult<Response> {
     let id = numeric_id(&id)?;
-    match lifecycle::revoke(&ctx, &caller, id, body.and_then(|b| b.reason)).await? {
+    match lifecycle::revoke(&ctx.lifecycle_deps(), &caller, id, body.and_then(|b| b.reason)).await? {
         lifecycle::Revocation::Revoked(certificate) => {
             Ok(data(certificate_dto(*certificate, ctx.clock.now(), false)).into_response())
         }
@@ -393,7 +393,8 @@ async fn list_revocation_requests(
     Query(filters): Query<RevocationFilters>,
     Query(page): Query<PageParams>,
 ) -> ApiResult<axum::Json<ListEnvelope<RevocationRequestDto>>> {
-    let page = revocation_requests::list(&ctx, &caller, filters.status.as_deref(), page.request()?).await?;
+    let page =
+        revocation_requests::list(&ctx.lifecycle_deps(), &caller, filters.status.as_deref(), page.request()?).await?;
     Ok(list(page, revocation_request_dto))
 }
 
@@ -413,7 +414,7 @@ async fn approve_revocation(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Value>> {
-    let (request, certificate) = revocation_requests::approve(&ctx, &caller, numeric_id(&id)?).await?;
+    let (request, certificate) = revocation_requests::approve(&ctx.lifecycle_deps(), &caller, numeric_id(&id)?).await?;
     Ok(data(ApprovedRevocationDto {
         request: revocation_request_dto(request),
         certificate: certificate_dto(certificate, ctx.clock.now(), false),
@@ -430,7 +431,9 @@ async fn reject_revocation(
     Path(id): Path<String>,
     OptionalJson(body): OptionalJson<RevokeBody>,
 ) -> ApiResult<axum::Json<Value>> {
-    let request = revocation_requests::reject(&ctx, &caller, numeric_id(&id)?, body.and_then(|b| b.reason)).await?;
+    let request =
+        revocation_requests::reject(&ctx.lifecycle_deps(), &caller, numeric_id(&id)?, body.and_then(|b| b.reason))
+            .await?;
     Ok(data(revocation_request_dto(request)))
 }
 

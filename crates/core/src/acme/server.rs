@@ -1211,6 +1211,6 @@ async fn revoke_cert(ctx: &Context, config: &DirectoryConfig, verified: Verified
         return Err(problem(ProblemType::AlreadyRevoked, "the certificate is already revoked"));
     }
     let actor = Audit::by(Principal::acme_account(actor_id), None);
-    crate::lifecycle::revocation::revoke_now(ctx, &actor, &existing, reason).await?;
+    crate::lifecycle::revocation::revoke_now(&ctx.lifecycle_deps(), &actor, &existing, reason).await?;
     Ok(Reply { created: false, body: ReplyBody::Empty, location: None, links: Vec::new(), retry_after: None })
 }

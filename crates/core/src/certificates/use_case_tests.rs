@@ -24,7 +24,7 @@ async fn revoke_records_the_change_its_audit_row_and_its_event_together() {
     .await
     .unwrap_or_else(|err| panic!("register: {err}"));
 
-    let revoked = crate::lifecycle::revoke(&ctx, &caller, registered.id, Some("keyCompromise".into()))
+    let revoked = crate::lifecycle::revoke(&ctx.lifecycle_deps(), &caller, registered.id, Some("keyCompromise".into()))
         .await
         .unwrap_or_else(|err| panic!("revoke: {err}"))
         .revoked()
@@ -54,10 +54,12 @@ async fn a_refused_change_writes_nothing() {
     )
     .await
     .unwrap_or_else(|err| panic!("register: {err}"));
-    crate::lifecycle::revoke(&ctx, &caller, first.id, None).await.unwrap_or_else(|err| panic!("revoke: {err}"));
+    crate::lifecycle::revoke(&ctx.lifecycle_deps(), &caller, first.id, None)
+        .await
+        .unwrap_or_else(|err| panic!("revoke: {err}"));
     let before = store.snapshot();
 
-    let again = crate::lifecycle::revoke(&ctx, &caller, first.id, None).await;
+    let again = crate::lifecycle::revoke(&ctx.lifecycle_deps(), &caller, first.id, None).await;
     assert!(matches!(again, Err(Error::Validation { .. })), "{again:?}");
     let duplicate = certificates::register(
         &ctx.certificate_deps(),
@@ -86,7 +88,10 @@ async fn another_workspace_sees_nothing() {
     .unwrap_or_else(|err| panic!("register: {err}"));
     let theirs = owner("ws_b");
     assert!(matches!(certificates::get(&ctx.certificate_deps(), &theirs, mine.id).await, Err(Error::NotFound(_))));
-    assert!(matches!(crate::lifecycle::revoke(&ctx, &theirs, mine.id, None).await, Err(Error::NotFound(_))));
+    assert!(matches!(
+        crate::lifecycle::revoke(&ctx.lifecycle_deps(), &theirs, mine.id, None).await,
+        Err(Error::NotFound(_))
+    ));
     assert!(matches!(certificates::delete(&ctx.certificate_deps(), &theirs, mine.id).await, Err(Error::NotFound(_))));
     assert_eq!(store.snapshot().audit.len(), 1, "only the registration is audited");
 }
@@ -174,7 +179,9 @@ async fn statistics_outlook_and_filters_agree_on_one_inventory() {
     let revoked = register_pem(&ctx, "ws_a", expiring_on("revoked.example.com", (2027, 6, 1))).await;
     register_pem(&ctx, "ws_a", expiring_on("past.example.com", (2026, 10, 1))).await;
     register_pem(&ctx, "ws_b", expiring_on("theirs.example.com", (2026, 11, 28))).await;
-    crate::lifecycle::revoke(&ctx, &caller, revoked.id, None).await.unwrap_or_else(|err| panic!("revoke: {err}"));
+    crate::lifecycle::revoke(&ctx.lifecycle_deps(), &caller, revoked.id, None)
+        .await
+        .unwrap_or_else(|err| panic!("revoke: {err}"));
 
     let stats = certificates::statistics(&ctx.certificate_deps(), &caller)
         .await

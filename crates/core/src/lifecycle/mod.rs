@@ -10,6 +10,8 @@
 //!   renew it (auto-renewal).
 
 pub mod cas;
+mod deps;
+pub mod port;
 pub mod revocation;
 pub mod revocation_requests;
 
@@ -17,4 +19,5 @@ pub mod revocation_requests;
 mod revocation_tests;
 
 pub use self::cas::{create_ca_and_scan, set_auto_renewal};
+pub use self::deps::LifecycleDeps;
 pub use self::revocation::{revoke, Revocation};

@@ -3,13 +3,13 @@
 //! in one transaction. A certificate whose template requires approval waits for it instead.
 
 use super::revocation_requests;
+use super::LifecycleDeps;
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
 use crate::cas::service::{call_target, connector_for};
 use crate::certificates::revocation_requests::RevocationRequest;
 use crate::certificates::{already_revoked, record_revocation, revocation_reason};
 use crate::certificates::{connector_ref, Certificate};
-use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::pki::IssuedRecord;
 use crate::plugins::{RevocationReason, RevokeRequest};
@@ -35,7 +35,7 @@ impl Revocation {
 }
 
 /// `POST /api/certificates/{id}/revoke`.
-pub async fn revoke(ctx: &Context, caller: &Caller, id: i64, reason: Option<String>) -> Result<Revocation> {
+pub async fn revoke(ctx: &LifecycleDeps, caller: &Caller, id: i64, reason: Option<String>) -> Result<Revocation> {
     caller.require(Scope::CertificatesWrite)?;
     let reason = revocation_reason(reason)?;
     let existing =
@@ -54,7 +54,7 @@ pub async fn revoke(ctx: &Context, caller: &Caller, id: i64, reason: Option<Stri
 /// Revokes at the CA (when issued through one), then in the ledger and the inventory, with the
 /// audit row and `certificate.revoked`.
 pub(crate) async fn revoke_now(
-    ctx: &Context,
+    ctx: &LifecycleDeps,
     actor: &Audit,
     existing: &Certificate,
     reason: &str,
@@ -82,7 +82,7 @@ pub(crate) async fn revoke_now(
 /// `revoked`, `not_issued_here` (no CA link, or the CA is gone), `unsupported` (the connector
 /// cannot revoke). A CA that cannot be reached fails the call, so the inventory never claims a
 /// revocation the CA did not make.
-pub async fn revoke_at_ca(ctx: &Context, certificate: &Certificate, reason: &str) -> Result<&'static str> {
+pub async fn revoke_at_ca(ctx: &LifecycleDeps, certificate: &Certificate, reason: &str) -> Result<&'static str> {
     let Some(ca_id) = certificate.ca_id else { return Ok("not_issued_here") };
     let Some(ca) = ctx.store.find_ca(&certificate.workspace_id, ca_id).await? else { return Ok("not_issued_here") };
     let info = connector_for(ctx.plugins.host(), &ca.workspace_id, &ca.ca_type)?;
@@ -100,7 +100,7 @@ pub async fn revoke_at_ca(ctx: &Context, certificate: &Certificate, reason: &str
 /// The ledger rows of the internal CAs of the certificate's workspace that signed exactly this
 /// certificate: found by serial, confirmed by the certificate's bytes (another CA may have used
 /// the serial).
-async fn ledger_rows(ctx: &Context, certificate: &Certificate) -> Result<Vec<IssuedRecord>> {
+async fn ledger_rows(ctx: &LifecycleDeps, certificate: &Certificate) -> Result<Vec<IssuedRecord>> {
     let first_der = |pem: &str| x509::pem_certificates(pem).and_then(|b| b.into_iter().next());
     let Some(der) = first_der(&certificate.certificate_pem) else { return Ok(Vec::new()) };
     let serial: String =

@@ -6,6 +6,7 @@
 use serde_json::json;
 
 use super::revocation::revoke_now;
+use super::LifecycleDeps;
 use crate::approvals::{check_decidable, Decision};
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
@@ -13,7 +14,6 @@ use crate::certificates::revocation_requests::{
     RevocationRequest, RevocationStatus, APPROVED, FAILED, PENDING, REJECTED,
 };
 use crate::certificates::Certificate;
-use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::pagination::{Page, PageRequest};
 use crate::store_error::StoreError;
@@ -22,9 +22,9 @@ use crate::unit_of_work::Target;
 /// Whether revoking `certificate` needs approval (its template says so). Fails closed: when
 /// the template cannot be read (deleted, no longer valid, the store failing), approval is
 /// required, since nobody can tell that it was not.
-pub(crate) async fn requires_approval(ctx: &Context, certificate: &Certificate) -> bool {
+pub(crate) async fn requires_approval(ctx: &LifecycleDeps, certificate: &Certificate) -> bool {
     let Some(name) = certificate.issuance_template.as_deref() else { return false };
-    match crate::issuance::templates::resolve(&ctx.issuance_deps(), &certificate.workspace_id, Some(name)).await {
+    match crate::issuance::templates::resolve(&ctx.issuance, &certificate.workspace_id, Some(name)).await {
         Ok(template) => template.revocation_requires_approval,
         Err(err) => {
             tracing::warn!(certificate = certificate.id, template = name, error = %err, "the certificate's template cannot be read; its revocation waits for approval");
@@ -34,7 +34,7 @@ pub(crate) async fn requires_approval(ctx: &Context, certificate: &Certificate) 
 }
 
 pub(crate) async fn open(
-    ctx: &Context,
+    ctx: &LifecycleDeps,
     caller: &Caller,
     certificate: &Certificate,
     reason: &str,
@@ -72,7 +72,7 @@ pub(crate) async fn open(
 }
 
 pub async fn list(
-    ctx: &Context,
+    ctx: &LifecycleDeps,
     caller: &Caller,
     status: Option<&str>,
     page: PageRequest,
@@ -86,7 +86,7 @@ pub async fn list(
 }
 
 async fn decide(
-    ctx: &Context,
+    ctx: &LifecycleDeps,
     caller: &Caller,
     id: i64,
     to: RevocationStatus,
@@ -96,7 +96,7 @@ async fn decide(
     let actor = Audit::of(caller);
     // Read first (the four-eyes check may read API keys), then decided in one transaction.
     let seen = {
-        let mut tx = ctx.store.begin().await?;
+        let mut tx = ctx.store.begin_lifecycle().await?;
         let seen = tx.find_revocation_request(&caller.workspace_id, id).await?;
         tx.commit().await?;
         seen.ok_or(Error::NotFound(Entity::RevocationRequest))?
@@ -140,14 +140,19 @@ async fn decide(
     Ok(updated)
 }
 
-pub async fn reject(ctx: &Context, caller: &Caller, id: i64, reason: Option<String>) -> Result<RevocationRequest> {
+pub async fn reject(
+    ctx: &LifecycleDeps,
+    caller: &Caller,
+    id: i64,
+    reason: Option<String>,
+) -> Result<RevocationRequest> {
     let reason = reason.map(|r| r.trim().chars().take(1024).collect::<String>()).filter(|r| !r.is_empty());
     decide(ctx, caller, id, REJECTED, reason).await
 }
 
 /// Approves and revokes. A revocation that fails (the CA unreachable) leaves the request
 /// `failed` with the error, which is also returned; the certificate stays as it was.
-pub async fn approve(ctx: &Context, caller: &Caller, id: i64) -> Result<(RevocationRequest, Certificate)> {
+pub async fn approve(ctx: &LifecycleDeps, caller: &Caller, id: i64) -> Result<(RevocationRequest, Certificate)> {
     let approved = decide(ctx, caller, id, APPROVED, None).await?;
     let revoked = async {
         let certificate = ctx

@@ -156,7 +156,7 @@ fn revoked(revocation: Revocation) -> Certificate {
 }
 
 async fn awaiting(ctx: &Context, caller: &Caller) -> crate::certificates::revocation_requests::RevocationRequest {
-    match revoke(ctx, caller, CERTIFICATE_ID, Some("superseded".into())).await {
+    match revoke(&ctx.lifecycle_deps(), caller, CERTIFICATE_ID, Some("superseded".into())).await {
         Ok(Revocation::AwaitingApproval(request)) => *request,
         other => panic!("a revocation awaiting approval expected: {other:?}"),
     }
@@ -166,7 +166,9 @@ async fn awaiting(ctx: &Context, caller: &Caller) -> crate::certificates::revoca
 async fn a_certificate_without_a_ca_is_revoked_in_the_inventory_only() {
     let fixture = Fixture::new(certificate(None, None));
     let done = revoked(
-        revoke(&fixture.ctx(), &member("usr_alice"), CERTIFICATE_ID, None).await.unwrap_or_else(|e| panic!("{e}")),
+        revoke(&fixture.ctx().lifecycle_deps(), &member("usr_alice"), CERTIFICATE_ID, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
     );
     assert!(done.revoked);
     assert_eq!(done.revocation_reason.as_deref(), Some("unspecified"));
@@ -181,7 +183,7 @@ async fn a_certificate_without_a_ca_is_revoked_in_the_inventory_only() {
 async fn the_ca_revokes_first_with_the_reason_then_the_inventory() {
     let fixture = Fixture::new(certificate(Some(CA_ID), None));
     let done = revoked(
-        revoke(&fixture.ctx(), &member("usr_alice"), CERTIFICATE_ID, Some(" keyCompromise ".into()))
+        revoke(&fixture.ctx().lifecycle_deps(), &member("usr_alice"), CERTIFICATE_ID, Some(" keyCompromise ".into()))
             .await
             .unwrap_or_else(|err| panic!("revoke: {err}")),
     );
@@ -201,7 +203,7 @@ async fn the_ca_revokes_first_with_the_reason_then_the_inventory() {
 async fn a_ca_that_cannot_be_reached_fails_the_revocation_and_the_record_stays() {
     let fixture = Fixture::new(certificate(Some(CA_ID), None));
     *fixture.ca.lock().unwrap_or_else(|_| panic!("lock")) = CaRevokes::Down;
-    let failed = revoke(&fixture.ctx(), &member("usr_alice"), CERTIFICATE_ID, None).await.map(|_| ());
+    let failed = revoke(&fixture.ctx().lifecycle_deps(), &member("usr_alice"), CERTIFICATE_ID, None).await.map(|_| ());
     assert!(failed.as_ref().err().and_then(Error::area::<crate::plugins::PluginError>).is_some(), "{failed:?}");
     assert!(!fixture.stored().revoked, "the inventory never claims a revocation the CA did not make");
     let tables = fixture.store.snapshot();
@@ -212,7 +214,9 @@ async fn a_ca_that_cannot_be_reached_fails_the_revocation_and_the_record_stays()
 async fn a_connector_that_cannot_revoke_leaves_the_ca_alone() {
     let fixture = Fixture::new(certificate(Some(CA_ID), None));
     *fixture.ca.lock().unwrap_or_else(|_| panic!("lock")) = CaRevokes::Unsupported;
-    revoke(&fixture.ctx(), &member("usr_alice"), CERTIFICATE_ID, None).await.unwrap_or_else(|err| panic!("{err}"));
+    revoke(&fixture.ctx().lifecycle_deps(), &member("usr_alice"), CERTIFICATE_ID, None)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
     assert!(fixture.stored().revoked);
     assert_eq!(fixture.calls_to_ca(), 0);
     assert_eq!(fixture.audit_of("certificate.revoked")["atCa"], "unsupported");
@@ -237,7 +241,7 @@ async fn the_ledger_row_of_exactly_this_certificate_is_revoked_with_it() {
     // to use the same serial.
     let ours = fixture.stored().certificate_pem;
     fixture.store.edit(|tables| tables.issued.extend([row(1, 8, ours), row(2, 9, other_pem)]));
-    revoke(&fixture.ctx(), &member("usr_alice"), CERTIFICATE_ID, Some("cessationOfOperation".into()))
+    revoke(&fixture.ctx().lifecycle_deps(), &member("usr_alice"), CERTIFICATE_ID, Some("cessationOfOperation".into()))
         .await
         .unwrap_or_else(|err| panic!("revoke: {err}"));
     let ledger = fixture.store.snapshot().issued;
@@ -249,7 +253,7 @@ async fn the_ledger_row_of_exactly_this_certificate_is_revoked_with_it() {
 #[tokio::test]
 async fn a_certificate_already_revoked_is_refused() {
     let fixture = Fixture::new(Certificate { revoked: true, revoked_at: Some(1), ..certificate(Some(CA_ID), None) });
-    let again = revoke(&fixture.ctx(), &member("usr_alice"), CERTIFICATE_ID, None).await.map(|_| ());
+    let again = revoke(&fixture.ctx().lifecycle_deps(), &member("usr_alice"), CERTIFICATE_ID, None).await.map(|_| ());
     assert!(matches!(&again, Err(Error::Validation { .. })), "{again:?}");
     assert_eq!(fixture.calls_to_ca(), 0);
 }
@@ -257,7 +261,7 @@ async fn a_certificate_already_revoked_is_refused() {
 #[tokio::test]
 async fn a_built_in_template_revokes_at_once() {
     let fixture = Fixture::new(certificate(Some(CA_ID), Some("web_server")));
-    let done = revoke(&fixture.ctx(), &member("usr_alice"), CERTIFICATE_ID, None).await;
+    let done = revoke(&fixture.ctx().lifecycle_deps(), &member("usr_alice"), CERTIFICATE_ID, None).await;
     assert!(matches!(done, Ok(Revocation::Revoked(_))), "{done:?}");
 }
 
@@ -270,7 +274,7 @@ async fn a_template_that_requires_approval_holds_the_revocation() {
     assert!(!fixture.stored().revoked);
     assert_eq!(fixture.calls_to_ca(), 0, "nothing reaches the CA before approval");
     // One waiting request per certificate.
-    let twice = revoke(&fixture.ctx(), &member("usr_carol"), CERTIFICATE_ID, None).await.map(|_| ());
+    let twice = revoke(&fixture.ctx().lifecycle_deps(), &member("usr_carol"), CERTIFICATE_ID, None).await.map(|_| ());
     assert!(matches!(twice, Err(Error::Conflict(_))), "{twice:?}");
 }
 
@@ -287,9 +291,9 @@ async fn someone_else_approves_and_the_ca_and_the_inventory_revoke() {
     let fixture = Fixture::new(certificate(Some(CA_ID), Some("guarded")));
     let ctx = fixture.ctx();
     let request = awaiting(&ctx, &member("usr_alice")).await;
-    let own = revocation_requests::approve(&ctx, &member("usr_alice"), request.id).await.map(|_| ());
+    let own = revocation_requests::approve(&ctx.lifecycle_deps(), &member("usr_alice"), request.id).await.map(|_| ());
     assert!(matches!(own, Err(Error::Forbidden(_))), "four eyes: {own:?}");
-    let (approved, certificate) = revocation_requests::approve(&ctx, &member("usr_bob"), request.id)
+    let (approved, certificate) = revocation_requests::approve(&ctx.lifecycle_deps(), &member("usr_bob"), request.id)
         .await
         .unwrap_or_else(|err| panic!("approve: {err}"));
     assert_eq!(approved.decided_by.as_deref(), Some("user:usr_bob"));
@@ -305,7 +309,8 @@ async fn an_approval_the_ca_cannot_carry_out_fails_the_request() {
     let fixture = Fixture::new(certificate(Some(CA_ID), Some("guarded")));
     let request = awaiting(&fixture.ctx(), &member("usr_alice")).await;
     *fixture.ca.lock().unwrap_or_else(|_| panic!("lock")) = CaRevokes::Down;
-    let failed = revocation_requests::approve(&fixture.ctx(), &member("usr_bob"), request.id).await.map(|_| ());
+    let failed =
+        revocation_requests::approve(&fixture.ctx().lifecycle_deps(), &member("usr_bob"), request.id).await.map(|_| ());
     assert!(failed.as_ref().err().and_then(Error::area::<crate::plugins::PluginError>).is_some(), "{failed:?}");
     let stored = fixture.store.snapshot().revocation_requests;
     assert_eq!(stored[0].status, FAILED);
@@ -318,17 +323,19 @@ async fn a_rejected_revocation_leaves_the_certificate_and_lists_by_state() {
     let fixture = Fixture::new(certificate(Some(CA_ID), Some("guarded")));
     let ctx = fixture.ctx();
     let request = awaiting(&ctx, &member("usr_alice")).await;
-    let rejected = revocation_requests::reject(&ctx, &member("usr_bob"), request.id, Some("keep it".into()))
-        .await
-        .unwrap_or_else(|err| panic!("reject: {err}"));
+    let rejected =
+        revocation_requests::reject(&ctx.lifecycle_deps(), &member("usr_bob"), request.id, Some("keep it".into()))
+            .await
+            .unwrap_or_else(|err| panic!("reject: {err}"));
     assert_eq!(rejected.status, REJECTED);
     assert!(!fixture.stored().revoked);
     let page = crate::pagination::PageRequest::new(None, None, None, 20).unwrap_or_else(|err| panic!("{err}"));
-    let listed = revocation_requests::list(&ctx, &member("usr_bob"), Some(REJECTED.as_str()), page)
+    let listed = revocation_requests::list(&ctx.lifecycle_deps(), &member("usr_bob"), Some(REJECTED.as_str()), page)
         .await
         .unwrap_or_else(|err| panic!("list: {err}"));
     assert_eq!(listed.items.len(), 1);
-    let unknown = revocation_requests::list(&ctx, &member("usr_bob"), Some("lost"), page).await.map(|_| ());
+    let unknown =
+        revocation_requests::list(&ctx.lifecycle_deps(), &member("usr_bob"), Some("lost"), page).await.map(|_| ());
     assert!(matches!(unknown, Err(Error::Validation { .. })), "{unknown:?}");
 }
 
@@ -336,15 +343,17 @@ async fn a_rejected_revocation_leaves_the_certificate_and_lists_by_state() {
 async fn auto_renewal_needs_a_ca_that_can_issue_again() {
     let mut fixture = Fixture::new(certificate(Some(CA_ID), None));
     fixture.can_issue = false;
-    let refused = set_auto_renewal(&fixture.ctx(), &member("usr_alice"), CERTIFICATE_ID, Some(true)).await.map(|_| ());
+    let refused = set_auto_renewal(&fixture.ctx().lifecycle_deps(), &member("usr_alice"), CERTIFICATE_ID, Some(true))
+        .await
+        .map(|_| ());
     assert!(matches!(refused, Err(Error::UnsupportedCa(_))), "{refused:?}");
     assert!(!fixture.stored().auto_renewal);
     // Turning it off never asks the CA; a toggle turns it on where the CA can issue.
-    set_auto_renewal(&fixture.ctx(), &member("usr_alice"), CERTIFICATE_ID, Some(false))
+    set_auto_renewal(&fixture.ctx().lifecycle_deps(), &member("usr_alice"), CERTIFICATE_ID, Some(false))
         .await
         .unwrap_or_else(|err| panic!("off: {err}"));
     fixture.can_issue = true;
-    let on = set_auto_renewal(&fixture.ctx(), &member("usr_alice"), CERTIFICATE_ID, None)
+    let on = set_auto_renewal(&fixture.ctx().lifecycle_deps(), &member("usr_alice"), CERTIFICATE_ID, None)
         .await
         .unwrap_or_else(|err| panic!("toggle: {err}"));
     assert!(on.auto_renewal);
@@ -353,7 +362,7 @@ async fn auto_renewal_needs_a_ca_that_can_issue_again() {
 #[tokio::test]
 async fn an_import_without_a_ca_keeps_auto_renewal_as_a_reminder() {
     let fixture = Fixture::new(certificate(None, None));
-    let on = set_auto_renewal(&fixture.ctx(), &member("usr_alice"), CERTIFICATE_ID, Some(true))
+    let on = set_auto_renewal(&fixture.ctx().lifecycle_deps(), &member("usr_alice"), CERTIFICATE_ID, Some(true))
         .await
         .unwrap_or_else(|err| panic!("on: {err}"));
     assert!(on.auto_renewal);
