@@ -5,8 +5,7 @@
 //!   top-level module of `crates/*/src` is named in it.
 //! - `core_area_edges_are_allowed`: the areas (top-level modules) of `crates/core/src` reference
 //!   each other only along the edges of [`ALLOWED_CORE_EDGES`].
-//! - `core_area_edges_form_no_cycle`: that table has no cycle (ignored until issue 22 removes
-//!   the two-way edges it still lists).
+//! - `core_area_edges_form_no_cycle`: that table has no cycle: every area depends one way.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -15,12 +14,11 @@ use std::path::{Path, PathBuf};
 /// Which areas of `crates/core/src` each area may reference (`crate::AREA…` or
 /// `use crate::{AREA, …}`), test code excluded. An area missing from the table may reference
 /// none, and an edge the code no longer has fails too, so the table is always the picture of
-/// the code. Every edge carries its reason. The two-way edges issue 22 named (certificates ⇄
-/// cas, cas ⇄ discovery, certificates ⇄ issuance, pki ⇄ plugins, pki → cas, pki →
-/// certificates) are gone; work that spans areas lives in `lifecycle`, above them. The two-way
-/// edges left are marked "two-way edge, not in issue 22's list": through the shared `ports`,
-/// `context` and `error` modules (each area's port moving beside it removes them), and
-/// audit ⇄ auth. `core_area_edges_form_no_cycle` is switched on once they are gone.
+/// the code. Every edge carries its reason, and `core_area_edges_form_no_cycle` keeps the table
+/// free of cycles. Work that spans areas lives in `lifecycle` (and `acme`), above them. The
+/// composition root is above everything: `context` hands each area its share (`ca_deps`,
+/// `issuance_deps`, …) and `ports` builds each area's storage view from the full store; no area
+/// names either.
 const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
     (
         "acme",
@@ -30,7 +28,6 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("cas", "the directory's CA and its connector"),
             ("certificates", "an issued certificate's chain for the download"),
             ("clock", "the directory and account cache (acme/cache.rs) ages its entries by the injected clock"),
-            ("context", "use cases take the Context"), // two-way edge, not in issue 22's list
             ("crypto", "a nonce's MAC is compared in constant time"),
             ("error", "the domain error, mapped to problem documents"),
             ("events", "a finalized ARI replacement (RFC 9773 `replaces`) emits certificate.renewed"),
@@ -67,7 +64,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("caller", "use cases run for a Caller"),
             ("clock", "time and randomness from the context"),
             ("crypto", "sealing and digests under the master key"),
-            ("error", "the domain error"), // two-way edge, not in issue 22's list
+            ("error", "the domain error"),
             ("events", "event type names"),
             ("issuance", "attest-and-provision issues through issue_attested"),
             ("pagination", "paged lists"),
@@ -81,7 +78,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
     (
         "audit",
         &[
-            ("caller", "use cases run for a Caller"),    // two-way edge, not in issue 22's list
+            ("caller", "use cases run for a Caller"),
             ("error", "the domain error"),
             ("pagination", "paged lists"),
             ("store_error", "storage failures: StoreError, StoreResult"),
@@ -91,7 +88,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
     (
         "auth",
         &[
-            ("audit", "who acted (Audit)"), // two-way edge, not in issue 22's list
+            ("audit", "who acted (Audit)"),
             ("clock", "time and randomness from the context"),
             ("crypto", "sealing and digests under the master key"),
             ("error", "the domain error"),
@@ -151,22 +148,22 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
     (
         "context",
         &[
-            ("acme", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
-            ("audit", "the Context holds the ports of every area"),     // two-way edge, not in issue 22's list
-            ("auth", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
-            ("cas", "ReadCaches keeps the CA records issuance reads"), // two-way edge, not in issue 22's list
+            ("acme", "the Context hands out every area's dependencies"),
+            ("audit", "units of work record who acted (Audit)"),
+            ("auth", "the Context hands out every area's dependencies"),
+            ("cas", "ReadCaches keeps the CA records issuance reads"),
             ("clock", "the Context holds every area's port or service"),
             ("crypto", "the Context holds every area's port or service"),
-            ("discovery", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
-            ("domain_claims", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
+            ("discovery", "the Context hands out every area's dependencies"),
+            ("domain_claims", "the Context hands out every area's dependencies"),
             ("error", "the Context holds every area's port or service"),
-            ("issuance", "ReadCaches keeps the policy lists issuance reads"), // two-way edge, not in issue 22's list
+            ("issuance", "ReadCaches keeps the policy lists issuance reads"),
             ("pki", "the Context holds every area's port or service"),
-            ("plugins", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
+            ("plugins", "the Context hands out every area's dependencies"),
             ("ports", "the Context holds every area's port or service"),
             ("ttl_cache", "ReadCaches: rows every API-key request and issuance reads, kept briefly"),
             ("unit_of_work", "the Context holds every area's port or service"),
-            ("webhooks", "the Context holds every area's port or service"), // two-way edge, not in issue 22's list
+            ("webhooks", "the Context hands out every area's dependencies"),
             ("certificates", "the Context hands out every area's dependencies"),
             ("attestation", "the Context hands out every area's dependencies"),
             ("lifecycle", "the Context hands out every area's dependencies"),
@@ -281,7 +278,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("caller", "use cases run for a Caller"),
             ("clock", "time and randomness from the context"),
             ("crypto", "sealing and digests under the master key"),
-            ("error", "the domain error"), // two-way edge, not in issue 22's list
+            ("error", "the domain error"),
             ("events", "revoking a signing key emits plugin.version_deactivated"),
             ("pki", "a call target carries the pki-core grant (PkiGrant)"),
             ("unit_of_work", "changes recorded with their audit rows and events"),
@@ -292,17 +289,17 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
     (
         "ports",
         &[
-            ("attestation", "ports name every area's records"), // two-way edge, not in issue 22's list
+            ("attestation", "ports name every area's records"),
             ("audit", "the port names this area's records"),
-            ("auth", "the port names this area's records"), // two-way edge, not in issue 22's list
+            ("auth", "the port names this area's records"),
             ("cas", "the port names this area's records"),
             ("clock", "the internal PKI's revocation time (UnixMillis) in its store's writes"),
-            ("certificates", "the port names this area's records"), // two-way edge, not in issue 22's list
-            ("discovery", "the port names this area's records"),    // two-way edge, not in issue 22's list
-            ("error", "the port names this area's records"),        // two-way edge, not in issue 22's list
+            ("certificates", "the port names this area's records"),
+            ("discovery", "the port names this area's records"),
+            ("error", "the port names this area's records"),
             ("events", "the port names this area's records"),
-            ("issuance", "the port names this area's records"), // two-way edge, not in issue 22's list
-            ("plugins", "the port names this area's records"), // two-way edge, not in issue 22's list
+            ("issuance", "the port names this area's records"),
+            ("plugins", "the port names this area's records"),
             ("webhooks", "the port names this area's records"),
             ("pki", "the port names the ledger and CA key records"),
             ("unit_of_work", "the full transaction carries a unit of work's rows (ChangeTx, NewRow)"),
@@ -640,7 +637,6 @@ fn core_area_edges_are_allowed() {
 }
 
 #[test]
-#[ignore = "issue 22: cycles being removed"]
 fn core_area_edges_form_no_cycle() {
     let allowed = allowed_edges();
     let mut cycles = Vec::new();

@@ -42,6 +42,8 @@ pub struct Context {
     pub login_limiter: Arc<LoginLimiter>,
     /// What authentication reads of `settings`, shared with every [`Context::auth_deps`].
     pub auth_settings: Arc<crate::auth::AuthSettings>,
+    /// The ACME server's settings, shared with every [`Context::acme_deps`].
+    pub acme_settings: Arc<crate::acme::AcmeSettings>,
     /// The plugin runtime (one engine per process) and its lifecycle lock.
     pub plugins: PluginService,
     /// The internal PKI (CRL, CA chain and OCSP answers, its ledger backlog), as a port; the
@@ -92,6 +94,7 @@ impl Context {
         plugins: PluginService,
     ) -> Self {
         let login_limiter = Arc::new(LoginLimiter::new(settings.login_max_failures, settings.login_window));
+        let acme_settings = Arc::new(settings.acme.clone());
         let auth_settings = Arc::new(crate::auth::AuthSettings {
             admin_email: settings.admin_email.clone(),
             admin_password: settings.admin_password.clone(),
@@ -105,6 +108,7 @@ impl Context {
             master_key,
             login_limiter,
             auth_settings,
+            acme_settings,
             plugins,
             pki: None,
             outbound: Arc::new(NoTransport),
@@ -188,6 +192,24 @@ impl Context {
             cas: self.ca_deps(),
             plugins: self.plugins.clone(),
             policies_cache: self.cached.policies.clone(),
+            master_key: self.master_key.clone(),
+            clock: self.clock.clone(),
+            entropy: self.entropy.clone(),
+        }
+    }
+
+    /// The ACME server's share: its store, validator and settings, issuance's and lifecycle's
+    /// shares, the store's issuance view, the runtime, the key, the clock and entropy.
+    pub fn acme_deps(&self) -> crate::acme::AcmeDeps {
+        let lifecycle = self.lifecycle_deps();
+        crate::acme::AcmeDeps {
+            acme: self.acme.clone(),
+            acme_validator: self.acme_validator.clone(),
+            settings: self.acme_settings.clone(),
+            store: self.store.clone(),
+            issuance: lifecycle.issuance.clone(),
+            lifecycle,
+            plugins: self.plugins.clone(),
             master_key: self.master_key.clone(),
             clock: self.clock.clone(),
             entropy: self.entropy.clone(),

@@ -60,14 +60,14 @@ fn status_of(kind: ProblemType) -> StatusCode {
 }
 
 fn directory_link(ctx: &SharedContext, ca: i64) -> String {
-    format!("<{}/directory>;rel=\"index\"", server::base_url(ctx, ca))
+    format!("<{}/directory>;rel=\"index\"", server::base_url(&ctx.acme_deps(), ca))
 }
 
 /// Headers every ACME answer carries: a fresh nonce (RFC 8555 §6.5: also on errors, so a
 /// client retries a badNonce at once), no caching, the directory link.
 async fn with_common(ctx: &SharedContext, ca: Option<i64>, mut response: Response) -> Response {
     let headers = response.headers_mut();
-    if let Ok(nonce) = server::new_nonce(ctx).await {
+    if let Ok(nonce) = server::new_nonce(&ctx.acme_deps()).await {
         if let Ok(value) = HeaderValue::from_str(&nonce) {
             headers.insert("replay-nonce", value);
         }
@@ -134,7 +134,7 @@ fn ca_id(text: &str) -> Result<i64, Problem> {
 
 async fn directory(State(ctx): State<SharedContext>, Path(ca): Path<String>) -> Response {
     let answer = match ca_id(&ca) {
-        Ok(ca) => server::directory(&ctx, ca).await.map(|body| {
+        Ok(ca) => server::directory(&ctx.acme_deps(), ca).await.map(|body| {
             let mut r = body.to_string().into_response();
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
             r
@@ -155,7 +155,7 @@ async fn renewal_info(State(ctx): State<SharedContext>, Path((ca, cert_id)): Pat
     };
     // No Replay-Nonce: nothing is signed here, and clients poll this on a timer (a nonce is a
     // database row).
-    match trellis_core::acme::renewal_info::renewal_info(&ctx, ca, &cert_id).await {
+    match trellis_core::acme::renewal_info::renewal_info(&ctx.acme_deps(), ca, &cert_id).await {
         Ok(reply) => reply_response(reply),
         Err(problem) => problem_response(&problem),
     }
@@ -166,7 +166,7 @@ async fn nonce_answer(ctx: SharedContext, ca: String, status: StatusCode) -> Res
         Ok(ca) => ca,
         Err(problem) => return problem_response(&problem),
     };
-    match server::nonce_for(&ctx, ca).await {
+    match server::nonce_for(&ctx.acme_deps(), ca).await {
         Ok(nonce) => {
             let mut response = (status, Body::empty()).into_response();
             let headers = response.headers_mut();
@@ -196,7 +196,7 @@ async fn answer(ctx: SharedContext, ca: &str, endpoint: Endpoint, body: Bytes) -
         Ok(ca) => ca,
         Err(problem) => return problem_response(&problem),
     };
-    let response = match server::post(&ctx, ca, endpoint, &body).await {
+    let response = match server::post(&ctx.acme_deps(), ca, endpoint, &body).await {
         Ok(reply) => reply_response(reply),
         Err(problem) => problem_response(&problem),
     };
@@ -279,7 +279,7 @@ pub struct AcmeDirectoryDto {
 
 fn directory_dto(ctx: &SharedContext, config: DirectoryConfig) -> AcmeDirectoryDto {
     AcmeDirectoryDto {
-        directory_url: format!("{}/directory", server::base_url(ctx, config.ca_id)),
+        directory_url: format!("{}/directory", server::base_url(&ctx.acme_deps(), config.ca_id)),
         ca_id: config.ca_id,
         enabled: config.enabled,
         external_account_required: config.external_account_required,
@@ -325,7 +325,7 @@ async fn get_directory(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let config = admin::get_directory(&ctx, &caller, ca_path_id(&id)?).await?;
+    let config = admin::get_directory(&ctx.acme_deps(), &caller, ca_path_id(&id)?).await?;
     Ok(data(directory_dto(&ctx, config)).into_response())
 }
 
@@ -347,7 +347,7 @@ async fn put_directory(
         challenge_types: body.challenge_types,
         order_lifetime_seconds: body.order_lifetime_seconds,
     };
-    let config = admin::put_directory(&ctx, &caller, ca_path_id(&id)?, input).await?;
+    let config = admin::put_directory(&ctx.acme_deps(), &caller, ca_path_id(&id)?, input).await?;
     Ok(data(directory_dto(&ctx, config)).into_response())
 }
 
@@ -404,14 +404,14 @@ async fn create_eab_key(
     Authenticated(caller): Authenticated,
     Json(body): Json<EabKeyBody>,
 ) -> ApiResult<Response> {
-    let made = admin::create_eab_key(&ctx, &caller, body.ca_id, &body.name).await?;
+    let made = admin::create_eab_key(&ctx.acme_deps(), &caller, body.ca_id, &body.name).await?;
     Ok(created(eab_dto(made.key, Some(made.hmac_key))))
 }
 
 /// The workspace's EAB keys (MAC keys never shown).
 #[utoipa::path(get, path = "/api/acme/eab-keys", tag = "acme", responses((status = 200, body = Data<Vec<EabKeyDto>>)))]
 async fn list_eab_keys(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated) -> ApiResult<Response> {
-    let keys = admin::list_eab_keys(&ctx, &caller).await?;
+    let keys = admin::list_eab_keys(&ctx.acme_deps(), &caller).await?;
     Ok(data(keys.into_iter().map(|k| eab_dto(k, None)).collect::<Vec<_>>()).into_response())
 }
 
@@ -424,7 +424,7 @@ async fn revoke_eab_key(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    admin::revoke_eab_key(&ctx, &caller, &id).await?;
+    admin::revoke_eab_key(&ctx.acme_deps(), &caller, &id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -457,7 +457,7 @@ fn account_dto(view: admin::AccountView) -> AcmeAccountDto {
 /// The ACME accounts bound to the workspace.
 #[utoipa::path(get, path = "/api/acme/accounts", tag = "acme", responses((status = 200, body = Data<Vec<AcmeAccountDto>>)))]
 async fn list_accounts(State(ctx): State<SharedContext>, Authenticated(caller): Authenticated) -> ApiResult<Response> {
-    let accounts = admin::list_accounts(&ctx, &caller).await?;
+    let accounts = admin::list_accounts(&ctx.acme_deps(), &caller).await?;
     Ok(data(accounts.into_iter().map(account_dto).collect::<Vec<_>>()).into_response())
 }
 
@@ -470,6 +470,6 @@ async fn deactivate_account(
     Authenticated(caller): Authenticated,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let view = admin::deactivate_account(&ctx, &caller, &id).await?;
+    let view = admin::deactivate_account(&ctx.acme_deps(), &caller, &id).await?;
     Ok(data(account_dto(view)).into_response())
 }

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::jws::b64;
+use super::AcmeDeps;
 use super::{Account, AccountStatus, DirectoryConfig, EabKey, CHALLENGE_TYPES};
 use crate::audit::Audit;
 use crate::caller::{Caller, Scope};
-use crate::context::Context;
 use crate::error::{Entity, Error, Result};
 use crate::unit_of_work::Target;
 
@@ -21,13 +21,13 @@ pub fn eab_seal_context(id: &str) -> Vec<u8> {
     format!("acme-eab:{id}").into_bytes()
 }
 
-fn acme(ctx: &Context) -> Result<&dyn super::AcmeStore> {
+fn acme(ctx: &AcmeDeps) -> Result<&dyn super::AcmeStore> {
     ctx.acme.as_deref().ok_or_else(|| Error::Internal("the ACME server has no store".into()))
 }
 
 /// `GET /api/certificate-authorities/{id}/acme`: the settings, or the defaults of a directory
 /// never enabled.
-pub async fn get_directory(ctx: &Context, caller: &Caller, ca_id: i64) -> Result<DirectoryConfig> {
+pub async fn get_directory(ctx: &AcmeDeps, caller: &Caller, ca_id: i64) -> Result<DirectoryConfig> {
     caller.require(Scope::CasRead)?;
     let ca = crate::cas::service::find(ctx.store.as_ref(), &caller.workspace_id, ca_id).await?;
     Ok(acme(ctx)?.directory(ca.id).await?.unwrap_or_else(|| DirectoryConfig::off(ca.id, &ca.workspace_id)))
@@ -47,7 +47,7 @@ pub struct DirectoryInput {
 /// `PUT /api/certificate-authorities/{id}/acme`: templates must resolve, the CA's connector
 /// must issue.
 pub async fn put_directory(
-    ctx: &Context,
+    ctx: &AcmeDeps,
     caller: &Caller,
     ca_id: i64,
     input: DirectoryInput,
@@ -105,7 +105,7 @@ pub async fn put_directory(
     }
     let templates = config.default_template.iter().chain(config.profiles.values());
     for template in templates {
-        if crate::issuance::templates::resolve(&ctx.issuance_deps(), &ca.workspace_id, Some(template)).await.is_err() {
+        if crate::issuance::templates::resolve(&ctx.issuance, &ca.workspace_id, Some(template)).await.is_err() {
             return Err(Error::invalid_field("profiles", format!("template `{template}` does not exist")));
         }
     }
@@ -142,7 +142,7 @@ pub struct NewEabKey {
 }
 
 /// `POST /api/acme/eab-keys {caId, name}`.
-pub async fn create_eab_key(ctx: &Context, caller: &Caller, ca_id: i64, name: &str) -> Result<NewEabKey> {
+pub async fn create_eab_key(ctx: &AcmeDeps, caller: &Caller, ca_id: i64, name: &str) -> Result<NewEabKey> {
     caller.require(Scope::CasWrite)?;
     let name = crate::validation::bounded_text("name", name, 200)?;
     if name.is_empty() {
@@ -176,14 +176,14 @@ pub async fn create_eab_key(ctx: &Context, caller: &Caller, ca_id: i64, name: &s
     Ok(NewEabKey { key, hmac_key: b64(&secret) })
 }
 
-pub async fn list_eab_keys(ctx: &Context, caller: &Caller) -> Result<Vec<EabKey>> {
+pub async fn list_eab_keys(ctx: &AcmeDeps, caller: &Caller) -> Result<Vec<EabKey>> {
     caller.require(Scope::CasRead)?;
     Ok(acme(ctx)?.eab_keys(&caller.workspace_id).await?)
 }
 
 /// `DELETE /api/acme/eab-keys/{id}`: the key is revoked (kept, so the account it bound still
 /// names it); it binds no new account.
-pub async fn revoke_eab_key(ctx: &Context, caller: &Caller, id: &str) -> Result<()> {
+pub async fn revoke_eab_key(ctx: &AcmeDeps, caller: &Caller, id: &str) -> Result<()> {
     caller.require(Scope::CasWrite)?;
     if !acme(ctx)?.revoke_eab_key(&caller.workspace_id, id, ctx.now_millis()).await? {
         return Err(Error::NotFound(Entity::AcmeEabKey));
@@ -200,7 +200,7 @@ pub struct AccountView {
     pub orders: usize,
 }
 
-pub async fn list_accounts(ctx: &Context, caller: &Caller) -> Result<Vec<AccountView>> {
+pub async fn list_accounts(ctx: &AcmeDeps, caller: &Caller) -> Result<Vec<AccountView>> {
     caller.require(Scope::CasRead)?;
     let store = acme(ctx)?;
     let mut views = Vec::new();
@@ -212,7 +212,7 @@ pub async fn list_accounts(ctx: &Context, caller: &Caller) -> Result<Vec<Account
 }
 
 /// `POST /api/acme/accounts/{id}/deactivate`: the account's requests are refused from then on.
-pub async fn deactivate_account(ctx: &Context, caller: &Caller, id: &str) -> Result<AccountView> {
+pub async fn deactivate_account(ctx: &AcmeDeps, caller: &Caller, id: &str) -> Result<AccountView> {
     caller.require(Scope::CasWrite)?;
     let store = acme(ctx)?;
     let mut account =

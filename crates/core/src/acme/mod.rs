@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod cache;
+mod deps;
 pub mod jws;
 pub mod port;
 pub mod problem;
@@ -22,6 +23,7 @@ use std::net::IpAddr;
 
 use serde_json::{json, Value};
 
+pub use self::deps::AcmeDeps;
 pub use self::port::{AcmeStore, ChallengeValidator, NoValidator, ValidationFailure};
 pub use self::problem::{Problem, ProblemType, Subproblem};
 

@@ -13,9 +13,9 @@ use x509_parser::prelude::{FromDer, ParsedExtension, X509Certificate};
 use super::jws::b64;
 use super::problem::{Problem, ProblemType};
 use super::server::{enabled_directory, store, Reply};
+use super::AcmeDeps;
 use super::{rfc3339, Account, DirectoryConfig, Identifier, Order, OrderStatus};
 use crate::audit::Audit;
-use crate::context::Context;
 use crate::events::{CertificateRenewed, Event};
 use crate::principal::Principal;
 use crate::unit_of_work::Target;
@@ -74,7 +74,7 @@ pub fn suggested_window(not_before: i64, not_after: i64, revoked: bool, now: i64
 
 /// `GET /acme/{caId}/renewal-info/{certID}`: unauthenticated; knows only the certificates this
 /// directory's CA issued through ACME (another CA's or workspace's certID is 404).
-pub async fn renewal_info(ctx: &Context, ca_id: i64, cert_id: &str) -> Result<Reply, Problem> {
+pub async fn renewal_info(ctx: &AcmeDeps, ca_id: i64, cert_id: &str) -> Result<Reply, Problem> {
     let config = enabled_directory(ctx, ca_id).await?;
     let cert_id = parse_cert_id(cert_id)?;
     let unknown = || Problem::new(ProblemType::NotFound, "this directory issued no certificate with that certID");
@@ -91,7 +91,7 @@ pub async fn renewal_info(ctx: &Context, ca_id: i64, cert_id: &str) -> Result<Re
 /// same account, sharing an identifier with the order, not already replaced by an order that
 /// is not `invalid`. Answers the canonical certID to store with the order.
 pub(super) async fn check_replaces(
-    ctx: &Context,
+    ctx: &AcmeDeps,
     config: &DirectoryConfig,
     account: &Account,
     identifiers: &[Identifier],
@@ -134,7 +134,7 @@ pub(super) fn already_replaced() -> Problem {
 
 /// The replacing order got its certificate: the inventory shows it as the renewal of the one it
 /// replaces (the same link, audit row and `certificate.renewed` as Trellis's own renewals).
-pub(super) async fn link_renewal(ctx: &Context, order: &Order) -> Result<(), Problem> {
+pub(super) async fn link_renewal(ctx: &AcmeDeps, order: &Order) -> Result<(), Problem> {
     let (Some(replaces), Some(new_id)) = (&order.replaces, order.certificate_id) else { return Ok(()) };
     let Some(old_order) = store(ctx)?.order_by_cert_id(order.ca_id, replaces).await? else { return Ok(()) };
     let Some(old_id) = old_order.certificate_id else { return Ok(()) };

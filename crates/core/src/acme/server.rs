@@ -10,12 +10,12 @@ use sha2::{Digest, Sha256};
 
 use super::jws::{b64, unb64, Jwk, Jws};
 use super::problem::{Problem, ProblemType, Subproblem};
+use super::AcmeDeps;
 use super::{
     rfc3339, Account, AccountStatus, Authorization, AuthorizationStatus, Challenge, ChallengeStatus, DirectoryConfig,
     Identifier, Order, OrderStatus,
 };
 use crate::audit::Audit;
-use crate::context::{Context, SharedContext};
 use crate::issuance::{Decision, IssueInput, Run};
 use crate::principal::Principal;
 use crate::unit_of_work::Target;
@@ -88,16 +88,16 @@ fn not_found(what: &str) -> Problem {
 }
 
 /// `{public_url}/acme/{caId}`.
-pub fn base_url(ctx: &Context, ca_id: i64) -> String {
-    format!("{}/acme/{ca_id}", ctx.settings.acme.public_url.trim_end_matches('/'))
+pub fn base_url(ctx: &AcmeDeps, ca_id: i64) -> String {
+    format!("{}/acme/{ca_id}", ctx.settings.public_url.trim_end_matches('/'))
 }
 
-pub(super) fn store(ctx: &Context) -> Result<&dyn super::AcmeStore, Problem> {
+pub(super) fn store(ctx: &AcmeDeps) -> Result<&dyn super::AcmeStore, Problem> {
     ctx.acme.as_deref().ok_or_else(|| problem(ProblemType::ServerInternal, "the ACME server has no store"))
 }
 
 /// The directory's settings, when it is enabled.
-pub(super) async fn enabled_directory(ctx: &Context, ca_id: i64) -> Result<DirectoryConfig, Problem> {
+pub(super) async fn enabled_directory(ctx: &AcmeDeps, ca_id: i64) -> Result<DirectoryConfig, Problem> {
     match store(ctx)?.directory(ca_id).await? {
         Some(config) if config.enabled => Ok(config),
         _ => Err(not_found("ACME directory")),
@@ -105,7 +105,7 @@ pub(super) async fn enabled_directory(ctx: &Context, ca_id: i64) -> Result<Direc
 }
 
 /// `GET /acme/{caId}/directory`.
-pub async fn directory(ctx: &Context, ca_id: i64) -> Result<Value, Problem> {
+pub async fn directory(ctx: &AcmeDeps, ca_id: i64) -> Result<Value, Problem> {
     let config = enabled_directory(ctx, ca_id).await?;
     let base = base_url(ctx, ca_id);
     let mut meta = json!({ "externalAccountRequired": config.external_account_required });
@@ -136,14 +136,14 @@ pub async fn directory(ctx: &Context, ca_id: i64) -> Result<Value, Problem> {
 /// one: two statements per request (docs/benchmarks.md, "ACME server against OpenBao").
 const NONCE_BYTES: usize = 8 + 16 + 16;
 
-fn nonce_key(ctx: &Context) -> ring::hmac::Key {
+fn nonce_key(ctx: &AcmeDeps) -> ring::hmac::Key {
     ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &ctx.master_key.derive_key("acme-nonce"))
 }
 
 /// A fresh nonce, good on any replica until it expires or is spent.
-pub async fn new_nonce(ctx: &Context) -> Result<String, Problem> {
+pub async fn new_nonce(ctx: &AcmeDeps) -> Result<String, Problem> {
     store(ctx)?;
-    let expires_at = ctx.now_millis() + ctx.settings.acme.nonce_lifetime_ms;
+    let expires_at = ctx.now_millis() + ctx.settings.nonce_lifetime_ms;
     let mut bytes = [0u8; NONCE_BYTES];
     bytes[..8].copy_from_slice(&expires_at.to_be_bytes());
     ctx.entropy.fill(&mut bytes[8..24]);
@@ -153,7 +153,7 @@ pub async fn new_nonce(ctx: &Context) -> Result<String, Problem> {
 }
 
 /// Spends `nonce`: true when Trellis issued it, it has not expired, and it was not spent yet.
-async fn spend_nonce(ctx: &Context, nonce: &str) -> Result<bool, Problem> {
+async fn spend_nonce(ctx: &AcmeDeps, nonce: &str) -> Result<bool, Problem> {
     let Some(bytes) = unb64(nonce).filter(|b| b.len() == NONCE_BYTES) else { return Ok(false) };
     let mut tag = [0u8; 32];
     tag.copy_from_slice(ring::hmac::sign(&nonce_key(ctx), &bytes[..24]).as_ref());
@@ -172,12 +172,12 @@ async fn spend_nonce(ctx: &Context, nonce: &str) -> Result<bool, Problem> {
 }
 
 /// Forgets the expired spent nonces (the jobs tick); returns how many went.
-pub async fn sweep_nonces(ctx: &Context) -> Result<u64, Problem> {
+pub async fn sweep_nonces(ctx: &AcmeDeps) -> Result<u64, Problem> {
     Ok(store(ctx)?.sweep_nonces(ctx.now_millis()).await?)
 }
 
 /// `HEAD/GET /acme/{caId}/new-nonce`: only for an enabled directory.
-pub async fn nonce_for(ctx: &Context, ca_id: i64) -> Result<String, Problem> {
+pub async fn nonce_for(ctx: &AcmeDeps, ca_id: i64) -> Result<String, Problem> {
     enabled_directory(ctx, ca_id).await?;
     new_nonce(ctx).await
 }
@@ -192,7 +192,7 @@ struct Verified {
 /// The checks of RFC 8555 §6.2-6.5, in order; `needs_jwk`: newAccount and revokeCert by the
 /// certificate's key sign with `jwk`, everything else with `kid`.
 async fn verify(
-    ctx: &Context,
+    ctx: &AcmeDeps,
     config: &DirectoryConfig,
     endpoint: &Endpoint,
     body: &[u8],
@@ -241,7 +241,7 @@ async fn verify(
 }
 
 /// Every ACME POST.
-pub async fn post(ctx: &SharedContext, ca_id: i64, endpoint: Endpoint, body: &[u8]) -> Result<Reply, Problem> {
+pub async fn post(ctx: &AcmeDeps, ca_id: i64, endpoint: Endpoint, body: &[u8]) -> Result<Reply, Problem> {
     let config = enabled_directory(ctx, ca_id).await?;
     let jwk_allowed = matches!(endpoint, Endpoint::NewAccount | Endpoint::RevokeCert);
     let verified = verify(ctx, &config, &endpoint, body, jwk_allowed).await?;
@@ -337,7 +337,7 @@ fn contacts(payload: &Value) -> Result<Option<Vec<String>>, Problem> {
     Ok(Some(out))
 }
 
-async fn audit(ctx: &Context, workspace_id: &str, actor: &str, action: &str, target: Target, details: Value) {
+async fn audit(ctx: &AcmeDeps, workspace_id: &str, actor: &str, action: &str, target: Target, details: Value) {
     let actor = Audit::by(Principal::acme_account(actor), None);
     let recorded = async {
         let mut change = ctx.change(actor, Some(workspace_id)).await?;
@@ -350,7 +350,7 @@ async fn audit(ctx: &Context, workspace_id: &str, actor: &str, action: &str, tar
     }
 }
 
-async fn new_account(ctx: &Context, config: &DirectoryConfig, base: &str, jws: &Jws) -> Result<Reply, Problem> {
+async fn new_account(ctx: &AcmeDeps, config: &DirectoryConfig, base: &str, jws: &Jws) -> Result<Reply, Problem> {
     let acme = store(ctx)?;
     let Some(jwk) = jws.header.jwk.clone() else {
         return Err(problem(ProblemType::Malformed, "newAccount is signed with `jwk`"));
@@ -422,7 +422,7 @@ async fn new_account(ctx: &Context, config: &DirectoryConfig, base: &str, jws: &
 
 /// RFC 8555 §7.3.4: an HS256 JWS over the account key, by an EAB key of this CA's directory.
 async fn check_eab(
-    ctx: &Context,
+    ctx: &AcmeDeps,
     config: &DirectoryConfig,
     base: &str,
     jwk: &Jwk,
@@ -457,7 +457,7 @@ async fn check_eab(
     Ok(key)
 }
 
-async fn update_account(ctx: &Context, base: &str, mut account: Account, jws: &Jws) -> Result<Reply, Problem> {
+async fn update_account(ctx: &AcmeDeps, base: &str, mut account: Account, jws: &Jws) -> Result<Reply, Problem> {
     let payload = jws.payload()?;
     if payload.is_empty() {
         return Ok(Reply::json(account_json(base, &account)));
@@ -490,7 +490,7 @@ async fn update_account(ctx: &Context, base: &str, mut account: Account, jws: &J
 }
 
 /// RFC 8555 §7.3.5: the inner JWS, signed by the new key, names the account and its old key.
-async fn key_change(ctx: &Context, base: &str, mut account: Account, jws: &Jws) -> Result<Reply, Problem> {
+async fn key_change(ctx: &AcmeDeps, base: &str, mut account: Account, jws: &Jws) -> Result<Reply, Problem> {
     let inner = Jws::from_value(&jws.payload_json()?)?;
     inner.check_alg()?;
     let new_key =
@@ -532,7 +532,7 @@ async fn key_change(ctx: &Context, base: &str, mut account: Account, jws: &Jws) 
     Ok(Reply::json(account_json(base, &account)))
 }
 
-async fn owned_order(ctx: &Context, config: &DirectoryConfig, account: &Account, id: &str) -> Result<Order, Problem> {
+async fn owned_order(ctx: &AcmeDeps, config: &DirectoryConfig, account: &Account, id: &str) -> Result<Order, Problem> {
     store(ctx)?
         .order(config.ca_id, id)
         .await?
@@ -541,7 +541,7 @@ async fn owned_order(ctx: &Context, config: &DirectoryConfig, account: &Account,
 }
 
 async fn owned_authz(
-    ctx: &Context,
+    ctx: &AcmeDeps,
     config: &DirectoryConfig,
     account: &Account,
     id: &str,
@@ -563,7 +563,7 @@ fn parse_time(payload: &Value, name: &str) -> Result<Option<(String, i64)>, Prob
 }
 
 async fn new_order(
-    ctx: &Context,
+    ctx: &AcmeDeps,
     config: &DirectoryConfig,
     base: &str,
     account: &Account,
@@ -625,20 +625,20 @@ async fn new_order(
     // Limits: orders per hour per account (an EAB key binds one account, so this is the EAB
     // key's limit too), pending authorizations per account.
     let hour_ago = now - 3_600_000;
-    if acme.count_orders_since(&account.id, hour_ago).await? >= ctx.settings.acme.orders_per_hour {
+    if acme.count_orders_since(&account.id, hour_ago).await? >= ctx.settings.orders_per_hour {
         let mut limited = problem(
             ProblemType::RateLimited,
-            format!("at most {} new orders per hour per account", ctx.settings.acme.orders_per_hour),
+            format!("at most {} new orders per hour per account", ctx.settings.orders_per_hour),
         );
         limited.retry_after = Some(3600);
         return Err(limited);
     }
     if acme.count_pending_authorizations(&account.id, now).await? + identifiers.len() as i64
-        > ctx.settings.acme.pending_authorizations
+        > ctx.settings.pending_authorizations
     {
         let mut limited = problem(
             ProblemType::RateLimited,
-            format!("at most {} pending authorizations per account", ctx.settings.acme.pending_authorizations),
+            format!("at most {} pending authorizations per account", ctx.settings.pending_authorizations),
         );
         limited.retry_after = Some(600);
         return Err(limited);
@@ -774,7 +774,7 @@ fn order_json(base: &str, order: &Order) -> Value {
 
 /// The order's status as its authorizations (and a certificate request it waits on) say now;
 /// stored when it moved.
-pub(crate) async fn refresh_order(ctx: &Context, order: Order) -> Result<Order, Problem> {
+pub(crate) async fn refresh_order(ctx: &AcmeDeps, order: Order) -> Result<Order, Problem> {
     let before = order.status;
     let order = derive_status(ctx, order).await?;
     record_status_change(ctx, &order, before).await?;
@@ -782,7 +782,7 @@ pub(crate) async fn refresh_order(ctx: &Context, order: Order) -> Result<Order, 
 }
 
 /// Writes a status [`derive_status`] changed from `before`.
-async fn record_status_change(ctx: &Context, order: &Order, before: OrderStatus) -> Result<(), Problem> {
+async fn record_status_change(ctx: &AcmeDeps, order: &Order, before: OrderStatus) -> Result<(), Problem> {
     if order.status != before {
         store(ctx)?.update_order(order).await?;
         if order.status == OrderStatus::Valid {
@@ -794,7 +794,7 @@ async fn record_status_change(ctx: &Context, order: &Order, before: OrderStatus)
 
 /// The order's status as its authorizations (pending) or its certificate request (processing)
 /// have it now, not yet written.
-async fn derive_status(ctx: &Context, mut order: Order) -> Result<Order, Problem> {
+async fn derive_status(ctx: &AcmeDeps, mut order: Order) -> Result<Order, Problem> {
     let acme = store(ctx)?;
     let now = ctx.now_millis();
     if order.status == OrderStatus::Pending {
@@ -831,7 +831,7 @@ async fn derive_status(ctx: &Context, mut order: Order) -> Result<Order, Problem
 
 /// An order left waiting on a certificate request (approval, or a CA that answered pending)
 /// completes when the request does: the poller or the approver issues, this reads the result.
-async fn complete_from_request(ctx: &Context, mut order: Order, request_id: i64) -> Result<Order, Problem> {
+async fn complete_from_request(ctx: &AcmeDeps, mut order: Order, request_id: i64) -> Result<Order, Problem> {
     use crate::issuance::requests::RequestStatus;
     let Some(request) = ctx.store.find_request(&order.workspace_id, request_id).await? else { return Ok(order) };
     match request.status {
@@ -880,7 +880,7 @@ fn fill_certificate(order: &mut Order, certificate: &crate::certificates::Certif
 
 /// Records a replacing order's certificate as the renewal of the one it replaces; the order is
 /// already valid, so a failure here is logged, never the client's answer.
-async fn link_renewal(ctx: &Context, order: &Order) {
+async fn link_renewal(ctx: &AcmeDeps, order: &Order) {
     if let Err(problem) = super::renewal_info::link_renewal(ctx, order).await {
         tracing::error!(order = %order.id, detail = %problem.detail, "recording an ACME replacement as a renewal failed");
     }
@@ -913,7 +913,7 @@ fn challenge_json(base: &str, challenge: &Challenge) -> Value {
 }
 
 async fn authorization(
-    ctx: &Context,
+    ctx: &AcmeDeps,
     base: &str,
     account: &Account,
     authz: Authorization,
@@ -959,7 +959,7 @@ async fn authorization(
 /// finds it decided; a slower one answers `processing` and goes on, whether or not the client
 /// stays connected.
 async fn challenge(
-    ctx: &SharedContext,
+    ctx: &AcmeDeps,
     config: &DirectoryConfig,
     base: &str,
     account: &Account,
@@ -980,7 +980,7 @@ async fn challenge(
             let (task_ctx, claimed, authz, account) = (ctx.clone(), challenge.clone(), authz.clone(), account.clone());
             let validation =
                 tokio::spawn(async move { super::validation::run_claimed(&task_ctx, claimed, authz, account).await });
-            let wait = ctx.settings.acme.challenge_answer_wait;
+            let wait = ctx.settings.challenge_answer_wait;
             if !wait.is_zero() {
                 if let Ok(Ok(Some(recorded))) = tokio::time::timeout(wait, validation).await {
                     challenge = recorded;
@@ -1004,7 +1004,7 @@ fn csr_asks_for_ca(der: &[u8]) -> bool {
 }
 
 async fn finalize(
-    ctx: &Context,
+    ctx: &AcmeDeps,
     config: &DirectoryConfig,
     base: &str,
     account: &Account,
@@ -1091,12 +1091,13 @@ async fn finalize(
         ..IssueInput::default()
     };
     let actor = Audit::by(Principal::acme_account(account.id.clone()), None);
-    let run = Run::for_acme(&ctx.issuance_deps(), &config.workspace_id, config.ca_id, &input, actor).await.map_err(
-        |err| match err {
-            crate::Error::Validation { .. } => problem(ProblemType::BadCsr, err.to_string()),
-            other => Problem::from(other),
-        },
-    )?;
+    let run =
+        Run::for_acme(&ctx.issuance, &config.workspace_id, config.ca_id, &input, actor).await.map_err(
+            |err| match err {
+                crate::Error::Validation { .. } => problem(ProblemType::BadCsr, err.to_string()),
+                other => Problem::from(other),
+            },
+        )?;
     order.status = OrderStatus::Processing;
     let acme = store(ctx)?;
     // A poll of the order may have written `ready` since it was read; any other move means
@@ -1106,18 +1107,17 @@ async fn finalize(
     if !claimed {
         return Err(problem(ProblemType::OrderNotReady, "the order is already being finalized"));
     }
-    let decided = run.decide(&ctx.issuance_deps()).await;
+    let decided = run.decide(&ctx.issuance).await;
     let mut retry_after = None;
     match decided {
         Ok(Decision::Issued(issued)) => fill_certificate(&mut order, &issued.certificate),
         Ok(Decision::Pending(pending)) => {
-            let request = crate::issuance::pending::open(&ctx.issuance_deps(), &run, &input, *pending, None).await?;
+            let request = crate::issuance::pending::open(&ctx.issuance, &run, &input, *pending, None).await?;
             order.request_id = Some(request.id);
             retry_after = Some(5);
         }
         Ok(Decision::NeedsApproval { reasons, template }) => {
-            let request =
-                crate::issuance::requests::open(&ctx.issuance_deps(), &run, &input, &template, reasons).await?;
+            let request = crate::issuance::requests::open(&ctx.issuance, &run, &input, &template, reasons).await?;
             order.request_id = Some(request.id);
             retry_after = Some(30);
         }
@@ -1162,7 +1162,7 @@ async fn finalize(
 }
 
 /// RFC 8555 §7.6: by the account that ordered the certificate, or by the certificate's key.
-async fn revoke_cert(ctx: &Context, config: &DirectoryConfig, verified: Verified) -> Result<Reply, Problem> {
+async fn revoke_cert(ctx: &AcmeDeps, config: &DirectoryConfig, verified: Verified) -> Result<Reply, Problem> {
     use x509_parser::prelude::{FromDer, X509Certificate};
     let payload = verified.jws.payload_json()?;
     let der = payload
@@ -1211,6 +1211,6 @@ async fn revoke_cert(ctx: &Context, config: &DirectoryConfig, verified: Verified
         return Err(problem(ProblemType::AlreadyRevoked, "the certificate is already revoked"));
     }
     let actor = Audit::by(Principal::acme_account(actor_id), None);
-    crate::lifecycle::revocation::revoke_now(&ctx.lifecycle_deps(), &actor, &existing, reason).await?;
+    crate::lifecycle::revocation::revoke_now(&ctx.lifecycle, &actor, &existing, reason).await?;
     Ok(Reply { created: false, body: ReplyBody::Empty, location: None, links: Vec::new(), retry_after: None })
 }

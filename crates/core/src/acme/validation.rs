@@ -7,18 +7,18 @@ use sha2::{Digest, Sha256};
 
 use super::jws::b64;
 use super::problem::{Problem, ProblemType};
+use super::AcmeDeps;
 use super::{
     Account, Authorization, AuthorizationStatus, Challenge, ChallengeStatus, DirectoryConfig, Identifier,
     ValidationFailure,
 };
-use crate::context::Context;
 use crate::plugins::{
     combine, Combined, EvaluationRequest, IssuanceSource, Requester, RequesterKind, Subject, SubjectAltName, SubjectKey,
 };
 
 /// Validates the challenge `challenge_id` (claimed `processing` by the caller) and records the
 /// outcome. Failures are recorded on the challenge, never raised.
-pub async fn run(ctx: &Context, challenge_id: &str) {
+pub async fn run(ctx: &AcmeDeps, challenge_id: &str) {
     if let Err(err) = validate(ctx, challenge_id).await {
         tracing::error!(challenge_id, detail = %err.detail, "ACME challenge validation could not be recorded");
     }
@@ -28,7 +28,7 @@ pub async fn run(ctx: &Context, challenge_id: &str) {
 /// and account as the caller read them (the challenge POST: no need to read them again).
 /// Returns the challenge as recorded, when this call recorded the outcome.
 pub async fn run_claimed(
-    ctx: &Context,
+    ctx: &AcmeDeps,
     challenge: Challenge,
     authz: Authorization,
     account: Account,
@@ -43,7 +43,7 @@ pub async fn run_claimed(
     }
 }
 
-async fn validate(ctx: &Context, challenge_id: &str) -> Result<(), Problem> {
+async fn validate(ctx: &AcmeDeps, challenge_id: &str) -> Result<(), Problem> {
     let Some(acme) = ctx.acme.as_deref() else { return Ok(()) };
     let Some(challenge) = acme.challenge(challenge_id).await? else { return Ok(()) };
     if challenge.status != ChallengeStatus::Processing {
@@ -57,7 +57,7 @@ async fn validate(ctx: &Context, challenge_id: &str) -> Result<(), Problem> {
 /// Asks the validator about `challenge` (claimed `processing`) and records the outcome: the
 /// challenge as recorded, or none when another validator recorded it first.
 async fn check(
-    ctx: &Context,
+    ctx: &AcmeDeps,
     mut challenge: Challenge,
     authz: Authorization,
     account: Account,
@@ -100,14 +100,14 @@ async fn check(
     Ok(acme.record_validation(&challenge, ChallengeStatus::Processing, authz_status).await?.then_some(challenge))
 }
 
-async fn find_authz(ctx: &Context, id: &str) -> Result<Option<super::Authorization>, Problem> {
+async fn find_authz(ctx: &AcmeDeps, id: &str) -> Result<Option<super::Authorization>, Problem> {
     let Some(acme) = ctx.acme.as_deref() else { return Ok(None) };
     Ok(acme.authorization_by_id(id).await?)
 }
 
 /// Challenges a stopped replica left `processing` for over a minute are validated again (the
 /// jobs tick calls this). Returns how many were picked up.
-pub async fn resume_stale(ctx: &Context) -> usize {
+pub async fn resume_stale(ctx: &AcmeDeps) -> usize {
     let Some(acme) = ctx.acme.as_deref() else { return 0 };
     let stale = match acme.stale_processing_challenges(ctx.now_millis() - 60_000).await {
         Ok(stale) => stale,
@@ -128,7 +128,7 @@ pub async fn resume_stale(ctx: &Context) -> usize {
 /// here only when the policies deny it with an EC P-256 key and with an RSA-2048 key alike (a
 /// denial that is about the name, not the key); finalize judges the real request again.
 pub async fn screen(
-    ctx: &Context,
+    ctx: &AcmeDeps,
     config: &DirectoryConfig,
     account: &Account,
     identifiers: &[Identifier],
@@ -153,12 +153,9 @@ pub async fn screen(
             .with_subproblems(rejected));
     }
     let ca = crate::cas::service::find(ctx.store.as_ref(), &config.workspace_id, config.ca_id).await?;
-    let template = crate::issuance::templates::resolve(
-        &ctx.issuance_deps(),
-        &config.workspace_id,
-        config.default_template.as_deref(),
-    )
-    .await?;
+    let template =
+        crate::issuance::templates::resolve(&ctx.issuance, &config.workspace_id, config.default_template.as_deref())
+            .await?;
     let requester = Requester {
         kind: RequesterKind::ApiKey,
         id: format!("acme:{}", account.id),
@@ -167,7 +164,7 @@ pub async fn screen(
     let keys = [("ec", 256, Some("p256")), ("rsa", 2048, None)];
     // Listed once for every identifier and key; none enabled (the common case) means nothing
     // to judge.
-    let policies: Vec<_> = crate::issuance::policies::in_force(&ctx.issuance_deps(), &config.workspace_id)
+    let policies: Vec<_> = crate::issuance::policies::in_force(&ctx.issuance, &config.workspace_id)
         .await?
         .into_iter()
         .filter(|p| p.enabled)
@@ -200,7 +197,7 @@ pub async fn screen(
                 source: IssuanceSource::Api,
             };
             let decisions = crate::issuance::policies::evaluate_listed(
-                &ctx.issuance_deps(),
+                &ctx.issuance,
                 &config.workspace_id,
                 policies.clone(),
                 &request,

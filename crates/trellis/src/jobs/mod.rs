@@ -68,8 +68,8 @@ pub fn spawn_acme_validation(ctx: SharedContext, interval: Duration) -> tokio::t
     spawn_periodic("acme validation", interval, move || {
         let ctx = ctx.clone();
         async move {
-            trellis_core::acme::validation::resume_stale(&ctx).await;
-            if let Err(problem) = trellis_core::acme::server::sweep_nonces(&ctx).await {
+            trellis_core::acme::validation::resume_stale(&ctx.acme_deps()).await;
+            if let Err(problem) = trellis_core::acme::server::sweep_nonces(&ctx.acme_deps()).await {
                 tracing::error!(detail = %problem.detail, "sweeping expired ACME nonces failed");
             }
             Ok::<_, trellis_core::Error>(())
