@@ -213,6 +213,7 @@ const ALLOWED_CORE_EDGES: &[(&str, &[(&str, &str)])] = &[
             ("error", "the domain error"),
             ("pagination", "paged lists"),
             ("store_error", "storage failures: StoreError, StoreResult"),
+            ("state", "discovery.scan_completed carries the scan's state (ScanStatus)"),
         ],
     ),
     (

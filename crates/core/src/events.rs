@@ -299,7 +299,7 @@ pub struct ScanCompleted {
     #[serde(rename = "type")]
     pub scan_type: String,
     pub ca_id: Option<i64>,
-    pub status: String,
+    pub status: crate::state::ScanStatus,
     pub found: i64,
     pub new: i64,
     pub updated: i64,
@@ -509,7 +509,7 @@ mod tests {
             scan_id: 3,
             scan_type: "tls_endpoints".into(),
             ca_id: None,
-            status: "completed".into(),
+            status: crate::state::ScanStatus::Completed,
             found: 2,
             new: 1,
             updated: 0,

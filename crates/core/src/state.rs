@@ -54,6 +54,19 @@ macro_rules! state_enum {
 
 pub(crate) use state_enum;
 
+state_enum! {
+    /// Where a discovery scan is: `pending` until a worker claims it, `running`, then one of the
+    /// three terminal states. Here rather than in `discovery` because the
+    /// `discovery.scan_completed` event carries it as well.
+    pub enum ScanStatus {
+        Pending => "pending",
+        Running => "running",
+        Completed => "completed",
+        Failed => "failed",
+        Cancelled => "cancelled",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     state_enum! {
@@ -82,8 +95,8 @@ mod tests {
         use crate::acme::{AccountStatus, AuthorizationStatus, ChallengeStatus, OrderStatus};
         use crate::attestation::devices::DeviceStatus;
         use crate::certificates::revocation_requests::RevocationStatus;
-        use crate::discovery::ScanStatus;
         use crate::issuance::requests::RequestStatus;
+        use crate::state::ScanStatus;
         assert_eq!(RevocationStatus::names(), "pending, approved, rejected, failed");
         assert_eq!(RequestStatus::names(), "pending, approved, issuing, issued, rejected, failed");
         assert_eq!(ScanStatus::names(), "pending, running, completed, failed, cancelled");

@@ -50,17 +50,9 @@ pub const CA_CERTS: &str = "ca_certs";
 pub const TLS_ENDPOINTS: &str = "tls_endpoints";
 pub const TYPES: [&str; 2] = [CA_CERTS, TLS_ENDPOINTS];
 
-crate::state::state_enum! {
-    /// Where a scan is: `pending` until a worker claims it, `running`, then one of the three
-    /// terminal states.
-    pub enum ScanStatus {
-        Pending => "pending",
-        Running => "running",
-        Completed => "completed",
-        Failed => "failed",
-        Cancelled => "cancelled",
-    }
-}
+/// A scan's state; declared in `crate::state` because the `discovery.scan_completed` event
+/// carries it too.
+pub use crate::state::ScanStatus;
 
 pub const PENDING: ScanStatus = ScanStatus::Pending;
 pub const RUNNING: ScanStatus = ScanStatus::Running;
@@ -437,7 +429,7 @@ async fn run(ctx: &DiscoveryDeps, mut scan: Scan) -> Result<()> {
             scan_id: scan.id,
             scan_type: scan.scan_type.clone(),
             ca_id: scan.ca_id,
-            status: scan.status.to_string(),
+            status: scan.status,
             found: scan.found,
             new: scan.new_count,
             updated: scan.updated_count,
@@ -925,7 +917,7 @@ pub async fn cancel(ctx: &DiscoveryDeps, caller: &Caller, id: i64) -> Result<Sca
         scan_id: id,
         scan_type: scan.scan_type.clone(),
         ca_id: scan.ca_id,
-        status: CANCELLED.to_string(),
+        status: CANCELLED,
         found: scan.found,
         new: scan.new_count,
         updated: scan.updated_count,
