@@ -32,9 +32,8 @@ use crate::plugins::signatures::SigningKey;
 use crate::plugins::{StoredBinding, StoredPlugin};
 use crate::ports::*;
 use crate::unit_of_work::{ChangeTx, GroupCommit};
-use crate::webhooks::deliveries::{Completion, Delivery, DeliveryFilter, NewDelivery};
-use crate::webhooks::worker::Subscriber;
-use crate::webhooks::{DeliveryStats, ExternalIntegration, TargetKind, WebhookEndpoint};
+use crate::webhooks::deliveries::{Delivery, DeliveryFilter};
+use crate::webhooks::{DeliveryStats, ExternalIntegration, WebhookEndpoint};
 
 use super::kernel::{fake_tables, Committed, Working};
 
@@ -107,10 +106,26 @@ pub struct Tables {
     pub plugins: Vec<StoredPlugin>,
     pub plugin_bindings: Vec<StoredBinding>,
     pub plugin_signing_keys: Vec<SigningKey>,
+    /// Webhook endpoints, integrations and deliveries (the port's rules are the webhooks fake's,
+    /// `webhooks::fake`, over these rows).
+    pub webhooks: Vec<WebhookEndpoint>,
+    pub integrations: Vec<ExternalIntegration>,
+    pub deliveries: Vec<crate::webhooks::fake::StoredDelivery>,
     next_id: i64,
 }
 
 fake_tables!(Tables);
+
+impl crate::webhooks::fake::HasWebhookRows for Tables {
+    fn webhook_rows(&mut self) -> crate::webhooks::fake::WebhookRows<'_> {
+        crate::webhooks::fake::WebhookRows {
+            webhooks: &mut self.webhooks,
+            integrations: &mut self.integrations,
+            deliveries: &mut self.deliveries,
+            events: &mut self.events,
+        }
+    }
+}
 
 #[derive(Clone, Default)]
 pub struct MemoryStore {
@@ -145,10 +160,6 @@ pub type MemoryTx = Working<Tables>;
 /// What `claim_renewals` and `claim_renewal_info_checks` consider at all.
 pub(crate) fn renewable(c: &Certificate) -> bool {
     c.auto_renewal && !c.revoked && c.ca_id.is_some() && c.renewed_by_id.is_none()
-}
-
-fn not_faked(what: &str) -> ! {
-    panic!("MemoryStore does not fake `{what}` yet: extend crates/core/src/testing")
 }
 
 #[async_trait]
@@ -242,93 +253,48 @@ impl Store for MemoryStore {
     async fn close(&self) {}
 }
 
+/// The webhooks port with the webhooks fake's rules (`webhooks::fake`) over these tables; its
+/// writes come with `Working<Tables>` (`MemoryTx`) from the same fake.
 #[async_trait]
 impl WebhookReads for MemoryStore {
-    async fn find_webhook(&self, _: &str, _: &str) -> StoreResult<Option<WebhookEndpoint>> {
-        not_faked("find_webhook")
+    async fn find_webhook(&self, workspace_id: &str, id: &str) -> StoreResult<Option<WebhookEndpoint>> {
+        self.tables.find_webhook(workspace_id, id).await
     }
-    async fn list_webhooks(&self, _: &str, _: PageRequest) -> StoreResult<Page<WebhookEndpoint>> {
-        not_faked("list_webhooks")
+    async fn list_webhooks(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<WebhookEndpoint>> {
+        self.tables.list_webhooks(workspace_id, page).await
     }
-    async fn find_integration(&self, _: &str, _: &str) -> StoreResult<Option<ExternalIntegration>> {
-        not_faked("find_integration")
+    async fn find_integration(&self, workspace_id: &str, id: &str) -> StoreResult<Option<ExternalIntegration>> {
+        self.tables.find_integration(workspace_id, id).await
     }
-    async fn list_integrations(&self, _: &str, _: PageRequest) -> StoreResult<Page<ExternalIntegration>> {
-        not_faked("list_integrations")
+    async fn list_integrations(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<ExternalIntegration>> {
+        self.tables.list_integrations(workspace_id, page).await
     }
-    async fn delivery_stats(&self, _: &str, _: &[String], _: i64) -> StoreResult<Vec<(String, DeliveryStats)>> {
-        not_faked("delivery_stats")
+    async fn delivery_stats(
+        &self,
+        workspace_id: &str,
+        target_ids: &[String],
+        since: i64,
+    ) -> StoreResult<Vec<(String, DeliveryStats)>> {
+        self.tables.delivery_stats(workspace_id, target_ids, since).await
     }
-    async fn list_deliveries(&self, _: &str, _: &DeliveryFilter, _: PageRequest) -> StoreResult<Page<Delivery>> {
-        not_faked("list_deliveries")
+    async fn list_deliveries(
+        &self,
+        workspace_id: &str,
+        filter: &DeliveryFilter,
+        page: PageRequest,
+    ) -> StoreResult<Page<Delivery>> {
+        self.tables.list_deliveries(workspace_id, filter, page).await
     }
-    async fn find_delivery(&self, _: &str, _: &str) -> StoreResult<Option<Delivery>> {
-        not_faked("find_delivery")
+    async fn find_delivery(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Delivery>> {
+        self.tables.find_delivery(workspace_id, id).await
     }
     async fn has_undelivered_events(&self) -> StoreResult<bool> {
-        not_faked("has_undelivered_events")
+        self.tables.has_undelivered_events().await
     }
-    async fn has_due_deliveries(&self, _: i64) -> StoreResult<bool> {
-        not_faked("has_due_deliveries")
+    async fn has_due_deliveries(&self, now: i64) -> StoreResult<bool> {
+        self.tables.has_due_deliveries(now).await
     }
     async fn delivery_backlog(&self) -> StoreResult<(i64, Option<i64>)> {
-        not_faked("delivery_backlog")
-    }
-}
-
-#[async_trait]
-impl WebhookWrites for MemoryTx {
-    async fn insert_webhook(&mut self, _: &WebhookEndpoint) -> StoreResult<()> {
-        not_faked("insert_webhook")
-    }
-    async fn update_webhook(&mut self, _: &WebhookEndpoint) -> StoreResult<bool> {
-        not_faked("update_webhook")
-    }
-    async fn delete_webhook(&mut self, _: &str, _: &str, _: i64) -> StoreResult<bool> {
-        not_faked("delete_webhook")
-    }
-    async fn insert_integration(&mut self, _: &ExternalIntegration) -> StoreResult<()> {
-        not_faked("insert_integration")
-    }
-    async fn update_integration(&mut self, _: &ExternalIntegration) -> StoreResult<bool> {
-        not_faked("update_integration")
-    }
-    async fn delete_integration(&mut self, _: &str, _: &str, _: i64) -> StoreResult<bool> {
-        not_faked("delete_integration")
-    }
-    async fn insert_delivery(&mut self, _: &NewDelivery) -> StoreResult<Delivery> {
-        not_faked("insert_delivery")
-    }
-    async fn claim_outbox_events(&mut self, _: i64) -> StoreResult<Vec<OutboxEvent>> {
-        not_faked("claim_outbox_events")
-    }
-    async fn subscribers(&mut self, _: &[String]) -> StoreResult<Vec<Subscriber>> {
-        not_faked("subscribers")
-    }
-    async fn insert_deliveries(&mut self, _: &[NewDelivery]) -> StoreResult<()> {
-        not_faked("insert_deliveries")
-    }
-    async fn mark_events_processed(&mut self, _: &[i64], _: i64) -> StoreResult<()> {
-        not_faked("mark_events_processed")
-    }
-    async fn claim_deliveries(&mut self, _: i64, _: &str, _: i64, _: i64, _: &[String]) -> StoreResult<Vec<Delivery>> {
-        not_faked("claim_deliveries")
-    }
-    async fn extend_leases(&mut self, _: &str, _: i64, _: i64) -> StoreResult<u64> {
-        not_faked("extend_leases")
-    }
-    async fn complete_deliveries(&mut self, _: &[Completion]) -> StoreResult<u64> {
-        not_faked("complete_deliveries")
-    }
-    async fn record_target_outcomes(
-        &mut self,
-        _: &[(TargetKind, String)],
-        _: &[(TargetKind, String)],
-        _: i64,
-    ) -> StoreResult<()> {
-        not_faked("record_target_outcomes")
-    }
-    async fn disable_target(&mut self, _: TargetKind, _: &str, _: &str, _: i64) -> StoreResult<bool> {
-        not_faked("disable_target")
+        self.tables.delivery_backlog().await
     }
 }

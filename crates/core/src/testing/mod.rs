@@ -1,10 +1,9 @@
 //! In-memory fakes of the ports, so use cases are unit-tested without a database or a sandbox.
-//! They implement what the tests here exercise; anything else panics with a clear message,
-//! which is how a test finds out it needs more of the fake. Areas with their own port fake it
-//! whole next to it, over these tables (`certificates::fake`, `discovery::fake`,
-//! `attestation::fake`, `auth::fake`) or tables of
-//! their own (`webhooks::fake`), on the one kernel of transactions, ids, audit rows and events
-//! (`kernel`).
+//! Every area fakes its whole port next to it, over `MemoryStore`'s tables
+//! (`certificates::fake`, `discovery::fake`, `attestation::fake`, `auth::fake`, …) or, for
+//! webhooks, over any tables that hold its rows (`webhooks::fake`: its own, or `MemoryStore`'s),
+//! on the one kernel of transactions, ids, audit rows and events (`kernel`). No method panics
+//! as "not faked": `MemoryStore` is the full `Store` the fakes add up to.
 
 pub(crate) mod kernel;
 pub(crate) mod memory_store;

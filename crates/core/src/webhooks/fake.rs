@@ -41,7 +41,33 @@ pub struct WebhookTables {
 
 fake_tables!(WebhookTables);
 
-impl WebhookTables {
+/// The rows the webhooks fake works on, borrowed from whichever tables hold them: its own
+/// ([`WebhookTables`]) or `MemoryStore`'s, so the composite fake implements the area's port with
+/// these same rules rather than leaving it out. The outbox is the kernel's.
+pub struct WebhookRows<'a> {
+    pub webhooks: &'a mut Vec<WebhookEndpoint>,
+    pub integrations: &'a mut Vec<ExternalIntegration>,
+    pub deliveries: &'a mut Vec<StoredDelivery>,
+    pub events: &'a mut Vec<OutboxEvent>,
+}
+
+/// Tables that hold the webhooks area's rows.
+pub trait HasWebhookRows: FakeTables {
+    fn webhook_rows(&mut self) -> WebhookRows<'_>;
+}
+
+impl HasWebhookRows for WebhookTables {
+    fn webhook_rows(&mut self) -> WebhookRows<'_> {
+        WebhookRows {
+            webhooks: &mut self.webhooks,
+            integrations: &mut self.integrations,
+            deliveries: &mut self.deliveries,
+            events: &mut self.events,
+        }
+    }
+}
+
+impl WebhookRows<'_> {
     fn fail_pending(&mut self, workspace_id: &str, target_id: &str, error: &str, at: i64) {
         for row in self.deliveries.iter_mut().filter(|row| {
             row.delivery.workspace_id == workspace_id
@@ -157,14 +183,20 @@ impl MemoryWebhooks {
     }
 }
 
+impl<T: HasWebhookRows> Committed<T> {
+    fn rows<R>(&self, f: impl FnOnce(WebhookRows<'_>) -> R) -> R {
+        self.with(|t| f(t.webhook_rows()))
+    }
+}
+
 #[async_trait]
-impl WebhookReads for MemoryWebhooks {
+impl<T: HasWebhookRows> WebhookReads for Committed<T> {
     async fn find_webhook(&self, workspace_id: &str, id: &str) -> StoreResult<Option<WebhookEndpoint>> {
-        Ok(self.with(|t| t.webhooks.iter().find(|w| w.workspace_id == workspace_id && w.id == id).cloned()))
+        Ok(self.rows(|t| t.webhooks.iter().find(|w| w.workspace_id == workspace_id && w.id == id).cloned()))
     }
 
     async fn list_webhooks(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<WebhookEndpoint>> {
-        let rows = self.with(|t| {
+        let rows = self.rows(|t| {
             newest_first(t.webhooks.iter().filter(|w| w.workspace_id == workspace_id).cloned(), |w| {
                 (w.created_at, w.id.clone())
             })
@@ -173,11 +205,11 @@ impl WebhookReads for MemoryWebhooks {
     }
 
     async fn find_integration(&self, workspace_id: &str, id: &str) -> StoreResult<Option<ExternalIntegration>> {
-        Ok(self.with(|t| t.integrations.iter().find(|i| i.workspace_id == workspace_id && i.id == id).cloned()))
+        Ok(self.rows(|t| t.integrations.iter().find(|i| i.workspace_id == workspace_id && i.id == id).cloned()))
     }
 
     async fn list_integrations(&self, workspace_id: &str, page: PageRequest) -> StoreResult<Page<ExternalIntegration>> {
-        let rows = self.with(|t| {
+        let rows = self.rows(|t| {
             newest_first(t.integrations.iter().filter(|i| i.workspace_id == workspace_id).cloned(), |i| {
                 (i.created_at, i.id.clone())
             })
@@ -191,7 +223,7 @@ impl WebhookReads for MemoryWebhooks {
         target_ids: &[String],
         since: i64,
     ) -> StoreResult<Vec<(String, DeliveryStats)>> {
-        Ok(self.with(|t| {
+        Ok(self.rows(|t| {
             let mut out: Vec<(String, DeliveryStats)> = Vec::new();
             for d in t.deliveries.iter().map(|row| &row.delivery).filter(|d| {
                 d.workspace_id == workspace_id
@@ -221,7 +253,7 @@ impl WebhookReads for MemoryWebhooks {
         filter: &DeliveryFilter,
         page: PageRequest,
     ) -> StoreResult<Page<Delivery>> {
-        let rows = self.with(|t| {
+        let rows = self.rows(|t| {
             let matching = t.deliveries.iter().map(|row| &row.delivery).filter(|d| {
                 d.workspace_id == workspace_id
                     && filter.target_ids.iter().all(|id| *id == d.target_id)
@@ -234,21 +266,21 @@ impl WebhookReads for MemoryWebhooks {
     }
 
     async fn find_delivery(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Delivery>> {
-        Ok(self.with(|t| {
+        Ok(self.rows(|t| {
             t.deliveries.iter().map(|row| &row.delivery).find(|d| d.workspace_id == workspace_id && d.id == id).cloned()
         }))
     }
 
     async fn has_undelivered_events(&self) -> StoreResult<bool> {
-        Ok(self.with(|t| t.events.iter().any(|e| e.processed_at.is_none())))
+        Ok(self.rows(|t| t.events.iter().any(|e| e.processed_at.is_none())))
     }
 
     async fn has_due_deliveries(&self, now: i64) -> StoreResult<bool> {
-        Ok(self.with(|t| t.deliveries.iter().any(|row| due(row, now))))
+        Ok(self.rows(|t| t.deliveries.iter().any(|row| due(row, now))))
     }
 
     async fn delivery_backlog(&self) -> StoreResult<(i64, Option<i64>)> {
-        Ok(self.with(|t| {
+        Ok(self.rows(|t| {
             let pending = t.deliveries.iter().map(|row| &row.delivery).filter(|d| d.status == DeliveryStatus::Pending);
             let (count, oldest) = pending.fold((0, None::<i64>), |(n, oldest), d| {
                 (n + 1, Some(oldest.map_or(d.created_at, |o| o.min(d.created_at))))
@@ -268,7 +300,7 @@ fn due(row: &StoredDelivery, now: i64) -> bool {
 #[async_trait]
 impl WebhookStore for MemoryWebhooks {
     fn reads(&self) -> &dyn WebhookReads {
-        self
+        &self.tables
     }
 
     async fn begin(&self) -> StoreResult<Box<dyn WebhookTx>> {
@@ -305,15 +337,16 @@ impl ChangeTx for MemoryWebhooksTx {
 }
 
 #[async_trait]
-impl WebhookWrites for MemoryWebhooksTx {
+impl<T: HasWebhookRows> WebhookWrites for Working<T> {
     async fn insert_webhook(&mut self, endpoint: &WebhookEndpoint) -> StoreResult<()> {
-        self.working.webhooks.push(endpoint.clone());
+        let rows = self.working.webhook_rows();
+        rows.webhooks.push(endpoint.clone());
         Ok(())
     }
 
     async fn update_webhook(&mut self, endpoint: &WebhookEndpoint) -> StoreResult<bool> {
-        let row =
-            self.working.webhooks.iter_mut().find(|w| w.workspace_id == endpoint.workspace_id && w.id == endpoint.id);
+        let rows = self.working.webhook_rows();
+        let row = rows.webhooks.iter_mut().find(|w| w.workspace_id == endpoint.workspace_id && w.id == endpoint.id);
         Ok(row
             .map(|row| {
                 *row = WebhookEndpoint { created_at: row.created_at, ..endpoint.clone() };
@@ -322,26 +355,26 @@ impl WebhookWrites for MemoryWebhooksTx {
     }
 
     async fn delete_webhook(&mut self, workspace_id: &str, id: &str, at: i64) -> StoreResult<bool> {
-        let before = self.working.webhooks.len();
-        self.working.webhooks.retain(|w| !(w.workspace_id == workspace_id && w.id == id));
-        let deleted = self.working.webhooks.len() < before;
+        let mut rows = self.working.webhook_rows();
+        let before = rows.webhooks.len();
+        rows.webhooks.retain(|w| !(w.workspace_id == workspace_id && w.id == id));
+        let deleted = rows.webhooks.len() < before;
         if deleted {
-            self.working.fail_pending(workspace_id, id, "the webhook endpoint was deleted", at);
+            rows.fail_pending(workspace_id, id, "the webhook endpoint was deleted", at);
         }
         Ok(deleted)
     }
 
     async fn insert_integration(&mut self, integration: &ExternalIntegration) -> StoreResult<()> {
-        self.working.integrations.push(integration.clone());
+        let rows = self.working.webhook_rows();
+        rows.integrations.push(integration.clone());
         Ok(())
     }
 
     async fn update_integration(&mut self, integration: &ExternalIntegration) -> StoreResult<bool> {
-        let row = self
-            .working
-            .integrations
-            .iter_mut()
-            .find(|i| i.workspace_id == integration.workspace_id && i.id == integration.id);
+        let rows = self.working.webhook_rows();
+        let row =
+            rows.integrations.iter_mut().find(|i| i.workspace_id == integration.workspace_id && i.id == integration.id);
         Ok(row
             .map(|row| {
                 *row = ExternalIntegration { created_at: row.created_at, ..integration.clone() };
@@ -350,60 +383,62 @@ impl WebhookWrites for MemoryWebhooksTx {
     }
 
     async fn delete_integration(&mut self, workspace_id: &str, id: &str, at: i64) -> StoreResult<bool> {
-        let before = self.working.integrations.len();
-        self.working.integrations.retain(|i| !(i.workspace_id == workspace_id && i.id == id));
-        let deleted = self.working.integrations.len() < before;
+        let mut rows = self.working.webhook_rows();
+        let before = rows.integrations.len();
+        rows.integrations.retain(|i| !(i.workspace_id == workspace_id && i.id == id));
+        let deleted = rows.integrations.len() < before;
         if deleted {
-            self.working.fail_pending(workspace_id, id, "the integration was deleted", at);
+            rows.fail_pending(workspace_id, id, "the integration was deleted", at);
         }
         Ok(deleted)
     }
 
     async fn insert_delivery(&mut self, delivery: &NewDelivery) -> StoreResult<Delivery> {
         self.insert_deliveries(std::slice::from_ref(delivery)).await?;
-        let stored = self.working.deliveries.iter().find(|row| row.delivery.id == delivery.id);
+        let rows = self.working.webhook_rows();
+        let stored = rows.deliveries.iter().find(|row| row.delivery.id == delivery.id);
         stored
             .map(|row| row.delivery.clone())
             .ok_or_else(|| crate::store_error::StoreError::Unique(format!("delivery {}", delivery.id)))
     }
 
     async fn claim_outbox_events(&mut self, limit: i64) -> StoreResult<Vec<OutboxEvent>> {
-        let mut events: Vec<OutboxEvent> =
-            self.working.events.iter().filter(|e| e.processed_at.is_none()).cloned().collect();
+        let rows = self.working.webhook_rows();
+        let mut events: Vec<OutboxEvent> = rows.events.iter().filter(|e| e.processed_at.is_none()).cloned().collect();
         events.sort_by_key(|e| e.id);
         events.truncate(usize::try_from(limit).unwrap_or(0));
         Ok(events)
     }
 
     async fn subscribers(&mut self, workspace_ids: &[String]) -> StoreResult<Vec<Subscriber>> {
+        let rows = self.working.webhook_rows();
         let webhooks =
-            self.working.webhooks.iter().filter(|w| w.enabled && workspace_ids.contains(&w.workspace_id)).map(|w| {
-                Subscriber {
-                    kind: TargetKind::Webhook,
-                    id: w.id.clone(),
-                    workspace_id: w.workspace_id.clone(),
-                    events: w.events.clone(),
-                    subscribed_at: w.subscribed_at,
-                }
+            rows.webhooks.iter().filter(|w| w.enabled && workspace_ids.contains(&w.workspace_id)).map(|w| Subscriber {
+                kind: TargetKind::Webhook,
+                id: w.id.clone(),
+                workspace_id: w.workspace_id.clone(),
+                events: w.events.clone(),
+                subscribed_at: w.subscribed_at,
             });
         let integrations =
-            self.working.integrations.iter().filter(|i| i.enabled && workspace_ids.contains(&i.workspace_id)).map(
-                |i| Subscriber {
+            rows.integrations.iter().filter(|i| i.enabled && workspace_ids.contains(&i.workspace_id)).map(|i| {
+                Subscriber {
                     kind: TargetKind::Integration,
                     id: i.id.clone(),
                     workspace_id: i.workspace_id.clone(),
                     events: i.events.clone(),
                     subscribed_at: i.subscribed_at,
-                },
-            );
+                }
+            });
         Ok(webhooks.chain(integrations).collect())
     }
 
     async fn insert_deliveries(&mut self, deliveries: &[NewDelivery]) -> StoreResult<()> {
+        let rows = self.working.webhook_rows();
         for new in deliveries {
             // The store's unique index: one first delivery per (event, target); redeliveries
             // are exempt. A repeated id is skipped too (`ON CONFLICT DO NOTHING`).
-            let exists = self.working.deliveries.iter().map(|row| &row.delivery).any(|d| {
+            let exists = rows.deliveries.iter().map(|row| &row.delivery).any(|d| {
                 d.id == new.id
                     || (new.redelivery_of.is_none()
                         && d.redelivery_of.is_none()
@@ -414,7 +449,7 @@ impl WebhookWrites for MemoryWebhooksTx {
             if exists {
                 continue;
             }
-            self.working.deliveries.push(StoredDelivery {
+            rows.deliveries.push(StoredDelivery {
                 delivery: Delivery {
                     id: new.id.clone(),
                     workspace_id: new.workspace_id.clone(),
@@ -445,7 +480,8 @@ impl WebhookWrites for MemoryWebhooksTx {
     }
 
     async fn mark_events_processed(&mut self, ids: &[i64], at: i64) -> StoreResult<()> {
-        for event in self.working.events.iter_mut().filter(|e| ids.contains(&e.id)) {
+        let rows = self.working.webhook_rows();
+        for event in rows.events.iter_mut().filter(|e| ids.contains(&e.id)) {
             event.processed_at = Some(at);
         }
         Ok(())
@@ -459,18 +495,19 @@ impl WebhookWrites for MemoryWebhooksTx {
         limit: i64,
         exclude_targets: &[String],
     ) -> StoreResult<Vec<Delivery>> {
-        let mut candidates: Vec<usize> = (0..self.working.deliveries.len())
+        let rows = self.working.webhook_rows();
+        let mut candidates: Vec<usize> = (0..rows.deliveries.len())
             .filter(|&i| {
-                let row = &self.working.deliveries[i];
+                let row = &rows.deliveries[i];
                 due(row, now) && !exclude_targets.contains(&row.delivery.target_id)
             })
             .collect();
-        candidates.sort_by_key(|&i| self.working.deliveries[i].delivery.next_attempt_at);
+        candidates.sort_by_key(|&i| rows.deliveries[i].delivery.next_attempt_at);
         candidates.truncate(usize::try_from(limit).unwrap_or(0));
         Ok(candidates
             .into_iter()
             .map(|i| {
-                let row = &mut self.working.deliveries[i];
+                let row = &mut rows.deliveries[i];
                 row.lease_owner = Some(lease_owner.to_owned());
                 row.lease_until = Some(lease_until);
                 row.delivery.clone()
@@ -479,8 +516,9 @@ impl WebhookWrites for MemoryWebhooksTx {
     }
 
     async fn extend_leases(&mut self, lease_owner: &str, now: i64, lease_until: i64) -> StoreResult<u64> {
+        let rows = self.working.webhook_rows();
         let mut extended = 0;
-        for row in self.working.deliveries.iter_mut().filter(|row| {
+        for row in rows.deliveries.iter_mut().filter(|row| {
             row.lease_owner.as_deref() == Some(lease_owner)
                 && row.delivery.status == DeliveryStatus::Pending
                 && row.lease_until.is_some_and(|until| until >= now)
@@ -492,9 +530,10 @@ impl WebhookWrites for MemoryWebhooksTx {
     }
 
     async fn complete_deliveries(&mut self, completions: &[Completion]) -> StoreResult<u64> {
+        let rows = self.working.webhook_rows();
         let mut applied = 0;
         for c in completions {
-            let Some(row) = self.working.deliveries.iter_mut().find(|row| {
+            let Some(row) = rows.deliveries.iter_mut().find(|row| {
                 row.delivery.id == c.id
                     && row.lease_owner.as_deref() == Some(c.lease_owner.as_str())
                     && row.delivery.status == DeliveryStatus::Pending
@@ -526,13 +565,14 @@ impl WebhookWrites for MemoryWebhooksTx {
         failed: &[(TargetKind, String)],
         at: i64,
     ) -> StoreResult<()> {
+        let mut rows = self.working.webhook_rows();
         for (kind, id) in succeeded {
-            if let Some(mut target) = self.working.target_mut(*kind, id) {
+            if let Some(mut target) = rows.target_mut(*kind, id) {
                 *target.failing_since() = None;
             }
         }
         for (kind, id) in failed {
-            if let Some(mut target) = self.working.target_mut(*kind, id) {
+            if let Some(mut target) = rows.target_mut(*kind, id) {
                 target.failing_since().get_or_insert(at);
             }
         }
@@ -540,7 +580,8 @@ impl WebhookWrites for MemoryWebhooksTx {
     }
 
     async fn disable_target(&mut self, kind: TargetKind, id: &str, reason: &str, at: i64) -> StoreResult<bool> {
-        Ok(match self.working.target_mut(kind, id) {
+        let mut rows = self.working.webhook_rows();
+        Ok(match rows.target_mut(kind, id) {
             Some(Target::Webhook(w)) if w.enabled => {
                 w.enabled = false;
                 w.disabled_reason = Some(reason.to_owned());

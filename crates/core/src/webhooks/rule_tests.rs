@@ -223,6 +223,41 @@ async fn each_event_goes_to_the_targets_subscribed_to_its_type() {
     assert!(kinds.contains(&TargetKind::Integration) && kinds.contains(&TargetKind::Webhook));
 }
 
+/// The composite in-memory store (`MemoryStore`, what a test over the whole `Context` gets)
+/// serves the area's port with this fake's rules, not with "not faked" panics: an outbox event
+/// fans out to the subscribed endpoint, and the delivery log lists it.
+#[tokio::test]
+async fn the_composite_fake_applies_the_same_fan_out_rules() {
+    let h = harness();
+    let store = crate::testing::MemoryStore::default();
+    let ctx = crate::testing::context(store.clone(), "2027-01-15T08:00:00Z");
+    let endpoint = h.webhook("ws_a", "whk_created", &["certificate.created"]);
+    let other = h.webhook("ws_a", "whk_revoked", &["certificate.revoked"]);
+    let event = crate::events::OutboxEvent {
+        id: 41,
+        workspace_id: "ws_a".into(),
+        event_type: "certificate.created".into(),
+        payload: crate::events::envelope(None, "ws_a", "certificate.created", &json!({ "certificateId": 1 }), T0),
+        created_at: T0,
+        processed_at: None,
+    };
+    store.edit(|t| {
+        t.webhooks.extend([endpoint, other]);
+        t.events.push(event);
+    });
+    let deps = ctx.webhook_deps();
+    assert_eq!(fan_out(&deps, 100).await.ok(), Some(1));
+    let page = crate::pagination::PageRequest::new(None, Some(100), None, 100).unwrap_or_else(|err| panic!("{err}"));
+    let listed = super::deliveries::list(&deps, &crate::testing::owner("ws_a"), &Default::default(), page)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    let routed: Vec<(&str, &str)> =
+        listed.items.iter().map(|d| (d.target_id.as_str(), d.event_type.as_str())).collect();
+    assert_eq!(routed, [("whk_created", "certificate.created")]);
+    assert_eq!(listed.items[0].status, DeliveryStatus::Pending);
+    assert!(store.snapshot().events.iter().all(|e| e.processed_at.is_some()), "the event is marked fanned out");
+}
+
 #[tokio::test]
 async fn a_star_subscription_receives_every_event_type() {
     let h = harness();
