@@ -33,15 +33,18 @@ pub struct Settings {
     pub acme: crate::acme::AcmeSettings,
 }
 
+/// Holds each area's settings once, split out of [`Settings`] at construction: what the areas'
+/// shares carry.
 pub struct Context {
-    pub settings: Settings,
     pub store: Arc<dyn Store>,
     pub clock: SharedClock,
     pub entropy: SharedEntropy,
     pub master_key: MasterKey,
     pub login_limiter: Arc<LoginLimiter>,
-    /// What authentication reads of `settings`, shared with every [`Context::auth_deps`].
+    /// What authentication reads of the settings, shared with every [`Context::auth_deps`].
     pub auth_settings: Arc<crate::auth::AuthSettings>,
+    /// How discovery scans probe and when a silent scan is taken over ([`Context::discovery_deps`]).
+    pub discovery_settings: crate::discovery::DiscoverySettings,
     /// The ACME server's settings, shared with every [`Context::acme_deps`].
     pub acme_settings: Arc<crate::acme::AcmeSettings>,
     /// The plugin runtime (one engine per process) and its lifecycle lock.
@@ -93,22 +96,27 @@ impl Context {
         master_key: MasterKey,
         plugins: PluginService,
     ) -> Self {
-        let login_limiter = Arc::new(LoginLimiter::new(settings.login_max_failures, settings.login_window));
-        let acme_settings = Arc::new(settings.acme.clone());
-        let auth_settings = Arc::new(crate::auth::AuthSettings {
-            admin_email: settings.admin_email.clone(),
-            admin_password: settings.admin_password.clone(),
-            password_login_disabled: settings.password_login_disabled,
-        });
+        let Settings {
+            admin_email,
+            admin_password,
+            login_max_failures,
+            login_window,
+            discovery,
+            password_login_disabled,
+            acme,
+        } = settings;
+        let login_limiter = Arc::new(LoginLimiter::new(login_max_failures, login_window));
+        let auth_settings =
+            Arc::new(crate::auth::AuthSettings { admin_email, admin_password, password_login_disabled });
         Context {
-            settings,
+            discovery_settings: discovery,
             store,
             clock,
             entropy,
             master_key,
             login_limiter,
             auth_settings,
-            acme_settings,
+            acme_settings: Arc::new(acme),
             plugins,
             pki: None,
             outbound: Arc::new(NoTransport),
@@ -266,7 +274,7 @@ impl Context {
             plugins: self.plugins.clone(),
             master_key: self.master_key.clone(),
             tls_prober: self.tls_prober.clone(),
-            settings: self.settings.discovery,
+            settings: self.discovery_settings,
             clock: self.clock.clone(),
         }
     }
