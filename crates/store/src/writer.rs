@@ -117,6 +117,28 @@ pub(super) fn spawn_checkpointer(pool: sqlx::AnyPool) {
 /// How often the background checkpointer runs.
 const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// Times the phases of a batch into `trellis_store_group_commit_seconds{phase}`: `begin`
+/// (waiting for the write lock, which the process's other SQLite writers also take, and
+/// `BEGIN IMMEDIATE`), `jobs` (every job with its round trips to SQLite's thread) and `commit`
+/// (the search index's pending rows and `COMMIT`). They tell where the single writer's time
+/// goes under load (docs/benchmarks.md, issue 24).
+struct BatchPhases {
+    since: std::time::Instant,
+}
+
+impl BatchPhases {
+    fn start() -> Self {
+        BatchPhases { since: std::time::Instant::now() }
+    }
+
+    fn end(&mut self, phase: &'static str) {
+        let now = std::time::Instant::now();
+        metrics::histogram!("trellis_store_group_commit_seconds", "phase" => phase)
+            .record(now.duration_since(self.since).as_secs_f64());
+        self.since = now;
+    }
+}
+
 /// The largest batch committed so far, for the tests to see that batching happens.
 #[cfg(test)]
 static LARGEST_BATCH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -126,15 +148,20 @@ async fn run_batch(store: &Store, jobs: Vec<Job>) {
     #[cfg(test)]
     LARGEST_BATCH.fetch_max(jobs.len(), std::sync::atomic::Ordering::Relaxed);
     let mut finished = Vec::with_capacity(jobs.len());
+    let mut phases = BatchPhases::start();
     let outcome = async {
         let mut tx = store.begin_tx().await?;
+        phases.end("begin");
         for job in jobs {
             tx.start_job();
             let done = job(&mut tx).await;
             tx.end_job(done.failed).await?;
             finished.push(done);
         }
-        tx.commit_tx().await
+        phases.end("jobs");
+        let committed = tx.commit_tx().await;
+        phases.end("commit");
+        committed
     }
     .await;
     let failure = outcome.err().map(|error| error.to_string());

@@ -183,10 +183,35 @@ fn cpu_seconds(pid: &str, ticks_per_second: f64) -> Result<f64> {
     Ok((ticks(11) + ticks(12)) / ticks_per_second)
 }
 
-/// `_sum` and `_count` of the server's group-commit histogram (`/metrics`): jobs committed and
-/// batches, so far (zeros for a server that is not Trellis).
-async fn group_commit_totals(http: &reqwest::Client, base: Option<&str>) -> (f64, f64) {
-    let Some(base) = base else { return (0.0, 0.0) };
+/// The server's group-commit histograms so far (`/metrics`; zeros for a server that is not
+/// Trellis).
+#[derive(Debug, Clone, Copy, Default)]
+struct GroupCommitTotals {
+    /// Jobs committed.
+    jobs: f64,
+    /// Batches.
+    batches: f64,
+    /// Seconds the writer spent in each phase of its batches: begin, jobs, commit.
+    phases: [f64; 3],
+}
+
+impl std::ops::Sub for GroupCommitTotals {
+    type Output = GroupCommitTotals;
+
+    fn sub(self, before: GroupCommitTotals) -> GroupCommitTotals {
+        GroupCommitTotals {
+            jobs: self.jobs - before.jobs,
+            batches: self.batches - before.batches,
+            phases: [0, 1, 2].map(|i| self.phases[i] - before.phases[i]),
+        }
+    }
+}
+
+/// The phases of `trellis_store_group_commit_seconds`, in the order of [`GroupCommitTotals::phases`].
+const GROUP_COMMIT_PHASES: [&str; 3] = ["begin", "jobs", "commit"];
+
+async fn group_commit_totals(http: &reqwest::Client, base: Option<&str>) -> GroupCommitTotals {
+    let Some(base) = base else { return GroupCommitTotals::default() };
     let text = match http.get(format!("{base}/metrics")).send().await {
         Ok(response) => response.text().await.unwrap_or_default(),
         Err(_) => String::new(),
@@ -196,7 +221,12 @@ async fn group_commit_totals(http: &reqwest::Client, base: Option<&str>) -> (f64
             .find_map(|line| line.strip_prefix(name).and_then(|rest| rest.trim().parse::<f64>().ok()))
             .unwrap_or(f64::NAN)
     };
-    (value("trellis_store_group_commit_jobs_sum"), value("trellis_store_group_commit_jobs_count"))
+    GroupCommitTotals {
+        jobs: value("trellis_store_group_commit_jobs_sum"),
+        batches: value("trellis_store_group_commit_jobs_count"),
+        phases: GROUP_COMMIT_PHASES
+            .map(|phase| value(&format!("trellis_store_group_commit_seconds_sum{{phase=\"{phase}\"}}"))),
+    }
 }
 
 fn free_port() -> Result<u16> {
@@ -428,8 +458,7 @@ struct PhaseResult {
     /// Cores busy on the whole machine during the window (server, driver and anything else).
     machine_cores: f64,
     /// Group commits of the server during the window: jobs and batches.
-    commit_jobs: f64,
-    commit_batches: f64,
+    commits: GroupCommitTotals,
     load: f64,
     /// Latencies (ms) per position in the clients' target cycle (`http_phase_cycling`).
     by_target: Vec<Vec<f64>>,
@@ -568,8 +597,7 @@ async fn http_phase_cycling(
         server_cpu,
         driver_cpu,
         machine_cores,
-        commit_jobs: commits_after.0 - commits_before.0,
-        commit_batches: commits_after.1 - commits_before.1,
+        commits: commits_after - commits_before,
         load,
         ..PhaseResult::default()
     };
@@ -1056,13 +1084,12 @@ fn record(samples: &mut Samples, phase: &str, result: &PhaseResult, target: &str
         );
         samples.push(&format!("{phase}: driver CPU per issuance"), "µs", "", per(result.driver_cpu));
         samples.push(&format!("{phase}: driver CPU utilisation"), "cores", "", result.driver_cpu / result.window);
-        samples.push(&format!("{phase}: group commits"), "/s", "", result.commit_batches / result.window);
-        samples.push(
-            &format!("{phase}: jobs per group commit"),
-            "",
-            "",
-            result.commit_jobs / result.commit_batches.max(1.0),
-        );
+        let batches = result.commits.batches.max(1.0);
+        samples.push(&format!("{phase}: group commits"), "/s", "", result.commits.batches / result.window);
+        samples.push(&format!("{phase}: jobs per group commit"), "", "", result.commits.jobs / batches);
+        for (name, seconds) in GROUP_COMMIT_PHASES.iter().zip(result.commits.phases) {
+            samples.push(&format!("{phase}: group commit {name}, per batch"), "ms", "", seconds * 1e3 / batches);
+        }
     } else {
         samples.push("peer: CPU per issuance", "µs", "", result.driver_cpu * 1e6 / result.ok.max(1) as f64);
         samples.push("peer: CPU utilisation", "cores", "(2 = all)", result.driver_cpu / result.window);
@@ -1189,8 +1216,8 @@ async fn run_once(options: &Options, run: usize, csrs: &Csrs, samples: &mut Samp
             result.server_cpu * 1e6 / result.ok.max(1) as f64,
             result.driver_cpu / result.window,
             result.machine_cores,
-            result.commit_batches / result.window,
-            result.commit_jobs / result.commit_batches.max(1.0),
+            result.commits.batches / result.window,
+            result.commits.jobs / result.commits.batches.max(1.0),
             result.load,
         );
         if result.others() > 0.15 {
