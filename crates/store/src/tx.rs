@@ -6,8 +6,11 @@
 //! SQLite's connection thread, and under load each costs more than most statements do. So a
 //! job's savepoint is not a statement of its own: the job's first statement opens it, in the
 //! same text for the hot inserts ([`Tx::fetch_opening`]), just before for everything else
-//! ([`Tx::conn`]). A successful job's savepoint is not released: the next job's nests inside
-//! it, and the commit ends them all; a failed job's is rolled back to and released.
+//! ([`Tx::conn`]). A successful job's savepoint is released by the next job's opening, in the
+//! same text (`RELEASE job; SAVEPOINT job`), or by the commit; a failed job's is rolled back
+//! to and released. Savepoints do not nest: SQLite keeps the pages a savepoint may restore in
+//! a sub-journal, which grows for as long as any savepoint stays open and is emptied when the
+//! last one is released, and it checks every open savepoint on each page it writes.
 
 use futures_util::StreamExt;
 use sqlx::any::{AnyArguments, AnyRow};
@@ -35,12 +38,36 @@ enum JobSavepoint {
     NoJob,
     /// A job runs and has run no statement yet: its first opens the savepoint.
     Owed,
+    /// As `Owed`, and an earlier job's savepoint is still open: the first statement releases it.
+    OwedAfterKept,
     /// The job's savepoint is open: a failure rolls back to it.
     Open,
 }
 
+impl JobSavepoint {
+    /// The statement a job's first statement must be preceded by, if any.
+    fn opening(self) -> Option<&'static str> {
+        match self {
+            JobSavepoint::Owed => Some(OPEN_SAVEPOINT),
+            JobSavepoint::OwedAfterKept => Some(REOPEN_SAVEPOINT),
+            JobSavepoint::NoJob | JobSavepoint::Open => None,
+        }
+    }
+
+    /// How many statements [`JobSavepoint::opening`] is.
+    fn opening_statements(self) -> usize {
+        match self {
+            JobSavepoint::Owed => 1,
+            JobSavepoint::OwedAfterKept => 2,
+            JobSavepoint::NoJob | JobSavepoint::Open => 0,
+        }
+    }
+}
+
 /// Opens a job's savepoint. One name for all: `ROLLBACK TO` and `RELEASE` act on the newest.
 const OPEN_SAVEPOINT: &str = "SAVEPOINT job";
+/// Releases the previous job's savepoint and opens this job's.
+const REOPEN_SAVEPOINT: &str = "RELEASE job; SAVEPOINT job";
 
 impl Tx {
     pub(crate) fn new(
@@ -54,8 +81,8 @@ impl Tx {
     /// The connection, for a statement of this transaction. Inside a group-commit job whose
     /// savepoint is owed, opens it first.
     pub(crate) async fn conn(&mut self) -> StoreResult<&mut AnyConnection> {
-        if self.savepoint == JobSavepoint::Owed {
-            sqlx::query(OPEN_SAVEPOINT).execute(&mut *self.inner).await.db()?;
+        if let Some(opening) = self.savepoint.opening() {
+            sqlx::query(opening).execute(&mut *self.inner).await.db()?;
             self.savepoint = JobSavepoint::Open;
         }
         Ok(&mut *self.inner)
@@ -64,21 +91,21 @@ impl Tx {
     /// `sql` as [`Tx::fetch_opening`] must be given it: after the savepoint statement when the
     /// job owes one. SQLite runs every statement of a text, binding `$n` across them.
     pub(crate) fn opening_sql(&self, sql: &str) -> String {
-        match self.savepoint {
-            JobSavepoint::Owed => format!("{OPEN_SAVEPOINT};\n{sql}"),
-            JobSavepoint::NoJob | JobSavepoint::Open => sql.to_owned(),
+        match self.savepoint.opening() {
+            Some(opening) => format!("{opening};\n{sql}"),
+            None => sql.to_owned(),
         }
     }
 
     /// Runs a query whose text came from [`Tx::opening_sql`] and returns its rows: the job's
     /// savepoint and its first statement in one round trip. The savepoint counts as open once
-    /// the first statement of the text finished, even when a later one failed: the failed job
-    /// must then roll back to it.
+    /// the opening's statements finished, even when a later one failed: the failed job must
+    /// then roll back to it.
     pub(crate) async fn fetch_opening<'q>(
         &mut self,
         query: sqlx::query::Query<'q, Any, AnyArguments<'q>>,
     ) -> StoreResult<Vec<AnyRow>> {
-        let owed = self.savepoint == JobSavepoint::Owed;
+        let opening_statements = self.savepoint.opening_statements();
         let mut finished_statements = 0;
         let mut rows = Vec::new();
         let mut failure = None;
@@ -98,8 +125,11 @@ impl Tx {
                 }
             }
         }
-        if owed && finished_statements > 0 {
+        if opening_statements > 0 && finished_statements >= opening_statements {
             self.savepoint = JobSavepoint::Open;
+        } else if self.savepoint == JobSavepoint::OwedAfterKept && finished_statements == 1 {
+            // The earlier job's savepoint was released, this job's never opened.
+            self.savepoint = JobSavepoint::Owed;
         }
         match failure {
             Some(error) => Err(crate::db(error)),
@@ -112,18 +142,28 @@ impl Tx {
         self.search_pending = self.dialect == Dialect::Sqlite;
     }
 
-    /// The writer starts a job: its first statement opens the job's savepoint.
+    /// The writer starts a job: its first statement opens the job's savepoint (releasing the
+    /// one a previous job left open).
     pub(crate) fn start_job(&mut self) {
-        self.savepoint = JobSavepoint::Owed;
+        self.savepoint = match self.savepoint {
+            JobSavepoint::NoJob | JobSavepoint::Owed => JobSavepoint::Owed,
+            JobSavepoint::Open | JobSavepoint::OwedAfterKept => JobSavepoint::OwedAfterKept,
+        };
     }
 
     /// The writer ends a job; a failed one rolls back to its savepoint. One that failed before
     /// its first statement wrote nothing.
     pub(crate) async fn end_job(&mut self, failed: bool) -> StoreResult<()> {
-        if failed && self.savepoint == JobSavepoint::Open {
-            sqlx::query("ROLLBACK TO job; RELEASE job").execute(&mut *self.inner).await.db()?;
-        }
-        self.savepoint = JobSavepoint::NoJob;
+        self.savepoint = match (failed, self.savepoint) {
+            (true, JobSavepoint::Open) => {
+                sqlx::query("ROLLBACK TO job; RELEASE job").execute(&mut *self.inner).await.db()?;
+                JobSavepoint::NoJob
+            }
+            // Kept open: the next job's opening or the commit releases it.
+            (false, JobSavepoint::Open) => JobSavepoint::Open,
+            (_, JobSavepoint::OwedAfterKept) => JobSavepoint::Open,
+            (_, JobSavepoint::NoJob | JobSavepoint::Owed) => JobSavepoint::NoJob,
+        };
         Ok(())
     }
 

@@ -45,6 +45,7 @@ use crate::principal::{Principal, PrincipalKind};
 use crate::unit_of_work::NewRow;
 use crate::unit_of_work::UnitOfWork;
 use trellis_pki::x509::{parse_der, pem_encode, to_pem};
+use x509_parser::prelude::{FromDer, X509Certificate};
 
 pub use self::deps::IssuanceDeps;
 pub use self::request::{IssueInput, PreparedRequest, SubjectInput};
@@ -147,8 +148,14 @@ pub(crate) async fn store_issued(
     };
     let parsed = parse_der(&issued.certificate_der)
         .map_err(|_| Error::Internal(format!("the {} connector returned an unreadable certificate", info.id)))?;
-    check_public_key(&issued.certificate_der, &prepared.csr_der, &info.id)?;
-    if let Err(err) = check_names_signed(&issued.certificate_der, &prepared.profile, &info.id) {
+    // One parse for both checks (the ledger and the inventory parse it their own way).
+    let certificate = X509Certificate::from_der(&issued.certificate_der)
+        .map_err(|_| Error::Internal(format!("the {} connector returned an unreadable certificate", info.id)))?
+        .1;
+    check_public_key(&certificate, &prepared.csr_der, &info.id)?;
+    let names_signed = check_names_signed(&certificate, &prepared.profile, &info.id);
+    drop(certificate);
+    if let Err(err) = names_signed {
         revoke_mis_issued(ctx, ca, info, &issued, &parsed).await;
         return Err(err);
     }
@@ -193,11 +200,8 @@ pub(crate) async fn store_issued(
 
 /// The WIT's promise: an issued certificate carries the CSR's public key (their
 /// SubjectPublicKeyInfo, byte for byte).
-fn check_public_key(certificate_der: &[u8], csr_der: &[u8], connector: &str) -> Result<()> {
-    use x509_parser::prelude::{FromDer, X509Certificate, X509CertificationRequest};
-    let certificate = X509Certificate::from_der(certificate_der)
-        .map_err(|_| Error::Internal(format!("the {connector} connector returned an unreadable certificate")))?
-        .1;
+fn check_public_key(certificate: &X509Certificate<'_>, csr_der: &[u8], connector: &str) -> Result<()> {
+    use x509_parser::prelude::X509CertificationRequest;
     let csr = X509CertificationRequest::from_der(csr_der)
         .map_err(|_| Error::Internal("the issuance's CSR no longer parses".into()))?
         .1;
@@ -214,10 +218,7 @@ fn check_public_key(certificate_der: &[u8], csr_der: &[u8], connector: &str) -> 
 /// The other half of "names judged = names signed" (the first is the request's CSR naming only
 /// the request's names): every name the certificate carries, in its subjectAltName and its
 /// subject's common names, is one the policies, the template and any approver judged.
-fn check_names_signed(certificate_der: &[u8], profile: &CertificateProfile, connector: &str) -> Result<()> {
-    use x509_parser::prelude::{FromDer, X509Certificate};
-    let unreadable = || Error::Internal(format!("the {connector} connector returned an unreadable certificate"));
-    let certificate = X509Certificate::from_der(certificate_der).map_err(|_| unreadable())?.1;
+fn check_names_signed(certificate: &X509Certificate<'_>, profile: &CertificateProfile, connector: &str) -> Result<()> {
     let judged = |name: &SubjectAltName| profile.subject_alt_names.contains(name);
     let mut unjudged = Vec::new();
     match certificate.subject_alternative_name() {
