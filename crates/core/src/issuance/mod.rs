@@ -148,13 +148,14 @@ pub(crate) async fn store_issued(
     };
     let parsed = parse_der(&issued.certificate_der)
         .map_err(|_| Error::Internal(format!("the {} connector returned an unreadable certificate", info.id)))?;
-    // One parse for both checks (the ledger and the inventory parse it their own way).
-    let certificate = X509Certificate::from_der(&issued.certificate_der)
-        .map_err(|_| Error::Internal(format!("the {} connector returned an unreadable certificate", info.id)))?
-        .1;
-    check_public_key(&certificate, &prepared.csr_der, &info.id)?;
-    let names_signed = check_names_signed(&certificate, &prepared.profile, &info.id);
-    drop(certificate);
+    let names_signed = {
+        // One parse for both checks (the ledger and the inventory parse it their own way).
+        let certificate = X509Certificate::from_der(&issued.certificate_der)
+            .map_err(|_| Error::Internal(format!("the {} connector returned an unreadable certificate", info.id)))?
+            .1;
+        check_public_key(&certificate, &prepared.csr_der, &info.id)?;
+        check_names_signed(&certificate, &prepared.profile, &info.id)
+    };
     if let Err(err) = names_signed {
         revoke_mis_issued(ctx, ca, info, &issued, &parsed).await;
         return Err(err);
