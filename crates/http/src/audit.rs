@@ -108,7 +108,8 @@ pub struct EventDto {
     event_type: String,
     payload: Value,
     created_at: String,
-    /// When delivery workers finished with it; null while pending.
+    /// When delivery workers finished with it; null while pending. An event of a workspace with
+    /// no enabled webhook endpoint or integration is processed when it is created.
     processed_at: Option<String>,
 }
 

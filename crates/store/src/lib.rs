@@ -423,14 +423,14 @@ impl trellis_core::unit_of_work::ChangeTx for Tx {
         let mut sql = String::new();
         let mut first = 1;
         for row in rows {
-            let insert = match row {
-                NewRow::Issued(_) => pki::INSERT_ISSUED,
-                NewRow::Audit(_) => audit::INSERT_AUDIT,
-                NewRow::Event(_) => outbox::INSERT_EVENT,
+            let (insert, count) = match row {
+                NewRow::Issued(_) => (insert_sql(pki::INSERT_ISSUED, first), pki::INSERT_ISSUED.1),
+                NewRow::Audit(_) => (insert_sql(audit::INSERT_AUDIT, first), audit::INSERT_AUDIT.1),
+                NewRow::Event(_) => (outbox::insert_event_sql(first), outbox::EVENT_PARAMETERS),
             };
-            sql.push_str(&insert_sql(insert, first));
+            sql.push_str(&insert);
             sql.push_str(";\n");
-            first += insert.1;
+            first += count;
         }
         let sql = self.opening_sql(&sql);
         let mut query = sqlx::query(&sql);

@@ -11,9 +11,26 @@ use trellis_core::events::{NewEvent, OutboxEvent};
 use trellis_core::pagination::{Page, PageRequest};
 use trellis_core::ports::{EventReads, EventWrites};
 
-/// The insert of an outbox event (without its `VALUES`) and its number of parameters.
-pub(crate) const INSERT_EVENT: (&str, usize) =
-    ("INSERT INTO event_outbox (workspace_id, event_type, payload, created_at)", 4);
+/// How many parameters [`insert_event_sql`] binds ([`bind_event`]).
+pub(crate) const EVENT_PARAMETERS: usize = 4;
+
+/// The insert of an outbox event, its parameters numbered from `$first`.
+///
+/// An event of a workspace with no enabled webhook endpoint or integration enters already
+/// processed (at its creation): nobody could receive it, and the fan-out's write transaction
+/// (claim, mark, commit, beside the single SQLite writer) would only mark it so. A target
+/// receives the events of the changes whose insert ran after its own creation committed,
+/// which is what the fan-out's `subscribed_at` rule gave, give or take the instant of the race.
+pub(crate) fn insert_event_sql(first: usize) -> String {
+    let [workspace, event_type, payload, created_at] = std::array::from_fn(|n| first + n);
+    format!(
+        "INSERT INTO event_outbox (workspace_id, event_type, payload, created_at, processed_at) \
+         SELECT ${workspace}, ${event_type}, ${payload}, ${created_at}, \
+         CASE WHEN EXISTS (SELECT 1 FROM webhook_endpoints WHERE workspace_id = ${workspace} AND enabled = 1) \
+           OR EXISTS (SELECT 1 FROM external_integrations WHERE workspace_id = ${workspace} AND enabled = 1) \
+         THEN NULL ELSE ${created_at} END"
+    )
+}
 
 pub(crate) fn bind_event<'q>(query: crate::AnyQuery<'q>, event: &NewEvent<'q>) -> crate::AnyQuery<'q> {
     query
@@ -58,7 +75,7 @@ fn event_from_row(row: &AnyRow) -> StoreResult<OutboxEvent> {
 #[async_trait]
 impl EventWrites for Tx {
     async fn insert_event(&mut self, event: &NewEvent<'_>) -> StoreResult<()> {
-        let sql = crate::insert_sql(INSERT_EVENT, 1);
+        let sql = insert_event_sql(1);
         bind_event(sqlx::query(&sql), event).execute(self.conn().await?).await.db()?;
         Ok(())
     }
@@ -99,7 +116,7 @@ mod tests {
         }
         tx.commit().await.expect("commit");
         // Events 1 and 2 were delivered long ago, 3 recently; 4 is still pending.
-        for (id, processed) in [(1, 10_000), (2, 20_000), (3, 90_000)] {
+        for (id, processed) in [(1, Some(10_000)), (2, Some(20_000)), (3, Some(90_000)), (4, None)] {
             sqlx::query("UPDATE event_outbox SET processed_at = $1 WHERE id = $2")
                 .bind(processed)
                 .bind(id)
@@ -113,5 +130,76 @@ mod tests {
         let left: Vec<i64> =
             sqlx::query_scalar("SELECT id FROM event_outbox ORDER BY id").fetch_all(&store.pool).await.expect("ids");
         assert_eq!(left, vec![3, 4]);
+    }
+
+    /// An event enters pending only in a workspace with an enabled webhook endpoint or
+    /// integration; elsewhere it enters processed, at its creation, and the fan-out never
+    /// takes the write lock for it. Both insert paths (one event; several rows in one text).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn events_nobody_can_receive_enter_processed() {
+        use trellis_core::unit_of_work::{ChangeTx as _, NewRow};
+        use trellis_core::webhooks::port::WebhookReads as _;
+        let (_dir, store) = crate::testing::store().await;
+        for workspace in ["quiet", "heard", "muted", "notified"] {
+            sqlx::query("INSERT INTO workspaces (id, name, created_at, updated_at) VALUES ($1, $1, 0, 0)")
+                .bind(workspace)
+                .execute(&store.pool)
+                .await
+                .expect("workspace");
+        }
+        for (id, workspace, enabled) in [("whk_on", "heard", 1_i64), ("whk_off", "muted", 0)] {
+            sqlx::query(
+                "INSERT INTO webhook_endpoints (id, workspace_id, url, events, secret_sealed, enabled, created_at, \
+                 updated_at, subscribed_at) VALUES ($1, $2, 'https://example.com/hook', '[\"*\"]', 'x', $3, 0, 0, 0)",
+            )
+            .bind(id)
+            .bind(workspace)
+            .bind(enabled)
+            .execute(&store.pool)
+            .await
+            .expect("endpoint");
+        }
+        sqlx::query(
+            "INSERT INTO external_integrations (id, workspace_id, name, integration_type, events, enabled, \
+             created_at, updated_at, subscribed_at) VALUES ('int_on', 'notified', 'chat', 'slack', '[\"*\"]', 1, 0, 0, 0)",
+        )
+        .execute(&store.pool)
+        .await
+        .expect("integration");
+        let payload = serde_json::json!({});
+        let event = |workspace_id, created_at| NewEvent {
+            workspace_id,
+            event_type: EventType::CertificateCreated,
+            payload: &payload,
+            created_at,
+        };
+        let mut tx = store.begin().await.expect("begin");
+        for (workspace, at) in [("quiet", 1_000), ("heard", 2_000), ("muted", 3_000), ("notified", 4_000)] {
+            tx.insert_event(&event(workspace, at)).await.expect("insert");
+        }
+        let rows = [
+            NewRow::Event(event("quiet", 5_000)),
+            NewRow::Event(event("heard", 6_000)),
+            NewRow::Event(event("muted", 7_000)),
+            NewRow::Event(event("notified", 8_000)),
+        ];
+        tx.insert_rows(&rows).await.expect("insert rows");
+        tx.commit().await.expect("commit");
+        let processed: Vec<(String, Option<i64>)> =
+            sqlx::query_as("SELECT workspace_id, processed_at FROM event_outbox ORDER BY id")
+                .fetch_all(&store.pool)
+                .await
+                .expect("events");
+        let expected = |quiet, muted| {
+            vec![
+                ("quiet".to_owned(), Some(quiet)),
+                ("heard".into(), None),
+                ("muted".into(), Some(muted)),
+                ("notified".into(), None),
+            ]
+        };
+        assert_eq!(processed[..4], expected(1_000, 3_000)[..]);
+        assert_eq!(processed[4..], expected(5_000, 7_000)[..]);
+        assert!(store.has_undelivered_events().await.expect("pending"));
     }
 }
