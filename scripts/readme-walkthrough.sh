@@ -36,6 +36,20 @@ cleanup() {
     rm -rf "$WORK"
 }
 trap cleanup EXIT
+# The port of the address in the server's `listening` log line, once it is there.
+listening_port() {
+    python3 - "$1" <<'PY'
+import json, sys
+for line in open(sys.argv[1], errors="replace"):
+    try:
+        event = json.loads(line)
+    except ValueError:
+        continue
+    if isinstance(event, dict) and event.get("message") == "listening":
+        print(str(event.get("address", "")).rsplit(":", 1)[-1])
+        break
+PY
+}
 fail() {
     echo "readme-walkthrough: $*" >&2
     [ -f "$WORK/serve.log" ] && { echo "--- server log (tail)" >&2; tail -n 20 "$WORK/serve.log" >&2; }
@@ -52,7 +66,7 @@ mapfile -t COMMANDS < <(
 )
 [ "${#COMMANDS[@]}" -ge 5 ] || fail "no First steps block found in README.md"
 
-PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+PORT=""
 WS="" KEY="" CA=""
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=mine.example.com \
     -keyout "$WORK/cert.key" -out "$WORK/cert.pem" 2>/dev/null
@@ -72,14 +86,22 @@ curl() {
 for line in "${COMMANDS[@]}"; do
     case "$line" in
         *"make run")
-            # The README's variables, the built binary instead of `make run`, a free port.
+            # The README's variables, the built binary instead of `make run`, and a port the
+            # server binds itself and reports: a port picked here and released could be taken by
+            # another test's server before this one binds it.
             vars="${line%make run}"
-            (cd "$WORK" && eval "export $vars" && TRELLIS_LISTEN="127.0.0.1:$PORT" exec "$BIN" serve) \
+            (cd "$WORK" && eval "export $vars" && TRELLIS_LISTEN="127.0.0.1:0" exec "$BIN" serve) \
                 >"$WORK/serve.log" 2>&1 &
             SERVER=$!
+            for _ in $(seq 1200); do
+                PORT="$(listening_port "$WORK/serve.log")"
+                [ -n "$PORT" ] && break
+                kill -0 "$SERVER" 2>/dev/null || fail "the server did not start"
+                sleep 0.1
+            done
+            [ -n "$PORT" ] || fail "the server did not report its address within 120 s"
             echo "\$ ${line}   [as $BIN serve on port $PORT]"
-            command curl -s -o /dev/null --retry 30 --retry-connrefused --retry-delay 1 --retry-max-time 60 \
-                "http://127.0.0.1:$PORT/health" || fail "the server did not start"
+            command curl -sSf -o /dev/null "http://127.0.0.1:$PORT/health" || fail "the server does not answer /health"
             continue
             ;;
     esac
