@@ -4,6 +4,7 @@ use crate::DbResult;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
+use crate::tx::HeldInsert;
 use crate::{bind_all, bool_column, json_column, state_column, Bind, Dialect, Store, StoreError, StoreResult, Tx};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -552,57 +553,104 @@ pub(crate) const SEARCH_PENDING_FLUSH: &str = "INSERT INTO certificates_search (
      FROM certificates_search_pending p JOIN certificates c ON c.id = p.id JOIN workspaces w ON w.id = c.workspace_id; \
      DELETE FROM certificates_search_pending;";
 
+/// The columns a certificate insert sets, in the order of [`certificate_values`].
+const INSERTED_COLUMNS: &str = "workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
+    signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, \
+    subject_alt_names, is_ca, issuance_source, auto_renewal, location, metadata, certificate_pem, created_at, updated_at, \
+    expiring_notified_at, expired_notified_at, ca_id, chain_pem, private_key_sealed, issuance_template, csr_pem, \
+    renew_before_ms";
+
+/// Which value (0-based, of [`certificate_values`]) each of [`INSERTED_COLUMNS`] takes: the
+/// creation instant is also the update instant, and one value marks both expiry notices.
+const INSERTED_VALUES: [usize; 30] =
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 20, 21, 21, 22, 23, 24, 25, 26, 27];
+
+/// How many values [`certificate_values`] gives.
+const INSERTED_VALUE_COUNT: usize = 28;
+
+/// `INSERT INTO certificates`, its values numbered from `$first`; with `id`, the id is the
+/// value after them.
+fn certificate_insert_sql(first: usize, with_id: bool) -> String {
+    let mut values: Vec<String> = INSERTED_VALUES.iter().map(|value| format!("${}", first + value)).collect();
+    let mut columns = INSERTED_COLUMNS.to_owned();
+    if with_id {
+        columns.push_str(", id");
+        values.push(format!("${}", first + INSERTED_VALUE_COUNT));
+    }
+    format!("INSERT INTO certificates ({columns}) VALUES ({})", values.join(", "))
+}
+
+/// A held certificate insert's text (its id is its last value).
+fn held_certificate_insert_sql(first: usize) -> String {
+    certificate_insert_sql(first, true)
+}
+
+/// The values of a certificate insert, owned, in the order of [`INSERTED_VALUES`].
+fn certificate_values(new: &NewCertificate<'_>) -> Vec<Bind> {
+    let parsed = new.parsed;
+    let text = |value: &str| Bind::Text(value.to_owned());
+    let optional_text = |value: Option<&str>| Bind::OptionalText(value.map(str::to_owned));
+    let integer = Bind::Int;
+    vec![
+        text(new.workspace_id),
+        text(&parsed.common_name),
+        text(&parsed.issuer),
+        text(&parsed.subject),
+        text(&parsed.serial_number),
+        integer(parsed.not_before),
+        integer(parsed.expires_at),
+        text(&parsed.signature_algorithm),
+        optional_text(parsed.signature_hash.as_deref()),
+        text(&parsed.key_algorithm),
+        Bind::OptionalInt(parsed.key_size),
+        text(&parsed.fingerprint_sha256),
+        text(parsed.usage_category.as_str()),
+        Bind::Text(serde_json::to_string(&parsed.subject_alt_names).unwrap_or_else(|_| "[]".into())),
+        integer(i64::from(parsed.is_ca)),
+        text(new.issuance_source.as_str()),
+        integer(i64::from(new.auto_renewal)),
+        optional_text(new.location),
+        Bind::Text(new.metadata.to_string()),
+        text(&parsed.pem),
+        integer(new.created_at),
+        Bind::OptionalInt(new.expiry_announced.then_some(new.created_at)),
+        Bind::OptionalInt(new.ca_id),
+        optional_text(new.chain_pem),
+        optional_text(new.private_key_sealed),
+        optional_text(new.issuance_template),
+        optional_text(new.csr_pem),
+        Bind::OptionalInt(new.renew_before_ms),
+    ]
+}
+
 #[async_trait]
 impl CertificateWrites for Tx {
     async fn insert_certificate(&mut self, new: &NewCertificate<'_>) -> StoreResult<Certificate> {
+        self.send_held().await?;
         self.note_certificate_inserted();
-        let parsed = new.parsed;
-        let sql = "INSERT INTO certificates (workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \
-                signature_algorithm, signature_hash, key_algorithm, key_size, fingerprint_sha256, usage_category, \
-                subject_alt_names, is_ca, issuance_source, auto_renewal, location, metadata, certificate_pem, created_at, updated_at, \
-                expiring_notified_at, expired_notified_at, ca_id, chain_pem, private_key_sealed, issuance_template, csr_pem, \
-                renew_before_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21, $22, $22, $23, $24, $25, $26, $27, $28) \
-             RETURNING id";
         // Only the id comes back: the rest of the row is what was bound, and decoding it again
         // (thirty-odd columns looked up by name) was CPU on the group-commit writer's path.
         // The statement also opens the group-commit job's savepoint when that is owed.
-        let sql = self.opening_sql(sql);
-        let query = sqlx::query(&sql)
-            .bind(new.workspace_id)
-            .bind(parsed.common_name.as_str())
-            .bind(parsed.issuer.as_str())
-            .bind(parsed.subject.as_str())
-            .bind(parsed.serial_number.as_str())
-            .bind(parsed.not_before)
-            .bind(parsed.expires_at)
-            .bind(parsed.signature_algorithm.as_str())
-            .bind(parsed.signature_hash.as_deref())
-            .bind(parsed.key_algorithm.as_str())
-            .bind(parsed.key_size)
-            .bind(parsed.fingerprint_sha256.as_str())
-            .bind(parsed.usage_category.as_str())
-            .bind(serde_json::to_string(&parsed.subject_alt_names).unwrap_or_else(|_| "[]".into()))
-            .bind(i64::from(parsed.is_ca))
-            .bind(new.issuance_source.as_str())
-            .bind(i64::from(new.auto_renewal))
-            .bind(new.location)
-            .bind(new.metadata.to_string())
-            .bind(parsed.pem.as_str())
-            .bind(new.created_at)
-            .bind(new.expiry_announced.then_some(new.created_at))
-            .bind(new.ca_id)
-            .bind(new.chain_pem)
-            .bind(new.private_key_sealed)
-            .bind(new.issuance_template)
-            .bind(new.csr_pem)
-            .bind(new.renew_before_ms);
-        let rows = self.fetch_opening(query).await?;
+        let sql = self.opening_sql(&format!("{} RETURNING id", certificate_insert_sql(1, false)));
+        let held = HeldInsert { sql: held_certificate_insert_sql, values: certificate_values(new) };
+        let rows = self.fetch_opening(held.bind(sqlx::query(&sql))).await?;
         let id: i64 = rows
             .first()
             .ok_or(StoreError::Database("the certificate insert returned no id".into()))?
             .try_get(0)
             .db()?;
+        self.certificate_inserted(id);
+        Ok(new.inserted(id))
+    }
+
+    async fn insert_new_certificate(&mut self, new: &NewCertificate<'_>) -> StoreResult<Certificate> {
+        let Some(id) = self.holdable_certificate_id() else {
+            return self.insert_certificate(new).await;
+        };
+        self.note_certificate_inserted();
+        let mut values = certificate_values(new);
+        values.push(Bind::Int(id));
+        self.hold_certificate(id, HeldInsert { sql: held_certificate_insert_sql, values });
         Ok(new.inserted(id))
     }
 
@@ -634,43 +682,36 @@ impl CertificateWrites for Tx {
         now: i64,
     ) -> StoreResult<Option<Certificate>> {
         let mut sets = vec!["updated_at = $3".to_string()];
-        let mut binds: Vec<Option<Bind>> = Vec::new();
-        let mut set = |column: &str, value: Option<Bind>, binds: &mut Vec<Option<Bind>>| {
+        let mut binds: Vec<Bind> = Vec::new();
+        let mut set = |column: &str, value: Bind, binds: &mut Vec<Bind>| {
             binds.push(value);
             sets.push(format!("{column} = ${}", binds.len() + 3));
         };
         if let Some(enabled) = update.auto_renewal {
-            set("auto_renewal", Some(Bind::Int(i64::from(enabled))), &mut binds);
+            set("auto_renewal", Bind::Int(i64::from(enabled)), &mut binds);
         }
         if let Some(location) = update.location {
-            set("location", location.map(|l| Bind::Text(l.to_string())), &mut binds);
+            set("location", Bind::OptionalText(location.map(str::to_owned)), &mut binds);
         }
         if let Some(metadata) = update.metadata {
-            set("metadata", Some(Bind::Text(metadata.to_string())), &mut binds);
+            set("metadata", Bind::Text(metadata.to_string()), &mut binds);
         }
         if let Some(source) = update.issuance_source {
-            set("issuance_source", Some(Bind::Text(source.as_str().to_string())), &mut binds);
+            set("issuance_source", Bind::Text(source.as_str().to_string()), &mut binds);
         }
         if let Some(identity) = update.machine_identity_id {
-            set("machine_identity_id", Some(Bind::Int(identity)), &mut binds);
+            set("machine_identity_id", Bind::Int(identity), &mut binds);
         }
         if let Some((at, reason)) = update.revoke {
-            set("revoked", Some(Bind::Int(1)), &mut binds);
-            set("revoked_at", Some(Bind::Int(at)), &mut binds);
-            set("revocation_reason", Some(Bind::Text(reason.to_string())), &mut binds);
+            set("revoked", Bind::Int(1), &mut binds);
+            set("revoked_at", Bind::Int(at), &mut binds);
+            set("revocation_reason", Bind::Text(reason.to_string()), &mut binds);
         }
         let sql = format!(
             "UPDATE certificates SET {} WHERE workspace_id = $1 AND id = $2 RETURNING {CERTIFICATE_COLUMNS}",
             sets.join(", ")
         );
-        let mut query = sqlx::query(&sql).bind(workspace_id).bind(id).bind(now);
-        for bind in &binds {
-            query = match bind {
-                Some(Bind::Int(value)) => query.bind(*value),
-                Some(Bind::Text(value)) => query.bind(value.as_str()),
-                None => query.bind(None::<String>),
-            };
-        }
+        let query = bind_all(sqlx::query(&sql).bind(workspace_id).bind(id).bind(now), &binds);
         let row = query.fetch_optional(self.conn().await?).await.db()?;
         row.as_ref().map(certificate_from_row).transpose()
     }
@@ -1173,5 +1214,165 @@ mod tests {
             rows.retain(|r| r.id != id);
             assert_statistics(&store, &rows, NOW).await;
         }
+    }
+
+    /// A certificate of `fingerprint`, as parsed (the store trusts what it is given).
+    fn parsed(fingerprint: &str) -> trellis_core::certificates::ParsedCertificate {
+        trellis_core::certificates::ParsedCertificate {
+            common_name: format!("{fingerprint}.example.com"),
+            subject: format!("CN={fingerprint}.example.com"),
+            issuer: "CN=Held Insert CA".into(),
+            serial_number: fingerprint.to_ascii_uppercase(),
+            not_before: NOW,
+            expires_at: NOW + 90 * DAY,
+            signature_algorithm: "SHA256-ECDSA".into(),
+            signature_hash: Some("SHA-256".into()),
+            key_algorithm: "ECDSA".into(),
+            key_size: Some(256),
+            fingerprint_sha256: fingerprint.into(),
+            usage_category: trellis_core::certificates::UsageCategory::Tls,
+            subject_alt_names: vec![format!("{fingerprint}.example.com")],
+            is_ca: false,
+            der: Vec::new(),
+            pem: format!("pem of {fingerprint}"),
+        }
+    }
+
+    #[derive(Debug)]
+    enum Outcome {
+        Store(StoreError),
+        Refused,
+    }
+
+    impl From<StoreError> for Outcome {
+        fn from(error: StoreError) -> Self {
+            Outcome::Store(error)
+        }
+    }
+
+    /// What a job does after inserting its just-issued certificate.
+    #[derive(Clone, Copy)]
+    enum Then {
+        /// Its audit row and event, in one text with the held insert.
+        Record,
+        /// Refuses: nothing of it may stay.
+        Refuse,
+        /// Nothing: the insert is still held when the job returns.
+        Return,
+    }
+
+    async fn issue(store: &Store, fingerprint: String, then: Then) -> Result<i64, Outcome> {
+        store
+            .write(move |tx: &mut Tx| {
+                Box::pin(async move {
+                    use trellis_core::unit_of_work::{ChangeTx as _, NewRow};
+                    let (parsed, metadata) = (parsed(&fingerprint), serde_json::json!({}));
+                    let new = NewCertificate {
+                        workspace_id: "ws",
+                        parsed: &parsed,
+                        issuance_source: IssuanceSource::Internal,
+                        auto_renewal: false,
+                        location: None,
+                        metadata: &metadata,
+                        created_at: NOW,
+                        expiry_announced: false,
+                        ca_id: Some(1),
+                        chain_pem: None,
+                        private_key_sealed: None,
+                        issuance_template: Some("web_server"),
+                        csr_pem: None,
+                        renew_before_ms: None,
+                    };
+                    let certificate = tx.insert_new_certificate(&new).await?;
+                    let target = certificate.id.to_string();
+                    let details = serde_json::json!({ "fingerprint": fingerprint });
+                    let audit = trellis_core::audit::NewAuditEntry {
+                        workspace_id: Some("ws"),
+                        actor_type: "system",
+                        actor_id: "test",
+                        action: "certificate.issued",
+                        target_type: "certificate",
+                        target_id: Some(&target),
+                        request_id: None,
+                        details: &details,
+                        created_at: NOW,
+                    };
+                    let event = trellis_core::events::NewEvent {
+                        workspace_id: "ws",
+                        event_type: trellis_core::events::EventType::CertificateCreated,
+                        payload: &details,
+                        created_at: NOW,
+                    };
+                    match then {
+                        Then::Record => tx.insert_rows(&[NewRow::Audit(audit), NewRow::Event(event)]).await?,
+                        Then::Refuse => return Err(Outcome::Refused),
+                        Then::Return => {}
+                    }
+                    Ok(certificate.id)
+                })
+            })
+            .await
+    }
+
+    /// A just-issued certificate's insert travels with the job's next statement (SQLite's group
+    /// commit): the id each job is told is its row's, its audit row names it, a duplicate
+    /// fails only its own job (as `Unique`, which issuance reports as a 409), a job that
+    /// refuses after the insert leaves nothing, and an insert still held when its job returns
+    /// is written all the same. Concurrent jobs, so that batches hold several of each.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_held_certificate_insert_keeps_its_id_and_fails_only_its_own_job() {
+        let (_dir, store) = crate::testing::store().await;
+        let store = std::sync::Arc::new(store);
+        workspaces(&store).await;
+        issue(&store, "taken".into(), Then::Record).await.expect("the first certificate");
+        let mut tasks = Vec::new();
+        for i in 0..120 {
+            let store = store.clone();
+            let (fingerprint, then) = match i % 6 {
+                1 => ("taken".to_owned(), Then::Record),
+                3 => (format!("refused{i:03}"), Then::Refuse),
+                5 => (format!("returned{i:03}"), Then::Return),
+                _ => (format!("recorded{i:03}"), Then::Record),
+            };
+            tasks.push(tokio::spawn(async move {
+                let outcome = issue(&store, fingerprint.clone(), then).await;
+                (fingerprint, outcome)
+            }));
+        }
+        let mut stored = BTreeMap::new();
+        for task in tasks {
+            let (fingerprint, outcome) = task.await.expect("task");
+            match (fingerprint.as_str(), outcome) {
+                ("taken", Err(Outcome::Store(StoreError::Unique(_)))) => {}
+                (refused, Err(Outcome::Refused)) if refused.starts_with("refused") => {}
+                (_, Ok(id)) => {
+                    stored.insert(fingerprint, id);
+                }
+                (fingerprint, outcome) => panic!("{fingerprint}: {outcome:?}"),
+            }
+        }
+        assert_eq!(stored.len(), 80);
+        if store.dialect == Dialect::Sqlite {
+            assert!(crate::tx::HELD_INSERTS.load(std::sync::atomic::Ordering::Relaxed) > 0, "no insert was held");
+        }
+        let rows: Vec<(i64, String)> =
+            sqlx::query_as("SELECT id, fingerprint_sha256 FROM certificates WHERE fingerprint_sha256 <> 'taken'")
+                .fetch_all(&store.pool)
+                .await
+                .expect("rows");
+        let rows: BTreeMap<String, i64> = rows.into_iter().map(|(id, fingerprint)| (fingerprint, id)).collect();
+        assert_eq!(rows, stored, "every job was told its row's id, and only kept jobs have rows");
+        for (fingerprint, id) in &stored {
+            let audited: Vec<String> = sqlx::query_scalar("SELECT target_id FROM audit_logs WHERE details LIKE $1")
+                .bind(format!("%\"{fingerprint}\"%"))
+                .fetch_all(&store.pool)
+                .await
+                .expect("audit");
+            let expected = if fingerprint.starts_with("returned") { vec![] } else { vec![id.to_string()] };
+            assert_eq!(audited, expected, "{fingerprint}");
+        }
+        // Ids stay SQLite's own afterwards: a plain insert gets the next one.
+        let next = issue(&store, "after".into(), Then::Record).await.expect("after");
+        assert!(stored.values().all(|id| *id < next), "{next}");
     }
 }

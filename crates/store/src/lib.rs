@@ -421,6 +421,7 @@ impl trellis_core::unit_of_work::ChangeTx for Tx {
             return ports::insert_each(self, rows).await;
         }
         let mut sql = String::new();
+        let mut rows_sql = String::new();
         let mut first = 1;
         for row in rows {
             let (insert, count) = match row {
@@ -428,10 +429,17 @@ impl trellis_core::unit_of_work::ChangeTx for Tx {
                 NewRow::Audit(_) => (insert_sql(audit::INSERT_AUDIT, first), audit::INSERT_AUDIT.1),
                 NewRow::Event(_) => (outbox::insert_event_sql(first), outbox::EVENT_PARAMETERS),
             };
-            sql.push_str(&insert);
-            sql.push_str(";\n");
+            rows_sql.push_str(&insert);
+            rows_sql.push_str(";\n");
             first += count;
         }
+        // A held certificate insert goes first in the text, its values after the rows' ones.
+        let held = self.take_held();
+        if let Some(held) = &held {
+            sql.push_str(&(held.sql)(first));
+            sql.push_str(";\n");
+        }
+        sql.push_str(&rows_sql);
         let sql = self.opening_sql(&sql);
         let mut query = sqlx::query(&sql);
         for row in rows {
@@ -440,6 +448,9 @@ impl trellis_core::unit_of_work::ChangeTx for Tx {
                 NewRow::Audit(entry) => audit::bind_audit(query, entry),
                 NewRow::Event(event) => outbox::bind_event(query, event),
             };
+        }
+        if let Some(held) = held {
+            query = held.bind(query);
         }
         self.fetch_opening(query).await?;
         Ok(())
@@ -497,9 +508,11 @@ fn sqlite_url(url: &str) -> String {
 }
 
 /// A value bound to a dynamically built statement.
-enum Bind {
+pub(crate) enum Bind {
     Int(i64),
     Text(String),
+    OptionalInt(Option<i64>),
+    OptionalText(Option<String>),
 }
 
 pub(crate) type AnyQuery<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>;
@@ -509,6 +522,21 @@ fn bind_all<'q>(mut query: AnyQuery<'q>, binds: &'q [Bind]) -> AnyQuery<'q> {
         query = match bind {
             Bind::Int(value) => query.bind(*value),
             Bind::Text(value) => query.bind(value.as_str()),
+            Bind::OptionalInt(value) => query.bind(*value),
+            Bind::OptionalText(value) => query.bind(value.as_deref()),
+        };
+    }
+    query
+}
+
+/// As [`bind_all`], moving the values into the query.
+pub(crate) fn bind_owned(mut query: AnyQuery<'_>, binds: Vec<Bind>) -> AnyQuery<'_> {
+    for bind in binds {
+        query = match bind {
+            Bind::Int(value) => query.bind(value),
+            Bind::Text(value) => query.bind(value),
+            Bind::OptionalInt(value) => query.bind(value),
+            Bind::OptionalText(value) => query.bind(value),
         };
     }
     query

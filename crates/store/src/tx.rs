@@ -11,13 +11,20 @@
 //! to and released. Savepoints do not nest: SQLite keeps the pages a savepoint may restore in
 //! a sub-journal, which grows for as long as any savepoint stays open and is emptied when the
 //! last one is released, and it checks every open savepoint on each page it writes.
+//!
+//! A just-issued certificate's insert need not be a round trip of its own either: inside a
+//! job, once the transaction knows the id SQLite will give the next certificate (the previous
+//! insert's plus one: the writer is the only one writing), the insert is held
+//! ([`Tx::hold_certificate`]) and travels with the job's next statement: the audit row, event
+//! and ledger row of [`crate::Store`]'s one-text `insert_rows`, or any other statement, which
+//! sends it first. A failure of the held insert fails the statement it travelled with.
 
 use futures_util::StreamExt;
 use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::{Any, AnyConnection, Either};
 use tokio::sync::OwnedMutexGuard;
 
-use crate::{certificates, DbResult, Dialect, StoreResult};
+use crate::{bind_owned, certificates, AnyQuery, Bind, DbResult, Dialect, StoreResult};
 
 /// A write transaction. Dropping it without `commit` rolls back.
 pub struct Tx {
@@ -29,6 +36,30 @@ pub struct Tx {
     search_pending: bool,
     /// SQLite group commit: where the running job's savepoint stands.
     savepoint: JobSavepoint,
+    /// SQLite group commit: the id the next certificate insert gets, when this transaction
+    /// knows it (from its previous certificate insert, with nothing run since that might
+    /// insert one).
+    next_certificate_id: Option<i64>,
+    /// A certificate insert waiting for the job's next statement.
+    held: Option<HeldInsert>,
+}
+
+/// An insert held back to travel with the job's next statement: its text, whose parameters
+/// are numbered from where the text it joins leaves off, and its values in that order.
+pub(crate) struct HeldInsert {
+    pub(crate) sql: fn(first_parameter: usize) -> String,
+    pub(crate) values: Vec<Bind>,
+}
+
+/// How many inserts were held so far, for the tests to see that holding happens.
+#[cfg(test)]
+pub(crate) static HELD_INSERTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl HeldInsert {
+    /// Binds the values onto `query`, after whatever it already holds.
+    pub(crate) fn bind(self, query: AnyQuery<'_>) -> AnyQuery<'_> {
+        bind_owned(query, self.values)
+    }
 }
 
 /// Where the running group-commit job's savepoint stands.
@@ -75,12 +106,23 @@ impl Tx {
         gate: Option<OwnedMutexGuard<()>>,
         dialect: Dialect,
     ) -> Tx {
-        Tx { inner, _gate: gate, dialect, search_pending: false, savepoint: JobSavepoint::NoJob }
+        Tx {
+            inner,
+            _gate: gate,
+            dialect,
+            search_pending: false,
+            savepoint: JobSavepoint::NoJob,
+            next_certificate_id: None,
+            held: None,
+        }
     }
 
     /// The connection, for a statement of this transaction. Inside a group-commit job whose
-    /// savepoint is owed, opens it first.
+    /// savepoint is owed, opens it first; a held insert goes first.
     pub(crate) async fn conn(&mut self) -> StoreResult<&mut AnyConnection> {
+        self.send_held().await?;
+        // The statement may insert a certificate of its own: the next id is no longer known.
+        self.next_certificate_id = None;
         if let Some(opening) = self.savepoint.opening() {
             sqlx::query(opening).execute(&mut *self.inner).await.db()?;
             self.savepoint = JobSavepoint::Open;
@@ -132,9 +174,52 @@ impl Tx {
             self.savepoint = JobSavepoint::Owed;
         }
         match failure {
-            Some(error) => Err(crate::db(error)),
+            Some(error) => {
+                self.next_certificate_id = None;
+                Err(crate::db(error))
+            }
             None => Ok(rows),
         }
+    }
+
+    /// The id a certificate inserted now would get, if its insert may be held: inside a
+    /// group-commit job that holds nothing yet, with the next id known.
+    pub(crate) fn holdable_certificate_id(&self) -> Option<i64> {
+        match (self.savepoint, &self.held) {
+            (JobSavepoint::NoJob, _) | (_, Some(_)) => None,
+            _ => self.next_certificate_id,
+        }
+    }
+
+    /// Holds the insert of certificate `id` (from [`Tx::holdable_certificate_id`]) for the
+    /// job's next statement.
+    pub(crate) fn hold_certificate(&mut self, id: i64, insert: HeldInsert) {
+        #[cfg(test)]
+        HELD_INSERTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.held = Some(insert);
+        self.next_certificate_id = Some(id + 1);
+    }
+
+    /// SQLite gave a certificate `id` inside a group-commit job: the next one gets `id + 1`.
+    pub(crate) fn certificate_inserted(&mut self, id: i64) {
+        if self.savepoint != JobSavepoint::NoJob {
+            self.next_certificate_id = Some(id + 1);
+        }
+    }
+
+    /// The held insert, for a statement that carries it in its own text.
+    pub(crate) fn take_held(&mut self) -> Option<HeldInsert> {
+        self.held.take()
+    }
+
+    /// Sends the held insert, if any, as a statement of its own.
+    pub(crate) async fn send_held(&mut self) -> StoreResult<()> {
+        let Some(held) = self.held.take() else {
+            return Ok(());
+        };
+        let sql = self.opening_sql(&(held.sql)(1));
+        let query = held.bind(sqlx::query(&sql));
+        self.fetch_opening(query).await.map(|_| ())
     }
 
     /// A certificate was inserted: on SQLite, its search index entry is written at the commit.
@@ -154,6 +239,11 @@ impl Tx {
     /// The writer ends a job; a failed one rolls back to its savepoint. One that failed before
     /// its first statement wrote nothing.
     pub(crate) async fn end_job(&mut self, failed: bool) -> StoreResult<()> {
+        if failed {
+            // Whatever the job held never ran; what it ran is rolled back below, ids included.
+            self.held = None;
+            self.next_certificate_id = None;
+        }
         self.savepoint = match (failed, self.savepoint) {
             (true, JobSavepoint::Open) => {
                 sqlx::query("ROLLBACK TO job; RELEASE job").execute(&mut *self.inner).await.db()?;
@@ -168,6 +258,7 @@ impl Tx {
     }
 
     pub(crate) async fn commit_tx(mut self) -> StoreResult<()> {
+        self.send_held().await?;
         if self.search_pending {
             sqlx::query(certificates::SEARCH_PENDING_FLUSH).execute(&mut *self.inner).await.db()?;
         }

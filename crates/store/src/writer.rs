@@ -59,10 +59,16 @@ impl Store {
         let (sender, receiver) = oneshot::channel::<Result<T, E>>();
         let erased: Job = Box::new(move |tx| {
             Box::pin(async move {
-                let result = match AssertUnwindSafe(job(tx)).catch_unwind().await {
+                let mut result = match AssertUnwindSafe(job(tx)).catch_unwind().await {
                     Ok(result) => result,
                     Err(_) => Err(E::from(StoreError::JobPanicked)),
                 };
+                // An insert the job's last statement left held is the job's, and so is its failure.
+                if result.is_ok() {
+                    if let Err(error) = tx.send_held().await {
+                        result = Err(E::from(error));
+                    }
+                }
                 let failed = result.is_err();
                 let deliver = Box::new(move |commit_error: Option<StoreError>| {
                     let outcome = match (commit_error, result) {

@@ -98,7 +98,7 @@ impl Provenance<'_> {
     }
 
     /// The 409 of a certificate the workspace's inventory already holds.
-    fn duplicate(&self, parsed: &ParsedCertificate) -> Error {
+    pub(crate) fn duplicate(&self, parsed: &ParsedCertificate) -> Error {
         Error::Conflict(match self {
             Provenance::Registered { .. } => format!(
                 "A certificate with SHA-256 fingerprint {} is already registered in this workspace",
@@ -182,7 +182,12 @@ pub async fn add<T: ?Sized + ChangeTx + CertificateWrites>(
         csr_pem: entry.csr_pem,
         renew_before_ms: entry.renew_before_ms,
     };
-    let mut certificate = change.tx().insert_certificate(&new).await.map_err(|err| match err {
+    let inserted = match provenance {
+        // Its duplicate can only surface later, where `store_issued` names it.
+        Provenance::Issued { .. } => change.tx().insert_new_certificate(&new).await,
+        Provenance::Registered { .. } | Provenance::Discovered { .. } => change.tx().insert_certificate(&new).await,
+    };
+    let mut certificate = inserted.map_err(|err| match err {
         StoreError::Unique(_) => provenance.duplicate(entry.parsed),
         other => other.into(),
     })?;

@@ -50,6 +50,13 @@ pub trait CertificateReads: Send + Sync {
 #[async_trait]
 pub trait CertificateWrites: Send {
     async fn insert_certificate(&mut self, new: &NewCertificate<'_>) -> StoreResult<Certificate>;
+    /// As [`CertificateWrites::insert_certificate`], for a certificate new by construction (just
+    /// issued): the store may send the insert with the transaction's next statement (SQLite's
+    /// group commit, one round trip fewer), so a failure of the insert, a duplicate
+    /// fingerprint (`Unique`) included, may fail that next statement instead.
+    async fn insert_new_certificate(&mut self, new: &NewCertificate<'_>) -> StoreResult<Certificate> {
+        self.insert_certificate(new).await
+    }
     async fn find_certificate(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<Certificate>>;
     /// The sealed private key of a certificate, if the service holds one.
     async fn find_private_key(&mut self, workspace_id: &str, id: i64) -> StoreResult<Option<String>>;

@@ -42,6 +42,7 @@ use crate::plugins::{
     CertificateProfile, IssuanceSource, IssuedCertificate, PluginInfo, Requester, RequesterKind, SubjectAltName,
 };
 use crate::principal::{Principal, PrincipalKind};
+use crate::store_error::StoreError;
 use crate::unit_of_work::NewRow;
 use crate::unit_of_work::UnitOfWork;
 use trellis_pki::x509::{parse_der, pem_encode, to_pem};
@@ -186,12 +187,20 @@ pub(crate) async fn store_issued(
             };
             let provenance = Provenance::Issued { ca: CaRef { id: ca_id, ca_type: &ca_type }, template: &template };
             let certificate = inventory::add(&mut change, entry, provenance).await?;
-            if let Some(completion) = completes {
-                let completed = completion.apply(change.tx(), &certificate, now).await?;
-                completed.record(&mut change, &certificate);
-            }
-            // The ledger row goes with the audit row and the event (one round trip).
-            change.commit_with(ledger_row.iter().map(NewRow::Issued).collect()).await?;
+            let recorded = async {
+                if let Some(completion) = completes {
+                    let completed = completion.apply(change.tx(), &certificate, now).await?;
+                    completed.record(&mut change, &certificate);
+                }
+                // The ledger row goes with the audit row and the event, and the certificate's
+                // own insert with them (one round trip).
+                change.commit_with(ledger_row.iter().map(NewRow::Issued).collect()).await
+            };
+            // The insert may have travelled with a later statement: its duplicate shows there.
+            recorded.await.map_err(|err| match err {
+                Error::Store(StoreError::Unique(_)) => provenance.duplicate(&parsed),
+                other => other,
+            })?;
             Ok(certificate)
         })
     })
