@@ -5,7 +5,9 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::tx::HeldInsert;
-use crate::{bind_all, bool_column, json_column, state_column, Bind, Dialect, Store, StoreError, StoreResult, Tx};
+use crate::{
+    bind_all, bind_owned, bool_column, json_column, state_column, Bind, Dialect, Store, StoreError, StoreResult, Tx,
+};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 use trellis_core::certificates::revocation_requests::{RevocationRequest, RevocationStatus};
@@ -566,7 +568,7 @@ const INSERTED_VALUES: [usize; 30] =
     [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 20, 21, 21, 22, 23, 24, 25, 26, 27];
 
 /// How many values [`certificate_values`] gives.
-const INSERTED_VALUE_COUNT: usize = 28;
+const INSERTED_VALUE_COUNT: usize = INSERTED_VALUES[INSERTED_VALUES.len() - 1] + 1;
 
 /// `INSERT INTO certificates`, its values numbered from `$first`; with `id`, the id is the
 /// value after them.
@@ -632,8 +634,7 @@ impl CertificateWrites for Tx {
         // (thirty-odd columns looked up by name) was CPU on the group-commit writer's path.
         // The statement also opens the group-commit job's savepoint when that is owed.
         let sql = self.opening_sql(&format!("{} RETURNING id", certificate_insert_sql(1, false)));
-        let held = HeldInsert { sql: held_certificate_insert_sql, values: certificate_values(new) };
-        let rows = self.fetch_opening(held.bind(sqlx::query(&sql))).await?;
+        let rows = self.fetch_opening(bind_owned(sqlx::query(&sql), certificate_values(new))).await?;
         let id: i64 = rows
             .first()
             .ok_or(StoreError::Database("the certificate insert returned no id".into()))?

@@ -183,7 +183,8 @@ pub async fn add<T: ?Sized + ChangeTx + CertificateWrites>(
         renew_before_ms: entry.renew_before_ms,
     };
     let inserted = match provenance {
-        // Its duplicate can only surface later, where `store_issued` names it.
+        // New by construction: the store may send its insert later, and `store_issued` then
+        // names a duplicate.
         Provenance::Issued { .. } => change.tx().insert_new_certificate(&new).await,
         Provenance::Registered { .. } | Provenance::Discovered { .. } => change.tx().insert_certificate(&new).await,
     };
