@@ -550,10 +550,17 @@ fn usage_from_row(row: &AnyRow) -> StoreResult<UsageRecord> {
 /// SQLite: indexes the certificates noted since the last flush, in one statement (migration
 /// 0590). Run before a commit that inserted certificates, and when the store opens (rows a
 /// tool inserted behind its back).
-pub(crate) const SEARCH_PENDING_FLUSH: &str = "INSERT INTO certificates_search (rowid, common_name, issuer) \
-     SELECT w.number * 1099511627776 + c.id, c.common_name, c.issuer \
-     FROM certificates_search_pending p JOIN certificates c ON c.id = p.id JOIN workspaces w ON w.id = c.workspace_id; \
-     DELETE FROM certificates_search_pending;";
+macro_rules! search_pending_flush {
+    () => {
+        "INSERT INTO certificates_search (rowid, common_name, issuer) \
+         SELECT w.number * 1099511627776 + c.id, c.common_name, c.issuer \
+         FROM certificates_search_pending p JOIN certificates c ON c.id = p.id JOIN workspaces w ON w.id = c.workspace_id; \
+         DELETE FROM certificates_search_pending;"
+    };
+}
+pub(crate) const SEARCH_PENDING_FLUSH: &str = search_pending_flush!();
+/// The same, then `COMMIT`: one round trip for the group-commit writer's end of a batch.
+pub(crate) const SEARCH_PENDING_FLUSH_AND_COMMIT: &str = concat!(search_pending_flush!(), " COMMIT");
 
 /// The columns a certificate insert sets, in the order of [`certificate_values`].
 const INSERTED_COLUMNS: &str = "workspace_id, common_name, issuer, subject, serial_number, not_before, expires_at, \

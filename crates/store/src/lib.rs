@@ -239,6 +239,8 @@ pub struct Store {
     write_gate: Option<Arc<Mutex<()>>>,
     /// SQLite: the queue of the group-commit writer (see [`writer`]).
     writer: Option<writer::JobSender>,
+    /// SQLite: the group-commit writer's own connection, between batches.
+    writer_connection: Option<Arc<writer::OwnConnection>>,
     /// SQLite: workspace numbers of the trigram index, read once each (they never change).
     workspace_numbers: Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>,
     /// SQLite: connections for single reads, without the pool's ping on release.
@@ -254,6 +256,19 @@ pub(crate) const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synch
      PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; \
      PRAGMA cache_size = -8192; PRAGMA temp_store = MEMORY; PRAGMA mmap_size = 17179869184; \
      PRAGMA wal_autocheckpoint = 10000;";
+
+/// An SQLite connection outside the pool, with [`SQLITE_PRAGMAS`]. Boxed: callers sit in
+/// `async_trait` methods, whose `Send` check does not see through this future's borrows.
+pub(crate) fn sqlite_connection(
+    options: &AnyConnectOptions,
+) -> futures_util::future::BoxFuture<'_, StoreResult<sqlx::AnyConnection>> {
+    Box::pin(async move {
+        use sqlx::ConnectOptions;
+        let mut connection = options.connect().await.db()?;
+        connection.execute(SQLITE_PRAGMAS).await.db()?;
+        Ok(connection)
+    })
+}
 
 /// An SQLite pool of at most `max` connections, each with [`SQLITE_PRAGMAS`].
 async fn sqlite_pool(options: AnyConnectOptions, max: u32) -> Result<sqlx::AnyPool, sqlx::Error> {
@@ -307,14 +322,23 @@ impl Store {
         };
         let write_gate = (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(())));
         let mut store =
-            Store { pool, dialect, write_gate, writer: None, workspace_numbers: Default::default(), readers };
+            Store {
+                pool,
+                dialect,
+                write_gate,
+                writer: None,
+                writer_connection: None,
+                workspace_numbers: Default::default(),
+                readers,
+            };
         store.migrate().await?;
         if let Some(options) = sqlite_options {
             // Certificates a tool inserted straight into the file wait in the search index's
             // queue (migration 0590): index them before the first search.
             store.index_pending_certificates().await?;
             store.pool.close().await;
-            store.pool = sqlite_pool(options, 8).await.map_err(connect_err)?;
+            store.pool = sqlite_pool(options.clone(), 8).await.map_err(connect_err)?;
+            store.writer_connection = Some(Arc::new(writer::OwnConnection::new(options)));
             store.writer = Some(writer::spawn(store.clone()));
             writer::spawn_checkpointer(store.pool.clone());
         }
@@ -347,10 +371,7 @@ impl Store {
 
     /// A write transaction of this store's own type (the writer and migrations need it).
     pub(crate) async fn begin_tx(&self) -> StoreResult<Tx> {
-        let gate = match &self.write_gate {
-            Some(gate) => Some(gate.clone().lock_owned().await),
-            None => None,
-        };
+        let gate = self.write_gate().await;
         // SQLite: take the write lock at BEGIN, where busy_timeout waits for another process
         // (a CLI job, a replica) to finish. A deferred transaction that read first gets
         // SQLITE_BUSY at its first write, at once, with no wait.
@@ -359,6 +380,21 @@ impl Store {
             Dialect::Postgres => self.pool.begin().await.db()?,
         };
         Ok(Tx::new(inner, gate, self.dialect))
+    }
+
+    /// SQLite: a write transaction on the group-commit writer's own connection (see [`writer`]).
+    pub(crate) async fn begin_on_own(&self, mut connection: sqlx::AnyConnection) -> StoreResult<Tx> {
+        let gate = self.write_gate().await;
+        connection.execute("BEGIN IMMEDIATE").await.db()?;
+        Ok(Tx::on_own_connection(connection, gate, self.dialect))
+    }
+
+    /// SQLite: queues this process's write transactions (see `write_gate`).
+    async fn write_gate(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        match &self.write_gate {
+            Some(gate) => Some(gate.clone().lock_owned().await),
+            None => None,
+        }
     }
 
     async fn migrate(&self) -> StoreResult<()> {
@@ -484,6 +520,9 @@ impl ports::Store for Store {
 
     async fn close(&self) {
         self.pool.close().await;
+        if let Some(connection) = &self.writer_connection {
+            connection.close().await;
+        }
     }
 }
 

@@ -20,9 +20,9 @@ use std::sync::{Arc, Mutex};
 use sqlx::any::AnyConnectOptions;
 use sqlx::pool::PoolConnection;
 use sqlx::AnyConnection;
-use sqlx::{Any, ConnectOptions, Executor};
+use sqlx::Any;
 
-use crate::{DbResult, StoreResult, SQLITE_PRAGMAS};
+use crate::{DbResult, StoreResult};
 
 /// The kept connections and how many are open (idle or lent).
 pub(crate) struct ReadConnections {
@@ -46,12 +46,6 @@ impl ReadConnections {
         self.open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1)).is_ok()
     }
 
-    async fn connect(&self) -> StoreResult<AnyConnection> {
-        let mut conn = self.options.connect().await.db()?;
-        conn.execute(SQLITE_PRAGMAS).await.db()?;
-        Ok(conn)
-    }
-
     fn give_back(&self, conn: AnyConnection) {
         match self.idle.lock() {
             Ok(mut idle) => idle.push(conn),
@@ -68,7 +62,7 @@ impl ReadConnections {
             return Ok(Reader::Kept { conn: Some(conn), home: self.clone() });
         }
         if self.reserve() {
-            return match self.connect().await {
+            return match crate::sqlite_connection(&self.options).await {
                 Ok(conn) => Ok(Reader::Kept { conn: Some(conn), home: self.clone() }),
                 Err(err) => {
                     self.open.fetch_sub(1, Ordering::AcqRel);

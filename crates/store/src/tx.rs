@@ -28,7 +28,7 @@ use crate::{bind_owned, certificates, AnyQuery, Bind, DbResult, Dialect, StoreRe
 
 /// A write transaction. Dropping it without `commit` rolls back.
 pub struct Tx {
-    inner: sqlx::Transaction<'static, Any>,
+    inner: TxConnection,
     _gate: Option<OwnedMutexGuard<()>>,
     pub(crate) dialect: Dialect,
     /// SQLite: a certificate was inserted, so its search index entry waits for the commit
@@ -42,6 +42,36 @@ pub struct Tx {
     next_certificate_id: Option<i64>,
     /// A certificate insert waiting for the job's next statement.
     held: Option<HeldInsert>,
+}
+
+/// The connection a transaction runs on.
+enum TxConnection {
+    /// A pooled connection under sqlx's transaction, which rolls back when dropped.
+    Pooled(sqlx::Transaction<'static, Any>),
+    /// The group-commit writer's own connection, its transaction begun by hand (see
+    /// [`crate::writer`]). Dropped uncommitted, the connection closes, and SQLite rolls the
+    /// transaction back with it.
+    Own(AnyConnection),
+}
+
+impl std::ops::Deref for TxConnection {
+    type Target = AnyConnection;
+
+    fn deref(&self) -> &AnyConnection {
+        match self {
+            TxConnection::Pooled(transaction) => transaction,
+            TxConnection::Own(connection) => connection,
+        }
+    }
+}
+
+impl std::ops::DerefMut for TxConnection {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        match self {
+            TxConnection::Pooled(transaction) => transaction,
+            TxConnection::Own(connection) => connection,
+        }
+    }
 }
 
 /// An insert held back to travel with the job's next statement: its text, whose parameters
@@ -106,6 +136,20 @@ impl Tx {
         gate: Option<OwnedMutexGuard<()>>,
         dialect: Dialect,
     ) -> Tx {
+        Tx::with_connection(TxConnection::Pooled(inner), gate, dialect)
+    }
+
+    /// A transaction already begun (`BEGIN IMMEDIATE`) on the group-commit writer's own
+    /// connection; [`Tx::commit_keeping`] gives the connection back.
+    pub(crate) fn on_own_connection(
+        connection: AnyConnection,
+        gate: Option<OwnedMutexGuard<()>>,
+        dialect: Dialect,
+    ) -> Tx {
+        Tx::with_connection(TxConnection::Own(connection), gate, dialect)
+    }
+
+    fn with_connection(inner: TxConnection, gate: Option<OwnedMutexGuard<()>>, dialect: Dialect) -> Tx {
         Tx {
             inner,
             _gate: gate,
@@ -257,11 +301,28 @@ impl Tx {
         Ok(())
     }
 
-    pub(crate) async fn commit_tx(mut self) -> StoreResult<()> {
+    pub(crate) async fn commit_tx(self) -> StoreResult<()> {
+        self.commit_keeping().await.map(drop)
+    }
+
+    /// Commits, and gives back the writer's own connection if this transaction ran on it.
+    pub(crate) async fn commit_keeping(mut self) -> StoreResult<Option<AnyConnection>> {
         self.send_held().await?;
-        if self.search_pending {
-            sqlx::query(certificates::SEARCH_PENDING_FLUSH).execute(&mut *self.inner).await.db()?;
+        match self.inner {
+            TxConnection::Pooled(mut transaction) => {
+                if self.search_pending {
+                    sqlx::query(certificates::SEARCH_PENDING_FLUSH).execute(&mut *transaction).await.db()?;
+                }
+                transaction.commit().await.db()?;
+                Ok(None)
+            }
+            TxConnection::Own(mut connection) => {
+                // One round trip: the search index's pending rows and the commit in one text.
+                let commit =
+                    if self.search_pending { certificates::SEARCH_PENDING_FLUSH_AND_COMMIT } else { "COMMIT" };
+                sqlx::query(commit).execute(&mut connection).await.db()?;
+                Ok(Some(connection))
+            }
         }
-        self.inner.commit().await.db()
     }
 }

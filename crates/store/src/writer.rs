@@ -17,6 +17,8 @@
 use std::panic::AssertUnwindSafe;
 
 use futures_util::future::BoxFuture;
+use sqlx::any::AnyConnectOptions;
+use sqlx::{AnyConnection, Connection};
 use futures_util::FutureExt;
 use tokio::sync::{mpsc, oneshot};
 
@@ -99,6 +101,65 @@ pub(super) fn spawn(store: Store) -> JobSender {
     sender
 }
 
+/// The writer's own SQLite connection, kept between batches. SQLite drops a connection's whole
+/// page cache when another connection wrote since its previous transaction: taken from the
+/// shared pool, the writer began every batch with a cold cache and read back the index pages
+/// it had just written (and the pool pinged the connection on each return). A batch that fails
+/// drops the connection (closing it rolls back whatever it left open); the next opens anew.
+pub(super) struct OwnConnection {
+    options: AnyConnectOptions,
+    slot: std::sync::Mutex<OwnSlot>,
+}
+
+#[derive(Default)]
+struct OwnSlot {
+    idle: Option<AnyConnection>,
+    closed: bool,
+}
+
+impl OwnConnection {
+    pub(super) fn new(options: AnyConnectOptions) -> Self {
+        OwnConnection { options, slot: Default::default() }
+    }
+
+    /// The kept connection, or a new one.
+    async fn take(&self) -> Result<AnyConnection, StoreError> {
+        let idle = match self.slot.lock() {
+            Ok(slot) if slot.closed => return Err(StoreError::WriterStopped),
+            Ok(mut slot) => slot.idle.take(),
+            Err(_) => None,
+        };
+        match idle {
+            Some(connection) => Ok(connection),
+            None => crate::sqlite_connection(&self.options).await,
+        }
+    }
+
+    async fn put_back(&self, connection: AnyConnection) {
+        let refused = match self.slot.lock() {
+            Ok(mut slot) if !slot.closed => slot.idle.replace(connection),
+            _ => Some(connection),
+        };
+        if let Some(connection) = refused {
+            let _ = connection.close().await;
+        }
+    }
+
+    /// Closes the kept connection; the writer takes no other.
+    pub(super) async fn close(&self) {
+        let idle = match self.slot.lock() {
+            Ok(mut slot) => {
+                slot.closed = true;
+                slot.idle.take()
+            }
+            Err(_) => None,
+        };
+        if let Some(connection) = idle {
+            let _ = connection.close().await;
+        }
+    }
+}
+
 /// Copies committed WAL frames into the database file every [`CHECKPOINT_INTERVAL`], on a
 /// reader connection: a passive checkpoint neither waits for nor blocks the writer. Left to
 /// SQLite, the checkpoint would run inside whichever commit crossed the threshold, holding
@@ -156,7 +217,10 @@ async fn run_batch(store: &Store, jobs: Vec<Job>) {
     let mut finished = Vec::with_capacity(jobs.len());
     let mut phases = BatchPhases::start();
     let outcome = async {
-        let mut tx = store.begin_tx().await?;
+        let mut tx = match &store.writer_connection {
+            Some(own) => store.begin_on_own(own.take().await?).await?,
+            None => store.begin_tx().await?,
+        };
         phases.end("begin");
         for job in jobs {
             tx.start_job();
@@ -165,9 +229,15 @@ async fn run_batch(store: &Store, jobs: Vec<Job>) {
             finished.push(done);
         }
         phases.end("jobs");
-        let committed = tx.commit_tx().await;
+        let committed = tx.commit_keeping().await;
         phases.end("commit");
-        committed
+        match (committed, &store.writer_connection) {
+            (Ok(Some(connection)), Some(own)) => {
+                own.put_back(connection).await;
+                Ok(())
+            }
+            (committed, _) => committed.map(drop),
+        }
     }
     .await;
     let failure = outcome.err().map(|error| error.to_string());
@@ -338,5 +408,60 @@ mod tests {
         let duplicate = store.write(insert_workspace("ws-000")).await;
         assert!(matches!(duplicate, Err(JobError::Store(_))), "{duplicate:?}");
         assert_eq!(workspace_names(&store).await.len(), expected.len());
+    }
+
+    /// The writer keeps its own connection from batch to batch, and a batch whose commit fails
+    /// gives it up: the next batch runs on a fresh connection, with nothing of the failed one
+    /// left open (a transaction left open there would hold SQLite's write lock for good).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_batch_gives_up_the_writers_connection_and_the_next_batch_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/writer.db", dir.path().display());
+        let store = Store::open(&url).await.unwrap();
+        // A temporary table lives as long as its connection.
+        let marked = |store: Store| async move {
+            store
+                .write(|tx: &mut Tx| {
+                    Box::pin(async move {
+                        let conn = tx.conn().await?;
+                        let marked: i64 =
+                            sqlx::query_scalar("SELECT count(*) FROM sqlite_temp_master WHERE name = 'writer_mark'")
+                                .fetch_one(&mut *conn)
+                                .await
+                                .map_err(crate::db)?;
+                        sqlx::query("CREATE TEMP TABLE IF NOT EXISTS writer_mark (n INTEGER)")
+                            .execute(&mut *conn)
+                            .await
+                            .map_err(crate::db)?;
+                        Ok::<_, JobError>(marked == 1)
+                    })
+                })
+                .await
+        };
+        assert_eq!(marked(store.clone()).await, Ok(false));
+        store.write(insert_workspace("before")).await.unwrap();
+        assert_eq!(marked(store.clone()).await, Ok(true), "the writer changed connections between batches");
+        // A job that ends the batch's transaction behind the writer's back: its own statements
+        // succeed, the batch's COMMIT then fails, and so does the job.
+        let broken = store
+            .write(|tx: &mut Tx| {
+                Box::pin(async move {
+                    insert_workspace("lost")(tx).await?;
+                    sqlx::query("ROLLBACK").execute(tx.conn().await?).await.map_err(crate::db)?;
+                    Ok::<_, JobError>(())
+                })
+            })
+            .await;
+        assert!(matches!(broken, Err(JobError::Store(_))), "{broken:?}");
+        store.write(insert_workspace("after")).await.unwrap();
+        assert_eq!(marked(store.clone()).await, Ok(false), "the failed batch's connection was kept");
+        // Another connection can write, so the failed batch left no transaction open.
+        let mut other = store.begin_tx().await.unwrap();
+        sqlx::query("INSERT INTO workspaces (id, name, created_at, updated_at) VALUES ('other', 'other', 0, 0)")
+            .execute(other.conn().await.unwrap())
+            .await
+            .unwrap();
+        other.commit_tx().await.unwrap();
+        assert_eq!(workspace_names(&store).await, ["after", "before", "other"]);
     }
 }
