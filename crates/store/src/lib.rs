@@ -321,16 +321,15 @@ impl Store {
                 .map_err(connect_err)?,
         };
         let write_gate = (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(())));
-        let mut store =
-            Store {
-                pool,
-                dialect,
-                write_gate,
-                writer: None,
-                writer_connection: None,
-                workspace_numbers: Default::default(),
-                readers,
-            };
+        let mut store = Store {
+            pool,
+            dialect,
+            write_gate,
+            writer: None,
+            writer_connection: None,
+            workspace_numbers: Default::default(),
+            readers,
+        };
         store.migrate().await?;
         if let Some(options) = sqlite_options {
             // Certificates a tool inserted straight into the file wait in the search index's

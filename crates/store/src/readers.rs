@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 
 use sqlx::any::AnyConnectOptions;
 use sqlx::pool::PoolConnection;
-use sqlx::AnyConnection;
 use sqlx::Any;
+use sqlx::AnyConnection;
 
 use crate::{DbResult, StoreResult};
 

@@ -318,8 +318,7 @@ impl Tx {
             }
             TxConnection::Own(mut connection) => {
                 // One round trip: the search index's pending rows and the commit in one text.
-                let commit =
-                    if self.search_pending { certificates::SEARCH_PENDING_FLUSH_AND_COMMIT } else { "COMMIT" };
+                let commit = if self.search_pending { certificates::SEARCH_PENDING_FLUSH_AND_COMMIT } else { "COMMIT" };
                 sqlx::query(commit).execute(&mut connection).await.db()?;
                 Ok(Some(connection))
             }

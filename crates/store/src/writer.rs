@@ -17,9 +17,9 @@
 use std::panic::AssertUnwindSafe;
 
 use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
 use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, Connection};
-use futures_util::FutureExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Store, StoreError, Tx};
