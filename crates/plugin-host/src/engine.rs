@@ -37,8 +37,8 @@ pub(crate) fn build_engine(config: &RuntimeConfig) -> Result<Engine, PluginError
         // largest per-call cost after the guest itself).
         .decommit_batch_size(32)
         // A call's first touch of its memory image, heap and stack took 8 page faults, most a
-        // read then a copy-on-write whose TLB flush interrupts the other cores (9 % of the CPU of
-        // an issuance). With `PAGEMAP_SCAN` (Linux 6.7+; otherwise the lowest bytes are reset)
+        // read then a copy-on-write whose TLB flush interrupts the other cores (the flushes alone
+        // were 5 % of the server's samples under issuance load). With `PAGEMAP_SCAN` (Linux 6.7+; otherwise the lowest bytes are reset)
         // the pages a call dirtied are reset in place, up to `KEEP_RESIDENT` per memory, table
         // and stack, and the next call in the slot finds them mapped: 0.14 faults per issuance
         // (docs/benchmarks.md, issue 24). Isolation is unchanged: what is kept is reset first.
