@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
-use crate::certificates::certificate_dto;
+use crate::certificates::{certificate_dto, CertificateDto};
 use crate::error::ApiResult;
 use crate::extract::{numeric_id, Authenticated, Json, OptionalJson, Query};
 use crate::{created, data, list, Data, ListEnvelope, PageParams};
@@ -113,7 +113,7 @@ async fn issue_certificate(
 ) -> ApiResult<Response> {
     let input = issue_input(body);
     match issuance::issue(&ctx.issuance_deps(), &caller, input).await? {
-        Outcome::Issued(issued) => Ok(created(issued_dto(&ctx, *issued)?)),
+        Outcome::Issued(issued) => Ok(created(issued_dto(&ctx, *issued))),
         Outcome::AwaitingApproval(request) | Outcome::Issuing(request) => {
             Ok((StatusCode::ACCEPTED, data(request_dto(*request))).into_response())
         }
@@ -121,9 +121,8 @@ async fn issue_certificate(
 }
 
 /// The certificate record with its PEM and chain.
-fn issued_dto(ctx: &SharedContext, issued: Issued) -> Result<Value, Error> {
-    serde_json::to_value(certificate_dto(issued.certificate, ctx.clock.now(), true))
-        .map_err(|err| Error::Internal(err.to_string()))
+fn issued_dto(ctx: &SharedContext, issued: Issued) -> CertificateDto {
+    certificate_dto(issued.certificate, ctx.clock.now(), true)
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -377,7 +376,7 @@ pub struct ApprovedDto {
     request: RequestDto,
     /// The issued certificate record (with `certificate` and `chain`).
     #[schema(value_type = Object)]
-    certificate: Value,
+    certificate: CertificateDto,
 }
 
 /// Approves a pending request (not one's own) and issues it through the same path as
@@ -394,7 +393,7 @@ async fn approve_request(
 ) -> ApiResult<Response> {
     match requests::approve(&ctx.issuance_deps(), &caller, numeric_id(&id)?).await? {
         (request, Some(issued)) => {
-            Ok(data(ApprovedDto { request: request_dto(request), certificate: issued_dto(&ctx, issued)? })
+            Ok(data(ApprovedDto { request: request_dto(request), certificate: issued_dto(&ctx, issued) })
                 .into_response())
         }
         (request, None) => Ok((StatusCode::ACCEPTED, data(request_dto(request))).into_response()),
