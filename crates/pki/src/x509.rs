@@ -93,12 +93,22 @@ pub fn parse_pem(text: &str) -> Result<ParsedCertificate> {
 }
 
 pub fn parse_der(der: &[u8]) -> Result<ParsedCertificate> {
+    parse_der_inspecting(der, |_| ()).map(|(parsed, ())| parsed)
+}
+
+/// As [`parse_der`], also handing the parsed certificate to `inspect`: a caller that checks
+/// more than [`ParsedCertificate`] holds (an issued certificate's key and names) parses once.
+pub fn parse_der_inspecting<T>(
+    der: &[u8],
+    inspect: impl FnOnce(&X509Certificate<'_>) -> T,
+) -> Result<(ParsedCertificate, T)> {
     let bad = |problem: String| CertificateError { problem };
     let (rest, cert) =
         X509Certificate::from_der(der).map_err(|err| bad(format!("is not a valid X.509 certificate: {err}")))?;
     if !rest.is_empty() {
         return Err(bad("has trailing bytes after the DER certificate".into()));
     }
+    let inspected = inspect(&cert);
     let der = der.to_vec();
     let subject_alt_names = subject_alt_names(&cert);
     let subject = cert.subject().to_string();
@@ -118,7 +128,7 @@ pub fn parse_der(der: &[u8]) -> Result<ParsedCertificate> {
     let usage_category = usage_category(&cert, &subject_alt_names);
     let not_before = cert.validity().not_before.timestamp().saturating_mul(1000);
     let expires_at = cert.validity().not_after.timestamp().saturating_mul(1000);
-    Ok(ParsedCertificate {
+    let parsed = ParsedCertificate {
         common_name,
         issuer: cert.issuer().to_string(),
         subject,
@@ -135,7 +145,8 @@ pub fn parse_der(der: &[u8]) -> Result<ParsedCertificate> {
         is_ca,
         pem: to_pem(&der),
         der,
-    })
+    };
+    Ok((parsed, inspected))
 }
 
 pub fn to_pem(der: &[u8]) -> String {
@@ -146,12 +157,21 @@ pub fn to_pem(der: &[u8]) -> String {
 pub fn pem_encode(label: &str, der: &[u8]) -> String {
     use base64::Engine;
     let body = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut pem = format!("-----BEGIN {label}-----\n");
-    for line in body.as_bytes().chunks(64) {
-        pem.push_str(&String::from_utf8_lossy(line));
+    let mut pem = String::with_capacity(body.len() + body.len() / 64 + 2 * label.len() + 40);
+    pem.push_str("-----BEGIN ");
+    pem.push_str(label);
+    pem.push_str("-----\n");
+    // Base64 is ASCII, so every 64-byte cut falls on a character boundary.
+    let mut rest = body.as_str();
+    while !rest.is_empty() {
+        let (line, tail) = rest.split_at(rest.len().min(64));
+        pem.push_str(line);
         pem.push('\n');
+        rest = tail;
     }
-    pem.push_str(&format!("-----END {label}-----\n"));
+    pem.push_str("-----END ");
+    pem.push_str(label);
+    pem.push_str("-----\n");
     pem
 }
 
@@ -267,5 +287,34 @@ fn usage_category(cert: &X509Certificate<'_>, sans: &[String]) -> UsageCategory 
         UsageCategory::SMime
     } else {
         UsageCategory::Tls
+    }
+}
+
+#[cfg(test)]
+mod pem_tests {
+    use super::pem_encode;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Lines of 64 characters but the last, the label on both fences, and the bytes back
+        /// from an independent PEM reader.
+        #[test]
+        fn pem_encode_writes_rfc7468_text(der in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let pem = pem_encode("CERTIFICATE REQUEST", &der);
+            let lines: Vec<&str> = pem.lines().collect();
+            prop_assert_eq!(lines[0], "-----BEGIN CERTIFICATE REQUEST-----");
+            prop_assert_eq!(lines[lines.len() - 1], "-----END CERTIFICATE REQUEST-----");
+            let body = &lines[1..lines.len() - 1];
+            for (i, line) in body.iter().enumerate() {
+                prop_assert!(line.len() == 64 || (i + 1 == body.len() && !line.is_empty() && line.len() < 64));
+            }
+            prop_assert!(pem.ends_with("-----\n"));
+            let read = x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes()).next();
+            if !der.is_empty() {
+                let read = read.expect("one block").expect("readable");
+                prop_assert_eq!(read.label, "CERTIFICATE REQUEST");
+                prop_assert_eq!(read.contents, der);
+            }
+        }
     }
 }

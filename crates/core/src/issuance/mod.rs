@@ -45,7 +45,7 @@ use crate::principal::{Principal, PrincipalKind};
 use crate::store_error::StoreError;
 use crate::unit_of_work::NewRow;
 use crate::unit_of_work::UnitOfWork;
-use trellis_pki::x509::{parse_der, pem_encode, to_pem};
+use trellis_pki::x509::{parse_der_inspecting, pem_encode, to_pem};
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 pub use self::deps::IssuanceDeps;
@@ -135,28 +135,28 @@ pub async fn issue_attested(ctx: &IssuanceDeps, caller: &Caller, input: IssueInp
 /// event and, for an internal CA, the ledger row of the certificate, in one group-commit job
 /// (for a run the poller resumed, its request moves to `issued` in that same job). Refused, with
 /// nothing stored, when the certificate's public key is not the CSR's.
+///
+/// `prepared` is the request as issued: `run.request` with the validity the policies settled
+/// (the caller's own copy, so the run is not cloned for it).
 pub(crate) async fn store_issued(
     ctx: &IssuanceDeps,
     run: &Run,
+    mut prepared: PreparedRequest,
     issued: IssuedCertificate,
     ledger_row: Option<IssuedRecord>,
 ) -> Result<Issued> {
     let (ca, info, actor) = (&run.ca, &run.connector, &run.actor);
-    let mut prepared = run.request.clone();
     let completes = match &run.approval {
         Approval::Resumed(completion) => Some(completion.as_ref().clone()),
         Approval::Open { .. } | Approval::Granted => None,
     };
-    let parsed = parse_der(&issued.certificate_der)
-        .map_err(|_| Error::Internal(format!("the {} connector returned an unreadable certificate", info.id)))?;
-    let names_signed = {
-        // One parse for both checks (the ledger and the inventory parse it their own way).
-        let certificate = X509Certificate::from_der(&issued.certificate_der)
-            .map_err(|_| Error::Internal(format!("the {} connector returned an unreadable certificate", info.id)))?
-            .1;
-        check_public_key(&certificate, &prepared.csr_der, &info.id)?;
-        check_names_signed(&certificate, &prepared.profile, &info.id)
-    };
+    // One parse for the record and both checks (the ledger parses it its own way).
+    let (parsed, key_checked) = parse_der_inspecting(&issued.certificate_der, |certificate| {
+        check_public_key(certificate, &prepared.csr_der, &info.id)
+            .map(|()| check_names_signed(certificate, &prepared.profile, &info.id))
+    })
+    .map_err(|_| Error::Internal(format!("the {} connector returned an unreadable certificate", info.id)))?;
+    let names_signed = key_checked?;
     if let Err(err) = names_signed {
         revoke_mis_issued(ctx, ca, info, &issued, &parsed).await;
         return Err(err);

@@ -369,18 +369,20 @@ async fn advance(ctx: &IssuanceDeps, lease_owner: &str, claimed: CertificateRequ
     let now = ctx.now_millis();
     let age = now - claimed.issuing_since.unwrap_or(claimed.created_at);
     match polled {
-        Ok((run, IssueOutcome::Issued(issued))) => match store_issued(ctx, &run, issued, None).await {
-            Ok(_) => {
-                run.count("issued");
-                Ok(Step::Issued)
+        Ok((run, IssueOutcome::Issued(issued))) => {
+            match store_issued(ctx, &run, run.request.clone(), issued, None).await {
+                Ok(_) => {
+                    run.count("issued");
+                    Ok(Step::Issued)
+                }
+                Err(Error::Conflict(message)) if message == LEASE_LOST => Ok(Step::LeaseLost),
+                Err(err) if retryable(&err) => reschedule(ctx, lease_owner, claimed, order, None, Some(&err)).await,
+                Err(err) => {
+                    run.count(err.code());
+                    fail(ctx, lease_owner, claimed, Some(&order), &err).await
+                }
             }
-            Err(Error::Conflict(message)) if message == LEASE_LOST => Ok(Step::LeaseLost),
-            Err(err) if retryable(&err) => reschedule(ctx, lease_owner, claimed, order, None, Some(&err)).await,
-            Err(err) => {
-                run.count(err.code());
-                fail(ctx, lease_owner, claimed, Some(&order), &err).await
-            }
-        },
+        }
         Ok((_, IssueOutcome::Pending(answer))) => {
             if age >= PENDING_GIVE_UP_MS {
                 let err = Error::Pending(format!(

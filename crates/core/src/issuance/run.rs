@@ -306,8 +306,7 @@ impl Run {
                 source_label(self.source),
             )))),
             Ok(IssueOutcome::Issued(issued)) => {
-                let judged = Run { request: prepared, ..self.clone() };
-                store_issued(ctx, &judged, issued, ledger_row).await.map(|i| Decision::Issued(Box::new(i)))
+                store_issued(ctx, self, prepared, issued, ledger_row).await.map(|i| Decision::Issued(Box::new(i)))
             }
             Err(err) => Err(err.into()),
         };
