@@ -580,13 +580,22 @@ const INSERTED_VALUE_COUNT: usize = INSERTED_VALUES[INSERTED_VALUES.len() - 1] +
 /// `INSERT INTO certificates`, its values numbered from `$first`; with `id`, the id is the
 /// value after them.
 fn certificate_insert_sql(first: usize, with_id: bool) -> String {
-    let mut values: Vec<String> = INSERTED_VALUES.iter().map(|value| format!("${}", first + value)).collect();
-    let mut columns = INSERTED_COLUMNS.to_owned();
+    use std::fmt::Write;
+    // Written into one buffer: this runs for every issued certificate.
+    let mut sql = String::with_capacity(INSERTED_COLUMNS.len() + 8 * INSERTED_VALUES.len() + 64);
+    sql.push_str("INSERT INTO certificates (");
+    sql.push_str(INSERTED_COLUMNS);
     if with_id {
-        columns.push_str(", id");
-        values.push(format!("${}", first + INSERTED_VALUE_COUNT));
+        sql.push_str(", id");
     }
-    format!("INSERT INTO certificates ({columns}) VALUES ({})", values.join(", "))
+    sql.push_str(") VALUES (");
+    let numbers = INSERTED_VALUES.iter().map(|value| first + value);
+    for (i, number) in numbers.chain(with_id.then_some(first + INSERTED_VALUE_COUNT)).enumerate() {
+        let separator = if i == 0 { "" } else { ", " };
+        let _ = write!(sql, "{separator}${number}");
+    }
+    sql.push(')');
+    sql
 }
 
 /// A held certificate insert's text (its id is its last value).
@@ -895,6 +904,22 @@ fn revocation_request_from_row(row: &AnyRow) -> StoreResult<RevocationRequest> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A value per column, numbered from `first` as `INSERTED_VALUES` maps them, the id last.
+    #[test]
+    fn a_certificate_insert_numbers_a_value_per_column() {
+        assert_eq!(
+            super::certificate_insert_sql(3, true),
+            format!(
+                "INSERT INTO certificates ({}, id) VALUES ({}, $31)",
+                super::INSERTED_COLUMNS,
+                super::INSERTED_VALUES.map(|v| format!("${}", v + 3)).join(", ")
+            )
+        );
+        let plain = super::certificate_insert_sql(1, false);
+        assert!(plain.ends_with("$27, $28)"), "{plain}");
+        assert_eq!(plain.matches('$').count(), super::INSERTED_COLUMNS.split(',').count());
+    }
     use trellis_core::ports::{CertificateReads as _, CertificateWrites as _};
 
     use super::*;

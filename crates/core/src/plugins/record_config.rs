@@ -22,25 +22,25 @@ pub const MASK: &str = "********";
 
 const SEALED: &str = "$sealed";
 
-/// Top-level members that are secrets for every record type.
+/// Top-level members that are secrets for every record type, as JSON pointers.
 const WELL_KNOWN: &[&str] = &[
-    "apiKey",
-    "apiSecret",
-    "apiToken",
-    "token",
-    "accessToken",
-    "authToken",
-    "secretAccessKey",
-    "sessionToken",
-    "clientSecret",
-    "password",
-    "privateKey",
-    "privateKeyPem",
-    "eabHmacKey",
-    "hmacKey",
-    "secret",
-    "routingKey",
-    "webhookUrl",
+    "/apiKey",
+    "/apiSecret",
+    "/apiToken",
+    "/token",
+    "/accessToken",
+    "/authToken",
+    "/secretAccessKey",
+    "/sessionToken",
+    "/clientSecret",
+    "/password",
+    "/privateKey",
+    "/privateKeyPem",
+    "/eabHmacKey",
+    "/hmacKey",
+    "/secret",
+    "/routingKey",
+    "/webhookUrl",
 ];
 
 /// The secret members of a record served by `info`, as JSON pointers, and whether each is
@@ -48,10 +48,9 @@ const WELL_KNOWN: &[&str] = &[
 pub fn secret_pointers(info: &PluginInfo) -> Vec<(String, bool)> {
     let mut pointers: Vec<(String, bool)> =
         info.secret_fields.iter().map(|f| (f.pointer.clone(), f.withheld)).collect();
-    for name in WELL_KNOWN {
-        let pointer = format!("/{name}");
-        if !pointers.iter().any(|(p, _)| *p == pointer) {
-            pointers.push((pointer, false));
+    for pointer in WELL_KNOWN {
+        if !pointers.iter().any(|(p, _)| p == pointer) {
+            pointers.push(((*pointer).to_owned(), false));
         }
     }
     pointers
