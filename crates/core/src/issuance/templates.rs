@@ -79,6 +79,16 @@ fn built_in(
 
 /// The read-only templates of every workspace.
 pub fn built_ins() -> Vec<Template> {
+    built_in_list().to_vec()
+}
+
+/// The built-in templates, made once: every issuance resolves one by name.
+fn built_in_list() -> &'static [Template] {
+    static BUILT_INS: std::sync::LazyLock<Vec<Template>> = std::sync::LazyLock::new(make_built_ins);
+    &BUILT_INS
+}
+
+fn make_built_ins() -> Vec<Template> {
     use KeyUsage::{DigitalSignature, KeyEncipherment};
     let names = |dns, ip, email, uri, required| SanRules { dns, ip, email, uri, required };
     vec![
@@ -132,7 +142,7 @@ pub fn built_ins() -> Vec<Template> {
 
 /// A built-in template by name.
 pub fn built_in_named(name: &str) -> Option<Template> {
-    built_ins().into_iter().find(|t| t.id == name)
+    built_in_list().iter().find(|t| t.id == name).cloned()
 }
 
 /// A workspace's own template as stored: its settings as the API sent them (validated).
