@@ -228,6 +228,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../../migrations/sqlite/0590_search_index_per_commit.sql"),
         postgres: include_str!("../../../migrations/postgres/0590_search_index_per_commit.sql"),
     },
+    Migration {
+        version: 600,
+        name: "ledger_serial_lookup_through_authorities",
+        sqlite: include_str!("../../../migrations/sqlite/0600_ledger_serial_lookup_through_authorities.sql"),
+        postgres: include_str!("../../../migrations/postgres/0600_ledger_serial_lookup_through_authorities.sql"),
+    },
 ];
 
 #[derive(Clone)]

@@ -64,6 +64,17 @@ fn issued_from_row(row: &AnyRow) -> StoreResult<IssuedRecord> {
     })
 }
 
+/// The ledger rows of a serial (`$2`) within a workspace (`$1`): through `internal_issued_serial`,
+/// once per internal CA of the workspace, deleted ones included (their authority rows stay). The
+/// lookup has no index of its own, which every issuance would pay for (migration 0600).
+fn issued_by_serial_sql() -> String {
+    format!(
+        "SELECT {ISSUED_COLUMNS} FROM internal_issued \
+         WHERE ca_id IN (SELECT ca_id FROM internal_authorities WHERE workspace_id = $1) \
+         AND workspace_id = $1 AND serial_number = $2 ORDER BY id"
+    )
+}
+
 #[async_trait]
 impl PkiReads for Store {
     async fn find_authority(&self, ca_id: i64) -> StoreResult<Option<StoredAuthority>> {
@@ -109,10 +120,7 @@ impl PkiReads for Store {
     }
 
     async fn find_issued_by_serial(&self, workspace_id: &str, serial_number: &str) -> StoreResult<Vec<IssuedRecord>> {
-        let sql = format!(
-            "SELECT {ISSUED_COLUMNS} FROM internal_issued WHERE workspace_id = $1 AND serial_number = $2 ORDER BY id"
-        );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(&issued_by_serial_sql())
             .bind(workspace_id)
             .bind(serial_number)
             .fetch_all(&mut *self.reader().await?)
@@ -239,5 +247,81 @@ impl PkiWrites for Tx {
         .await
         .db()?;
         Ok(stored.rows_affected() > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn authority(ca_id: i64, workspace_id: &str) -> StoredAuthority {
+        StoredAuthority {
+            ca_id,
+            workspace_id: workspace_id.into(),
+            certificate_pem: "pem".into(),
+            key_sealed: "sealed".into(),
+            key_algorithm: None,
+            parent_ca_id: None,
+            created_at: UnixMillis::from_secs(1),
+        }
+    }
+
+    fn issued(ca_id: i64, workspace_id: &str, serial: &str) -> IssuedRecord {
+        IssuedRecord {
+            id: 0,
+            ca_id,
+            workspace_id: workspace_id.into(),
+            serial_number: serial.into(),
+            certificate_pem: format!("{ca_id}/{serial}"),
+            not_after: UnixMillis::from_secs(2),
+            issued_at: UnixMillis::from_secs(1),
+            revoked_at: None,
+            revocation_reason: None,
+        }
+    }
+
+    /// A serial is looked up among the workspace's internal CAs only, a CA whose record is gone
+    /// included (its authority row stays), through the ledger's `(ca_id, serial_number)` index.
+    #[tokio::test]
+    async fn a_serial_is_found_in_every_ledger_of_the_workspace_and_only_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&format!("sqlite://{}/pki.db", dir.path().display())).await.unwrap();
+        store
+            .write(|tx: &mut Tx| {
+                Box::pin(async move {
+                    for (ca_id, workspace) in [(1, "ws_a"), (2, "ws_a"), (3, "ws_b")] {
+                        tx.insert_authority(&authority(ca_id, workspace)).await?;
+                    }
+                    for (ca_id, workspace, serial) in
+                        [(1, "ws_a", "0a"), (2, "ws_a", "0a"), (2, "ws_a", "0b"), (3, "ws_b", "0a")]
+                    {
+                        tx.insert_issued(&issued(ca_id, workspace, serial)).await?;
+                    }
+                    Ok::<_, StoreError>(())
+                })
+            })
+            .await
+            .unwrap();
+        let found = |workspace: &'static str, serial: &'static str| {
+            let store = store.clone();
+            async move {
+                let rows = store.find_issued_by_serial(workspace, serial).await.unwrap();
+                rows.into_iter().map(|row| row.certificate_pem).collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(found("ws_a", "0a").await, ["1/0a", "2/0a"]);
+        assert_eq!(found("ws_a", "0b").await, ["2/0b"]);
+        assert_eq!(found("ws_b", "0a").await, ["3/0a"]);
+        assert!(found("ws_b", "0b").await.is_empty());
+        assert!(found("ws_c", "0a").await.is_empty());
+        let plan = sqlx::query(&format!("EXPLAIN QUERY PLAN {}", issued_by_serial_sql()))
+            .bind("ws_a")
+            .bind("0a")
+            .fetch_all(&store.pool)
+            .await
+            .unwrap();
+        let steps: Vec<String> = plan.iter().map(|row| row.try_get("detail").unwrap()).collect();
+        assert!(steps.iter().any(|step| step.contains("internal_issued_serial")), "{steps:?}");
+        assert!(!steps.iter().any(|step| step.starts_with("SCAN internal_issued")), "{steps:?}");
     }
 }
