@@ -904,22 +904,6 @@ fn revocation_request_from_row(row: &AnyRow) -> StoreResult<RevocationRequest> {
 
 #[cfg(test)]
 mod tests {
-
-    /// A value per column, numbered from `first` as `INSERTED_VALUES` maps them, the id last.
-    #[test]
-    fn a_certificate_insert_numbers_a_value_per_column() {
-        assert_eq!(
-            super::certificate_insert_sql(3, true),
-            format!(
-                "INSERT INTO certificates ({}, id) VALUES ({}, $31)",
-                super::INSERTED_COLUMNS,
-                super::INSERTED_VALUES.map(|v| format!("${}", v + 3)).join(", ")
-            )
-        );
-        let plain = super::certificate_insert_sql(1, false);
-        assert!(plain.ends_with("$27, $28)"), "{plain}");
-        assert_eq!(plain.matches('$').count(), super::INSERTED_COLUMNS.split(',').count());
-    }
     use trellis_core::ports::{CertificateReads as _, CertificateWrites as _};
 
     use super::*;
@@ -927,6 +911,22 @@ mod tests {
     const DAY: i64 = 86_400_000;
     /// A fixed "now" a little after midnight UTC, so instants fall on both sides of day edges.
     const NOW: i64 = 1_800_000_000_000 - 1_800_000_000_000 % DAY + 3_600_000;
+
+    /// A value per column, numbered from `first` as `INSERTED_VALUES` maps them, the id last.
+    #[test]
+    fn a_certificate_insert_numbers_a_value_per_column() {
+        assert_eq!(
+            certificate_insert_sql(3, true),
+            format!(
+                "INSERT INTO certificates ({}, id) VALUES ({}, $31)",
+                INSERTED_COLUMNS,
+                INSERTED_VALUES.map(|v| format!("${}", v + 3)).join(", ")
+            )
+        );
+        let plain = certificate_insert_sql(1, false);
+        assert!(plain.ends_with("$27, $28)"), "{plain}");
+        assert_eq!(plain.matches('$').count(), INSERTED_COLUMNS.split(',').count());
+    }
 
     struct Row {
         id: i64,
