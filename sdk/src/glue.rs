@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 use crate::bindings::ca_connector::exports::trellis::plugin::connector as wc;
 use crate::bindings::imports::trellis::plugin::types as w;
 use crate::bindings::integration::exports::trellis::plugin::notifier as wn;
+use crate::types::Encoded;
 use crate::{
     CaConnector, Capability, CertificateProfile, CertificateRef, ConfigIssue, Integration, IssueOutcome, IssueRequest,
     IssuedCertificate, KeyUsage, NameAttribute, PageRequest, PluginError, PluginInfo, PluginKind, RevocationReason,
@@ -241,9 +242,16 @@ fn issue_request(r: wc::IssueRequest) -> IssueRequest {
 
 fn issued(c: IssuedCertificate) -> wc::IssuedCertificate {
     wc::IssuedCertificate {
-        certificate: w::CertificateData::Pem(c.certificate_pem),
-        chain: c.chain_pem.into_iter().map(w::CertificateData::Pem).collect(),
+        certificate: certificate_data(c.certificate),
+        chain: c.chain.into_iter().map(certificate_data).collect(),
         ca_reference: c.ca_reference,
+    }
+}
+
+fn certificate_data(encoded: Encoded) -> w::CertificateData {
+    match encoded {
+        Encoded::Pem(text) => w::CertificateData::Pem(text),
+        Encoded::Der(der) => w::CertificateData::Der(der),
     }
 }
 
@@ -422,6 +430,19 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// A certificate goes to the host in the encoding the connector gave: DER stays DER (no
+    /// text to encode or parse back), PEM stays the CA's text.
+    #[test]
+    fn issued_certificates_keep_their_encoding() {
+        let der = issued(IssuedCertificate::der(vec![0x30, 1]).with_chain_der(vec![vec![0x30, 2]]));
+        assert!(matches!(&der.certificate, w::CertificateData::Der(bytes) if bytes == &[0x30, 1]));
+        assert!(matches!(&der.chain[..], [w::CertificateData::Der(bytes)] if bytes == &[0x30, 2]));
+        let pem = issued(IssuedCertificate::pem("leaf text").with_chain(vec!["chain text".into()]));
+        assert!(matches!(&pem.certificate, w::CertificateData::Pem(text) if text == "leaf text"));
+        assert!(matches!(&pem.chain[..], [w::CertificateData::Pem(text)] if text == "chain text"));
+        assert_eq!(IssuedCertificate::der(vec![1, 2, 3]).certificate_pem(), crate::pki::certificate_pem(&[1, 2, 3]));
+    }
 
     #[derive(serde::Deserialize, schemars::JsonSchema)]
     #[serde(rename_all = "camelCase")]

@@ -524,22 +524,44 @@ impl IssueRequest {
 }
 
 /// A certificate the CA issued. The host reads serial and validity from the certificate.
+/// Hand it over as the CA gave it: PEM text ([`IssuedCertificate::pem`]) or DER
+/// ([`IssuedCertificate::der`]); a connector that holds DER saves encoding it here and the
+/// host parsing the text back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssuedCertificate {
-    pub(crate) certificate_pem: String,
-    pub(crate) chain_pem: Vec<String>,
+    pub(crate) certificate: Encoded,
+    pub(crate) chain: Vec<Encoded>,
     pub(crate) ca_reference: Option<String>,
+}
+
+/// One certificate as a connector hands it to the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Encoded {
+    /// PEM text, which may hold several blocks (the certificate, then chain certificates).
+    Pem(String),
+    Der(Vec<u8>),
 }
 
 impl IssuedCertificate {
     /// From PEM text: the certificate, optionally followed by its chain.
     pub fn pem(text: impl Into<String>) -> IssuedCertificate {
-        IssuedCertificate { certificate_pem: text.into(), chain_pem: Vec::new(), ca_reference: None }
+        IssuedCertificate { certificate: Encoded::Pem(text.into()), chain: Vec::new(), ca_reference: None }
+    }
+
+    /// From the certificate's DER.
+    pub fn der(der: Vec<u8>) -> IssuedCertificate {
+        IssuedCertificate { certificate: Encoded::Der(der), chain: Vec::new(), ca_reference: None }
     }
 
     /// Adds chain certificates (PEM), leaf-most first.
     pub fn with_chain(mut self, chain_pem: Vec<String>) -> IssuedCertificate {
-        self.chain_pem = chain_pem;
+        self.chain = chain_pem.into_iter().map(Encoded::Pem).collect();
+        self
+    }
+
+    /// Adds chain certificates (DER), leaf-most first.
+    pub fn with_chain_der(mut self, chain_der: Vec<Vec<u8>>) -> IssuedCertificate {
+        self.chain = chain_der.into_iter().map(Encoded::Der).collect();
         self
     }
 
@@ -549,9 +571,12 @@ impl IssuedCertificate {
         self
     }
 
-    /// The certificate PEM.
-    pub fn certificate_pem(&self) -> &str {
-        &self.certificate_pem
+    /// The certificate as PEM text (encoded here when it was handed over as DER).
+    pub fn certificate_pem(&self) -> std::borrow::Cow<'_, str> {
+        match &self.certificate {
+            Encoded::Pem(text) => std::borrow::Cow::Borrowed(text),
+            Encoded::Der(der) => std::borrow::Cow::Owned(crate::pki::certificate_pem(der)),
+        }
     }
 
     /// The CA reference.

@@ -331,10 +331,11 @@ impl CaConnector for InternalCa {
     fn issue(_ctx: &CallContext, _config: &Config, request: &IssueRequest) -> Result<IssueOutcome, PluginError> {
         // The profile goes back as the host resolved it: the host signs nothing wider, and
         // narrowing it here would only drop what the requester was granted.
+        // DER as the host signed it: nothing to encode here, nothing for the host to parse back.
         let signed = pki::sign_csr(&request.csr_der, &request.profile)?;
         Ok(IssueOutcome::Issued(
-            IssuedCertificate::pem(pki::certificate_pem(&signed.certificate_der))
-                .with_chain(pems(&signed.chain_der))
+            IssuedCertificate::der(signed.certificate_der)
+                .with_chain_der(signed.chain_der)
                 .with_ca_reference(signed.serial_number),
         ))
     }
@@ -356,8 +357,8 @@ impl CaConnector for InternalCa {
         loop {
             let page = pki::list_issued(&PageRequest::new(cursor, 200))?;
             if let Some(entry) = page.items.into_iter().find(|entry| entry.serial_number == serial) {
-                return Ok(IssuedCertificate::pem(pki::certificate_pem(&entry.certificate_der))
-                    .with_chain(pems(&pki::ca_chain()?))
+                return Ok(IssuedCertificate::der(entry.certificate_der)
+                    .with_chain_der(pki::ca_chain()?)
                     .with_ca_reference(serial));
             }
             cursor = Some(page.next_cursor.ok_or_else(not_found)?);
