@@ -165,11 +165,8 @@ impl OwnConnection {
 /// SQLite, the checkpoint would run inside whichever commit crossed the threshold, holding
 /// every queued write behind its file copy and fsync (inventory-bench register: 1,672/s that
 /// way, 1,877/s with this task; docs/benchmarks-history.md).
-///
-/// Under steady writes no pass reaches the end of the WAL (the writer commits while it copies),
-/// and SQLite starts the WAL over only after a checkpoint that does: the one SQLite runs inside
-/// the commit that finds the WAL past `wal_autocheckpoint` ([`crate::SQLITE_PRAGMAS`]), which
-/// copies only what this task has not.
+/// Under steady writes no pass reaches the WAL's end; what starts it over is SQLite's own
+/// checkpoint, kept rare ([`crate::SQLITE_PRAGMAS`]).
 pub(super) fn spawn_checkpointer(pool: sqlx::AnyPool) {
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(CHECKPOINT_INTERVAL);

@@ -331,8 +331,8 @@ impl CaConnector for InternalCa {
     fn issue(_ctx: &CallContext, _config: &Config, request: &IssueRequest) -> Result<IssueOutcome, PluginError> {
         // The profile goes back as the host resolved it: the host signs nothing wider, and
         // narrowing it here would only drop what the requester was granted.
-        // DER as the host signed it: nothing to encode here, nothing for the host to parse back.
         let signed = pki::sign_csr(&request.csr_der, &request.profile)?;
+        // DER as the host signed it: nothing to encode here, nothing for the host to parse back.
         Ok(IssueOutcome::Issued(
             IssuedCertificate::der(signed.certificate_der)
                 .with_chain_der(signed.chain_der)
